@@ -1,0 +1,5 @@
+"""Allow `python -m deployctl`."""
+
+from deployctl.cli import main
+
+main()

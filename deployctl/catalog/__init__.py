@@ -1,0 +1,90 @@
+"""Catalogs shipped as data files: models, layout presets, env presets."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class QuantBytes(_Frozen):
+    attention: float
+    dense: float
+    experts: float
+    shared: float
+    embedding: float
+    kv_cache: float
+    indexer_cache: float = 0.0
+
+
+class ParamsB(_Frozen):
+    attention_per_layer: float
+    dense_ffn_per_layer: float
+    expert: float
+    router_per_layer: float
+    embedding: float
+    lm_head: float
+
+
+class KvSpec(_Frozen):
+    kind: Literal["mla", "gqa"]
+    latent: int = 0
+    indexer: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+
+
+class ModelInfo(_Frozen):
+    key: str
+    display: str
+    backend_type: str
+    layers: int
+    dense_layers: int
+    hidden: int
+    heads: int
+    routed_experts: int
+    shared_experts: int
+    experts_per_token: int
+    params_b: ParamsB
+    kv: KvSpec
+    workspace_mb_per_prefill_token: float
+    quants: dict[str, QuantBytes]
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers
+
+
+class LayoutPreset(_Frozen):
+    key: str
+    summary: str
+    min_nodes: int
+    max_nodes: int
+    roles: dict[str, dict[str, int | str]]
+
+
+def _read(name: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+
+
+@cache
+def models() -> dict[str, ModelInfo]:
+    return {k: ModelInfo(key=k, **v) for k, v in _read("models.yaml").items()}
+
+
+@cache
+def layouts() -> dict[str, LayoutPreset]:
+    return {k: LayoutPreset(key=k, **v) for k, v in _read("layouts.yaml").items()}
+
+
+@cache
+def env_presets() -> dict[str, Any]:
+    return _read("env.yaml")

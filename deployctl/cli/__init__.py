@@ -1,0 +1,86 @@
+"""The `deployctl` command line (typer). Commands are thin; heavy imports happen inside them."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from deployctl.cli._options import DebugOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt
+
+app = typer.Typer(
+    name="deployctl",
+    help="Plan, render and launch MindIE deployments of large MoE models on Ascend A2/A3 clusters.\n\n"
+         "Start with `deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
+         "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs.",
+    no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state = {"debug": False}
+
+
+def _version(value: bool):
+    if value:
+        from deployctl import __version__
+
+        typer.echo(f"deployctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    debug: DebugOpt = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+):
+    _state["debug"] = debug or os.environ.get("DEPLOYCTL_DEBUG") == "1"
+
+
+@app.command()
+def validate(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+    """Check an inventory statically (no network): keys, names, devices, IPs, model, layout degrees.
+
+    Every problem is listed with its file, line and key path. Exit 0 when valid, 2 otherwise.
+    """
+    from deployctl.cli.commands import run_validate
+
+    run_validate(inventory, output.value)
+
+
+@app.command()
+def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+    """Show the layout, node order, rank assignment and memory fit per die for each role.
+
+    Refuses (exit 2) a layout whose KV budget per die is <= 0 or cannot hold one max_seq_len
+    sequence, with GB needed vs available. `--output json` prints the whole plan.
+    """
+    from deployctl.cli.commands import run_plan
+
+    run_plan(inventory, output.value)
+
+
+@app.command()
+def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False, output: OutputOpt = OutputFormat.text):
+    """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
+    start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
+
+    Byte-stable: the same inventory always gives the same bytes. The tree is replaced atomically;
+    a non-empty directory not written by deployctl is refused unless --force.
+    """
+    from deployctl.cli.commands import run_render
+
+    run_render(inventory, out, force, output.value)
+
+
+def main() -> None:
+    """Entry point: run the app and map errors to messages and exit codes (spec §2)."""
+    from deployctl.cli._errors import handle
+
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
+        sys.exit(handle(exc, _state["debug"]))

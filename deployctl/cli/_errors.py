@@ -1,0 +1,34 @@
+"""One error handler: DeployctlError -> message + exit code; tracebacks only with --debug."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+
+def handle(exc: BaseException, debug: bool) -> int:
+    """Print ``exc`` for the user and return the exit code (spec §2: 1 failed, 2 bad input)."""
+    from deployctl.errors import DeployctlError
+
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, DeployctlError):
+        if _json_requested():
+            print(json.dumps(exc.to_dict(), indent=2))
+        else:
+            print(exc.render(), file=sys.stderr)
+        return exc.exit_code
+    print(f"✗ unexpected error: {type(exc).__name__}: {exc}\n"
+          "This is a deployctl bug. Rerun with --debug and report the traceback.", file=sys.stderr)
+    return 1
+
+
+def _json_requested() -> bool:
+    args = sys.argv
+    for i, a in enumerate(args):
+        if a in ("--output", "-O") and i + 1 < len(args) and args[i + 1] == "json":
+            return True
+        if a in ("--output=json", "-Ojson"):
+            return True
+    return False

@@ -1,0 +1,27 @@
+"""Shared CLI option aliases (one definition per flag)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from enum import Enum
+
+import typer
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+InventoryOpt = Annotated[Path, typer.Option(
+    "-i", "--inventory", metavar="INV", help="Inventory YAML (see inventories/sample.yaml).",
+    dir_okay=False)]
+OutputOpt = Annotated[OutputFormat, typer.Option(
+    "--output", "-O", help="text (tables for people) or json (for scripts).")]
+OutputDirOpt = Annotated[Path, typer.Option(
+    "-o", "--out", metavar="DIR", help="Directory for the rendered tree (created if missing).",
+    file_okay=False)]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Replace DIR even if deployctl did not write it.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also DEPLOYCTL_DEBUG=1).")]

@@ -1,0 +1,76 @@
+"""Human output: rich tables for plan and render (JSON output bypasses this module)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _rank_range(inst, node: str) -> str:
+    ranks = [r.rank for r in inst.ranks if r.node == node]
+    return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
+
+
+def print_plan(plan) -> None:
+    from rich.table import Table
+
+    inv = plan.inventory
+    con = _console()
+    con.print(f"[bold]{inv.cluster.name}[/]: {plan.model_display} {inv.model.quant} on "
+              f"{len(plan.nodes)} x {plan.hardware.upper()} ({inv.devices_per_node} x {inv.cluster.hbm_gb} GiB "
+              f"dies per server), preset [bold]{plan.preset}[/]")
+    nodes = Table(title="Nodes (master first)", title_justify="left")
+    for col in ("node", "address", "container_ip", "instance", "role", "ranks", "master"):
+        nodes.add_column(col)
+    for n in plan.nodes:
+        inst = plan.instance(n.instance)
+        master = "yes" + (" + MindIE-MS" if n.runs_ms else "") if n.is_master else ""
+        nodes.add_row(n.name, n.address, n.container_ip, n.instance, n.role, _rank_range(inst, n.name), master)
+    con.print(nodes)
+    mem = Table(title="Instances and memory fit per die", title_justify="left")
+    mem.add_column("")
+    for inst in plan.instances:
+        mem.add_column(f"{inst.name} ({len(inst.nodes)} node{'s' if len(inst.nodes) > 1 else ''})",
+                       justify="right")
+    rows = [
+        ("world size", lambda i: str(i.world_size)),
+        ("tp / dp / pp / cp", lambda i: f"{i.degrees.tp} / {i.degrees.dp} / {i.degrees.pp} / {i.degrees.cp}"),
+        ("moe_tp / moe_ep", lambda i: f"{i.degrees.moe_tp} / {i.degrees.moe_ep}"),
+        ("HBM per die", lambda i: f"{inv.cluster.hbm_gb} GiB = {i.memory.hbm_gb:.1f} GB"),
+        ("usable (NPU_MEMORY_FRACTION)", lambda i: f"{i.memory.usable_gb:.1f} GB ({i.memory.memory_fraction})"),
+        ("weights resident", lambda i: f"{i.memory.weights_gb:.1f} GB"),
+        ("  routed experts", lambda i: f"{i.memory.weights_breakdown_gb['routed_experts']:.1f} GB"),
+        ("  attention", lambda i: f"{i.memory.weights_breakdown_gb['attention']:.1f} GB"),
+        ("workspace", lambda i: f"{i.memory.workspace_gb:.1f} GB"),
+        ("HCCL buffers", lambda i: f"{i.memory.comm_buffers_gb:.2f} GB"),
+        ("KV budget", lambda i: f"{i.memory.kv_budget_gb:.1f} GB"),
+        ("KV per token", lambda i: f"{i.memory.kv_bytes_per_token / 1000:.1f} KB"),
+        ("max tokens in cache", lambda i: f"{i.memory.max_tokens:,}"),
+        (f"max sequences @ {inv.model.max_seq_len}", lambda i: f"{i.memory.max_sequences:,}"),
+    ]
+    for label, cell in rows:
+        mem.add_row(label, *[cell(i) for i in plan.instances])
+    con.print(mem)
+    for inst in plan.instances:
+        if inst.memory.max_sequences < inv.model.max_batch_size:
+            con.print(f"[yellow]! {inst.name}: the KV cache holds {inst.memory.max_sequences} sequences of "
+                      f"{inv.model.max_seq_len} tokens, fewer than max_batch_size {inv.model.max_batch_size}; "
+                      "long requests will queue or be preempted[/]")
+
+
+def print_render(plan, out: Path, artifacts) -> None:
+    con = _console()
+    con.print(f"✓ rendered {len(artifacts)} files for {len(plan.nodes)} node(s) into [bold]{out}[/]")
+    by_dir: dict[str, list[str]] = {}
+    for a in artifacts:
+        head, _, name = a.path.rpartition("/")
+        by_dir.setdefault(head, []).append(name)
+    for folder, files in by_dir.items():
+        con.print(f"  {out / folder if folder else out}/: {', '.join(files)}")
+    master = plan.nodes[0]
+    con.print(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh there")

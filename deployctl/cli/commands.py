@@ -1,0 +1,61 @@
+"""Implementations behind the CLI commands: load -> validate -> plan -> render, then print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from deployctl.cli import _output
+
+
+def load_and_validate(path: Path):
+    from deployctl.inventory.load import load_inventory
+    from deployctl.inventory.validate import validate_inventory
+
+    return validate_inventory(load_inventory(path))
+
+
+def make_plan(path: Path):
+    from deployctl.planning.plan import plan_layout
+
+    return plan_layout(load_and_validate(path))
+
+
+def run_validate(path: Path, output: str) -> None:
+    from deployctl.planning.layout import effective_preset
+
+    inv = load_and_validate(path)
+    summary = {"valid": True, "inventory": str(path), "cluster": inv.cluster.name,
+               "hardware": inv.cluster.hardware, "nodes": [n.name for n in inv.nodes],
+               "model": inv.model.name, "quant": inv.model.quant, "preset": effective_preset(inv)}
+    if output == "json":
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(f"✓ {path} is valid: cluster {inv.cluster.name}, {len(inv.nodes)} x "
+               f"{inv.cluster.hardware.upper()} ({inv.devices_per_node} devices each), "
+               f"{inv.model.name} {inv.model.quant}, layout {summary['preset']}")
+    typer.echo(f"  next: deployctl plan -i {path}")
+
+
+def run_plan(path: Path, output: str) -> None:
+    plan = make_plan(path)
+    if output == "json":
+        typer.echo(plan.model_dump_json(indent=2))
+        return
+    _output.print_plan(plan)
+
+
+def run_render(path: Path, out: Path, force: bool, output: str) -> None:
+    from deployctl.render import render_artifacts
+    from deployctl.render.write import check_target, write_tree
+
+    check_target(out, force)
+    plan = make_plan(path)
+    artifacts = render_artifacts(plan)
+    write_tree(out, artifacts, force=force)
+    if output == "json":
+        typer.echo(json.dumps({"out": str(out), "files": [a.path for a in artifacts]}, indent=2))
+        return
+    _output.print_render(plan, out, artifacts)

@@ -1,0 +1,1 @@
+"""Inventory: read the YAML file (with line numbers) and validate it statically."""

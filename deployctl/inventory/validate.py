@@ -1,0 +1,412 @@
+"""Static validation: plain data -> Inventory, collecting every problem (no network)."""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+import typing
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+from deployctl.errors import InventoryError, Problem
+from deployctl.inventory.hccn import parse_hccn_conf
+from deployctl.inventory.load import KeyPath, RawInventory, format_path
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
+
+# engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
+# make config.json disagree with the rank table, the env and the plan.
+OWNED_CONFIG_KEYS = {
+    ("ServerConfig", "ipAddress"): "nodes[].container_ip (set per node through MIES_CONTAINER_IP)",
+    ("ServerConfig", "port"): "engine.ports.http",
+    ("ServerConfig", "managementPort"): "engine.ports.management",
+    ("ServerConfig", "metricsPort"): "engine.ports.metrics",
+    ("ServerConfig", "interCommPort"): "engine.ports.inter_comm",
+    ("ServerConfig", "inferMode"): "layout.preset (pd-split sets dmi)",
+    ("BackendConfig", "multiNodesInferEnabled"): "the node count of the instance",
+    ("BackendConfig", "multiNodesInferPort"): "engine.ports.multi_node",
+    ("BackendConfig", "modelInstanceNumber"): "the layout (must be 1 for multi-node)",
+    ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
+}
+LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")
+
+
+# --------------------------------------------------------------------------- structure
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional/list/dict wrappers down to a pydantic model class (or None)."""
+    from pydantic import BaseModel
+
+    args = typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in args:
+        found = _unwrap(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(root: type, loc: tuple) -> type | None:
+    cls = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(cls, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        cls = _unwrap(field.annotation)
+        if cls is None:
+            return None
+    return cls
+
+
+def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
+    from deployctl.models.inventory import Inventory
+
+    problems = []
+    for err in exc.errors():
+        loc: KeyPath = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        # pydantic adds the tag of a union member ("str", "int") to loc; drop them
+        loc = tuple(p for p in loc if p not in ("str", "int", "float", "bool", "function-after"))
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "extra_forbidden":
+            model = _model_at(Inventory, loc[:-1])
+            allowed = sorted(model.model_fields) if model else []
+            close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else (
+                f"allowed keys here: {', '.join(allowed)}" if allowed else "")
+            problems.append(raw.problem(loc, f"unknown key '{loc[-1]}'", hint))
+        elif kind == "missing":
+            problems.append(raw.problem(loc, f"missing required key '{loc[-1]}'",
+                                        "see inventories/sample.yaml for every key"))
+        elif kind == "literal_error":
+            expected = err.get("ctx", {}).get("expected", "")
+            problems.append(raw.problem(loc, f"{value!r} is not allowed", f"use one of {expected}"))
+        elif kind == "string_pattern_mismatch" and loc[-1] == "name":
+            problems.append(raw.problem(
+                loc, f"{value!r} is not a valid name",
+                "use lower-case letters, digits and '-', starting and ending with a letter or digit"))
+        elif kind in ("model_type", "dict_type") and not isinstance(value, dict):
+            problems.append(raw.problem(loc, f"expected a mapping, got {type(value).__name__} {value!r}"))
+        else:
+            msg = err["msg"]
+            problems.append(raw.problem(loc, f"{msg} (got {value!r})" if value is not None
+                                        and not isinstance(value, (dict, list)) else msg))
+    return problems
+
+
+# --------------------------------------------------------------------------- semantic checks
+def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
+    out = []
+    seen_name: dict[str, int] = {}
+    seen_addr: dict[str, int] = {}
+    seen_server: dict[str, int] = {}
+    for i, node in enumerate(inv.nodes):
+        if node.name in seen_name:
+            out.append(raw.problem(("nodes", i, "name"), f"duplicate node name '{node.name}' "
+                                   f"(also nodes[{seen_name[node.name]}])", "node names must be unique"))
+        seen_name.setdefault(node.name, i)
+        if node.address in seen_addr:
+            out.append(raw.problem(("nodes", i, "address"), f"duplicate address '{node.address}' "
+                                   f"(also nodes[{seen_addr[node.address]}])",
+                                   "each node is a different server with its own address"))
+        seen_addr.setdefault(node.address, i)
+        key = ("nodes", i, "container_ip") if node.container_ip else ("nodes", i, "address")
+        if _ip(node.server_ip) is None:
+            out.append(raw.problem(key, f"'{node.server_ip}' is not an IP address",
+                                   "MindIE matches MIES_CONTAINER_IP against the rank table: "
+                                   "set container_ip to the node's IP when address is a host name"))
+        elif node.server_ip in seen_server and key[-1] == "container_ip":
+            out.append(raw.problem(key, f"container_ip '{node.server_ip}' is used by "
+                                   f"nodes[{seen_server[node.server_ip]}] too", "container IPs must be unique"))
+        seen_server.setdefault(node.server_ip, i)
+        if node.super_pod_id is not None and not (inv.cluster.hardware == "a3" and inv.cluster.super_pod):
+            out.append(raw.problem(("nodes", i, "super_pod_id"), "super_pod_id is set but "
+                                   "cluster.super_pod is not true on a3 hardware",
+                                   "remove it, or set cluster.hardware: a3 and cluster.super_pod: true"))
+    return out
+
+
+def _resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
+    """Fill node devices from hccn_conf files; return (new_nodes, problems)."""
+    from deployctl.models.inventory import Device
+
+    problems, nodes = [], []
+    for i, node in enumerate(inv.nodes):
+        if not node.hccn_conf:
+            nodes.append(node)
+            continue
+        path = raw.base_dir / node.hccn_conf
+        shown = str(Path(raw.file).parent / node.hccn_conf)
+        try:
+            addresses = parse_hccn_conf(read_text(path))
+        except OSError as exc:
+            problems.append(raw.problem(("nodes", i, "hccn_conf"), f"cannot read {shown}: "
+                                        f"{exc.strerror or exc}", "the path is relative to the inventory file; "
+                                        "copy the host's /etc/hccn.conf there"))
+            nodes.append(node)
+            continue
+        if not addresses:
+            problems.append(Problem(f"no address_N= lines in {shown}", f"nodes[{i}].hccn_conf", raw.file,
+                                    raw.line_of(("nodes", i, "hccn_conf")),
+                                    "this is not an hccn.conf with device IPs; run `hccn_tool -i N -ip -s "
+                                    "address IP netmask MASK` on the host first"))
+        by_id: dict[int, str] = {}
+        for a in addresses:
+            if a.device_id in by_id:
+                problems.append(Problem(f"address_{a.device_id} appears twice", "", shown, a.line,
+                                        "keep one address per device"))
+            by_id[a.device_id] = a.ip
+        listed = {d.id: d for d in node.devices or ()}
+        merged = []
+        for dev_id in sorted(set(by_id) | set(listed)):
+            dev = listed.get(dev_id) or Device(id=dev_id)
+            conf_ip = by_id.get(dev_id)
+            if dev.ip and conf_ip and dev.ip != conf_ip:
+                j = [d.id for d in node.devices].index(dev_id)
+                problems.append(raw.problem(("nodes", i, "devices", j, "ip"),
+                                            f"device {dev_id} ip {dev.ip} differs from {conf_ip} in {shown}",
+                                            "remove one of them or make them agree"))
+            merged.append(dev if dev.ip or not conf_ip else dev.model_copy(update={"ip": conf_ip}))
+        if node.devices is not None:  # an explicit device list decides which devices are used
+            merged = [d for d in merged if d.id in listed]
+        nodes.append(node.model_copy(update={"devices": merged}))
+    return inv.model_copy(update={"nodes": nodes}), problems
+
+
+def _check_devices(inv, raw: RawInventory) -> list[Problem]:
+    out = []
+    per_node = inv.devices_per_node
+    hw = inv.cluster.hardware.upper()
+    ips: dict[str, str] = {}
+    families: dict[int, str] = {}
+    super_pod = inv.cluster.hardware == "a3" and inv.cluster.super_pod
+    for i, node in enumerate(inv.nodes):
+        if node.devices is None:
+            continue
+        src = "hccn_conf" if node.hccn_conf else "devices"
+        if len(node.devices) != per_node:
+            out.append(raw.problem(("nodes", i, src), f"node '{node.name}' lists {len(node.devices)} devices; "
+                                   f"an {hw} server has {per_node}",
+                                   f"list all {per_node} devices (ids 0-{per_node - 1}) or omit devices"))
+        seen: set[int] = set()
+        for j, dev in enumerate(node.devices):
+            key = ("nodes", i, "devices", j) if not node.hccn_conf else ("nodes", i, "hccn_conf")
+            if not 0 <= dev.id < per_node:
+                out.append(raw.problem(key + ("id",) if len(key) == 4 else key,
+                                       f"device id {dev.id} is out of range for {hw} (0-{per_node - 1})",
+                                       "id is the physical device id N of /dev/davinciN"))
+            if dev.id in seen:
+                out.append(raw.problem(key + ("id",) if len(key) == 4 else key,
+                                       f"device id {dev.id} is listed twice on node '{node.name}'",
+                                       "each physical device appears once"))
+            seen.add(dev.id)
+            if dev.ip is not None:
+                ipkey = key + ("ip",) if len(key) == 4 else key
+                addr = _ip(dev.ip)
+                if addr is None:
+                    out.append(raw.problem(ipkey, f"'{dev.ip}' is not a valid IP address",
+                                           "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
+                elif addr.is_unspecified or addr.is_loopback:
+                    out.append(raw.problem(ipkey, f"'{dev.ip}' is a placeholder, not an NPU NIC IP",
+                                           "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
+                else:
+                    where = f"{node.name} device {dev.id}"
+                    if dev.ip in ips:
+                        out.append(raw.problem(ipkey, f"device IP {dev.ip} is also used by {ips[dev.ip]}",
+                                               "HCCL requires globally unique device IPs"))
+                    ips.setdefault(dev.ip, where)
+                    families.setdefault(addr.version, where)
+            if super_pod and dev.sdid is None:
+                out.append(raw.problem(key, f"device {dev.id} on node '{node.name}' has no sdid",
+                                       "a3 super pod rank tables need super_device_id: read it with "
+                                       "`npu-smi info -t spod-info -i NPU -c CHIP`"))
+            if not super_pod and dev.sdid is not None:
+                out.append(raw.problem(key + ("sdid",) if len(key) == 4 else key,
+                                       "sdid is only used on a3 with cluster.super_pod: true",
+                                       "remove sdid or enable cluster.super_pod"))
+    if len(families) > 1:
+        out.append(raw.problem(("nodes",), f"device IPs mix IPv4 ({families[4]}) and IPv6 ({families[6]})",
+                               "HCCL needs one IP family on all ranks (EI0001)"))
+    return out
+
+
+def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
+    c = inv.cluster
+    if c.super_pod and c.hardware != "a3":
+        return [raw.problem(("cluster", "super_pod"), "super_pod is only for a3 hardware",
+                            "set super_pod: false (A2 rank tables are version 1.0)")]
+    if not c.super_pod:
+        return []
+    out = []
+    pods: dict[str, list[int]] = defaultdict(list)
+    for i, node in enumerate(inv.nodes):
+        if node.super_pod_id is None:
+            out.append(raw.problem(("nodes", i), f"node '{node.name}' has no super_pod_id",
+                                   "with cluster.super_pod: true every node names its super pod "
+                                   "(`npu-smi info -t spod-info` shows Super Pod ID)"))
+            continue
+        pods[node.super_pod_id].append(i)
+    for pod, members in pods.items():
+        seen: dict[int, str] = {}
+        for i in members:
+            node = inv.nodes[i]
+            for j, dev in enumerate(node.devices or ()):
+                if dev.sdid is None:
+                    continue
+                if dev.sdid in seen:
+                    out.append(raw.problem(("nodes", i, "devices", j, "sdid"),
+                                           f"sdid {dev.sdid} is also used by {seen[dev.sdid]} in super pod {pod}",
+                                           "super_device_id must be unique within a super pod (EI0014)"))
+                seen.setdefault(dev.sdid, f"{node.name} device {dev.id}")
+    sizes = {pod: len(m) for pod, m in pods.items()}
+    if len(set(sizes.values())) > 1:
+        listing = ", ".join(f"{p}: {n}" for p, n in sorted(sizes.items()))
+        out.append(raw.problem(("nodes",), f"super pods have different server counts ({listing})",
+                               "HCCL requires the same number of servers in every super pod"))
+    return out
+
+
+def _check_model(inv, raw: RawInventory) -> list[Problem]:
+    from deployctl import catalog
+
+    out = []
+    m = inv.model
+    models = catalog.models()
+    info = models.get(m.name)
+    if info is None:
+        close = difflib.get_close_matches(m.name, list(models), n=1)
+        out.append(raw.problem(("model", "name"), f"model '{m.name}' is not in the catalog",
+                               (f"did you mean '{close[0]}'? " if close else "") +
+                               f"known: {', '.join(models)}"))
+    elif m.quant not in info.quants:
+        out.append(raw.problem(("model", "quant"), f"{info.display} does not ship in '{m.quant}'",
+                               f"use one of {', '.join(info.quants)}"))
+    if m.max_input_len >= m.max_seq_len:
+        out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} must be "
+                               f"less than max_seq_len {m.max_seq_len}",
+                               "max_seq_len counts input plus output tokens"))
+    if m.max_prefill_tokens is not None and m.max_prefill_tokens < m.max_input_len:
+        out.append(raw.problem(("model", "max_prefill_tokens"), f"max_prefill_tokens {m.max_prefill_tokens} "
+                               f"is less than max_input_len {m.max_input_len}",
+                               "MindIE requires maxPrefillTokens >= maxInputTokenLen"))
+    if not m.weights_path.startswith("/"):
+        out.append(raw.problem(("model", "weights_path"), f"weights_path '{m.weights_path}' is not absolute",
+                               "give the absolute path of the weights directory on every host"))
+    if not SERVED_NAME.match(m.served_name):
+        out.append(raw.problem(("model", "served_name"), f"'{m.served_name}' is not a valid MindIE modelName",
+                               "use letters, digits, '-', '.', '_' (not at the start or end), at most 256"))
+    return out
+
+
+def _check_engine(inv, raw: RawInventory) -> list[Problem]:
+    out = []
+    e = inv.engine
+    if any(c.isspace() for c in e.image):
+        out.append(raw.problem(("engine", "image"), f"image {e.image!r} contains whitespace",
+                               "give one image reference, e.g. registry/mindie:TAG"))
+    for key, value in e.env.items():
+        if not ENV_NAME.match(key):
+            out.append(raw.problem(("engine", "env", key), f"'{key}' is not a valid environment variable name",
+                                   "use letters, digits and '_', not starting with a digit"))
+        if isinstance(value, str) and ("\n" in value or "\r" in value):
+            out.append(raw.problem(("engine", "env", key), "value contains a newline",
+                                   "docker --env-file takes one line per variable"))
+    for (section, key), instead in OWNED_CONFIG_KEYS.items():
+        block = e.config.get(section)
+        if isinstance(block, dict) and key in block:
+            out.append(raw.problem(("engine", "config", section, key),
+                                   f"{section}.{key} is set by deployctl", f"set {instead} instead"))
+    ports = e.ports.model_dump()
+    fixed = {k: v for k, v in ports.items() if k not in ("coordinator",)}
+    spans = dict(fixed, **{f"coordinator+{i}": ports["coordinator"] + i for i in range(5)})
+    clash = [p for p, n in Counter(spans.values()).items() if n > 1]
+    if clash:
+        names = sorted(k for k, v in spans.items() if v in clash)
+        out.append(raw.problem(("engine", "ports"), f"ports collide: {', '.join(names)} use {clash[0]}",
+                               "every engine port needs its own number (host network); "
+                               "the coordinator uses 5 ports from engine.ports.coordinator"))
+    return out
+
+
+def _check_layout(inv, raw: RawInventory) -> list[Problem]:
+    lay = inv.layout
+    out = []
+    names = [n.name for n in inv.nodes]
+    split = lay.preset == "pd-split" or lay.prefill is not None or lay.decode is not None
+    if split:
+        if lay.preset not in (None, "pd-split"):
+            out.append(raw.problem(("layout", "preset"), f"prefill/decode roles need preset pd-split, not "
+                                   f"'{lay.preset}'", "set layout.preset: pd-split or remove prefill/decode"))
+        for role in ("prefill", "decode"):
+            if getattr(lay, role) is None:
+                out.append(raw.problem(("layout",), f"pd-split needs layout.{role} with its nodes",
+                                       f"add {role}: {{nodes: [...]}}"))
+        for deg in LAYOUT_DEGREES + ("o_proj_tp", "lm_head_tp"):
+            if getattr(lay, deg) is not None:
+                out.append(raw.problem(("layout", deg), f"layout.{deg} is ignored by pd-split",
+                                       f"set it per role: layout.prefill.{deg} / layout.decode.{deg}"))
+        owner: dict[str, str] = {}
+        for role in ("prefill", "decode"):
+            rl = getattr(lay, role)
+            for j, name in enumerate(rl.nodes if rl else ()):
+                path = ("layout", role, "nodes", j)
+                if name not in names:
+                    close = difflib.get_close_matches(name, names, n=1)
+                    out.append(raw.problem(path, f"node '{name}' is not in nodes",
+                                           f"did you mean '{close[0]}'?" if close else
+                                           f"known nodes: {', '.join(names)}"))
+                elif name in owner:
+                    out.append(raw.problem(path, f"node '{name}' is already in {owner[name]}",
+                                           "prefill and decode instances need separate nodes"))
+                owner.setdefault(name, f"layout.{role}.nodes")
+        unused = [n for n in names if n not in owner]
+        if unused and not out:
+            out.append(raw.problem(("nodes",), f"nodes in no role: {', '.join(unused)}",
+                                   "add them to layout.prefill.nodes or layout.decode.nodes, or remove them"))
+    return out
+
+
+CHECKS = (_check_nodes, _check_super_pod, _check_devices, _check_model, _check_engine, _check_layout)
+
+
+def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None):
+    """Validate the whole inventory and return it with device IPs filled in from hccn_conf.
+
+    Raises:
+        InventoryError: with every problem found, each naming file, line and key path.
+    """
+    from pydantic import ValidationError
+
+    from deployctl.models.inventory import Inventory
+    from deployctl.planning.layout import layout_problems
+
+    try:
+        inv = Inventory.model_validate(raw.data)
+    except ValidationError as exc:
+        problems = sorted(_structure_problems(raw, exc), key=Problem.sort_key)
+        raise InventoryError(f"{raw.file}: {len(problems)} problem(s)", problems=problems) from None
+    inv, problems = _resolve_devices(inv, raw, read_text or (lambda p: p.read_text(encoding="utf-8")))
+    for check in CHECKS:
+        problems += check(inv, raw)
+    if not problems:
+        problems += layout_problems(inv, raw)
+    if problems:
+        problems = sorted(dict.fromkeys(problems), key=Problem.sort_key)
+        raise InventoryError(f"{raw.file}: {len(problems)} problem(s)", problems=problems)
+    return inv
+
+
+def path_str(path: KeyPath) -> str:
+    return format_path(path)

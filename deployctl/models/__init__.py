@@ -1,0 +1,1 @@
+"""Pydantic models only: no I/O, no subprocess, no network."""

@@ -1,0 +1,144 @@
+"""The inventory file as immutable pydantic models (contract: spec/inventory.md §1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _to_str(v: Any) -> Any:
+    # YAML reads `super_pod_id: 0` as an int; ids are strings in every Ascend format.
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class Cluster(Strict):
+    name: str = Field(pattern=NAME_PATTERN, max_length=40)
+    hardware: Literal["a2", "a3"]
+    hbm_gb: int = Field(64, gt=0, le=1024)
+    super_pod: bool = False
+
+
+class SshDefaults(Strict):
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    key: str = "~/.ssh/id_ed25519"
+    known_hosts: str = "~/.ssh/known_hosts"
+
+
+class NodeSsh(Strict):
+    user: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    key: str | None = None
+    known_hosts: str | None = None
+
+
+class Ports(Strict):
+    """Engine ports (MindIE defaults). Host network: every port must be free on every node."""
+
+    http: int = Field(1025, ge=1024, le=65535)          # ServerConfig.port (OpenAI endpoint)
+    management: int = Field(1026, ge=1024, le=65535)    # ServerConfig.managementPort (health)
+    metrics: int = Field(1027, ge=1024, le=65535)       # ServerConfig.metricsPort
+    inter_comm: int = Field(1121, ge=1024, le=65535)    # ServerConfig.interCommPort (PD KV links)
+    multi_node: int = Field(1120, ge=1024, le=65535)    # BackendConfig.multiNodesInferPort
+    master: int = Field(7008, ge=1024, le=65535)        # MASTER_PORT (seed guide)
+    coordinator: int = Field(1035, ge=1024, le=65535)   # pd-split: MindIE-MS coordinator, 5 ports from here
+    controller: int = Field(1045, ge=1024, le=65535)    # pd-split: MindIE-MS controller http server
+    cluster: int = Field(8899, ge=1024, le=65535)       # pd-split: controller cluster_port
+
+
+class Engine(Strict):
+    kind: Literal["mindie"] = "mindie"
+    image: str = Field(min_length=1)
+    env: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    ports: Ports = Field(default_factory=Ports)
+    shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
+    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+    work_dir: str = Field("/etc/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")  # rendered files inside the container
+    tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
+    privileged: bool = False     # docker --privileged (the explicit --device list is enough for MindIE)
+    daemon: str = Field("/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon",
+                        pattern=r"^/[A-Za-z0-9._/-]+$")
+
+
+class ModelSpec(Strict):
+    name: str
+    quant: str
+    weights_path: str
+    served_name: str
+    max_seq_len: int = Field(gt=0)
+    max_input_len: int = Field(gt=0)
+    max_batch_size: int = Field(gt=0)
+    max_prefill_tokens: int | None = Field(None, gt=0)
+
+
+class RoleLayout(Strict):
+    nodes: list[str] = Field(min_length=1)
+    tp: int | None = Field(None, ge=1)
+    dp: int | None = Field(None, ge=1)
+    pp: int | None = Field(None, ge=1)
+    cp: int | None = Field(None, ge=1)
+    moe_tp: int | None = Field(None, ge=1)
+    moe_ep: int | None = Field(None, ge=1)
+    o_proj_tp: int | None = Field(None, ge=1)
+    lm_head_tp: int | None = Field(None, ge=1)
+
+
+class Layout(Strict):
+    preset: Literal["single", "tp-pp", "dp-ep", "pd-split"] | None = None
+    tp: int | None = Field(None, ge=1)
+    dp: int | None = Field(None, ge=1)
+    pp: int | None = Field(None, ge=1)
+    cp: int | None = Field(None, ge=1)
+    moe_tp: int | None = Field(None, ge=1)
+    moe_ep: int | None = Field(None, ge=1)
+    o_proj_tp: int | None = Field(None, ge=1)
+    lm_head_tp: int | None = Field(None, ge=1)
+    prefill: RoleLayout | None = None
+    decode: RoleLayout | None = None
+
+
+class Device(Strict):
+    id: int
+    ip: str | None = None
+    sdid: int | None = Field(None, ge=0)
+
+
+class Node(Strict):
+    name: str = Field(pattern=NAME_PATTERN, max_length=63)
+    address: str = Field(min_length=1)
+    container_ip: str | None = None
+    super_pod_id: str | None = None
+    hccn_conf: str | None = None
+    devices: list[Device] | None = None
+    ssh: NodeSsh | None = None
+
+    _coerce_pod = field_validator("super_pod_id", mode="before")(_to_str)
+
+    @property
+    def server_ip(self) -> str:
+        """The IP MindIE matches against MIES_CONTAINER_IP (container_ip, else address)."""
+        return self.container_ip or self.address
+
+
+class Inventory(Strict):
+    cluster: Cluster
+    ssh: SshDefaults = Field(default_factory=SshDefaults)
+    engine: Engine
+    model: ModelSpec
+    layout: Layout = Field(default_factory=Layout)
+    nodes: list[Node] = Field(min_length=1)
+
+    @property
+    def devices_per_node(self) -> int:
+        return 8 if self.cluster.hardware == "a2" else 16
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)

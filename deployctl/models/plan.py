@@ -1,0 +1,101 @@
+"""The plan: instances, roles, node order, rank assignment, ports and memory fit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deployctl.models.inventory import Inventory
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Degrees(_Frozen):
+    """Parallel degrees of one instance, MindIE naming (ModelConfig keys)."""
+
+    tp: int = 1
+    dp: int = 1
+    pp: int = 1
+    cp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+    o_proj_tp: int | None = None
+    lm_head_tp: int | None = None
+
+
+class Rank(_Frozen):
+    rank: int
+    node: str
+    device_id: int          # physical id (/dev/davinciN)
+    local_rank: int         # logical id inside the container (npuDeviceIds)
+    device_ip: str | None = None
+    sdid: int | None = None
+
+
+class MemoryFit(_Frozen):
+    """Per-die memory budget (bytes are decimal GB = 1e9 in the *_gb fields)."""
+
+    hbm_gb: float
+    memory_fraction: float
+    usable_gb: float
+    weights_gb: float
+    weights_breakdown_gb: dict[str, float]
+    workspace_gb: float
+    comm_buffers_gb: float
+    kv_budget_gb: float
+    kv_bytes_per_token: int
+    max_tokens: int          # tokens of KV cache per die (one DP group's copy)
+    max_sequences: int       # concurrent sequences of max_seq_len over the whole instance
+    fits: bool
+    reason: str = ""
+
+
+class Instance(_Frozen):
+    name: str
+    role: Role
+    nodes: list[str]
+    master: str
+    world_size: int
+    degrees: Degrees
+    ranks: list[Rank]
+    memory: MemoryFit
+
+    @property
+    def multi_node(self) -> bool:
+        return len(self.nodes) > 1
+
+
+class PlanNode(_Frozen):
+    name: str
+    address: str
+    server_id: str           # rank table server_id (the node IP, as MindIE expects)
+    container_ip: str
+    instance: str
+    role: Role
+    is_master: bool
+    super_pod_id: str | None = None
+    device_ids: list[int]
+    runs_ms: bool = False    # pd-split: this node also runs MindIE-MS controller + coordinator
+
+
+class Plan(_Frozen):
+    """Everything the renderers need; `deployctl plan --output json` prints this."""
+
+    deployctl_version: str
+    preset: str
+    hardware: Literal["a2", "a3"]
+    model_display: str
+    instances: list[Instance]
+    nodes: list[PlanNode] = Field(description="master first, then instance order, then inventory order")
+    inventory: Inventory
+
+    def node(self, name: str) -> PlanNode:
+        return next(n for n in self.nodes if n.name == name)
+
+    def instance(self, name: str) -> Instance:
+        return next(i for i in self.instances if i.name == name)

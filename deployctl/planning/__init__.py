@@ -1,0 +1,1 @@
+"""Planning: layout degrees, rank assignment and memory fit (pure)."""

@@ -1,0 +1,170 @@
+"""Resolve layout presets into per-instance degrees and check them against the nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from deployctl import catalog
+from deployctl.errors import Problem
+from deployctl.models.plan import Degrees
+
+ATTN = ("tp", "dp", "pp", "cp")
+MOE = ("moe_tp", "moe_ep")
+LOCAL_TP = ("o_proj_tp", "lm_head_tp")
+# the degree a preset adjusts when the user pins the others (e.g. dp-ep with tp: 1 -> dp = devices / tp)
+FREE_DEGREE = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", None: "dp"}
+MAX_SERVERS = 60  # MindIE accepts rank tables of 2-60 servers
+
+
+@dataclass
+class InstanceSpec:
+    name: str
+    role: str
+    nodes: list[str]
+    key: tuple            # key path of the layout block, for error messages
+    degrees: Degrees | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def effective_preset(inv) -> str | None:
+    lay = inv.layout
+    if lay.preset:
+        return lay.preset
+    if lay.prefill is not None or lay.decode is not None:
+        return "pd-split"
+    if len(inv.nodes) == 1 and not any(getattr(lay, d) for d in ATTN + MOE):
+        return "single"
+    return None
+
+
+def _symbol(value, devices: int, per_node: int, nodes: int) -> int:
+    if isinstance(value, int):
+        return value
+    return {"devices": devices, "devices_per_node": per_node, "nodes": nodes}[value]
+
+
+def _fill(user: dict, preset_row: dict, free: str, devices: int, per_node: int, nodes: int) -> dict:
+    deg = {k: _symbol(v, devices, per_node, nodes) for k, v in preset_row.items()}
+    deg.update({k: v for k, v in user.items() if v is not None})
+    for k in ATTN + MOE:
+        deg.setdefault(k, 1)
+    # re-derive the free attention degree when the user pinned the others
+    if free not in user or user[free] is None:
+        others = 1
+        for k in ATTN:
+            others *= deg[k] if k != free else 1
+        if others and devices % others == 0:
+            deg[free] = devices // others
+    stage = devices // deg["pp"] if deg["pp"] and devices % deg["pp"] == 0 else devices
+    moe_tp, moe_ep = user.get("moe_tp"), user.get("moe_ep")
+    if moe_tp is not None and moe_ep is None and stage % moe_tp == 0:
+        deg["moe_ep"] = stage // moe_tp
+    elif moe_ep is not None and moe_tp is None and stage % moe_ep == 0:
+        deg["moe_tp"] = stage // moe_ep
+    elif moe_tp is None and moe_ep is None:
+        # keep the preset's expert TP when it still divides the stage, else pure EP
+        keep = deg["moe_tp"] if preset_row and stage % deg["moe_tp"] == 0 else 1
+        deg["moe_tp"], deg["moe_ep"] = keep, stage // keep
+    return deg
+
+
+def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw) -> list[Problem]:
+    out = []
+    k = spec.key
+    product = deg["tp"] * deg["dp"] * deg["pp"] * deg["cp"]
+    n = len(spec.nodes)
+    where = f"{spec.name} instance ({n} node{'s' if n > 1 else ''} x {per_node} devices = {devices})"
+    if product != devices:
+        out.append(raw.problem(k, f"tp*dp*pp*cp = {deg['tp']}*{deg['dp']}*{deg['pp']}*{deg['cp']} = {product}, "
+                               f"but the {where} has {devices} devices",
+                               "every device runs exactly one rank: make the product equal the device count"))
+    if deg["tp"] > per_node or per_node % deg["tp"]:
+        out.append(raw.problem(k + ("tp",), f"tp={deg['tp']} does not fit in one server of {per_node} devices",
+                               f"TP stays inside one server's HCCS domain: use a divisor of {per_node} "
+                               "and scale across servers with dp, pp or moe_ep"))
+    if devices % deg["pp"] == 0:
+        stage = devices // deg["pp"]
+        if deg["moe_tp"] * deg["moe_ep"] != stage:
+            out.append(raw.problem(k, f"moe_tp*moe_ep = {deg['moe_tp']}*{deg['moe_ep']} = "
+                                   f"{deg['moe_tp'] * deg['moe_ep']}, but one pipeline stage has {stage} devices",
+                                   "the experts of each layer are split over all devices of its stage: "
+                                   f"make moe_tp*moe_ep = {stage}"))
+    if model is not None:
+        if deg["pp"] > model.layers:
+            out.append(raw.problem(k + ("pp",), f"pp={deg['pp']} exceeds the {model.layers} layers of "
+                                   f"{model.display}", "use fewer pipeline stages"))
+        if deg["moe_ep"] > 1 and model.routed_experts % deg["moe_ep"]:
+            out.append(raw.problem(k + ("moe_ep",), f"moe_ep={deg['moe_ep']} does not divide the "
+                                   f"{model.routed_experts} routed experts of {model.display}",
+                                   "use a power-of-two node count (EP sizes that divide the expert count)"))
+    for name in LOCAL_TP:
+        v = deg.get(name)
+        if v is not None and (v > per_node or devices % v or per_node % v):
+            out.append(raw.problem(k + (name,), f"{name}={v} must divide the {per_node} devices of a server",
+                                   f"local TP stays inside one server: use a divisor of {per_node}"))
+    if n > MAX_SERVERS:
+        out.append(raw.problem(k, f"the {spec.name} instance spans {n} servers; MindIE accepts at most "
+                               f"{MAX_SERVERS}", "split the nodes into more instances"))
+    return out
+
+
+def _role_specs(inv) -> list[InstanceSpec]:
+    preset = effective_preset(inv)
+    lay = inv.layout
+    if preset == "pd-split":
+        return [InstanceSpec("prefill", "prefill", list(lay.prefill.nodes), ("layout", "prefill")),
+                InstanceSpec("decode", "decode", list(lay.decode.nodes), ("layout", "decode"))]
+    return [InstanceSpec("mixed", "mixed", [n.name for n in inv.nodes], ("layout",))]
+
+
+def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
+    """Return one InstanceSpec per instance with degrees filled in (problems attached)."""
+    from deployctl.inventory.load import RawInventory
+
+    raw = raw or RawInventory(data={}, file="<inventory>", base_dir=None)
+    preset = effective_preset(inv)
+    per_node = inv.devices_per_node
+    model = catalog.models().get(inv.model.name)
+    specs = _role_specs(inv)
+    if preset is None:
+        specs[0].problems.append(raw.problem(("layout",), "no layout preset and no degrees for a "
+                                 f"{len(inv.nodes)}-node cluster",
+                                 "set layout.preset to tp-pp, dp-ep or pd-split (or give tp/dp/pp/moe_ep)"))
+        return specs
+    meta = catalog.layouts()[preset]
+    total = sum(len(s.nodes) for s in specs)
+    if not meta.min_nodes <= total <= meta.max_nodes:
+        specs[0].problems.append(raw.problem(("layout", "preset"), f"preset {preset} needs "
+                                 f"{meta.min_nodes}-{meta.max_nodes} nodes; the inventory has {total}",
+                                 "pick the preset for your node count: single (1), tp-pp or dp-ep (2+), "
+                                 "pd-split (prefill + decode nodes)"))
+        return specs
+    for spec in specs:
+        block = getattr(inv.layout, spec.role) if spec.role in ("prefill", "decode") else inv.layout
+        user = {d: getattr(block, d) for d in ATTN + MOE + LOCAL_TP}
+        devices = len(spec.nodes) * per_node
+        row = meta.roles[spec.role]
+        deg = _fill(user, row, FREE_DEGREE[spec.role if preset == "pd-split" else preset],
+                    devices, per_node, len(spec.nodes))
+        spec.problems += _check(spec, deg, devices, per_node, model, raw)
+        if not spec.problems:
+            spec.degrees = Degrees(**{k: deg.get(k) for k in ATTN + MOE + LOCAL_TP})
+    return specs
+
+
+def layout_problems(inv, raw) -> list[Problem]:
+    """Static layout checks used by `validate` (degrees, device IPs of multi-node instances)."""
+    out = []
+    for spec in resolve_instances(inv, raw):
+        out += spec.problems
+        if len(spec.nodes) > 1 or effective_preset(inv) == "pd-split":
+            for i, node in enumerate(inv.nodes):
+                if node.name not in spec.nodes:
+                    continue
+                missing = node.devices is None or any(d.ip is None for d in node.devices)
+                if missing:
+                    out.append(raw.problem(("nodes", i), f"node '{node.name}' has no device IPs, which "
+                                           f"the rank table of the {spec.name} instance needs",
+                                           "list devices: [{id: 0, ip: ...}, ...] or point hccn_conf at a "
+                                           "copy of the host's /etc/hccn.conf"))
+    return out

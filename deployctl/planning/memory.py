@@ -1,0 +1,97 @@
+"""Memory fit per die: weights resident, KV budget, KV bytes per token, capacity.
+
+Formulas: ../shared/reference/planner-math.md §4.1-4.2 (README "How plan sizes memory").
+All byte counts are per die (one rank, one HBM pool); GB here means 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from deployctl.catalog import ModelInfo
+from deployctl.models.plan import Degrees, MemoryFit
+
+GB = 1e9
+GIB = 2**30
+RUNTIME_GB = 1.0          # CANN runtime + ATB context per die, outside the KV pool
+OTHER_COMM_MB = 120       # buffer of each communicator other than the widest one
+
+
+def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
+    """Bytes of weights resident on the most loaded die, by component.
+
+    Pipeline stages are cut by layers; the first stage also holds the dense layers and the
+    embedding, the last the lm_head, so the worst stage is taken (conservative).
+    """
+    q = m.quants[quant]
+    p = m.params_b
+    layers = math.ceil(m.layers / d.pp)
+    moe_layers = min(m.moe_layers, math.ceil(m.moe_layers / d.pp))
+    dense_layers = min(m.dense_layers, layers)
+    head_tp = d.lm_head_tp or d.tp
+    emb = p.embedding * q.embedding / d.tp
+    head = p.lm_head * q.embedding / head_tp
+    experts_per_rank = math.ceil(m.routed_experts / d.moe_ep)
+    return {
+        "attention": layers * p.attention_per_layer * q.attention / d.tp * GB,
+        "dense_ffn": dense_layers * p.dense_ffn_per_layer * q.dense / d.tp * GB,
+        "routed_experts": moe_layers * experts_per_rank * p.expert * q.experts / d.moe_tp * GB,
+        "shared_experts": moe_layers * m.shared_experts * p.expert * q.shared / d.tp * GB,
+        "router": moe_layers * p.router_per_layer * 2 * GB,
+        "embedding_lm_head": (emb + head if d.pp == 1 else max(emb, head)) * GB,
+    }
+
+
+def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
+    """KV-cache bytes one token occupies on one die.
+
+    MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 adds its
+    indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
+    """
+    q = m.quants[quant]
+    layers = math.ceil(m.layers / d.pp)
+    if m.kv.kind == "mla":
+        per_layer = m.kv.latent * q.kv_cache + m.kv.indexer * q.indexer_cache
+    else:
+        per_layer = 2 * math.ceil(m.kv.kv_heads / d.tp) * m.kv.head_dim * q.kv_cache
+    return int(round(layers * per_layer))
+
+
+def comm_groups(d: Degrees) -> int:
+    sizes = [d.tp, d.dp, d.pp, d.cp, d.moe_tp, d.moe_ep, d.o_proj_tp or 1, d.lm_head_tp or 1]
+    return sum(1 for s in sizes if s > 1)
+
+
+def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
+               hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int) -> MemoryFit:
+    """MindIE's rule: kv = HBM x NPU_MEMORY_FRACTION - weights - workspace.
+
+    HCCL buffers live outside the fraction (MindIE env docs); when they exceed that
+    reserve, the overflow is taken from the KV budget.
+    """
+    hbm = hbm_gb * GIB
+    usable = hbm * fraction
+    parts = weights_per_die(m, quant, d)
+    weights = sum(parts.values())
+    workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6
+    groups = comm_groups(d)
+    comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
+    overflow = max(0.0, comm - (hbm - usable))
+    budget = usable - weights - workspace - overflow
+    per_token = kv_bytes_per_token(m, quant, d)
+    tokens = max(0, int(budget // per_token)) if per_token else 0
+    seqs = d.dp * ((tokens * d.cp) // max_seq_len)
+    reason = ""
+    if budget <= 0:
+        reason = (f"weights {weights / GB:.1f} GB + workspace {(workspace + overflow) / GB:.1f} GB exceed "
+                  f"the {usable / GB:.1f} GB usable per die")
+    elif tokens * d.cp < max_seq_len:
+        reason = (f"KV budget {budget / GB:.2f} GB holds {tokens * d.cp} tokens per sequence slot, "
+                  f"less than one max_seq_len sequence ({max_seq_len})")
+    return MemoryFit(
+        hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, usable_gb=round(usable / GB, 2),
+        weights_gb=round(weights / GB, 2),
+        weights_breakdown_gb={k: round(v / GB, 2) for k, v in parts.items()},
+        workspace_gb=round(workspace / GB, 2), comm_buffers_gb=round(comm / GB, 2),
+        kv_budget_gb=round(budget / GB, 2), kv_bytes_per_token=per_token, max_tokens=tokens,
+        max_sequences=seqs, fits=not reason, reason=reason)

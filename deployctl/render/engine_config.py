@@ -1,0 +1,142 @@
+"""MindIE Service config.json per node, serialised from the plan; engine.config deep-merged last.
+
+Example (2 x 8 A2, tp-pp; abridged)::
+
+    {"Version": "1.0.0",
+     "ServerConfig": {"ipAddress": "10.200.2.2", "port": 1025, "httpsEnabled": false,
+                      "inferMode": "standard", "interCommTLSEnabled": false, ...},
+     "BackendConfig": {"modelInstanceNumber": 1, "npuDeviceIds": [[0, 1, 2, 3, 4, 5, 6, 7]],
+                       "multiNodesInferEnabled": true, "multiNodesInferPort": 1120,
+                       "interNodeTLSEnabled": false,
+                       "ModelDeployConfig": {"maxSeqLen": 8192, "maxInputTokenLen": 4096,
+                           "ModelConfig": [{"modelName": "ds-r1", "tp": 8, "pp": 2, "moe_tp": 8, ...}]},
+                       "ScheduleConfig": {"maxBatchSize": 32, ...}},
+     "LogConfig": {...}, "EnableDynamicAdjustTimeoutConfig": false}
+"""
+
+from __future__ import annotations
+
+import copy
+
+from deployctl import catalog
+from deployctl.models.artifact import Artifact
+from deployctl.models.plan import Instance, Plan, PlanNode
+from deployctl.planning.plan import max_prefill_tokens
+from deployctl.render.ranktable import to_json
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Return base with override merged in: mappings recurse, everything else replaces."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _tls_paths(prefix: str, base: str) -> dict:
+    return {f"{prefix}TlsCaFile": [f"{base}_ca.pem"], f"{prefix}TlsCert": f"security/certs/{base}/server.pem",
+            f"{prefix}TlsPk": f"security/keys/{base}/server.key.pem",
+            f"{prefix}TlsCrlPath": f"security/{base}/certs/", f"{prefix}TlsCrlFiles": ["server_crl.pem"]}
+
+
+def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
+    e = plan.inventory.engine
+    tls = e.tls
+    pd = node.role != "mixed"
+    cfg = {
+        "ipAddress": node.container_ip, "managementIpAddress": node.container_ip,
+        "port": e.ports.http, "managementPort": e.ports.management, "metricsPort": e.ports.metrics,
+        "allowAllZeroIpListening": False,
+        "maxLinkNum": 300 if len(plan.nodes) >= 4 else 1000,
+        "httpsEnabled": tls, "fullTextEnabled": False,
+        "tlsCaPath": "security/ca/", "tlsCaFile": ["ca.pem"], "tlsCert": "security/certs/server.pem",
+        "tlsPk": "security/keys/server.key.pem", "tlsCrlPath": "security/certs/",
+        "tlsCrlFiles": ["server_crl.pem"],
+        **_tls_paths("management", "management"), **_tls_paths("metrics", "metrics"),
+        "inferMode": "dmi" if pd else "standard",
+        "interCommTLSEnabled": tls, "interCommPort": e.ports.inter_comm,
+        "interCommTlsCaPath": "security/grpc/ca/", "interCommTlsCaFiles": ["ca.pem"],
+        "interCommTlsCert": "security/grpc/certs/server.pem", "interCommPk": "security/grpc/keys/server.key.pem",
+        "interCommTlsCrlPath": "security/grpc/certs/", "interCommTlsCrlFiles": ["server_crl.pem"],
+        "openAiSupport": "vllm", "tokenTimeout": 600, "e2eTimeout": 600,
+        "distDPServerEnabled": node.role == "decode",
+        "HealthCheckConfig": {"npuUsageThreshold": 0},
+    }
+    return cfg
+
+
+def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
+    inv = plan.inventory
+    info = catalog.models()[inv.model.name]
+    d = inst.degrees
+    mc = {
+        "modelInstanceType": "Standard", "modelName": inv.model.served_name,
+        "modelWeightPath": inv.model.weights_path, "worldSize": inst.world_size,
+        "cpuMemSize": 5, "npuMemSize": -1, "backendType": info.backend_type, "trustRemoteCode": False,
+        "tp": d.tp, "dp": d.dp, "pp": d.pp, "cp": d.cp, "sp": 1, "moe_tp": d.moe_tp, "moe_ep": d.moe_ep,
+    }
+    if node.role != "mixed":
+        mc["kv_link_timeout"] = 1080
+        if node.role == "decode":
+            mc["kv_trans_timeout"] = 10
+    if info.kv.kind == "mla" and (d.o_proj_tp or d.lm_head_tp):
+        opts = {}
+        if d.lm_head_tp:
+            opts["lm_head_local_tp"] = d.lm_head_tp
+        if d.o_proj_tp:
+            opts["o_proj_local_tp"] = d.o_proj_tp
+        mc["models"] = {"deepseekv2": {"parallel_options": opts}}
+    return mc
+
+
+def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
+    inv = plan.inventory
+    m = inv.model
+    e = inv.engine
+    pd = node.role != "mixed"
+    return {
+        "backendName": "mindieservice_llm_engine", "modelInstanceNumber": 1,
+        "npuDeviceIds": [list(range(len(node.device_ids)))],
+        "tokenizerProcessNumber": 8,
+        "multiNodesInferEnabled": inst.multi_node and not pd,
+        "multiNodesInferPort": e.ports.multi_node,
+        "interNodeTLSEnabled": e.tls,
+        "interNodeTlsCaPath": "security/grpc/ca/", "interNodeTlsCaFiles": ["ca.pem"],
+        "interNodeTlsCert": "security/grpc/certs/server.pem", "interNodeTlsPk": "security/grpc/keys/server.key.pem",
+        "interNodeTlsCrlPath": "security/grpc/certs/", "interNodeTlsCrlFiles": ["server_crl.pem"],
+        "kvPoolConfig": {"backend": "", "configPath": ""},
+        "ModelDeployConfig": {
+            "maxSeqLen": m.max_seq_len, "maxInputTokenLen": m.max_input_len, "truncation": 0,
+            "ModelConfig": [model_config(plan, node, inst)],
+        },
+        "ScheduleConfig": {
+            "templateType": "Standard", "templateName": "Standard_LLM", "cacheBlockSize": 128,
+            "maxPrefillBatchSize": min(50, m.max_batch_size), "maxPrefillTokens": max_prefill_tokens(inv),
+            "prefillTimeMsPerReq": 150, "prefillPolicyType": 0,
+            "decodeTimeMsPerReq": 50, "decodePolicyType": 0,
+            "maxBatchSize": m.max_batch_size, "maxIterTimes": m.max_seq_len - m.max_input_len,
+            "maxPreemptCount": 0, "supportSelectBatch": False,
+            "maxQueueDelayMicroseconds": 5000, "maxFirstTokenWaitTime": 2500,
+            **({"distributedEnable": inst.multi_node} if pd else {}),
+        },
+    }
+
+
+def config_doc(plan: Plan, node: PlanNode) -> dict:
+    inst = plan.instance(node.instance)
+    doc = {
+        "Version": "1.0.0",
+        "ServerConfig": server_config(plan, node, inst),
+        "BackendConfig": backend_config(plan, node, inst),
+        "LogConfig": {"dynamicLogLevel": "", "dynamicLogLevelValidHours": 2, "dynamicLogLevelValidTime": ""},
+        "EnableDynamicAdjustTimeoutConfig": False,
+    }
+    return deep_merge(doc, plan.inventory.engine.config)
+
+
+def render_configs(plan: Plan) -> list[Artifact]:
+    return [Artifact(kind="config", path=f"{n.name}/config.json", content=to_json(config_doc(plan, n)),
+                     mode=0o640) for n in plan.nodes]

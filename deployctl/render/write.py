@@ -1,0 +1,62 @@
+"""Write a rendered tree atomically: build it next to the target, then swap directories."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from deployctl import __version__
+from deployctl.errors import UsageError
+from deployctl.models.artifact import Artifact
+
+MARKER = ".deployctl.json"
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        return json.loads((path / MARKER).read_text()).get("generator") == "deployctl"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_target(out: Path, force: bool) -> None:
+    """Refuse to replace a directory deployctl did not write (unless --force)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a directory", hint="pass -o with a directory path")
+    if out.is_dir() and any(out.iterdir()) and not _is_ours(out) and not force:
+        raise UsageError(f"{out} is not empty and was not written by deployctl",
+                         hint=f"choose another -o directory, or pass --force to replace {out}")
+
+
+def write_tree(out: Path, artifacts: list[Artifact], force: bool = False) -> list[Path]:
+    """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
+    check_target(out, force)
+    out = out.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        digests = {}
+        for art in artifacts:
+            target = tmp / art.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(art.content)
+            os.chmod(target, art.mode)
+            digests[art.path] = hashlib.sha256(art.content).hexdigest()
+        marker = {"generator": "deployctl", "version": __version__, "files": digests}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o755)
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.rename(out, old)
+        os.rename(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / a.path for a in artifacts]

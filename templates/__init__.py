@@ -1,0 +1,1 @@
+"""Text templates (Jinja2, StrictUndefined) shipped as package data `deployctl.templates`."""
