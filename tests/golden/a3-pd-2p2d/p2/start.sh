@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# deployctl 0.1.0: start MindIE on node p2 (prefill, instance prefill).
+# Run it on p2 from the folder holding config.json and env and ranktable.json.
+# Do not edit by hand: change the inventory and re-render.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NAME=v32-pd-mindie
+IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts
+
+if docker container inspect "$NAME" >/dev/null 2>&1; then
+  echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
+  exit 1
+fi
+# MindIE refuses a rank table whose mode is not 640.
+chmod 640 "$HERE/ranktable.json"
+docker run -d --name "$NAME" \
+  --net=host --ipc=host --shm-size=500g \
+  --device=/dev/davinci0 \
+  --device=/dev/davinci1 \
+  --device=/dev/davinci2 \
+  --device=/dev/davinci3 \
+  --device=/dev/davinci4 \
+  --device=/dev/davinci5 \
+  --device=/dev/davinci6 \
+  --device=/dev/davinci7 \
+  --device=/dev/davinci8 \
+  --device=/dev/davinci9 \
+  --device=/dev/davinci10 \
+  --device=/dev/davinci11 \
+  --device=/dev/davinci12 \
+  --device=/dev/davinci13 \
+  --device=/dev/davinci14 \
+  --device=/dev/davinci15 \
+  --device=/dev/davinci_manager \
+  --device=/dev/devmm_svm \
+  --device=/dev/hisi_hdc \
+  -v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro \
+  -v /usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro \
+  -v /usr/local/dcmi:/usr/local/dcmi:ro \
+  -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
+  -v /etc/hccn.conf:/etc/hccn.conf:ro \
+  -v /data/models/DeepSeek-V3.2-Exp-W8A8C8:/data/models/DeepSeek-V3.2-Exp-W8A8C8:ro \
+  -v "$HERE:"/etc/deployctl:ro \
+  --env-file "$HERE/env" \
+  -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \
+  "$IMAGE" \
+  bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; cd "$(dirname "$DEPLOYCTL_DAEMON")/.." && exec "$DEPLOYCTL_DAEMON"'
+echo "started $NAME on p2; follow it with: docker logs -f $NAME"

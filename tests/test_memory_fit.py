@@ -1,0 +1,104 @@
+"""Memory fit per die against the published minimum hardware (planner-math.md §2, §4.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployctl.errors import LayoutError
+from deployctl.inventory.load import parse_yaml
+from deployctl.planning.plan import plan_layout
+from deployctl.inventory.validate import validate_inventory
+
+
+def inventory(model: str, quant: str, nodes: int, preset: str, hardware: str = "a2", **layout) -> str:
+    per = 8 if hardware == "a2" else 16
+    node_yaml = "\n".join(
+        f"  - name: n{k}\n    address: 10.0.{k}.1\n    devices: ["
+        + ", ".join(f"{{id: {i}, ip: 29.{k}.{i}.1}}" for i in range(per)) + "]"
+        for k in range(nodes))
+    extra = "".join(f"\n  {k}: {v}" for k, v in layout.items())
+    return f"""
+cluster: {{name: t, hardware: {hardware}}}
+engine: {{image: mindie:test}}
+model: {{name: {model}, quant: {quant}, weights_path: /w, served_name: m,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
+layout:
+  preset: {preset}{extra}
+nodes:
+{node_yaml}
+"""
+
+
+def plan_of(text: str):
+    from pathlib import Path
+
+    return plan_layout(validate_inventory(parse_yaml(text, "t.yaml", Path("."))))
+
+
+def test_r1_w8a8_does_not_fit_one_a2_server():
+    with pytest.raises(LayoutError) as err:
+        plan_of(inventory("deepseek-r1", "w8a8", 1, "single"))
+    text = err.value.render()
+    assert "does not fit" in text
+    assert "GB per die" in text and "usable" in text      # the numbers: needed vs available
+    assert "w4a8" in err.value.hint                       # the smaller quantization is suggested
+    assert err.value.exit_code == 2
+
+
+@pytest.mark.parametrize("preset", ["tp-pp", "dp-ep"])
+def test_r1_w8a8_fits_two_a2_servers(preset):
+    plan = plan_of(inventory("deepseek-r1", "w8a8", 2, preset))
+    mem = plan.instances[0].memory
+    assert mem.fits and mem.kv_budget_gb > 5
+    assert 38 < mem.weights_gb < 48            # ~673 GB of W8A8 weights over 16 dies, plus replicas
+
+
+def test_v32_bf16_needs_four_a2_servers():
+    with pytest.raises(LayoutError):
+        plan_of(inventory("deepseek-v3.2-exp", "bf16", 2, "dp-ep"))
+    plan = plan_of(inventory("deepseek-v3.2-exp", "bf16", 4, "dp-ep"))
+    assert plan.instances[0].memory.fits
+
+
+def test_r1_w8a8_fits_one_a3_server():
+    # vllm-ascend: R1 W8A8 "requires 1 Atlas 800 A3 (64G x 16) node or 2 Atlas 800 A2"
+    plan = plan_of(inventory("deepseek-r1", "w8a8", 1, "single", hardware="a3", moe_tp=1))
+    assert plan.instances[0].memory.fits
+
+
+def test_qwen3_235b_w8a8_fits_one_a2_server_with_gqa_kv():
+    plan = plan_of(inventory("qwen3-235b-a22b", "w8a8", 1, "single"))
+    mem = plan.instances[0].memory
+    assert mem.fits
+    # GQA: 4 KV heads < TP8, so each rank keeps one head: 94 layers x 2 x 1 x 128 x 2 bytes
+    assert mem.kv_bytes_per_token == 94 * 2 * 1 * 128 * 2
+
+
+def test_mla_kv_is_not_split_by_tp_but_by_pipeline_stage():
+    one = plan_of(inventory("deepseek-r1", "w8a8", 2, "dp-ep")).instances[0].memory
+    two = plan_of(inventory("deepseek-r1", "w8a8", 2, "tp-pp")).instances[0].memory
+    assert one.kv_bytes_per_token == 61 * 576 * 2               # 70,272 B: DeepSeek's published figure
+    assert two.kv_bytes_per_token == 31 * 576 * 2               # pp=2: 31 layers on the first stage
+
+
+def test_v32_adds_the_indexer_cache_and_c8_halves_it():
+    bf16 = plan_of(inventory("deepseek-v3.2-exp", "w8a8", 2, "dp-ep")).instances[0].memory
+    c8 = plan_of(inventory("deepseek-v3.2-exp", "w8a8c8", 2, "dp-ep")).instances[0].memory
+    assert bf16.kv_bytes_per_token == 61 * (576 * 2 + 128 * 2)
+    assert c8.kv_bytes_per_token == 61 * (576 + 128)
+
+
+def test_memory_fraction_override_changes_the_budget():
+    base = plan_of(inventory("deepseek-r1", "w8a8", 2, "dp-ep")).instances[0].memory
+    text = inventory("deepseek-r1", "w8a8", 2, "dp-ep").replace(
+        "engine: {image: mindie:test}", "engine: {image: mindie:test, env: {NPU_MEMORY_FRACTION: 0.8}}")
+    low = plan_of(text).instances[0].memory
+    assert low.memory_fraction == 0.8
+    assert low.kv_budget_gb < base.kv_budget_gb
+
+
+def test_refuses_when_one_max_length_sequence_does_not_fit():
+    text = inventory("deepseek-r1", "w8a8", 2, "tp-pp").replace("max_seq_len: 8192", "max_seq_len: 4000000")
+    with pytest.raises(LayoutError) as err:
+        plan_of(text)
+    assert "less than one max_seq_len sequence" in err.value.render()
