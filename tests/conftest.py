@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
+DEPLOYCTL = Path(sys.executable).parent / "deployctl"
 
 
 def pytest_addoption(parser):
@@ -40,6 +41,6 @@ def check_golden(path: Path, actual: bytes, update: bool) -> None:
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the real `deployctl` entry point in a subprocess (exit codes and stderr as users see them)."""
-    return subprocess.run([sys.executable, "-m", "deployctl", *args], capture_output=True, text=True,
+    """Run the installed `deployctl` console script (exit codes and stderr exactly as users see them)."""
+    return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
