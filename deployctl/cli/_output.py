@@ -32,6 +32,11 @@ def print_plan(plan) -> None:
         master = "yes" + (" + MindIE-MS" if n.runs_ms else "") if n.is_master else ""
         nodes.add_row(n.name, n.address, n.container_ip, n.instance, n.role, _rank_range(inst, n.name), master)
     con.print(nodes)
+    p = plan.ports
+    ms = f"; MindIE-MS coordinator {p.coordinator}-{p.coordinator + 4}, controller {p.controller}" \
+        if any(n.runs_ms for n in plan.nodes) else ""
+    con.print(f"Ports: http {p.http}, management {p.management}, metrics {p.metrics}, multi-node {p.multi_node}, "
+              f"inter-comm {p.inter_comm}, MASTER_PORT {p.master}{ms}")
     mem = Table(title="Instances and memory fit per die", title_justify="left")
     mem.add_column("")
     for inst in plan.instances:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from deployctl.errors import InventoryError, Problem
 from deployctl.inventory.hccn import parse_hccn_conf
-from deployctl.inventory.load import KeyPath, RawInventory, format_path
+from deployctl.inventory.load import KeyPath, RawInventory
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -406,7 +406,3 @@ def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | Non
         problems = sorted(dict.fromkeys(problems), key=Problem.sort_key)
         raise InventoryError(f"{raw.file}: {len(problems)} problem(s)", problems=problems)
     return inv
-
-
-def path_str(path: KeyPath) -> str:
-    return format_path(path)

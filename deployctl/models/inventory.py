@@ -79,28 +79,25 @@ class ModelSpec(Strict):
     max_prefill_tokens: int | None = Field(None, gt=0)
 
 
-class RoleLayout(Strict):
+class DegreeFields(Strict):
+    """Parallel degrees, MindIE naming; unset ones come from the preset."""
+
+    tp: int | None = Field(None, ge=1)
+    dp: int | None = Field(None, ge=1)
+    pp: int | None = Field(None, ge=1)
+    cp: int | None = Field(None, ge=1)
+    moe_tp: int | None = Field(None, ge=1)
+    moe_ep: int | None = Field(None, ge=1)
+    o_proj_tp: int | None = Field(None, ge=1)
+    lm_head_tp: int | None = Field(None, ge=1)
+
+
+class RoleLayout(DegreeFields):
     nodes: list[str] = Field(min_length=1)
-    tp: int | None = Field(None, ge=1)
-    dp: int | None = Field(None, ge=1)
-    pp: int | None = Field(None, ge=1)
-    cp: int | None = Field(None, ge=1)
-    moe_tp: int | None = Field(None, ge=1)
-    moe_ep: int | None = Field(None, ge=1)
-    o_proj_tp: int | None = Field(None, ge=1)
-    lm_head_tp: int | None = Field(None, ge=1)
 
 
-class Layout(Strict):
+class Layout(DegreeFields):
     preset: Literal["single", "tp-pp", "dp-ep", "pd-split"] | None = None
-    tp: int | None = Field(None, ge=1)
-    dp: int | None = Field(None, ge=1)
-    pp: int | None = Field(None, ge=1)
-    cp: int | None = Field(None, ge=1)
-    moe_tp: int | None = Field(None, ge=1)
-    moe_ep: int | None = Field(None, ge=1)
-    o_proj_tp: int | None = Field(None, ge=1)
-    lm_head_tp: int | None = Field(None, ge=1)
     prefill: RoleLayout | None = None
     decode: RoleLayout | None = None
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployctl.models.inventory import Inventory
+from deployctl.models.inventory import Inventory, Ports
 
 Role = Literal["mixed", "prefill", "decode"]
 
@@ -92,6 +92,7 @@ class Plan(_Frozen):
     model_display: str
     instances: list[Instance]
     nodes: list[PlanNode] = Field(description="master first, then instance order, then inventory order")
+    ports: Ports
     inventory: Inventory
 
     def node(self, name: str) -> PlanNode:

@@ -92,4 +92,5 @@ def plan_layout(inv: Inventory) -> Plan:
                 super_pod_id=node.super_pod_id, device_ids=[d.id for d in node_devices(inv, name)],
                 runs_ms=preset == "pd-split" and name == instances[0].master))
     return Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
-                model_display=info.display, instances=instances, nodes=nodes, inventory=inv)
+                model_display=info.display, instances=instances, nodes=nodes, ports=inv.engine.ports,
+                inventory=inv)

@@ -59,7 +59,6 @@ def global_ranktable_doc(plan: Plan) -> dict:
             "server_group_list": groups}
 
 
-
 def controller_doc(plan: Plan) -> dict:
     e = plan.inventory.engine
     ms = next(n for n in plan.nodes if n.runs_ms)
