@@ -18,9 +18,15 @@ def load_and_validate(path: Path):
 
 
 def make_plan(path: Path):
+    from deployctl.errors import LayoutError
     from deployctl.planning.plan import plan_layout
 
-    return plan_layout(load_and_validate(path))
+    inv = load_and_validate(path)
+    try:
+        return plan_layout(inv)
+    except LayoutError as exc:
+        exc.message = f"{path}: {exc.message}"
+        raise
 
 
 def run_validate(path: Path, output: str) -> None:

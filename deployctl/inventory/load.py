@@ -95,7 +95,8 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     finally:
         loader.dispose()
     if problems:
-        raise InventoryError(f"{file} has {len(problems)} problem(s)", problems=problems)
+        n = len(problems)
+        raise InventoryError(f"{file}: {n} problem{'s' if n != 1 else ''}", problems=problems)
     if not isinstance(data, dict):
         raise InventoryError(f"{file} must be a YAML mapping with cluster/engine/model/layout/nodes",
                              problems=[Problem("top level is not a mapping", "", file, 1)],

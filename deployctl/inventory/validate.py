@@ -63,40 +63,65 @@ def _model_at(root: type, loc: tuple) -> type | None:
     return cls
 
 
-def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
+_TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
+               "float_type": "a number", "list_type": "a list", "dict_type": "a mapping",
+               "model_type": "a mapping", "int_parsing": "an integer", "bool_parsing": "true or false"}
+_UNION_TAGS = ("str", "int", "float", "bool", "function-after", "function-before")
+
+
+def _describe(value) -> str:
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping",
+            type(None): "null"}.get(type(value), type(value).__name__)
+    return f"{kind} {value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) < 40 else kind
+
+
+def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
     from deployctl.models.inventory import Inventory
 
-    problems = []
+    err = errs[0]
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx", {})
+    if len(errs) > 1:  # a union: every member refused the value
+        wanted = " or ".join(dict.fromkeys(_TYPE_NAMES.get(e["type"], e["type"]) for e in errs))
+        return raw.problem(loc, f"expected {wanted}, got {_describe(value)}")
+    if kind == "extra_forbidden":
+        model = _model_at(Inventory, loc[:-1])
+        allowed = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else (
+            f"allowed keys here: {', '.join(allowed)}" if allowed else "")
+        return raw.problem(loc, f"unknown key '{loc[-1]}'", hint)
+    if kind == "missing":
+        return raw.problem(loc, f"missing required key '{loc[-1]}'", "see inventories/sample.yaml for every key")
+    if kind == "literal_error":
+        return raw.problem(loc, f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}")
+    if kind == "string_pattern_mismatch" and loc[-1] == "name":
+        return raw.problem(loc, f"{value!r} is not a valid name",
+                           "use lower-case letters, digits and '-', starting and ending with a letter or digit")
+    if kind in ("greater_than", "greater_than_equal", "less_than_equal", "less_than"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "")
+        return raw.problem(loc, f"{value!r} is out of range: must be {op} {bound}",
+                           "sizes, counts and ports are positive integers within MindIE's limits")
+    if kind in _TYPE_NAMES:
+        return raw.problem(loc, f"expected {_TYPE_NAMES[kind]}, got {_describe(value)}",
+                           "quote strings that look like numbers; write numbers without quotes")
+    if kind == "too_short":
+        return raw.problem(loc, "must not be empty")
+    return raw.problem(loc, f"{err['msg']} (got {_describe(value)})")
+
+
+def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
+    grouped: dict[KeyPath, list[dict]] = {}
     for err in exc.errors():
-        loc: KeyPath = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
-        # pydantic adds the tag of a union member ("str", "int") to loc; drop them
-        loc = tuple(p for p in loc if p not in ("str", "int", "float", "bool", "function-after"))
-        kind = err["type"]
-        value = err.get("input")
-        if kind == "extra_forbidden":
-            model = _model_at(Inventory, loc[:-1])
-            allowed = sorted(model.model_fields) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else (
-                f"allowed keys here: {', '.join(allowed)}" if allowed else "")
-            problems.append(raw.problem(loc, f"unknown key '{loc[-1]}'", hint))
-        elif kind == "missing":
-            problems.append(raw.problem(loc, f"missing required key '{loc[-1]}'",
-                                        "see inventories/sample.yaml for every key"))
-        elif kind == "literal_error":
-            expected = err.get("ctx", {}).get("expected", "")
-            problems.append(raw.problem(loc, f"{value!r} is not allowed", f"use one of {expected}"))
-        elif kind == "string_pattern_mismatch" and loc[-1] == "name":
-            problems.append(raw.problem(
-                loc, f"{value!r} is not a valid name",
-                "use lower-case letters, digits and '-', starting and ending with a letter or digit"))
-        elif kind in ("model_type", "dict_type") and not isinstance(value, dict):
-            problems.append(raw.problem(loc, f"expected a mapping, got {type(value).__name__} {value!r}"))
-        else:
-            msg = err["msg"]
-            problems.append(raw.problem(loc, f"{msg} (got {value!r})" if value is not None
-                                        and not isinstance(value, (dict, list)) else msg))
-    return problems
+        loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
+        grouped.setdefault(loc, []).append(err)
+    problems = {loc: _one_problem(raw, loc, errs) for loc, errs in grouped.items()}
+    # `adress` unknown + `address` missing is one typo: keep the did-you-mean, drop the "missing"
+    for loc, prob in list(problems.items()):
+        if prob.hint.startswith("did you mean '"):
+            twin = loc[:-1] + (prob.hint.split("'")[1],)
+            problems.pop(twin, None)
+    return list(problems.values())
 
 
 # --------------------------------------------------------------------------- semantic checks
@@ -139,7 +164,7 @@ def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
 
 
 def _resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
-    """Fill node devices from hccn_conf files; return (new_nodes, problems)."""
+    """Fill node devices from hccn_conf files; return (inventory, problems)."""
     from deployctl.models.inventory import Device
 
     problems, nodes = [], []
@@ -162,6 +187,8 @@ def _resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
                                     raw.line_of(("nodes", i, "hccn_conf")),
                                     "this is not an hccn.conf with device IPs; run `hccn_tool -i N -ip -s "
                                     "address IP netmask MASK` on the host first"))
+            nodes.append(node)
+            continue
         by_id: dict[int, str] = {}
         for a in addresses:
             if a.device_id in by_id:
@@ -191,6 +218,7 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
     hw = inv.cluster.hardware.upper()
     ips: dict[str, str] = {}
     families: dict[int, str] = {}
+    first_of: dict[int, tuple] = {}
     super_pod = inv.cluster.hardware == "a3" and inv.cluster.super_pod
     for i, node in enumerate(inv.nodes):
         if node.devices is None:
@@ -228,6 +256,7 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
                                                "HCCL requires globally unique device IPs"))
                     ips.setdefault(dev.ip, where)
                     families.setdefault(addr.version, where)
+                    first_of.setdefault(addr.version, ipkey)
             if super_pod and dev.sdid is None:
                 out.append(raw.problem(key, f"device {dev.id} on node '{node.name}' has no sdid",
                                        "a3 super pod rank tables need super_device_id: read it with "
@@ -237,7 +266,8 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
                                        "sdid is only used on a3 with cluster.super_pod: true",
                                        "remove sdid or enable cluster.super_pod"))
     if len(families) > 1:
-        out.append(raw.problem(("nodes",), f"device IPs mix IPv4 ({families[4]}) and IPv6 ({families[6]})",
+        later = max(first_of, key=lambda v: raw.line_of(first_of[v]) or 0)
+        out.append(raw.problem(first_of[later], f"device IPs mix IPv4 ({families[4]}) and IPv6 ({families[6]})",
                                "HCCL needs one IP family on all ranks (EI0001)"))
     return out
 
@@ -286,7 +316,7 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
     models = catalog.models()
     info = models.get(m.name)
     if info is None:
-        close = difflib.get_close_matches(m.name, list(models), n=1)
+        close = [k for k in models if k.startswith(m.name)] or difflib.get_close_matches(m.name, list(models), n=1)
         out.append(raw.problem(("model", "name"), f"model '{m.name}' is not in the catalog",
                                (f"did you mean '{close[0]}'? " if close else "") +
                                f"known: {', '.join(models)}"))
@@ -323,6 +353,11 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
         if isinstance(value, str) and ("\n" in value or "\r" in value):
             out.append(raw.problem(("engine", "env", key), "value contains a newline",
                                    "docker --env-file takes one line per variable"))
+    for section in ("ServerConfig", "BackendConfig", "LogConfig"):
+        if section in e.config and not isinstance(e.config[section], dict):
+            out.append(raw.problem(("engine", "config", section), f"{section} must be a mapping, got "
+                                   f"{e.config[section]!r}", "engine.config is deep-merged into config.json: "
+                                   f"give only the keys to change under {section}"))
     for (section, key), instead in OWNED_CONFIG_KEYS.items():
         block = e.config.get(section)
         if isinstance(block, dict) and key in block:
@@ -334,7 +369,9 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     clash = [p for p, n in Counter(spans.values()).items() if n > 1]
     if clash:
         names = sorted(k for k, v in spans.items() if v in clash)
-        out.append(raw.problem(("engine", "ports"), f"ports collide: {', '.join(names)} use {clash[0]}",
+        user_set = [k for k in names if ("engine", "ports", k.split("+")[0]) in raw.lines]
+        key = ("engine", "ports", user_set[0].split("+")[0]) if user_set else ("engine", "ports")
+        out.append(raw.problem(key, f"ports collide: {', '.join(names)} use {clash[0]}",
                                "every engine port needs its own number (host network); "
                                "the coordinator uses 5 ports from engine.ports.coordinator"))
     return out
@@ -366,7 +403,7 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
                     close = difflib.get_close_matches(name, names, n=1)
                     out.append(raw.problem(path, f"node '{name}' is not in nodes",
                                            f"did you mean '{close[0]}'?" if close else
-                                           f"known nodes: {', '.join(names)}"))
+                                           f"known nodes: {', '.join(dict.fromkeys(names))}"))
                 elif name in owner:
                     out.append(raw.problem(path, f"node '{name}' is already in {owner[name]}",
                                            "prefill and decode instances need separate nodes"))
@@ -396,13 +433,20 @@ def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | Non
         inv = Inventory.model_validate(raw.data)
     except ValidationError as exc:
         problems = sorted(_structure_problems(raw, exc), key=Problem.sort_key)
-        raise InventoryError(f"{raw.file}: {len(problems)} problem(s)", problems=problems) from None
+        raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
     inv, problems = _resolve_devices(inv, raw, read_text or (lambda p: p.read_text(encoding="utf-8")))
+    bad_hccn = {n.name for i, n in enumerate(inv.nodes)
+                if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
     for check in CHECKS:
         problems += check(inv, raw)
-    if not problems:
-        problems += layout_problems(inv, raw)
+    if not any(p.path.startswith("layout") for p in problems):
+        problems += layout_problems(inv, raw, skip_ips=bad_hccn)
     if problems:
         problems = sorted(dict.fromkeys(problems), key=Problem.sort_key)
-        raise InventoryError(f"{raw.file}: {len(problems)} problem(s)", problems=problems)
+        raise InventoryError(count_problems(raw.file, problems), problems=problems)
     return inv
+
+
+def count_problems(file: str, problems: list) -> str:
+    n = len(problems)
+    return f"{file}: {n} problem{'s' if n != 1 else ''}"

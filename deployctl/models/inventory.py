@@ -10,7 +10,8 @@ NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: YAML `true` is not the integer 1, and "8" is not 8
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 def _to_str(v: Any) -> Any:
@@ -73,10 +74,10 @@ class ModelSpec(Strict):
     quant: str
     weights_path: str
     served_name: str
-    max_seq_len: int = Field(gt=0)
-    max_input_len: int = Field(gt=0)
-    max_batch_size: int = Field(gt=0)
-    max_prefill_tokens: int | None = Field(None, gt=0)
+    max_seq_len: int = Field(gt=0, le=4194304)          # MindIE maxInputTokenLen limit
+    max_input_len: int = Field(gt=0, le=4194304)
+    max_batch_size: int = Field(gt=0, le=819200)        # MindIE maxBatchSize range
+    max_prefill_tokens: int | None = Field(None, gt=0, le=4194304)
 
 
 class DegreeFields(Strict):

@@ -22,6 +22,7 @@ class InstanceSpec:
     role: str
     nodes: list[str]
     key: tuple            # key path of the layout block, for error messages
+    preset: str | None = None
     degrees: Degrees | None = None
     problems: list[Problem] = field(default_factory=list)
 
@@ -73,11 +74,18 @@ def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, ra
     k = spec.key
     product = deg["tp"] * deg["dp"] * deg["pp"] * deg["cp"]
     n = len(spec.nodes)
-    where = f"{spec.name} instance ({n} node{'s' if n > 1 else ''} x {per_node} devices = {devices})"
+    where = f"{spec.name} instance ({n} node{'s' if n > 1 else ''} x {per_node} devices)"
     if product != devices:
-        out.append(raw.problem(k, f"tp*dp*pp*cp = {deg['tp']}*{deg['dp']}*{deg['pp']}*{deg['cp']} = {product}, "
-                               f"but the {where} has {devices} devices",
-                               "every device runs exactly one rank: make the product equal the device count"))
+        free = FREE_DEGREE.get(spec.role if spec.role != "mixed" else spec.preset, "dp")
+        others = product // deg[free]
+        fix = f"e.g. {free}: {devices // others}" if others and devices % others == 0 else \
+            "make the product equal the device count"
+        pinned = [d for d in ATTN if (*k, d) in raw.lines]
+        at = free if free in pinned else (pinned[0] if pinned else None)
+        out.append(raw.problem(k + ((at,) if at else ()),
+                               f"tp*dp*pp*cp = {deg['tp']}*{deg['dp']}*{deg['pp']}*{deg['cp']} = {product}, "
+                               f"but the {where} has {devices}",
+                               f"every device runs exactly one rank: {fix}"))
     if deg["tp"] > per_node or per_node % deg["tp"]:
         out.append(raw.problem(k + ("tp",), f"tp={deg['tp']} does not fit in one server of {per_node} devices",
                                f"TP stays inside one server's HCCS domain: use a divisor of {per_node} "
@@ -112,9 +120,9 @@ def _role_specs(inv) -> list[InstanceSpec]:
     preset = effective_preset(inv)
     lay = inv.layout
     if preset == "pd-split":
-        return [InstanceSpec("prefill", "prefill", list(lay.prefill.nodes), ("layout", "prefill")),
-                InstanceSpec("decode", "decode", list(lay.decode.nodes), ("layout", "decode"))]
-    return [InstanceSpec("mixed", "mixed", [n.name for n in inv.nodes], ("layout",))]
+        return [InstanceSpec("prefill", "prefill", list(lay.prefill.nodes), ("layout", "prefill"), preset),
+                InstanceSpec("decode", "decode", list(lay.decode.nodes), ("layout", "decode"), preset)]
+    return [InstanceSpec("mixed", "mixed", [n.name for n in inv.nodes], ("layout",), preset)]
 
 
 def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
@@ -152,19 +160,35 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
     return specs
 
 
-def layout_problems(inv, raw) -> list[Problem]:
-    """Static layout checks used by `validate` (degrees, device IPs of multi-node instances)."""
+def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]:
+    """Static layout checks used by `validate` (degrees, device IPs of multi-node instances).
+
+    Nodes in ``skip_ips`` already have a reported problem with their device IPs (e.g. an unreadable
+    hccn_conf); they are not reported again.
+    """
     out = []
     for spec in resolve_instances(inv, raw):
         out += spec.problems
         if len(spec.nodes) > 1 or effective_preset(inv) == "pd-split":
-            for i, node in enumerate(inv.nodes):
-                if node.name not in spec.nodes:
-                    continue
-                missing = node.devices is None or any(d.ip is None for d in node.devices)
-                if missing:
-                    out.append(raw.problem(("nodes", i), f"node '{node.name}' has no device IPs, which "
-                                           f"the rank table of the {spec.name} instance needs",
-                                           "list devices: [{id: 0, ip: ...}, ...] or point hccn_conf at a "
-                                           "copy of the host's /etc/hccn.conf"))
+            out += _missing_ips(inv, raw, spec, skip_ips)
+    return out
+
+
+def _missing_ips(inv, raw, spec: InstanceSpec, skip: set[str]) -> list[Problem]:
+    out = []
+    need = f"the rank table of the {spec.name} instance needs it"
+    for i, node in enumerate(inv.nodes):
+        if node.name not in spec.nodes or node.name in skip:
+            continue
+        if node.devices is None:
+            out.append(raw.problem(("nodes", i), f"node '{node.name}' has no device IPs; {need}",
+                                   "list devices: [{id: 0, ip: ...}, ...] or point hccn_conf at a "
+                                   "copy of the host's /etc/hccn.conf"))
+            continue
+        for j, dev in enumerate(node.devices):
+            if dev.ip is None:
+                key = ("nodes", i, "hccn_conf") if node.hccn_conf else ("nodes", i, "devices", j)
+                out.append(raw.problem(key, f"device {dev.id} of node '{node.name}' has no ip; {need}",
+                                       f"add address_{dev.id}= to the hccn.conf copy" if node.hccn_conf
+                                       else "add ip: <NPU NIC IP from `hccn_tool -i N -ip -g`>"))
     return out

@@ -83,11 +83,10 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     seqs = d.dp * ((tokens * d.cp) // max_seq_len)
     reason = ""
     if budget <= 0:
-        reason = (f"weights {weights / GB:.1f} GB + workspace {(workspace + overflow) / GB:.1f} GB exceed "
-                  f"the {usable / GB:.1f} GB usable per die")
+        reason = "no room left for the KV cache"
     elif tokens * d.cp < max_seq_len:
-        reason = (f"KV budget {budget / GB:.2f} GB holds {tokens * d.cp} tokens per sequence slot, "
-                  f"less than one max_seq_len sequence ({max_seq_len})")
+        reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
+                  f"({max_seq_len:,})")
     return MemoryFit(
         hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, usable_gb=round(usable / GB, 2),
         weights_gb=round(weights / GB, 2),

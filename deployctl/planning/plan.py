@@ -5,7 +5,7 @@ from __future__ import annotations
 from deployctl import __version__, catalog
 from deployctl.errors import LayoutError, Problem
 from deployctl.models.inventory import Device, Inventory
-from deployctl.models.plan import Instance, Plan, PlanNode, Rank
+from deployctl.models.plan import Degrees, Instance, MemoryFit, Plan, PlanNode, Rank
 from deployctl.planning.env import preset_env
 from deployctl.planning.layout import effective_preset, resolve_instances
 from deployctl.planning.memory import memory_fit
@@ -32,28 +32,53 @@ def assign_ranks(inv: Inventory, nodes: list[str]) -> list[Rank]:
     return ranks
 
 
+def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
+    env = preset_env(inv.cluster.hardware, role, inv.engine.env)
+    return memory_fit(catalog.models()[inv.model.name], quant, deg, hbm_gb=inv.cluster.hbm_gb,
+                      fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
+                      hccl_buffsize_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
+                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv))
+
+
+def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
+    """Concrete ways out: a smaller quantization that fits this layout, or the dp-ep size that fits."""
+    info = catalog.models()[inv.model.name]
+    own = info.quants[inv.model.quant]
+    tips = []
+    smaller = [q for q, b in info.quants.items() if b.experts < own.experts]
+    ok = [q for q in smaller if all(_fits(inv, q, i.degrees, i.role).fits for i in failing)]
+    if ok:
+        tips.append(f"use quant {ok[0]} (it fits this layout)")
+    per = inv.devices_per_node
+    servers = max(len(i.nodes) for i in failing)
+    for n in (2, 4, 8, 16, 32, 48, 60):
+        if n <= servers or info.routed_experts % (n * per):
+            continue
+        fit = _fits(inv, inv.model.quant, Degrees(tp=per, dp=n, moe_ep=n * per), "mixed")
+        if fit.fits:
+            tips.append(f"use {n} servers with preset dp-ep ({fit.kv_budget_gb:.1f} GB of KV cache per die)")
+            break
+    if not tips:
+        tips.append("add servers or use a smaller quantization")
+    if all(i.memory.kv_budget_gb > 0 for i in failing):
+        tips.append("lower max_seq_len")
+    return ", or ".join(tips)
+
+
 def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
-    m = inv.model
-    info = catalog.models()[m.name]
+    info = catalog.models()[inv.model.name]
     hw = inv.cluster.hardware.upper()
     problems = []
     for inst in failing:
-        f = inst.memory
-        d = inst.degrees
+        f, d = inst.memory, inst.degrees
+        need = f.weights_gb + f.workspace_gb
         problems.append(Problem(
             f"{inst.name} instance ({len(inst.nodes)} x {hw}, tp={d.tp} dp={d.dp} pp={d.pp} cp={d.cp} "
-            f"moe_tp={d.moe_tp} moe_ep={d.moe_ep}): needs {f.weights_gb + f.workspace_gb:.1f} GB per die "
-            f"(weights {f.weights_gb:.1f} + workspace {f.workspace_gb:.1f}), "
-            f"{f.usable_gb:.1f} GB usable ({f.hbm_gb:.1f} GB HBM x NPU_MEMORY_FRACTION {f.memory_fraction}); "
-            f"{f.reason}"))
-    own = info.quants[m.quant]
-    smaller = [q for q, b in info.quants.items() if b.experts < own.experts]
-    hint = "add nodes (expert weights per die shrink with moe_ep)"
-    if smaller:
-        hint += f", or use a smaller quantization ({', '.join(smaller)})"
-    hint += ", or lower max_seq_len / max_input_len"
-    return LayoutError(f"{info.display} {m.quant} does not fit in memory on this layout",
-                       problems=problems, hint=hint)
+            f"moe_tp={d.moe_tp} moe_ep={d.moe_ep}): weights {f.weights_gb:.2f} GB + workspace "
+            f"{f.workspace_gb:.2f} GB = {need:.2f} GB per die, {f.usable_gb:.2f} GB usable "
+            f"({inv.cluster.hbm_gb} GiB HBM x NPU_MEMORY_FRACTION {f.memory_fraction}): {f.reason}"))
+    return LayoutError(f"{info.display} {inv.model.quant} does not fit in memory on this layout",
+                       problems=problems, hint=_suggestions(inv, failing))
 
 
 def plan_layout(inv: Inventory) -> Plan:
@@ -70,11 +95,7 @@ def plan_layout(inv: Inventory) -> Plan:
     info = catalog.models()[inv.model.name]
     instances = []
     for spec in specs:
-        env = preset_env(inv.cluster.hardware, spec.role, inv.engine.env)
-        fit = memory_fit(info, inv.model.quant, spec.degrees, hbm_gb=inv.cluster.hbm_gb,
-                         fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
-                         hccl_buffsize_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
-                         max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv))
+        fit = _fits(inv, inv.model.quant, spec.degrees, spec.role)
         ranks = assign_ranks(inv, spec.nodes)
         instances.append(Instance(name=spec.name, role=spec.role, nodes=spec.nodes, master=spec.nodes[0],
                                   world_size=len(ranks), degrees=spec.degrees, ranks=ranks, memory=fit))
