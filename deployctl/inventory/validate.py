@@ -152,9 +152,11 @@ def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
             out.append(raw.problem(key, f"'{node.server_ip}' is not an IP address",
                                    "MindIE matches MIES_CONTAINER_IP against the rank table: "
                                    "set container_ip to the node's IP when address is a host name"))
-        elif node.server_ip in seen_server and key[-1] == "container_ip":
-            out.append(raw.problem(key, f"container_ip '{node.server_ip}' is used by "
-                                   f"nodes[{seen_server[node.server_ip]}] too", "container IPs must be unique"))
+        elif node.server_ip in seen_server and not (key[-1] == "address" and seen_addr[node.address] != i):
+            out.append(raw.problem(key, f"'{node.server_ip}' is also the server IP of "
+                                   f"nodes[{seen_server[node.server_ip]}]",
+                                   "each server needs its own IP: it is the rank table's server_id and "
+                                   "container_ip (container_ip, else address)"))
         seen_server.setdefault(node.server_ip, i)
         if node.super_pod_id is not None and not (inv.cluster.hardware == "a3" and inv.cluster.super_pod):
             out.append(raw.problem(("nodes", i, "super_pod_id"), "super_pod_id is set but "
@@ -300,11 +302,25 @@ def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
                                            f"sdid {dev.sdid} is also used by {seen[dev.sdid]} in super pod {pod}",
                                            "super_device_id must be unique within a super pod (EI0014)"))
                 seen.setdefault(dev.sdid, f"{node.name} device {dev.id}")
-    sizes = {pod: len(m) for pod, m in pods.items()}
-    if len(set(sizes.values())) > 1:
-        listing = ", ".join(f"{p}: {n}" for p, n in sorted(sizes.items()))
-        out.append(raw.problem(("nodes",), f"super pods have different server counts ({listing})",
-                               "HCCL requires the same number of servers in every super pod"))
+    out += _check_pod_sizes(inv, raw)
+    return out
+
+
+def _check_pod_sizes(inv, raw: RawInventory) -> list[Problem]:
+    """Every rank table must have the same number of servers in each of its super pods."""
+    lay = inv.layout
+    pod_of = {n.name: n.super_pod_id for n in inv.nodes if n.super_pod_id is not None}
+    groups = [(("nodes",), "the cluster", [n.name for n in inv.nodes])]
+    if lay.prefill is not None and lay.decode is not None:
+        groups = [(("layout", r, "nodes"), f"the {r} instance", getattr(lay, r).nodes) for r in ("prefill", "decode")]
+    out = []
+    for key, what, names in groups:
+        sizes = Counter(pod_of[n] for n in names if n in pod_of)
+        if len(set(sizes.values())) > 1:
+            listing = ", ".join(f"pod {p}: {n}" for p, n in sorted(sizes.items()))
+            out.append(raw.problem(key, f"super pods of {what} have different server counts ({listing})",
+                                   "HCCL requires the same number of servers in every super pod of a rank "
+                                   "table: move servers between pods or roles"))
     return out
 
 

@@ -12,7 +12,7 @@ ATTN = ("tp", "dp", "pp", "cp")
 MOE = ("moe_tp", "moe_ep")
 LOCAL_TP = ("o_proj_tp", "lm_head_tp")
 # the degree a preset adjusts when the user pins the others (e.g. dp-ep with tp: 1 -> dp = devices / tp)
-FREE_DEGREE = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", None: "dp"}
+FREE_DEGREE = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", "custom": "dp"}
 MAX_SERVERS = 60  # MindIE accepts rank tables of 2-60 servers
 
 
@@ -33,7 +33,9 @@ def effective_preset(inv) -> str | None:
         return lay.preset
     if lay.prefill is not None or lay.decode is not None:
         return "pd-split"
-    if len(inv.nodes) == 1 and not any(getattr(lay, d) for d in ATTN + MOE):
+    if any(getattr(lay, d) for d in ATTN + MOE):
+        return "custom"   # explicit degrees, no preset: unset degrees are 1 (moe_ep fills the stage)
+    if len(inv.nodes) == 1:
         return "single"
     return None
 
@@ -139,9 +141,9 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
                                  f"{len(inv.nodes)}-node cluster",
                                  "set layout.preset to tp-pp, dp-ep or pd-split (or give tp/dp/pp/moe_ep)"))
         return specs
-    meta = catalog.layouts()[preset]
+    meta = catalog.layouts().get(preset)
     total = sum(len(s.nodes) for s in specs)
-    if not meta.min_nodes <= total <= meta.max_nodes:
+    if meta is not None and not meta.min_nodes <= total <= meta.max_nodes:
         specs[0].problems.append(raw.problem(("layout", "preset"), f"preset {preset} needs "
                                  f"{meta.min_nodes}-{meta.max_nodes} nodes; the inventory has {total}",
                                  "pick the preset for your node count: single (1), tp-pp or dp-ep (2+), "
@@ -151,7 +153,7 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
         block = getattr(inv.layout, spec.role) if spec.role in ("prefill", "decode") else inv.layout
         user = {d: getattr(block, d) for d in ATTN + MOE + LOCAL_TP}
         devices = len(spec.nodes) * per_node
-        row = meta.roles[spec.role]
+        row = meta.roles[spec.role] if meta else {}
         deg = _fill(user, row, FREE_DEGREE[spec.role if preset == "pd-split" else preset],
                     devices, per_node, len(spec.nodes))
         spec.problems += _check(spec, deg, devices, per_node, model, raw)

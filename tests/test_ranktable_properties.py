@@ -1,0 +1,1126 @@
+"""Property tests: any valid generated inventory renders rank tables that obey every HCCL rule.
+
+Spec: shared/reference/ascend-facts.md §1.1-1.2 (HCCL concise rank table 1.0/1.2, MindIE's own
+checks) and §1.5 (MindIE-MS global rank table). Each rule is one ``check_*`` helper whose
+AssertionError starts with ``[rule-tag]``, so a failure names the rule that broke. The negative
+tests at the end feed hand-broken copies of a rendered table to every checker and expect it to fire.
+
+Pipeline, all in-process: hypothesis dict -> yaml.safe_dump -> parse_yaml -> validate_inventory
+-> plan_layout -> render_artifacts. A LayoutError for memory is rejected with ``assume``; any other
+error on a generated (valid) inventory is a test failure.
+
+Bugs this file found are kept as regression tests (see the "regressions" section);
+the main generator produces only valid inventories; those tests cover the invalid neighbours.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+import random
+import stat
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, assume, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
+
+from deployctl.errors import InventoryError, LayoutError
+from deployctl.inventory.load import parse_yaml
+from deployctl.inventory.validate import validate_inventory
+from deployctl.planning.plan import plan_layout
+from deployctl.render import render_artifacts
+from deployctl.render.write import write_tree
+
+PER_NODE = {"a2": 8, "a3": 16}
+EXPERTS = {"deepseek-r1": 256, "deepseek-v3": 256, "deepseek-v3.2-exp": 256, "qwen3-235b-a22b": 128}
+# weighted towards combinations that fit in memory on small clusters; the rest are kept so the
+# memory planner's refusals are exercised too (rejected via assume)
+MODELS = ([("deepseek-r1", "w4a8")] * 4 + [("qwen3-235b-a22b", "w8a8")] * 4 +
+          [("deepseek-v3", "w4a8"), ("deepseek-r1", "w8a8"), ("deepseek-v3", "w8a8"),
+           ("qwen3-235b-a22b", "bf16"), ("deepseek-v3.2-exp", "w8a8c8")])
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
+                             suppress_health_check=[HealthCheck.too_slow])
+
+
+# =========================================================================== generated cases
+@dataclass
+class ExpNode:
+    """What the inventory says about one node, independent of deployctl."""
+
+    name: str
+    server_ip: str                         # container_ip, else address
+    devices: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)  # id -> (ip, sdid)
+    pod: str | None = None
+
+
+@dataclass
+class Case:
+    data: dict                             # the inventory as plain data (dumped to YAML)
+    files: dict[str, str]                  # hccn.conf copies, path relative to the inventory
+    hardware: str
+    super_pod: bool
+    nodes: dict[str, ExpNode]
+    instances: list[tuple[str, list[str]]]  # (role, node names in rank-table order)
+
+    @property
+    def per_node(self) -> int:
+        return PER_NODE[self.hardware]
+
+    def version(self) -> str:
+        return "1.2" if self.super_pod else "1.0"
+
+    def by_server(self) -> dict[str, ExpNode]:
+        return {n.server_ip: n for n in self.nodes.values()}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pow2_divisors(n: int) -> list[int]:
+    return [d for d in _divisors(n) if d & (d - 1) == 0]
+
+
+@st.composite
+def full_degrees(draw, nodes: int, per: int, experts: int, role: str) -> dict:
+    """Explicit degrees that satisfy every rule in catalog/layouts.yaml for this instance."""
+    devices = nodes * per
+    tp = draw(st.sampled_from(_divisors(per)))
+    pp = 1 if role != "mixed" else draw(st.sampled_from(_divisors(nodes)))
+    rest = devices // (tp * pp)
+    cp = draw(st.sampled_from(_divisors(rest))) if role == "prefill" else 1
+    dp = rest // cp
+    stage = devices // pp
+    eps = [d for d in _pow2_divisors(stage) if experts % d == 0]
+    # mostly the widest EP (experts per die shrink with it), sometimes anything consistent
+    moe_ep = draw(st.one_of(st.just(max(eps)), st.sampled_from(eps)))
+    return {"tp": tp, "dp": dp, "pp": pp, "cp": cp, "moe_tp": stage // moe_ep, "moe_ep": moe_ep}
+
+
+def _assign_pods(draw, rnd, names: list[str], instances: list[tuple[str, list[str]]], mode: str):
+    """Node name -> pod index. Every pod has the same number of servers (cluster-wide).
+
+    mode "balanced": also every instance has the same number of servers in each pod it touches.
+    mode "unbalanced": cluster-wide equal, but some instance is not (the known bug region).
+    """
+    n = len(names)
+    if len(instances) == 1:
+        k = draw(st.sampled_from([k for k in (1, 2, 3) if n % k == 0]))
+        order = rnd.sample(names, n)
+        return {name: i // (n // k) for i, name in enumerate(order)}
+    (_, pre), (_, dec) = instances
+    p, d = len(pre), len(dec)
+    if mode == "balanced":
+        options = [("spread", k) for k in (1, 2, 3) if p % k == 0 and d % k == 0]
+        if p == d:
+            options.append(("disjoint", 2))
+        how, k = draw(st.sampled_from(options))
+        if how == "disjoint":
+            return {**{x: 0 for x in pre}, **{x: 1 for x in dec}}
+        out = {}
+        for members in (pre, dec):
+            order = rnd.sample(members, len(members))
+            out.update({x: i // (len(members) // k) for i, x in enumerate(order)})
+        return out
+    # unbalanced: pods of equal size whose split of some instance is uneven
+    choices = []
+    for k in (2, 3):
+        if n % k:
+            continue
+        for _ in range(20):
+            order = rnd.sample(names, n)
+            pods = {x: i // (n // k) for i, x in enumerate(order)}
+            if any(len(set(Counter(pods[x] for x in m).values())) > 1 for _, m in instances):
+                choices.append(pods)
+                break
+    assume(choices)
+    return draw(st.sampled_from(choices))
+
+
+@st.composite
+def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kinds=None) -> Case:
+    # bulk shuffles/samples come from one seeded Random (drawing each element through hypothesis
+    # would overrun its buffer on 8 x 16-device clusters); the seed itself is drawn, so replays work
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
+    # one draw over every (hardware, super pod, layout kind) combination keeps them all well covered
+    combos = [(hw, sp, kind) for hw, sp in (("a2", False), ("a3", False), ("a3", True))
+              for kind in kinds or ("single", "tp-pp", "dp-ep", "pd-split", "explicit")]
+    if pods == "unbalanced":
+        combos = [("a3", True, "pd-split")]
+    hw, super_pod, kind = draw(st.sampled_from(combos))
+    per = PER_NODE[hw]
+    model, quant = draw(st.sampled_from(MODELS))
+    experts = EXPERTS[model]
+
+    # ---- node names and instances
+    if kind == "single":
+        n = 1
+    elif kind == "tp-pp":
+        n = draw(st.integers(2, 8))
+    elif kind == "dp-ep":
+        n = draw(st.sampled_from([1, 2, 4, 8]))
+    elif kind == "pd-split":
+        p = draw(st.sampled_from([1, 2, 4]))
+        d = draw(st.sampled_from([x for x in (1, 2, 4) if p + x <= 8]))
+        n = p + d
+    else:  # explicit degrees (1 node too: "single" is only implied when no degree is given)
+        n = draw(st.integers(1, 8))
+    prefix = draw(st.sampled_from(["node", "gx", "a3-srv-", "n"]))
+    names = [f"{prefix}{i}" for i in rnd.sample(range(100), n)]  # YAML order = inventory order
+    if kind == "pd-split":
+        roles = rnd.sample(names, n)
+        instances = [("prefill", roles[:p]), ("decode", roles[p:])]
+    else:
+        instances = [("mixed", list(names))]
+
+    # ---- layout
+    layout: dict = {}
+    if kind == "single":
+        layout = draw(st.sampled_from([{"preset": "single"}, {}]))
+    elif kind in ("tp-pp", "dp-ep"):
+        layout = {"preset": kind}
+    elif kind == "pd-split":
+        if draw(st.booleans()):
+            layout["preset"] = "pd-split"   # else implied by the prefill/decode blocks
+        for role, members in instances:
+            block = {"nodes": list(members)}
+            if draw(st.integers(0, 3)) == 0:
+                block.update(draw(full_degrees(len(members), per, experts, role)))
+            layout[role] = block
+    else:
+        layout = draw(full_degrees(n, per, experts, "mixed"))
+        if preset_for_degrees:
+            presets = ["dp-ep"] + (["single"] if n == 1 else ["tp-pp"])
+            layout["preset"] = draw(st.sampled_from(presets))
+
+    # ---- super pods
+    pod_of: dict[str, int] = {}
+    pod_names: list = []
+    if super_pod:
+        pod_of = _assign_pods(draw, rnd, names, instances, pods)
+        k = max(pod_of.values()) + 1
+        style = draw(st.sampled_from(["digits", "ints", "words"]))
+        base = draw(st.integers(0, 50))
+        pod_names = {"digits": [str(base + i) for i in range(k)], "ints": [base + i for i in range(k)],
+                     "words": [f"spod-{chr(97 + base % 20 + i)}" for i in range(k)]}[style]
+
+    # ---- addresses: unique host IPs; optional container_ip; hostnames only with container_ip
+    host_v6 = draw(st.integers(0, 4)) == 0
+    pool = rnd.sample(range(1, 60000), 2 * n)
+    host_base = ipaddress.ip_address("fd10:200::" if host_v6 else "10.200.0.0")
+    host_ips = [str(host_base + x) for x in pool]
+    # ---- device IPs: unique over the cluster, one family
+    dev_v6 = draw(st.integers(0, 4)) == 0
+    dev_base = ipaddress.ip_address(draw(st.sampled_from(
+        ["fd00:29::", "2001:db8:a3::"] if dev_v6 else ["29.0.0.0", "172.16.0.0", "192.168.0.0"])))
+    dev_ips = [str(dev_base + x) for x in rnd.sample(range(1, 1 << 20), n * per)]
+    # SDIDs: unique within a super pod; sometimes the very same values in every pod (allowed)
+    sdid_of: dict[str, list[int]] = {}
+    if super_pod:
+        members_of: dict[int, list[str]] = {}
+        for name in names:
+            members_of.setdefault(pod_of[name], []).append(name)
+        size = per * (n // len(members_of))
+        shared = rnd.sample(range(1 << 28), size) if draw(st.booleans()) else None
+        for members in members_of.values():
+            values = shared or rnd.sample(range(1 << 28), size)
+            for j, name in enumerate(members):
+                sdid_of[name] = values[j * per:(j + 1) * per]
+
+    single_mixed = kind != "pd-split" and n == 1
+    nodes_yaml, files, exp = [], {}, {}
+    for i, name in enumerate(names):
+        node: dict = {"name": name}
+        addr_mode = draw(st.sampled_from(["ip", "ip", "ip+container", "ip+same", "host+container"]))
+        address = host_ips[2 * i] if addr_mode != "host+container" else f"{name}.dc.example.com"
+        node["address"] = address
+        container = None
+        if addr_mode in ("ip+container", "host+container"):
+            container = host_ips[2 * i + 1]
+        elif addr_mode == "ip+same":
+            container = address
+        if container:
+            node["container_ip"] = container
+        pod = None
+        if super_pod:
+            pod = pod_names[pod_of[name]]
+            node["super_pod_id"] = pod
+        ips = dev_ips[i * per:(i + 1) * per]
+        sdids: list[int | None] = sdid_of.get(name) or [None] * per
+        source = draw(st.sampled_from(
+            ["list", "list", "hccn+ids"] + ([] if super_pod else ["hccn"]) + (["omit"] if single_mixed else [])))
+        ids = list(range(per))
+        if draw(st.booleans()):
+            rnd.shuffle(ids)  # YAML order must not matter: ranks follow the physical id
+        devices = []
+        for dev_id in ids:
+            entry: dict = {"id": dev_id}
+            if source == "list":
+                entry["ip"] = ips[dev_id]
+            if super_pod:
+                entry["sdid"] = sdids[dev_id]
+            devices.append(entry)
+        if source in ("list", "hccn+ids"):
+            node["devices"] = devices
+        if source in ("hccn", "hccn+ids"):
+            lines = [f"address_{d}={ips[d]}" for d in range(per)]
+            lines += [f"netmask_{d}=255.255.0.0" for d in range(per)]
+            rnd.shuffle(lines)
+            path = f"hccn/{name}.conf"
+            node["hccn_conf"] = path
+            files[path] = "\n".join(lines) + "\n"
+        event(f"device source: {source}; address: {addr_mode}")
+        exp_devices = {} if source == "omit" else {
+            d: (ips[d], sdids[d] if super_pod else None) for d in range(per)}
+        exp[name] = ExpNode(name=name, server_ip=container or address, devices=exp_devices,
+                            pod=None if pod is None else str(pod))
+        nodes_yaml.append(node)
+
+    seq = draw(st.sampled_from([4096, 8192, 16384]))
+    engine: dict = {"image": "swr.example.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"}
+    if draw(st.booleans()):
+        engine["env"] = draw(st.fixed_dictionaries({}, optional={
+            "HCCL_CONNECT_TIMEOUT": st.sampled_from([600, 1200, 7200]),
+            "HCCL_EXEC_TIMEOUT": st.sampled_from([0, 120, "1800"]),
+            "MINDIE_LOG_LEVEL": st.sampled_from(["debug", "warn"])}))
+    data = {
+        "cluster": {"name": f"gen-{hw}-{n}", "hardware": hw,
+                    **({"super_pod": True} if super_pod else
+                       draw(st.sampled_from([{}, {"super_pod": False}])))},
+        "engine": engine,
+        "model": {"name": model, "quant": quant, "weights_path": f"/data/models/{model}-{quant}",
+                  "served_name": "served-model", "max_seq_len": seq,
+                  "max_input_len": draw(st.sampled_from([seq // 4, seq // 2])),
+                  "max_batch_size": draw(st.sampled_from([8, 32, 64]))},
+        "nodes": nodes_yaml,
+    }
+    if layout:
+        data["layout"] = layout
+    event(f"kind={kind} hw={hw}{'+superpod' if super_pod else ''}")
+    event(f"device ips: {'ipv6' if dev_v6 else 'ipv4'}; host ips: {'ipv6' if host_v6 else 'ipv4'}")
+    return Case(data=data, files=files, hardware=hw, super_pod=super_pod, nodes=exp, instances=instances)
+
+
+# =========================================================================== pipeline
+def run_pipeline(case: Case) -> list:
+    """YAML text -> artifacts; memory refusals are rejected, every other error fails the test."""
+    text = yaml.safe_dump(case.data, sort_keys=False)
+
+    def read_text(path: Path) -> str:
+        return case.files[Path(path).as_posix()]
+
+    raw = parse_yaml(text, "gen.yaml", Path("."))
+    try:
+        inv = validate_inventory(raw, read_text=read_text)
+    except InventoryError as exc:
+        raise AssertionError(f"[validate-accepts-valid-inventory] deployctl rejected a valid inventory:\n"
+                             f"{exc.render()}\n---\n{text}") from None
+    try:
+        plan = plan_layout(inv)
+    except LayoutError as exc:
+        if "does not fit in memory" in exc.message:
+            event("rejected: memory")
+            assume(False)
+        raise AssertionError(f"[plan-accepts-valid-layout] {exc.render()}\n---\n{text}") from None
+    event("accepted")
+    return render_artifacts(plan)
+
+
+def env_of(content: bytes) -> dict[str, str]:
+    out = {}
+    for line in content.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"[env-syntax] line {line!r} is not KEY=VALUE"
+        assert key not in out, f"[env-syntax] {key} set twice"
+        out[key] = value
+    return out
+
+
+# =========================================================================== rank table rules
+def fail(tag: str, msg: str):
+    raise AssertionError(f"[{tag}] {msg}")
+
+
+def _is_decimal(v) -> bool:
+    return isinstance(v, str) and v.isascii() and v.isdigit()
+
+
+def _valid_ip(v) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(v)
+    except (ValueError, TypeError):
+        return None
+
+
+def check_file_mode(path: str, mode: int):
+    """MindIE-LLM: RANK_TABLE_FILE must have mode 640."""
+    if stat.S_IMODE(mode) != 0o640:
+        fail("file-mode-640", f"{path} has mode {oct(mode)}, MindIE requires 0o640")
+
+
+def check_valid_json(path: str, content: bytes) -> dict:
+    try:
+        doc = json.loads(content)
+    except ValueError as exc:
+        fail("valid-json", f"{path}: {exc}")
+    if not isinstance(doc, dict):
+        fail("valid-json", f"{path}: top level is {type(doc).__name__}, not an object")
+    return doc
+
+
+def check_all_scalars_strings(doc, where: str = "$"):
+    """HCCL reads every scalar with is_string(); MindIE uses get<std::string>()."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            check_all_scalars_strings(v, f"{where}.{k}")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            check_all_scalars_strings(v, f"{where}[{i}]")
+    elif not isinstance(doc, str):
+        fail("scalars-are-strings", f"{where} = {doc!r} is a {type(doc).__name__}, not a string")
+
+
+def check_status(doc):
+    if doc.get("status") != "completed":
+        fail("status-completed", f"status is {doc.get('status')!r}; HCCL waits until 'completed'")
+
+
+def check_version(doc, expected: str):
+    if doc.get("version") != expected:
+        fail("version", f"version {doc.get('version')!r}, expected {expected!r} "
+                        "(1.0 = A2 / A3 without super pod, 1.2 = A3 super pod)")
+
+
+def check_server_count(doc, mindie_range: bool = True):
+    sc, servers = doc.get("server_count"), doc.get("server_list")
+    if not isinstance(servers, list):
+        fail("server-count", f"server_list is {servers!r}, not a list")
+    if not _is_decimal(sc):
+        fail("server-count", f"server_count {sc!r} is not a decimal string")
+    if int(sc) != len(servers):
+        fail("server-count", f"server_count {sc} != {len(servers)} servers in server_list")
+    if int(sc) == 0:
+        fail("server-count", "server_count is 0")
+    if mindie_range and not 2 <= int(sc) <= 60:
+        fail("server-count", f"server_count {sc} outside MindIE's [2, 60]")
+
+
+def check_server_ids(doc):
+    ids = [s.get("server_id") for s in doc["server_list"]]
+    for sid in ids:
+        if not isinstance(sid, str) or not sid or len(sid) > 64:
+            fail("server-id", f"server_id {sid!r} must be a non-empty string of at most 64 chars")
+    dup = [s for s, c in Counter(ids).items() if c > 1]
+    if dup:
+        fail("server-id", f"server_id not unique: {dup}")
+
+
+def check_container_ips(doc):
+    """MindIE: container_ip non-empty on every server; the local server is matched by it."""
+    ips = [s.get("container_ip") for s in doc["server_list"]]
+    for ip in ips:
+        if not isinstance(ip, str) or not ip:
+            fail("container-ip", f"container_ip {ip!r} is empty or missing")
+    dup = [s for s, c in Counter(ips).items() if c > 1]
+    if dup:
+        fail("container-ip", f"container_ip not unique (MIES_CONTAINER_IP matching is ambiguous): {dup}")
+
+
+def check_host_ips(doc):
+    """HCCL rule 5: host_ip is optional, but all servers have a valid one or none has."""
+    have = [s for s in doc["server_list"] if "host_ip" in s]
+    if have and len(have) != len(doc["server_list"]):
+        fail("host-ip", "hostIp config between ranks is different")
+    for s in have:
+        if _valid_ip(s["host_ip"]) is None:
+            fail("host-ip", f"host_ip {s['host_ip']!r} is not an IP")
+
+
+def check_device_lists(doc):
+    counts = []
+    for s in doc["server_list"]:
+        dev = s.get("device")
+        if not isinstance(dev, list) or not dev:
+            fail("device-list", f"server {s.get('server_id')!r}: device must be a non-empty list")
+        if not 1 <= len(dev) <= 32:
+            fail("device-list", f"server {s.get('server_id')!r}: {len(dev)} devices outside [1, 32]")
+        counts.append(len(dev))
+    if len(set(counts)) > 1:
+        fail("device-list", f"servers have different device counts {counts}")
+
+
+def check_device_ids(doc, per_node: int, physical: dict[str, set[int]] | None = None):
+    """Decimal, in [0, per_node-1], unique per server, and a physical id of that node."""
+    for s in doc["server_list"]:
+        seen = set()
+        for d in s["device"]:
+            v = d.get("device_id")
+            if not _is_decimal(v):
+                fail("device-id", f"device_id {v!r} on {s['server_id']} is not decimal")
+            if not 0 <= int(v) < per_node:
+                fail("device-id", f"device_id {v} on {s['server_id']} outside 0-{per_node - 1}")
+            if int(v) in seen:
+                fail("device-id", f"device_id {v} twice on {s['server_id']}")
+            seen.add(int(v))
+            if physical is not None and int(v) not in physical.get(s["server_id"], set()):
+                fail("device-id", f"device_id {v} is not a physical device of {s['server_id']} in the inventory")
+
+
+def check_device_ips(doc, expected: dict[tuple[str, int], str] | None = None):
+    """Valid IP(s), globally unique, same number per device, one family (EI0001), and the
+    IP configured on that NPU per the inventory (EI0014)."""
+    seen: dict[str, str] = {}
+    per_dev, families = set(), set()
+    for s in doc["server_list"]:
+        for d in s["device"]:
+            raw = d.get("device_ip")
+            if not isinstance(raw, str) or not raw:
+                fail("device-ip", f"{s['server_id']} device {d.get('device_id')}: device_ip {raw!r} missing")
+            parts = raw.split(",")
+            per_dev.add(len(parts))
+            for ip in parts:
+                addr = _valid_ip(ip)
+                if addr is None:
+                    fail("device-ip", f"{s['server_id']} device {d.get('device_id')}: {ip!r} is not an IP")
+                families.add(addr.version)
+                where = f"{s['server_id']} device {d.get('device_id')}"
+                if ip in seen:
+                    fail("device-ip", f"device_ip {ip} used by {seen[ip]} and {where} (must be globally unique)")
+                seen[ip] = where
+            if expected is not None:
+                want = expected.get((s["server_id"], int(d["device_id"])))
+                if raw != want:
+                    fail("device-ip", f"{s['server_id']} device {d['device_id']}: device_ip {raw} but the "
+                                      f"inventory configures {want} on that NPU (EI0014)")
+    if len(per_dev) > 1:
+        fail("device-ip", "devices have different numbers of IPs")
+    if len(families) > 1:
+        fail("device-ip", "device IPs mix IPv4 and IPv6 (EI0001)")
+
+
+def check_rank_ids(doc):
+    """Decimal; sorted rank ids are exactly 0..N-1 (and within MindIE's [0, 511])."""
+    ranks = []
+    for s in doc["server_list"]:
+        for d in s["device"]:
+            v = d.get("rank_id")
+            if not _is_decimal(v):
+                fail("rank-id", f"rank_id {v!r} on {s['server_id']} is not decimal")
+            ranks.append(int(v))
+    if sorted(ranks) != list(range(len(ranks))):
+        fail("rank-id", f"rank ids are not exactly 0..{len(ranks) - 1}: {sorted(ranks)}")
+    if ranks and max(ranks) > 511:
+        fail("rank-id", f"rank_id {max(ranks)} > 511 (MindIE)")
+
+
+def check_rank_order(doc):
+    """No interleaving: server k holds a contiguous block right after server k-1's; inside a
+    server ranks ascend with device_id (physical-connection order)."""
+    nxt = 0
+    for s in doc["server_list"]:
+        devs = sorted(s["device"], key=lambda d: int(d["device_id"]))
+        ranks = [int(d["rank_id"]) for d in devs]
+        if ranks != list(range(nxt, nxt + len(ranks))):
+            fail("rank-order", f"server {s['server_id']}: ranks by device_id are {ranks}, expected "
+                               f"{nxt}..{nxt + len(ranks) - 1} (no interleaving, ascending with device_id)")
+        nxt += len(ranks)
+
+
+def check_super_pod_v12(doc, expected_pod: dict[str, str] | None = None,
+                        expected_sdid: dict[tuple[str, int], int] | None = None):
+    """Version 1.2 rules (HCCL rule 11)."""
+    pods = doc.get("super_pod_list")
+    if not isinstance(pods, list) or not pods:
+        fail("super-pod", "version 1.2 needs a non-empty super_pod_list")
+    ids = [p.get("super_pod_id") for p in pods]
+    if any(not isinstance(i, str) or not i for i in ids):
+        fail("super-pod", f"super_pod_id empty or missing: {ids}")
+    if len(set(ids)) != len(ids):
+        fail("super-pod", f"super_pod_id not unique: {ids}")
+    servers = {s["server_id"]: s for s in doc["server_list"]}
+    pod_of: dict[str, str] = {}
+    sizes = []
+    for p in pods:
+        members = [m.get("server_id") for m in p.get("server_list") or []]
+        if not members:
+            fail("super-pod", f"super pod {p['super_pod_id']} lists no servers")
+        sizes.append(len(members))
+        for sid in members:
+            if sid not in servers:
+                fail("super-pod", f"super pod {p['super_pod_id']} lists {sid!r}, which is not in server_list")
+            if sid in pod_of:
+                fail("super-pod", f"server {sid} is in super pods {pod_of[sid]} and {p['super_pod_id']}")
+            pod_of[sid] = p["super_pod_id"]
+    if len(set(sizes)) > 1:
+        fail("super-pod", f"super pods have different server counts {dict(zip(ids, sizes))} "
+                          "(HCCL: every super pod must have the same number of servers)")
+    if sum(sizes) != int(doc["server_count"]):
+        fail("super-pod", f"super_pod_list holds {sum(sizes)} servers, server_count is {doc['server_count']}")
+    seen: dict[tuple[str, int], str] = {}
+    for sid, s in servers.items():
+        for d in s["device"]:
+            v = d.get("super_device_id")
+            if not isinstance(v, str) or not v.isascii() or not v.isdigit():
+                fail("super-pod", f"{sid} device {d.get('device_id')}: super_device_id {v!r} invalid")
+            key = (pod_of.get(sid), int(v))
+            if key in seen:
+                fail("super-pod", f"super_device_id {v} used by {seen[key]} and {sid} device "
+                                  f"{d['device_id']} in super pod {key[0]} (EI0014)")
+            seen[key] = f"{sid} device {d['device_id']}"
+            if expected_sdid is not None and int(v) != expected_sdid.get((sid, int(d["device_id"]))):
+                fail("super-pod", f"{sid} device {d['device_id']}: super_device_id {v}, inventory sdid "
+                                  f"{expected_sdid.get((sid, int(d['device_id'])))}")
+    if expected_pod is not None:
+        for sid in servers:
+            if pod_of.get(sid) != expected_pod.get(sid):
+                fail("super-pod", f"{sid} is in super pod {pod_of.get(sid)!r}, the inventory says "
+                                  f"{expected_pod.get(sid)!r}")
+
+
+def check_no_super_pod_fields(doc):
+    if "super_pod_list" in doc:
+        fail("v1.0-no-super-pod", "version 1.0 table has super_pod_list")
+    for s in doc["server_list"]:
+        for d in s["device"]:
+            if "super_device_id" in d:
+                fail("v1.0-no-super-pod", f"version 1.0 table has super_device_id on {s['server_id']}")
+
+
+def check_ranktable(doc: dict, case: Case | None, *, hardware: str, super_pod: bool, mindie_range: bool = True):
+    """Every rule of §1.2 for one parsed rank table (optionally against the inventory)."""
+    check_all_scalars_strings(doc)
+    check_status(doc)
+    check_version(doc, "1.2" if super_pod else "1.0")
+    check_server_count(doc, mindie_range=mindie_range)
+    check_server_ids(doc)
+    check_container_ips(doc)
+    check_host_ips(doc)
+    check_device_lists(doc)
+    physical = ips = sdids = pods = None
+    if case is not None:
+        by_server = case.by_server()
+        unknown = [s["server_id"] for s in doc["server_list"] if s["server_id"] not in by_server]
+        if unknown:
+            fail("server-id", f"server_id {unknown} is no node's container_ip/address in the inventory")
+        physical = {sid: set(n.devices) for sid, n in by_server.items()}
+        ips = {(sid, d): v[0] for sid, n in by_server.items() for d, v in n.devices.items()}
+        sdids = {(sid, d): v[1] for sid, n in by_server.items() for d, v in n.devices.items()}
+        pods = {sid: n.pod for sid, n in by_server.items()}
+    check_device_ids(doc, PER_NODE[hardware], physical)
+    check_device_ips(doc, ips)
+    check_rank_ids(doc)
+    check_rank_order(doc)
+    if super_pod:
+        check_super_pod_v12(doc, pods, sdids)
+    else:
+        check_no_super_pod_fields(doc)
+
+
+# =========================================================================== cross-file rules
+def check_tables_per_instance(case: Case, arts: dict[str, bytes]):
+    """Every node of a multi-node instance has the same ranktable.json; single-node instances none."""
+    for role, members in case.instances:
+        paths = [f"{m}/ranktable.json" for m in members]
+        if len(members) == 1:
+            if paths[0] in arts:
+                fail("single-node-no-table", f"single-node {role} instance got {paths[0]}")
+            continue
+        missing = [p for p in paths if p not in arts]
+        if missing:
+            fail("table-per-node", f"{role} instance: {missing} not rendered")
+        if len({arts[p] for p in paths}) != 1:
+            fail("table-identical", f"{role} instance: ranktable.json differs between {paths}")
+        doc = json.loads(arts[paths[0]])
+        want = [case.nodes[m].server_ip for m in members]
+        got = [s["server_id"] for s in doc["server_list"]]
+        if sorted(got) != sorted(want):
+            fail("table-servers", f"{role} instance table lists {got}, its nodes are {want}")
+    expected = {f"{m}/ranktable.json" for _, ms in case.instances if len(ms) > 1 for m in ms}
+    extra = {p for p in arts if p.endswith("ranktable.json") and not p.endswith("global_ranktable.json")} - expected
+    if extra:
+        fail("table-per-node", f"unexpected rank tables {sorted(extra)}")
+
+
+def check_env_vs_table(node: str, env: dict[str, str], doc: dict | None, server_ip: str, devices: int):
+    """MIES_CONTAINER_IP, WORLD_SIZE, MASTER_IP and RANK_TABLE_FILE agree with the table."""
+    if doc is None:
+        if "RANK_TABLE_FILE" in env:
+            fail("env-ranktable", f"{node}: single-node instance but RANK_TABLE_FILE={env['RANK_TABLE_FILE']} "
+                                  "(MindIE would demand a 2-60 server table)")
+        if env.get("WORLD_SIZE") != str(devices):
+            fail("env-world-size", f"{node}: WORLD_SIZE={env.get('WORLD_SIZE')} but the node has {devices} devices")
+        if env.get("MIES_CONTAINER_IP") != server_ip:
+            fail("env-container-ip", f"{node}: MIES_CONTAINER_IP={env.get('MIES_CONTAINER_IP')}, expected {server_ip}")
+        return
+    mine = [s for s in doc["server_list"] if s["server_id"] == server_ip]
+    if len(mine) != 1:
+        fail("env-container-ip", f"{node}: its server {server_ip} appears {len(mine)} times in the table")
+    if env.get("MIES_CONTAINER_IP") != mine[0]["container_ip"]:
+        fail("env-container-ip", f"{node}: MIES_CONTAINER_IP={env.get('MIES_CONTAINER_IP')} but its "
+                                 f"container_ip in the table is {mine[0]['container_ip']}")
+    total = sum(len(s["device"]) for s in doc["server_list"])
+    if env.get("WORLD_SIZE") != str(total):
+        fail("env-world-size", f"{node}: WORLD_SIZE={env.get('WORLD_SIZE')}, the table has {total} devices")
+    master = [s["server_id"] for s in doc["server_list"] for d in s["device"] if d["rank_id"] == "0"]
+    if [env.get("MASTER_IP")] != master:
+        fail("env-master-ip", f"{node}: MASTER_IP={env.get('MASTER_IP')}, rank 0 is on {master}")
+    rtf = env.get("RANK_TABLE_FILE", "")
+    if not rtf.startswith("/") or not rtf.endswith("ranktable.json") or rtf.endswith("global_ranktable.json"):
+        fail("env-ranktable", f"{node}: RANK_TABLE_FILE={rtf!r} is not an absolute path ending in ranktable.json")
+
+
+def check_hccl_timeouts_uniform(envs: dict[str, dict[str, str]]):
+    for key in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
+        values = {node: env.get(key) for node, env in envs.items()}
+        if len(set(values.values())) > 1:
+            fail("hccl-timeouts-uniform", f"{key} differs between nodes: {values}")
+
+
+def check_deterministic(first: list, second: list):
+    a = {x.path: (x.content, x.mode) for x in first}
+    b = {x.path: (x.content, x.mode) for x in second}
+    if a.keys() != b.keys():
+        fail("deterministic", f"rendered paths differ: {sorted(a.keys() ^ b.keys())}")
+    diff = [p for p in a if a[p] != b[p]]
+    if diff:
+        fail("deterministic", f"rendering twice gave different bytes for {diff}")
+
+
+def check_global_ranktable(doc: dict, case: Case, tables: dict[str, dict], ms_ip: str):
+    """MindIE-MS global rank table (§1.5): group 0 coordinator, 1 controller, 2+ instances."""
+    check_all_scalars_strings(doc)
+    check_status(doc)
+    check_version(doc, case.version())
+    groups = doc.get("server_group_list")
+    if not isinstance(groups, list) or len(groups) != 2 + len(case.instances):
+        fail("global-groups", f"server_group_list must hold coordinator, controller and "
+                              f"{len(case.instances)} instances, got {groups!r:.200}")
+    ids = [g.get("group_id") for g in groups]
+    if ids != [str(i) for i in range(len(groups))]:
+        fail("global-groups", f"group ids {ids}, expected 0..{len(groups) - 1}")
+    for g in groups:
+        if not _is_decimal(g.get("server_count")) or int(g["server_count"]) != len(g.get("server_list") or []):
+            fail("global-server-count", f"group {g.get('group_id')}: server_count {g.get('server_count')!r} "
+                                        f"!= {len(g.get('server_list') or [])} servers")
+    for g, what in zip(groups[:2], ("coordinator", "controller")):
+        if g["server_count"] != "1" or g["server_list"][0].get("server_ip") != ms_ip:
+            fail("global-groups", f"group {g['group_id']} ({what}) must be one server at {ms_ip}: {g}")
+    all_ips = [d.get("device_ip") for g in groups[2:] for s in g.get("server_list") or []
+               for d in s.get("device") or []]
+    dup = sorted(ip for ip, c in Counter(all_ips).items() if c > 1)
+    if dup:
+        fail("global-instance-group", f"device_ip used in more than one place of the global table: {dup}")
+    for g, (role, members) in zip(groups[2:], case.instances):
+        want = "0" if role == "prefill" else "1"
+        if g.get("deploy_server") != want:
+            fail("global-groups", f"group {g['group_id']} ({role}) has deploy_server {g.get('deploy_server')!r}")
+        # the group must itself be a valid rank table of that instance
+        pseudo = {"version": doc["version"], "status": doc["status"], "server_count": g["server_count"],
+                  "server_list": [{"server_id": s.get("server_id"), "container_ip": s.get("server_ip"),
+                                   "device": [{k: v for k, v in d.items() if k != "device_logical_id"}
+                                              for d in s.get("device") or []]}
+                                  for s in g["server_list"]]}
+        if "super_pod_list" in g:
+            pseudo["super_pod_list"] = g["super_pod_list"]
+        try:
+            check_ranktable(pseudo, case, hardware=case.hardware, super_pod=case.super_pod, mindie_range=False)
+        except AssertionError as exc:
+            fail("global-instance-group", f"group {g['group_id']} ({role}): {exc}")
+        for s in g["server_list"]:
+            logical = [d.get("device_logical_id") for d in sorted(s["device"], key=lambda d: int(d["device_id"]))]
+            if logical != [str(i) for i in range(len(logical))]:
+                fail("global-instance-group", f"group {g['group_id']} {s['server_id']}: device_logical_id "
+                                              f"{logical} is not 0..{len(logical) - 1} in device_id order")
+        if len(members) > 1:
+            own = tables[members[0]]
+            if pseudo["server_list"] != own["server_list"] or pseudo.get("super_pod_list") != own.get("super_pod_list"):
+                fail("global-matches-instance", f"group {g['group_id']} ({role}) disagrees with "
+                                                f"{members[0]}/ranktable.json")
+
+
+# =========================================================================== the check-everything driver
+def check_rendered_tree(case: Case, arts: list, again: list | None = None):
+    by_path = {a.path: a for a in arts}
+    contents = {p: a.content for p, a in by_path.items()}
+    tables: dict[str, dict] = {}
+    for a in arts:
+        if a.path.endswith("/ranktable.json"):
+            check_file_mode(a.path, a.mode)
+            doc = check_valid_json(a.path, a.content)
+            check_ranktable(doc, case, hardware=case.hardware, super_pod=case.super_pod)
+            tables[a.path.split("/")[0]] = doc
+    check_tables_per_instance(case, contents)
+    envs = {}
+    for role, members in case.instances:
+        for m in members:
+            env = env_of(contents[f"{m}/env"])
+            envs[m] = env
+            devices = len(case.nodes[m].devices) or case.per_node
+            check_env_vs_table(m, env, tables.get(m), case.nodes[m].server_ip, devices)
+    check_hccl_timeouts_uniform(envs)
+    globals_ = [p for p in contents if p.endswith("global_ranktable.json")]
+    if case.instances[0][0] == "prefill":
+        ms_node = case.instances[0][1][0]
+        if globals_ != [f"{ms_node}/global_ranktable.json"]:
+            fail("global-ranktable", f"pd-split: expected {ms_node}/global_ranktable.json, got {globals_}")
+        art = by_path[globals_[0]]
+        check_file_mode(art.path, art.mode)
+        doc = check_valid_json(art.path, art.content)
+        check_global_ranktable(doc, case, tables, case.nodes[ms_node].server_ip)
+        gpath = envs[ms_node].get("GLOBAL_RANK_TABLE_FILE_PATH", "")
+        if not gpath.endswith("/global_ranktable.json"):
+            fail("global-ranktable", f"{ms_node}: GLOBAL_RANK_TABLE_FILE_PATH={gpath!r}")
+    elif globals_:
+        fail("global-ranktable", f"non-pd layout rendered {globals_}")
+    if again is not None:
+        check_deterministic(arts, again)
+
+
+def _on_disk_modes(arts: list) -> None:
+    """The modes survive write_tree (what MindIE actually stats)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        write_tree(out, arts)
+        for a in arts:
+            if a.path.endswith("ranktable.json"):
+                check_file_mode(a.path + " (on disk)", (out / a.path).stat().st_mode)
+
+
+# =========================================================================== properties
+@PROPERTY_SETTINGS
+@given(cases())
+def test_valid_inventories_render_hccl_conformant_rank_tables(case: Case):
+    arts = run_pipeline(case)
+    again = run_pipeline(copy.deepcopy(case))  # the whole pipeline, from YAML text, a second time
+    check_rendered_tree(case, arts, again)
+    _on_disk_modes(arts)
+
+
+def test_generator_acceptance_rate():
+    """Most generated inventories must reach the renderer (memory refusals are the only rejects)."""
+    accepted = rejected = 0
+
+    @settings(max_examples=80, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(cases())
+    def probe(case):
+        nonlocal accepted, rejected
+        try:
+            run_pipeline(case)
+        except UnsatisfiedAssumption:  # a memory refusal
+            rejected += 1
+            raise
+        accepted += 1
+
+    probe()
+    rate = accepted / max(1, accepted + rejected)
+    print(f"acceptance: {accepted}/{accepted + rejected} = {rate:.0%}")
+    assert rate >= 0.6, f"only {rate:.0%} of generated inventories fit in memory; fix the generator"
+
+
+# =========================================================================== regressions found by this file
+def _pipeline_strict(case: Case) -> list:
+    """Like run_pipeline, but a memory refusal is a failure (used for hand-made reproducers)."""
+    text = yaml.safe_dump(case.data, sort_keys=False)
+    raw = parse_yaml(text, "gen.yaml", Path("."))
+    inv = validate_inventory(raw, read_text=lambda p: case.files[Path(p).as_posix()])
+    return render_artifacts(plan_layout(inv))
+
+
+def _simple_case(hw: str, names: list[str], layout: dict, *, pods: dict[str, str] | None = None,
+                 model=("deepseek-r1", "w4a8"), container: dict[str, str] | None = None) -> Case:
+    per = PER_NODE[hw]
+    nodes_yaml, exp = [], {}
+    for i, name in enumerate(names):
+        devs = [{"id": d, "ip": f"29.{i}.0.{d + 1}"} for d in range(per)]
+        if pods:
+            for d in devs:
+                d["sdid"] = (i << 16) + d["id"]  # unique within (and across) pods
+        node = {"name": name, "address": f"10.0.0.{i + 1}", "devices": devs}
+        if container and name in container:
+            node["container_ip"] = container[name]
+        if pods:
+            node["super_pod_id"] = pods[name]
+        nodes_yaml.append(node)
+        exp[name] = ExpNode(name, node.get("container_ip", node["address"]),
+                            {d["id"]: (d["ip"], d.get("sdid")) for d in devs}, pods and pods[name])
+    if "prefill" in layout:
+        instances = [("prefill", layout["prefill"]["nodes"]), ("decode", layout["decode"]["nodes"])]
+    else:
+        instances = [("mixed", list(names))]
+    data = {"cluster": {"name": "repro", "hardware": hw, "super_pod": bool(pods)},
+            "engine": {"image": "mindie:2.2.RC1"},
+            "model": {"name": model[0], "quant": model[1], "weights_path": "/w", "served_name": "m",
+                      "max_seq_len": 8192, "max_input_len": 4096, "max_batch_size": 32},
+            "layout": layout, "nodes": nodes_yaml}
+    return Case(data, {}, hw, bool(pods), exp, instances)
+
+
+def test_pd_split_super_pod_instance_with_unequal_pods_is_refused():
+    # Instance sizes must be powers of two (moe_ep divides the 256 experts), so the smallest cluster with
+    # equal pods that splits an instance unevenly is 6 nodes in 2 pods of 3 with prefill 2 + decode 4:
+    names = [f"n{i}" for i in range(6)]
+    pods = {n: str(i // 3) for i, n in enumerate(names)}            # pod 0: n0-n2, pod 1: n3-n5
+    case = _simple_case("a3", names, {"preset": "pd-split", "prefill": {"nodes": ["n0", "n1"]},
+                                      "decode": {"nodes": ["n2", "n3", "n4", "n5"]}}, pods=pods)
+    # decode table would get super pod "0" = [n2], super pod "1" = [n3, n4, n5]
+    with pytest.raises(InventoryError) as err:
+        _pipeline_strict(case)
+    assert "super pods of the decode instance have different server counts" in err.value.render()
+
+
+def test_explicit_degrees_without_preset():
+    case = _simple_case("a2", ["n0", "n1"], {"tp": 8, "dp": 2, "pp": 1, "cp": 1, "moe_tp": 1, "moe_ep": 16})
+    arts = _pipeline_strict(case)
+    check_rendered_tree(case, arts)
+
+
+def test_container_ip_equal_to_other_nodes_address_is_refused():
+    case = _simple_case("a2", ["n0", "n1"], {"preset": "tp-pp"}, container={"n0": "10.0.0.2"})
+    with pytest.raises(InventoryError) as err:
+        _pipeline_strict(case)
+    assert "is also the server IP of nodes[0]" in err.value.render()
+
+
+@settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(cases(pods="unbalanced"))
+def test_property_pd_split_unbalanced_pods_are_refused(case: Case):
+    with pytest.raises(AssertionError, match="super pods of the (prefill|decode) instance"):
+        run_pipeline(case)  # turns the InventoryError into an AssertionError carrying its message
+
+
+@settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(cases(kinds=["explicit"], preset_for_degrees=False))
+def test_property_explicit_degrees_without_preset(case: Case):
+    check_rendered_tree(case, run_pipeline(case))
+
+
+# =========================================================================== the checkers can fail
+@pytest.fixture(scope="module")
+def good_a3_superpod():
+    """2 x A3, two super pods of one server each, tp-pp: a known-good 1.2 table and its tree."""
+    case = _simple_case("a3", ["n0", "n1"], {"preset": "tp-pp"}, pods={"n0": "0", "n1": "1"})
+    arts = _pipeline_strict(case)
+    doc = json.loads(next(a.content for a in arts if a.path == "n0/ranktable.json"))
+    return case, arts, doc
+
+
+@pytest.fixture(scope="module")
+def good_a2_pd():
+    """A2 pd-split, prefill 2 nodes + decode 1 node: 1.0 tables, a single-node instance, MS files."""
+    case = _simple_case("a2", ["n0", "n1", "n2"], {"preset": "pd-split", "prefill": {"nodes": ["n0", "n1"]},
+                                                   "decode": {"nodes": ["n2"]}},
+                        model=("qwen3-235b-a22b", "w8a8"))
+    arts = _pipeline_strict(case)
+    doc = json.loads(next(a.content for a in arts if a.path == "n0/ranktable.json"))
+    return case, arts, doc
+
+
+def test_known_good_trees_pass(good_a3_superpod, good_a2_pd):
+    for case, arts, _ in (good_a3_superpod, good_a2_pd):
+        check_rendered_tree(case, arts, list(arts))
+
+
+def _dev(doc, s=0, d=0):
+    return doc["server_list"][s]["device"][d]
+
+
+# (rule tag, mutation of a copy of the good 1.2 table); each must make check_ranktable fail with that tag
+V12_MUTATIONS = {
+    "int-server-count": ("scalars-are-strings", lambda d: d.update(server_count=2)),
+    "int-rank-id": ("scalars-are-strings", lambda d: _dev(d).update(rank_id=0)),
+    "null-device-ip": ("scalars-are-strings", lambda d: _dev(d).update(device_ip=None)),
+    "initializing": ("status-completed", lambda d: d.update(status="initializing")),
+    "version-1.0": ("version", lambda d: d.update(version="1.0")),
+    "server-count-mismatch": ("server-count", lambda d: d.update(server_count="3")),
+    "server-count-hex": ("server-count", lambda d: d.update(server_count="0x2")),
+    "one-server": ("server-count", lambda d: (d["server_list"].pop(), d.update(server_count="1"))),
+    "empty-server-id": ("server-id", lambda d: d["server_list"][0].update(server_id="")),
+    "duplicate-server-id": ("server-id", lambda d: d["server_list"][1].update(
+        server_id=d["server_list"][0]["server_id"])),
+    "long-server-id": ("server-id", lambda d: d["server_list"][0].update(server_id="x" * 65)),
+    "empty-container-ip": ("container-ip", lambda d: d["server_list"][1].update(container_ip="")),
+    "missing-container-ip": ("container-ip", lambda d: d["server_list"][1].pop("container_ip")),
+    "partial-host-ip": ("host-ip", lambda d: d["server_list"][0].update(host_ip="10.0.0.1")),
+    "empty-device-list": ("device-list", lambda d: d["server_list"][1].update(device=[])),
+    "uneven-device-count": ("device-list", lambda d: d["server_list"][1]["device"].pop()),
+    "device-id-16-on-a3": ("device-id", lambda d: _dev(d).update(device_id="16")),
+    "device-id-negative": ("device-id", lambda d: _dev(d).update(device_id="-1")),
+    "device-id-duplicate": ("device-id", lambda d: _dev(d, 0, 1).update(device_id=_dev(d)["device_id"])),
+    "bad-device-ip": ("device-ip", lambda d: _dev(d).update(device_ip="29.0.0.256")),
+    "none-device-ip": ("device-ip", lambda d: _dev(d).update(device_ip="None")),
+    "duplicate-device-ip": ("device-ip", lambda d: _dev(d, 1, 0).update(device_ip=_dev(d)["device_ip"])),
+    "mixed-family": ("device-ip", lambda d: _dev(d, 1, 3).update(device_ip="fd00::1")),
+    "rank-gap": ("rank-id", lambda d: _dev(d, 1, 15).update(rank_id="32")),
+    "rank-duplicate": ("rank-id", lambda d: _dev(d, 1, 15).update(rank_id="0")),
+    "rank-from-1": ("rank-id", lambda d: [x.update(rank_id=str(int(x["rank_id"]) + 1))
+                                          for s in d["server_list"] for x in s["device"]]),
+    "rank-interleaved": ("rank-order", lambda d: (_dev(d, 0, 15).update(rank_id="16"),
+                                                  _dev(d, 1, 0).update(rank_id="15"))),
+    "rank-descending-in-server": ("rank-order", lambda d: (_dev(d, 0, 0).update(rank_id="1"),
+                                                           _dev(d, 0, 1).update(rank_id="0"))),
+    "sdid-missing": ("super-pod", lambda d: _dev(d).pop("super_device_id")),
+    "sdid-not-digits": ("super-pod", lambda d: _dev(d).update(super_device_id="0x10")),
+    "sdid-dup-in-pod": ("super-pod", lambda d: _dev(d, 0, 1).update(super_device_id=_dev(d)["super_device_id"])),
+    "pod-list-missing": ("super-pod", lambda d: d.pop("super_pod_list")),
+    "pod-id-empty": ("super-pod", lambda d: d["super_pod_list"][0].update(super_pod_id="")),
+    "pod-id-duplicate": ("super-pod", lambda d: d["super_pod_list"][1].update(super_pod_id="0")),
+    "pod-unknown-server": ("super-pod", lambda d: d["super_pod_list"][0]["server_list"][0].update(
+        server_id="10.9.9.9")),
+    "pods-unequal": ("super-pod", lambda d: (d["super_pod_list"][0]["server_list"].extend(
+        d["super_pod_list"].pop()["server_list"]), d["super_pod_list"].append(
+        {"super_pod_id": "9", "server_list": []}))),
+    "pods-total-short": ("super-pod", lambda d: d["super_pod_list"].pop()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(V12_MUTATIONS))
+def test_checker_rejects_broken_v12_table(good_a3_superpod, name):
+    case, _, good = good_a3_superpod
+    tag, mutate = V12_MUTATIONS[name]
+    check_ranktable(good, case, hardware="a3", super_pod=True)  # the original passes
+    bad = copy.deepcopy(good)
+    mutate(bad)
+    with pytest.raises(AssertionError, match=rf"^\[{tag}\]"):
+        check_ranktable(bad, None, hardware="a3", super_pod=True)
+
+
+INVENTORY_MUTATIONS = {  # well-formed tables that contradict the inventory
+    "device-ip-not-the-npus": ("device-ip", lambda d: (_dev(d, 0, 0).update(device_ip=_dev(d, 0, 1)["device_ip"]),
+                                                       _dev(d, 0, 1).update(device_ip="29.99.0.1"))),
+    "sdid-not-the-npus": ("super-pod", lambda d: _dev(d).update(super_device_id="4242")),
+    "wrong-pod": ("super-pod", lambda d: (d["super_pod_list"][0].update(super_pod_id="1"),
+                                          d["super_pod_list"][1].update(super_pod_id="0"))),
+    "unknown-server": ("server-id", lambda d: (d["server_list"][0].update(server_id="10.9.9.9"),
+                                               d["super_pod_list"][0]["server_list"][0].update(server_id="10.9.9.9"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INVENTORY_MUTATIONS))
+def test_checker_rejects_table_contradicting_inventory(good_a3_superpod, name):
+    case, _, good = good_a3_superpod
+    tag, mutate = INVENTORY_MUTATIONS[name]
+    bad = copy.deepcopy(good)
+    mutate(bad)
+    check_ranktable(bad, None, hardware="a3", super_pod=True)  # still HCCL-valid on its own
+    with pytest.raises(AssertionError, match=rf"^\[{tag}\]"):
+        check_ranktable(bad, case, hardware="a3", super_pod=True)
+
+
+def test_checker_rejects_v10_specific_breakage(good_a2_pd):
+    case, _, good = good_a2_pd
+    check_ranktable(good, case, hardware="a2", super_pod=False)
+    bad = copy.deepcopy(good)
+    _dev(bad)["super_device_id"] = "1"
+    with pytest.raises(AssertionError, match=r"^\[v1.0-no-super-pod\]"):
+        check_ranktable(bad, case, hardware="a2", super_pod=False)
+    bad = copy.deepcopy(good)
+    _dev(bad)["device_id"] = "8"
+    with pytest.raises(AssertionError, match=r"^\[device-id\]"):
+        check_ranktable(bad, None, hardware="a2", super_pod=False)
+    with pytest.raises(AssertionError, match=r"^\[version\]"):
+        check_ranktable(good, case, hardware="a3", super_pod=True)
+
+
+def test_checker_rejects_bad_file_and_json():
+    check_file_mode("x", 0o100640)
+    for mode in (0o644, 0o600, 0o660, 0o100666):
+        with pytest.raises(AssertionError, match=r"^\[file-mode-640\]"):
+            check_file_mode("x", mode)
+    for content in (b"{", b"[1]", b'{"a": 1,}'):
+        with pytest.raises(AssertionError, match=r"^\[valid-json\]"):
+            check_valid_json("x", content)
+
+
+def _with(arts: list, path: str, content: bytes | None = None, mode: int | None = None) -> list:
+    out = []
+    for a in arts:
+        if a.path == path:
+            a = a.model_copy(update={k: v for k, v in (("content", content), ("mode", mode)) if v is not None})
+        out.append(a)
+    return out
+
+
+def _edit_env(arts, path, key, value) -> list:
+    art = next(a for a in arts if a.path == path)
+    lines = [ln if not ln.startswith(f"{key}=") else (f"{key}={value}" if value is not None else "")
+             for ln in art.content.decode().splitlines()]
+    return _with(arts, path, ("\n".join(lines) + "\n").encode())
+
+
+def _edit_json(arts, path, mutate) -> list:
+    art = next(a for a in arts if a.path == path)
+    doc = json.loads(art.content)
+    mutate(doc)
+    return _with(arts, path, json.dumps(doc, indent=4).encode())
+
+
+TREE_MUTATIONS = {  # (fixture, rule tag, mutation of the artifact list)
+    "table-not-identical": ("sp", "table-identical",
+                            lambda a: _with(a, "n1/ranktable.json", next(
+                                x.content for x in a if x.path == "n1/ranktable.json").replace(b"    ", b"  "))),
+    "table-missing": ("sp", "table-per-node", lambda a: [x for x in a if x.path != "n1/ranktable.json"]),
+    "table-for-single-node": ("pd", "single-node-no-table",
+                              lambda a: a + [next(x for x in a if x.path == "n0/ranktable.json").model_copy(
+                                  update={"path": "n2/ranktable.json"})]),
+    "table-mode-644": ("sp", "file-mode-640", lambda a: _with(a, "n1/ranktable.json", mode=0o644)),
+    "env-container-ip": ("sp", "env-container-ip", lambda a: _edit_env(a, "n1/env", "MIES_CONTAINER_IP", "10.0.0.1")),
+    "env-world-size": ("sp", "env-world-size", lambda a: _edit_env(a, "n0/env", "WORLD_SIZE", "16")),
+    "env-master-ip": ("sp", "env-master-ip", lambda a: _edit_env(a, "n0/env", "MASTER_IP", "10.0.0.2")),
+    "env-no-ranktable": ("sp", "env-ranktable", lambda a: _edit_env(a, "n1/env", "RANK_TABLE_FILE", None)),
+    "env-ranktable-yaml": ("sp", "env-ranktable",
+                           lambda a: _edit_env(a, "n1/env", "RANK_TABLE_FILE", "/etc/deployctl/ranktable.yaml")),
+    "env-single-node-ranktable": ("pd", "env-ranktable",
+                                  lambda a: _edit_env(a, "n2/env", "MIES_CONFIG_JSON_PATH",
+                                                      "x\nRANK_TABLE_FILE=/etc/deployctl/ranktable.json")),
+    "env-connect-timeout": ("pd", "hccl-timeouts-uniform",
+                            lambda a: _edit_env(a, "n2/env", "HCCL_CONNECT_TIMEOUT", "600")),
+    "env-exec-timeout-missing": ("sp", "hccl-timeouts-uniform",
+                                 lambda a: _edit_env(a, "n0/env", "HCCL_EXEC_TIMEOUT", None)),
+    "global-int-count": ("pd", "scalars-are-strings", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][2].update(server_count=2))),
+    "global-count-mismatch": ("pd", "global-server-count", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][3].update(server_count="2"))),
+    "global-group-order": ("pd", "global-groups", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"].reverse())),
+    "global-deploy-server": ("pd", "global-groups", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][3].update(deploy_server="0"))),
+    "global-dup-device-ip": ("pd", "global-instance-group", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][2]["server_list"][1]["device"][0].update(
+            device_ip=d["server_group_list"][2]["server_list"][0]["device"][0]["device_ip"]))),
+    "global-ip-across-groups": ("pd", "global-instance-group", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][3]["server_list"][0]["device"][0].update(
+            device_ip=d["server_group_list"][2]["server_list"][0]["device"][0]["device_ip"]))),
+    "global-logical-id": ("pd", "global-instance-group", lambda a: _edit_json(
+        a, "n0/global_ranktable.json",
+        lambda d: d["server_group_list"][3]["server_list"][0]["device"][0].update(device_logical_id="3"))),
+    "global-missing": ("pd", "global-ranktable", lambda a: [x for x in a if "global_" not in x.path]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TREE_MUTATIONS))
+def test_checker_rejects_broken_tree(good_a3_superpod, good_a2_pd, name):
+    which, tag, mutate = TREE_MUTATIONS[name]
+    case, arts, _ = good_a3_superpod if which == "sp" else good_a2_pd
+    with pytest.raises(AssertionError, match=rf"^\[{tag}\]"):
+        check_rendered_tree(case, mutate(list(arts)))
+
+
+def test_checker_rejects_nondeterminism(good_a2_pd):
+    _, arts, _ = good_a2_pd
+    check_deterministic(arts, list(arts))
+    with pytest.raises(AssertionError, match=r"^\[deterministic\]"):
+        check_deterministic(arts, _edit_env(arts, "n1/env", "MINDIE_LOG_LEVEL", "debug"))
+    with pytest.raises(AssertionError, match=r"^\[deterministic\]"):
+        check_deterministic(arts, arts[:-1])
