@@ -136,3 +136,24 @@ def test_infeasible_layout_exits_2_with_numbers(tmp_path):
     res = run_cli("plan", "-i", str(inv))
     assert res.returncode == 2
     assert "GB per die" in res.stderr and "usable" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_render_never_replaces_the_directory_holding_the_inventory(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text((ROOT / SAMPLE).read_text())
+    res = run_cli("render", "-i", str(inv), "-o", str(tmp_path), "--force")
+    assert res.returncode == 2 and "holds the inventory" in res.stderr
+    assert inv.exists()
+
+
+def test_names_with_brackets_are_printed_literally(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text((ROOT / SAMPLE).read_text().replace("address: 10.200.2.2", "address: host[/]\n"
+                                                        "    container_ip: 10.200.2.2"))
+    res = run_cli("plan", "-i", str(inv))
+    assert res.returncode == 0, res.stderr
+    assert "host[/]" in res.stdout
+    out = tmp_path / "o[/]"
+    res = run_cli("render", "-i", str(inv), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "o[/]" in res.stdout

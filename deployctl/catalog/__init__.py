@@ -25,6 +25,7 @@ class QuantBytes(_Frozen):
 
 class ParamsB(_Frozen):
     attention_per_layer: float
+    o_proj_per_layer: float
     dense_ffn_per_layer: float
     expert: float
     router_per_layer: float

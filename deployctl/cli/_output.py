@@ -11,6 +11,13 @@ def _console():
     return Console(highlight=False)
 
 
+def esc(value) -> str:
+    """User values (names, paths) may contain [brackets]: never let rich read them as markup."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _rank_range(inst, node: str) -> str:
     ranks = [r.rank for r in inst.ranks if r.node == node]
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
@@ -21,7 +28,7 @@ def print_plan(plan) -> None:
 
     inv = plan.inventory
     con = _console()
-    con.print(f"[bold]{inv.cluster.name}[/]: {plan.model_display} {inv.model.quant} on "
+    con.print(f"[bold]{esc(inv.cluster.name)}[/]: {plan.model_display} {inv.model.quant} on "
               f"{len(plan.nodes)} x {plan.hardware.upper()} ({inv.devices_per_node} x {inv.cluster.hbm_gb} GiB "
               f"dies per server), preset [bold]{plan.preset}[/]")
     nodes = Table(title="Nodes (master first)", title_justify="left")
@@ -30,7 +37,8 @@ def print_plan(plan) -> None:
     for n in plan.nodes:
         inst = plan.instance(n.instance)
         master = "yes" + (" + MindIE-MS" if n.runs_ms else "") if n.is_master else ""
-        nodes.add_row(n.name, n.address, n.container_ip, n.instance, n.role, _rank_range(inst, n.name), master)
+        nodes.add_row(*(esc(v) for v in (n.name, n.address, n.container_ip, n.instance, n.role,
+                                          _rank_range(inst, n.name), master)))
     con.print(nodes)
     p = plan.ports
     ms = f"; MindIE-MS coordinator {p.coordinator}-{p.coordinator + 4}, controller {p.controller}" \
@@ -70,12 +78,16 @@ def print_plan(plan) -> None:
 
 def print_render(plan, out: Path, artifacts) -> None:
     con = _console()
-    con.print(f"✓ rendered {len(artifacts)} files for {len(plan.nodes)} node(s) into [bold]{out}[/]")
+    con.print(f"✓ rendered {len(artifacts)} files for {len(plan.nodes)} node(s) into [bold]{esc(out)}[/]")
     by_dir: dict[str, list[str]] = {}
     for a in artifacts:
         head, _, name = a.path.rpartition("/")
         by_dir.setdefault(head, []).append(name)
     for folder, files in by_dir.items():
-        con.print(f"  {out / folder if folder else out}/: {', '.join(files)}")
+        con.print(esc(f"  {out / folder if folder else out}/: {', '.join(files)}"))
     master = plan.nodes[0]
-    con.print(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh there")
+    con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
+                  "there"))
+    if any(n.runs_ms for n in plan.nodes):
+        ms = next(n for n in plan.nodes if n.runs_ms)
+        con.print(esc(f"  then, when every node runs, start MindIE-MS: {out / ms.name}/start-ms.sh on {ms.address}"))

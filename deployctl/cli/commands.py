@@ -57,10 +57,10 @@ def run_render(path: Path, out: Path, force: bool, output: str) -> None:
     from deployctl.render import render_artifacts
     from deployctl.render.write import check_target, write_tree
 
-    check_target(out, force)
+    check_target(out, force, keep=(path,))
     plan = make_plan(path)
     artifacts = render_artifacts(plan)
-    write_tree(out, artifacts, force=force)
+    write_tree(out, artifacts, force=force, keep=(path,))
     if output == "json":
         typer.echo(json.dumps({"out": str(out), "files": [a.path for a in artifacts]}, indent=2))
         return

@@ -44,9 +44,21 @@ class RawInventory:
                        line=self.line_of(path), hint=hint)
 
 
-def _build(loader, node, path: KeyPath, lines: dict, problems: list, file: str):
+MAX_NODES = 200_000  # YAML aliases can multiply a small file ("billion laughs"); inventories are small
+
+
+def _build(loader, node, path: KeyPath, lines: dict, problems: list, file: str, stack: tuple = ()):
     import yaml
 
+    if id(node) in stack:
+        raise InventoryError(f"{file} is not a valid inventory", problems=[Problem(
+            "a YAML alias refers to itself", format_path(path), file, node.start_mark.line + 1,
+            hint="remove the recursive *alias")])
+    if len(lines) > MAX_NODES:
+        raise InventoryError(f"{file} is too large after expanding YAML aliases", problems=[Problem(
+            f"more than {MAX_NODES} values", "", file, node.start_mark.line + 1,
+            hint="an inventory lists a few hundred values; check for aliases that multiply")])
+    stack = stack + (id(node),)
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict = {}
@@ -65,10 +77,10 @@ def _build(loader, node, path: KeyPath, lines: dict, problems: list, file: str):
                     hint="remove one of them: YAML keeps only the last, which hides mistakes"))
                 continue
             lines[child] = key_node.start_mark.line + 1
-            out[key] = _build(loader, value_node, child, lines, problems, file)
+            out[key] = _build(loader, value_node, child, lines, problems, file, stack)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(loader, item, path + (i,), lines, problems, file)
+        return [_build(loader, item, path + (i,), lines, problems, file, stack)
                 for i, item in enumerate(node.value)]
     return loader.construct_object(node, deep=True)
 

@@ -32,6 +32,17 @@ OWNED_CONFIG_KEYS = {
     ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
 }
 LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")
+# env deployctl computes per node; overriding them in engine.env would break the rank-table match
+OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
+                  "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH")
+# (low, high, integer?) for env values the planner reads or HCCL checks on every rank
+ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False), "HCCL_BUFFSIZE": (1, 65536, True),
+              "HCCL_CONNECT_TIMEOUT": (120, 7200, True), "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
+# a bind mount on these (or, for the first group, anywhere below them) hides the image's own files
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
+                "/var/lib/docker")
+SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
+BIND_UNSAFE = re.compile(r"[:,\s]")
 
 
 # --------------------------------------------------------------------------- structure
@@ -263,10 +274,10 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
                 out.append(raw.problem(key, f"device {dev.id} on node '{node.name}' has no sdid",
                                        "a3 super pod rank tables need super_device_id: read it with "
                                        "`npu-smi info -t spod-info -i NPU -c CHIP`"))
-            if not super_pod and dev.sdid is not None:
+            if inv.cluster.hardware != "a3" and dev.sdid is not None:
                 out.append(raw.problem(key + ("sdid",) if len(key) == 4 else key,
-                                       "sdid is only used on a3 with cluster.super_pod: true",
-                                       "remove sdid or enable cluster.super_pod"))
+                                       "sdid (super device id) exists only on a3 hardware",
+                                       "remove sdid, or set cluster.hardware: a3"))
     if len(families) > 1:
         later = max(first_of, key=lambda v: raw.line_of(first_of[v]) or 0)
         out.append(raw.problem(first_of[later], f"device IPs mix IPv4 ({families[4]}) and IPv6 ({families[6]})",
@@ -347,18 +358,60 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "max_prefill_tokens"), f"max_prefill_tokens {m.max_prefill_tokens} "
                                f"is less than max_input_len {m.max_input_len}",
                                "MindIE requires maxPrefillTokens >= maxInputTokenLen"))
-    if not m.weights_path.startswith("/"):
-        out.append(raw.problem(("model", "weights_path"), f"weights_path '{m.weights_path}' is not absolute",
-                               "give the absolute path of the weights directory on every host"))
+    out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
     if not SERVED_NAME.match(m.served_name):
         out.append(raw.problem(("model", "served_name"), f"'{m.served_name}' is not a valid MindIE modelName",
                                "use letters, digits, '-', '.', '_' (not at the start or end), at most 256"))
     return out
 
 
-def _check_engine(inv, raw: RawInventory) -> list[Problem]:
+def _check_mount_path(raw: RawInventory, key: KeyPath, path: str, what: str) -> list[Problem]:
+    """A path that becomes a docker bind mount: absolute, no ':' ',' or spaces, not a system dir."""
+    name = key[-1]
+    if not path.startswith("/"):
+        return [raw.problem(key, f"{name} '{path}' is not absolute",
+                            f"give the absolute path of {what} on every host")]
+    if BIND_UNSAFE.search(path):
+        return [raw.problem(key, f"{name} '{path}' contains ':', ',' or whitespace",
+                            "docker -v cannot mount such a path: rename or symlink the directory")]
+    clean = "/" + path.strip("/")
+    if clean in SYSTEM_DIRS or any(clean == d or clean.startswith(d + "/") for d in SYSTEM_TREES):
+        return [raw.problem(key, f"{name} '{path}' is a system directory",
+                            "mounting it would hide the image's own files: use a directory of its own "
+                            "(e.g. /data/models/<name>)")]
+    return []
+
+
+def _check_env_values(env: dict, raw: RawInventory) -> list[Problem]:
     out = []
+    for key in OWNED_ENV_KEYS:
+        if key in env:
+            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
+                                   "remove it: set nodes[].container_ip or the layout instead"))
+    for key, (low, high, integer) in ENV_RANGES.items():
+        if key not in env:
+            continue
+        value = env[key]
+        kind = "an integer" if integer else "a number"
+        bounds = f"({low}, {high}]" if key == "NPU_MEMORY_FRACTION" else f"[{low}, {high}]"
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = int(value) if integer else float(value)
+        except (TypeError, ValueError):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
+                                   f"{key} takes {kind} in {bounds}"))
+            continue
+        if not ((number > low if key == "NPU_MEMORY_FRACTION" else number >= low) and number <= high):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
+                                   f"{key} takes {kind} in {bounds}"))
+    return out
+
+
+def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     e = inv.engine
+    out = _check_env_values(e.env, raw)
+    out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     if any(c.isspace() for c in e.image):
         out.append(raw.problem(("engine", "image"), f"image {e.image!r} contains whitespace",
                                "give one image reference, e.g. registry/mindie:TAG"))

@@ -67,6 +67,8 @@ class Engine(Strict):
     privileged: bool = False     # docker --privileged (the explicit --device list is enough for MindIE)
     daemon: str = Field("/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon",
                         pattern=r"^/[A-Za-z0-9._/-]+$")
+    ms_home: str = Field("/usr/local/Ascend/mindie/latest/mindie-service", pattern=r"^/[A-Za-z0-9._/-]+$")
+    # pd-split: where bin/ms_controller and bin/ms_coordinator live in the image (MIES_INSTALL_PATH)
 
 
 class ModelSpec(Strict):

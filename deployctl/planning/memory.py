@@ -32,8 +32,10 @@ def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
     emb = p.embedding * q.embedding / d.tp
     head = p.lm_head * q.embedding / head_tp
     experts_per_rank = math.ceil(m.routed_experts / d.moe_ep)
+    # o_proj can have its own local TP (decode); the rest of attention follows tp
+    attn = (p.attention_per_layer - p.o_proj_per_layer) / d.tp + p.o_proj_per_layer / (d.o_proj_tp or d.tp)
     return {
-        "attention": layers * p.attention_per_layer * q.attention / d.tp * GB,
+        "attention": layers * attn * q.attention * GB,
         "dense_ffn": dense_layers * p.dense_ffn_per_layer * q.dense / d.tp * GB,
         "routed_experts": moe_layers * experts_per_rank * p.expert * q.experts / d.moe_tp * GB,
         "shared_experts": moe_layers * m.shared_experts * p.expert * q.shared / d.tp * GB,
@@ -64,10 +66,11 @@ def comm_groups(d: Degrees) -> int:
 
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int) -> MemoryFit:
-    """MindIE's rule: kv = HBM x NPU_MEMORY_FRACTION - weights - workspace.
+    """MindIE's rule kv = HBM x NPU_MEMORY_FRACTION - weights - workspace, minus the HCCL buffers.
 
-    HCCL buffers live outside the fraction (MindIE env docs); when they exceed that
-    reserve, the overflow is taken from the KV budget.
+    planner-math §4.2 takes the communication buffers from the KV budget too; that is
+    conservative (MindIE's docs say the fraction excludes HCCL memory) and avoids plans that
+    look fine and then run out of memory.
     """
     hbm = hbm_gb * GIB
     usable = hbm * fraction
@@ -76,8 +79,7 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6
     groups = comm_groups(d)
     comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
-    overflow = max(0.0, comm - (hbm - usable))
-    budget = usable - weights - workspace - overflow
+    budget = usable - weights - workspace - comm
     per_token = kv_bytes_per_token(m, quant, d)
     tokens = max(0, int(budget // per_token)) if per_token else 0
     seqs = d.dp * ((tokens * d.cp) // max_seq_len)

@@ -46,8 +46,10 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     e = plan.inventory.engine
     tls = e.tls
     pd = node.role != "mixed"
+    # the same file on every node of an instance (MindIE guide): MIES_CONTAINER_IP in env picks the node
+    master_ip = plan.node(inst.master).container_ip
     cfg = {
-        "ipAddress": node.container_ip, "managementIpAddress": node.container_ip,
+        "ipAddress": master_ip, "managementIpAddress": master_ip,
         "port": e.ports.http, "managementPort": e.ports.management, "metricsPort": e.ports.metrics,
         "allowAllZeroIpListening": False,
         "maxLinkNum": 300 if len(plan.nodes) >= 4 else 1000,
@@ -62,7 +64,7 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         "interCommTlsCert": "security/grpc/certs/server.pem", "interCommPk": "security/grpc/keys/server.key.pem",
         "interCommTlsCrlPath": "security/grpc/certs/", "interCommTlsCrlFiles": ["server_crl.pem"],
         "openAiSupport": "vllm", "tokenTimeout": 600, "e2eTimeout": 600,
-        "distDPServerEnabled": node.role == "decode",
+        "distDPServerEnabled": False,
         "HealthCheckConfig": {"npuUsageThreshold": 0},
     }
     return cfg
@@ -96,12 +98,11 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = plan.inventory
     m = inv.model
     e = inv.engine
-    pd = node.role != "mixed"
     return {
         "backendName": "mindieservice_llm_engine", "modelInstanceNumber": 1,
         "npuDeviceIds": [list(range(len(node.device_ids)))],
         "tokenizerProcessNumber": 8,
-        "multiNodesInferEnabled": inst.multi_node and not pd,
+        "multiNodesInferEnabled": inst.multi_node,
         "multiNodesInferPort": e.ports.multi_node,
         "interNodeTLSEnabled": e.tls,
         "interNodeTlsCaPath": "security/grpc/ca/", "interNodeTlsCaFiles": ["ca.pem"],
@@ -120,12 +121,12 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
             "maxBatchSize": m.max_batch_size, "maxIterTimes": m.max_seq_len - m.max_input_len,
             "maxPreemptCount": 0, "supportSelectBatch": False,
             "maxQueueDelayMicroseconds": 5000, "maxFirstTokenWaitTime": 2500,
-            **({"distributedEnable": inst.multi_node} if pd else {}),
         },
     }
 
 
 def config_doc(plan: Plan, node: PlanNode) -> dict:
+    """The node's config.json; identical for every node of one instance."""
     inst = plan.instance(node.instance)
     doc = {
         "Version": "1.0.0",
@@ -138,5 +139,6 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
 
 
 def render_configs(plan: Plan) -> list[Artifact]:
+    """One config.json per node (mode 640)."""
     return [Artifact(kind="config", path=f"{n.name}/config.json", content=to_json(config_doc(plan, n)),
                      mode=0o640) for n in plan.nodes]

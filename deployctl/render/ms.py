@@ -11,21 +11,23 @@ Written into the folder of the node that runs MindIE-MS (the prefill master). Ex
 
 from __future__ import annotations
 
+import json
+
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
+from deployctl.render.engine_config import deep_merge
 from deployctl.render.ranktable import to_json, uses_super_pod
 
 
 def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
     ports = plan.inventory.engine.ports
-    super_pod = uses_super_pod(plan)
     servers = []
     for name in inst.nodes:
         node = plan.node(name)
         devices = []
         for r in (r for r in inst.ranks if r.node == name):
             dev = {"device_id": str(r.device_id), "device_ip": str(r.device_ip)}
-            if super_pod:
+            if r.sdid is not None and plan.hardware == "a3":  # Motor's A3 samples carry it even at 1.0
                 dev["super_device_id"] = str(r.sdid)
             dev["device_logical_id"] = str(r.local_rank)
             dev["rank_id"] = str(r.rank)
@@ -59,66 +61,57 @@ def global_ranktable_doc(plan: Plan) -> dict:
             "server_group_list": groups}
 
 
+def _defaults(name: str) -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("deployctl.catalog").joinpath(f"{name}.json").read_text())
+
+
+def _tls_switches(doc: dict, enabled: bool) -> dict:
+    """Every `*_tls_enable` follows engine.tls (the `*_tls_items` paths stay as shipped)."""
+    return {k: enabled for k in doc.get("tls_config", {}) if k.endswith("_tls_enable")}
+
+
 def controller_doc(plan: Plan) -> dict:
+    """Motor's shipped ms_controller.json with the plan's ports, paths and instance shapes."""
     e = plan.inventory.engine
     ms = next(n for n in plan.nodes if n.runs_ms)
     prefill, decode = plan.instance("prefill"), plan.instance("decode")
 
     def node_cfg(inst: Instance) -> dict:
         d = inst.degrees
-        return {"enable_dist_dp_server": inst.role == "decode", "node_machine_num": len(inst.nodes),
+        return {"enable_dist_dp_server": False, "node_machine_num": len(inst.nodes),
                 "tp_size": d.tp, "dp_size": d.dp, "sp_size": 1, "cp_size": d.cp}
 
-    tls_keys = ("request_coordinator", "request_server", "http_server", "cluster", "etcd_server", "ccae",
-                "alarm", "external_coordinator")
-    return {
-        "allow_all_zero_ip_listening": False, "deploy_mode": "pd_separate",
-        "initial_dist_server_port": 10000, "cluster_port": e.ports.cluster,
+    base = _defaults("ms_controller")
+    return deep_merge(base, {
+        "deploy_mode": "pd_separate", "cluster_port": e.ports.cluster,
         "global_rank_table_file_path": f"{e.work_dir}/global_ranktable.json",
-        "rank_table_detecting_seconds": 5, "disappeared_server_waiting_seconds": 7200,
-        "default_p_rate": 1, "default_d_rate": 1, "is_heterogeneous": False,
-        "server_online_attempt_times": 36, "server_online_wait_seconds": 5,
+        "default_p_rate": len(prefill.nodes), "default_d_rate": len(decode.nodes),
         "mindie_server_port": e.ports.http, "mindie_server_control_port": e.ports.management,
         "mindie_server_metric_port": e.ports.metrics, "controller_alarm_port": e.ports.coordinator + 2,
         "mindie_ms_coordinator_port": e.ports.coordinator + 1,
-        "mindie_ms_coordinator_external_port": e.ports.coordinator + 3, "node_manager_port": 1028,
-        "http_timeout_seconds": 5, "http_retries": 3, "role_decision_methods": "digs",
+        "mindie_ms_coordinator_external_port": e.ports.coordinator + 3,
         "multi_node_infer_config": {"multi_node_infer_enable": prefill.multi_node or decode.multi_node,
                                     "p_node_config": node_cfg(prefill), "d_node_config": node_cfg(decode)},
-        "transfer_type": "D2DTransfer",
         "http_server": {"ip": ms.container_ip, "port": e.ports.controller},
-        "tls_config": {f"{k}_tls_enable": e.tls for k in tls_keys},
-        "log_info": {"log_level": "INFO", "to_file": True, "to_stdout": True,
-                     "run_log_path": "./logs/ms_controller_run_log.txt",
-                     "operation_log_path": "./logs/ms_controller_operation_log.txt"},
-    }
+        "tls_config": _tls_switches(base, e.tls),
+    })
 
 
 def coordinator_doc(plan: Plan) -> dict:
+    """Motor's shipped ms_coordinator.json with the plan's IPs and ports (5 from engine.ports.coordinator)."""
     e = plan.inventory.engine
     ms = next(n for n in plan.nodes if n.runs_ms)
-    base = e.ports.coordinator
-    tls_keys = ("controller_server", "request_server", "mindie_client", "mindie_mangment", "external", "status")
-    return {
-        "http_config": {
-            "allow_all_zero_ip_listening": False,
-            "predict_ip": ms.container_ip, "predict_port": str(base),
-            "manage_ip": ms.container_ip, "manage_port": str(base + 1),
-            "alarm_port": str(base + 2), "external_port": str(base + 3), "status_port": str(base + 4),
-            "server_thread_num": 10, "client_thread_num": 10, "http_timeout_seconds": 600,
-            "keep_alive_seconds": 180, "server_name": "MindIE-MS", "user_agent": "Coordinator/1.0",
-        },
-        "request_limit": {"single_node_max_requests": 1000, "max_requests": 10000, "body_limit": 1},
-        "metrics_config": {"enable": False, "trigger_size": 100},
-        "exception_config": {"max_retry": 5, "schedule_timeout": 600, "first_token_timeout": 600,
-                             "infer_timeout": 600, "tokenizer_timeout": 300},
-        "log_info": {"log_level": "INFO", "to_file": True, "to_stdout": True,
-                     "run_log_path": "./logs/ms_coordinator_run_log.txt",
-                     "operation_log_path": "./logs/ms_coordinator_operation_log.txt"},
-        "digs_scheduler_config": {"deploy_mode": "pd_separate", "scheduler_type": "digs_scheduler",
-                                  "algorithm_type": "load_balance"},
-        "tls_config": {f"{k}_tls_enable": e.tls for k in tls_keys},
-    }
+    port = e.ports.coordinator
+    base = _defaults("ms_coordinator")
+    return deep_merge(base, {
+        "http_config": {"predict_ip": ms.container_ip, "predict_port": str(port),
+                        "manage_ip": ms.container_ip, "manage_port": str(port + 1),
+                        "alarm_port": str(port + 2), "external_port": str(port + 3),
+                        "status_port": str(port + 4)},
+        "tls_config": _tls_switches(base, e.tls),
+    })
 
 
 def render_ms(plan: Plan) -> list[Artifact]:

@@ -23,8 +23,14 @@ def _is_ours(path: Path) -> bool:
         return False
 
 
-def check_target(out: Path, force: bool) -> None:
-    """Refuse to replace a directory deployctl did not write (unless --force)."""
+def check_target(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    """Refuse to replace a directory deployctl did not write (unless --force), and never one that is
+    the current directory, home, /, or holds a file in ``keep`` (the inventory)."""
+    resolved = out.resolve()
+    precious = {Path.cwd().resolve(), Path.home().resolve(), Path("/")}
+    if resolved in precious or any(resolved in k.resolve().parents for k in keep):
+        raise UsageError(f"refusing to replace {out}: it is the current, home or root directory, or it "
+                         "holds the inventory", hint="render into a directory of its own, e.g. -o rendered/")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory", hint="pass -o with a directory path")
     if out.is_dir() and any(out.iterdir()) and not _is_ours(out) and not force:
@@ -32,9 +38,23 @@ def check_target(out: Path, force: bool) -> None:
                          hint=f"choose another -o directory, or pass --force to replace {out}")
 
 
-def write_tree(out: Path, artifacts: list[Artifact], force: bool = False) -> list[Path]:
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
+               keep: tuple[Path, ...] = ()) -> list[Path]:
     """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
-    check_target(out, force)
+    check_target(out, force, keep)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -49,12 +69,14 @@ def write_tree(out: Path, artifacts: list[Artifact], force: bool = False) -> lis
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
+        if not out.exists():
+            os.rename(tmp, out)
+        elif _exchange(tmp, out):   # the new tree is in place; tmp now holds the old one
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:                       # no renameat2: two renames, a moment without the directory
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             os.rename(out, old)
-        os.rename(tmp, out)
-        if old is not None:
+            os.rename(tmp, out)
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

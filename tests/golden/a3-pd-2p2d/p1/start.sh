@@ -13,9 +13,6 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
 fi
 # MindIE refuses a rank table whose mode is not 640.
 chmod 640 "$HERE/ranktable.json"
-chmod 640 "$HERE/global_ranktable.json"
-chmod 640 "$HERE/ms_controller.json"
-chmod 640 "$HERE/ms_coordinator.json"
 docker run -d --name "$NAME" \
   --net=host --ipc=host --shm-size=500g \
   --device=/dev/davinci0 \
@@ -39,6 +36,7 @@ docker run -d --name "$NAME" \
   --device=/dev/hisi_hdc \
   -v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro \
   -v /usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro \
+  -v /usr/local/Ascend/add-ons:/usr/local/Ascend/add-ons:ro \
   -v /usr/local/dcmi:/usr/local/dcmi:ro \
   -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
   -v /etc/hccn.conf:/etc/hccn.conf:ro \

@@ -1,0 +1,408 @@
+"""Parsers for `npu-smi info` and its `-l`, `-m`, `-t board`, `-t health` and `-t spod-info` queries.
+
+Each function turns the stdout of one command into a model of ``deployctl.models.facts`` and raises
+ValueError, naming what it expected, on anything else: a wrong fact is worse than a probe error.
+Formats: ascend-facts §3. Tables are split on `|`, never by column offsets, because the widths change
+between npu-smi releases (26.0 prints 118-column borders).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from deployctl.models.facts import (
+    HEALTH_VALUES,
+    BoardInfo,
+    ChipMap,
+    ChipMapRow,
+    Health,
+    NpuChip,
+    NpuHealth,
+    NpuList,
+    NpuProcess,
+    NpuSmiInfo,
+    NpuSubChip,
+    SpodInfo,
+)
+
+_HEADER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
+# masked ids (`xxxx:xx:xx.x`, `0000:xx:00.0`) are still Bus-Ids
+_BUS_ID = re.compile(r"^[0-9A-Fa-fxX]{4}:[0-9A-Fa-fxX]{2}:[0-9A-Fa-fxX]{2}\.[0-9A-Fa-fxX]$")
+_PAIR = r"(\d+)\s*/\s*(\d+)"                          # `3338 / 65536` and `26690/ 65536`
+_CARD_METRICS = re.compile(rf"^(\S+)\s+(\S+)\s+{_PAIR}$")   # Power(W) Temp(C) Hugepages used/total
+_CHIP_METRICS = re.compile(rf"^(\S+)\s+{_PAIR}\s+{_PAIR}$")  # AICore(%) Memory used/total HBM used/total
+_NO_PROCESS = re.compile(r"^No running processes found in NPU \d+$")
+_MISSING = frozenset({"-", "NA", "N/A"})             # what npu-smi prints for a value it lacks
+_HEALTH = {h.lower(): h for h in HEALTH_VALUES}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _snippet(text: str) -> str:
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return repr(first[:80]) if first else "empty output"
+
+
+def _int(value: str, what: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ValueError(f"{what}: expected an integer, got {value!r}") from None
+
+
+def _opt_int(value: str, what: str) -> int | None:
+    return None if value.strip() in _MISSING else _int(value, what)
+
+
+def _opt_float(value: str, what: str) -> float | None:
+    if value.strip() in _MISSING:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{what}: expected a number or `-`, got {value!r}") from None
+
+
+def _opt_str(value: str) -> str | None:
+    return None if value in _MISSING or not value else value
+
+
+def _health(value: str, what: str) -> Health:
+    canon = _HEALTH.get(value.strip().lower())
+    if canon is None:
+        raise ValueError(f"{what}: expected a health value ({', '.join(HEALTH_VALUES)}), got {value!r}")
+    return canon  # type: ignore[return-value]
+
+
+def _colon_pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """The ``key : value`` lines (blank lines skipped, anything else raises); values keep later colons."""
+    out = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if ":" not in s:
+            raise ValueError(f"{what}: expected `key : value` lines, got {s[:80]!r}")
+        key, _, value = s.partition(":")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+# --------------------------------------------------------------------------- npu-smi info
+
+
+class _Card(NamedTuple):
+    """The first line of a chip block, waiting for its Bus-Id line."""
+
+    npu: int
+    name: str
+    health: Health
+    power_w: float | None
+    temp_c: int | None
+    hugepages_used: int
+    hugepages_total: int
+
+
+def parse_npu_smi_info(text: str) -> NpuSmiInfo:
+    """Parse `npu-smi info` (A2 and A3 layouts).
+
+    A chip is a two-line block: ``NPU Name | Health | Power Temp Hugepages`` then ``Chip [Phy-ID] |
+    Bus-Id | AICore Memory HBM``. A3 prints one block per die (``Chip  Phy-ID`` header), A2 one per
+    card (phy id = NPU id). Rows whose first cell is ``int int`` with no Bus-Id (newer drivers, under a
+    card) are sub-chip status rows, kept in ``sub_chips``. The process table must be present; its
+    ``No running processes found in NPU N`` lines are skipped.
+
+    Raises:
+        ValueError: no header, an unknown layout, a row that fits neither form, a card row without its
+            chip row, a health word outside OK/Warning/Alarm/Critical/UNKNOWN, duplicate phy ids.
+    """
+    header = _HEADER.search(text)
+    if header is None:
+        raise ValueError(f"npu-smi info: expected a `npu-smi <tool> Version: <driver>` header, got {_snippet(text)}")
+    rows = [_cells(ln) for ln in text.splitlines() if ln.strip().startswith("|") and not _HEADER.search(ln)]
+    dev_at = next((i for i, c in enumerate(rows) if c[0].split()[:2] == ["NPU", "Name"]), None)
+    if dev_at is None or dev_at + 1 >= len(rows):
+        raise ValueError("npu-smi info: expected the `NPU Name | Health | Power(W) ...` table header")
+    layout = _layout(rows[dev_at + 1])
+    proc_at = next((i for i, c in enumerate(rows) if i > dev_at and len(c) > 1 and c[1].startswith("Process id")),
+                   None)
+    if proc_at is None:
+        raise ValueError("npu-smi info: expected the process table (`NPU Chip | Process id | ...`) after the devices")
+    chips, subs = _device_rows(rows[dev_at + 2:proc_at], layout)
+    return NpuSmiInfo(tool_version=header.group(1), driver_version=header.group(2), layout=layout,
+                      chips=tuple(chips), sub_chips=tuple(subs),
+                      processes=tuple(_process_rows(rows[proc_at + 1:], chips)))
+
+
+def _layout(cells: list[str]) -> str:
+    head = cells[0].split()
+    if head == ["Chip"]:
+        return "a2"
+    if head == ["Chip", "Phy-ID"]:
+        return "a3"
+    raise ValueError(f"npu-smi info: unsupported layout, second header line starts {cells[0]!r} "
+                     "(expected `Chip` (A2) or `Chip  Phy-ID` (A3))")
+
+
+def _device_rows(rows: list[list[str]], layout: str) -> tuple[list[NpuChip], list[NpuSubChip]]:
+    chips: list[NpuChip] = []
+    subs: list[NpuSubChip] = []
+    card: _Card | None = None
+    for cells in rows:
+        shown = " | ".join(cells)
+        if len(cells) != 3:
+            raise ValueError(f"npu-smi info: expected 3 `|` cells in a device row, got {len(cells)}: {shown!r}")
+        first = cells[0].split()
+        if _BUS_ID.match(cells[1]):
+            if card is None:
+                raise ValueError(f"npu-smi info: chip row {shown!r} has no NPU row above it")
+            chips.append(_chip(card, first, cells[1], cells[2], layout, shown))
+            card = None
+        elif len(first) == 2 and all(t.isdigit() for t in first):
+            subs.append(_sub_chip(first, cells[1], chips, card, shown))
+        elif len(first) >= 2 and first[0].isdigit():
+            if card is not None:
+                raise ValueError(f"npu-smi info: NPU {card.npu} row has no chip (Bus-Id) row below it")
+            card = _card(first, cells[1], cells[2], shown)
+        else:
+            raise ValueError(f"npu-smi info: unexpected device row {shown!r}")
+    if card is not None:
+        raise ValueError(f"npu-smi info: NPU {card.npu} row has no chip (Bus-Id) row below it")
+    if not chips:
+        raise ValueError("npu-smi info: the device table has no NPU rows")
+    seen: set[int] = set()
+    for c in chips:
+        if c.phy_id in seen:
+            raise ValueError(f"npu-smi info: phy id {c.phy_id} appears twice")
+        seen.add(c.phy_id)
+    return chips, subs
+
+
+def _card(first: list[str], health: str, metrics: str, shown: str) -> _Card:
+    m = _CARD_METRICS.match(metrics)
+    if m is None:
+        raise ValueError(f"npu-smi info: expected `Power Temp used / total` in NPU row {shown!r}")
+    return _Card(npu=_int(first[0], "npu-smi info NPU id"), name=" ".join(first[1:]),
+                 health=_health(health, f"npu-smi info NPU {first[0]} Health"),
+                 power_w=_opt_float(m.group(1), "npu-smi info Power(W)"),
+                 temp_c=_opt_int(m.group(2), "npu-smi info Temp(C)"),
+                 hugepages_used=int(m.group(3)), hugepages_total=int(m.group(4)))
+
+
+def _chip(card: _Card, first: list[str], bus_id: str, metrics: str, layout: str, shown: str) -> NpuChip:
+    want = 1 if layout == "a2" else 2
+    if len(first) != want or not all(t.isdigit() for t in first):
+        form = "`<chip>`" if layout == "a2" else "`<chip> <phy-id>`"
+        raise ValueError(f"npu-smi info: expected {form} in the first cell of chip row {shown!r}")
+    m = _CHIP_METRICS.match(metrics)
+    if m is None:
+        raise ValueError(f"npu-smi info: expected `AICore used / total used / total` in chip row {shown!r}")
+    return NpuChip(npu=card.npu, chip=int(first[0]), phy_id=card.npu if layout == "a2" else int(first[1]),
+                   name=card.name, health=card.health, power_w=card.power_w, temp_c=card.temp_c,
+                   aicore_pct=_opt_int(m.group(1), "npu-smi info AICore(%)"),
+                   hugepages_used=card.hugepages_used, hugepages_total=card.hugepages_total,
+                   memory_used_mb=int(m.group(2)), memory_total_mb=int(m.group(3)),
+                   hbm_used_mb=int(m.group(4)), hbm_total_mb=int(m.group(5)), bus_id=bus_id)
+
+
+def _sub_chip(first: list[str], health: str, chips: list[NpuChip], card: _Card | None, shown: str) -> NpuSubChip:
+    npu = int(first[0])
+    # newer drivers print these under a complete card block; anywhere else the table is not understood
+    if card is not None or not chips or chips[-1].npu != npu:
+        raise ValueError(f"npu-smi info: row {shown!r} has no Bus-Id and does not follow a chip of NPU {npu}")
+    return NpuSubChip(npu=npu, chip=int(first[1]), health=_health(health, f"npu-smi info NPU {npu} sub-chip Health"))
+
+
+def _process_rows(rows: list[list[str]], chips: list[NpuChip]) -> list[NpuProcess]:
+    phy = {(c.npu, c.chip): c.phy_id for c in chips}
+    out = []
+    for cells in rows:
+        shown = " | ".join(cells)
+        if len(cells) == 1 and (_NO_PROCESS.match(cells[0]) or not cells[0]):
+            continue
+        first = cells[0].split()
+        if len(cells) != 4 or len(first) != 2 or not all(t.isdigit() for t in first):
+            raise ValueError(f"npu-smi info: expected `NPU Chip | pid | name | MB` process row, got {shown!r}")
+        npu, chip = int(first[0]), int(first[1])
+        out.append(NpuProcess(npu=npu, chip=chip, phy_id=phy.get((npu, chip)),
+                              pid=_int(cells[1], "npu-smi info Process id"), name=cells[2],
+                              memory_mb=_int(cells[3], "npu-smi info Process memory(MB)")))
+    return out
+
+
+# --------------------------------------------------------------------------- -l, -m
+
+
+def parse_npu_list(text: str) -> NpuList:
+    """Parse `npu-smi info -l`: ``Total Count : 8`` then ``NPU ID : n`` / ``Chip Count : c`` per NPU.
+
+    Other keys (``Product Name``, ``Serial Number`` on some products) are ignored. ``total`` is kept as
+    printed; compare it with ``len(chips_per_npu)`` if it matters.
+    """
+    total: int | None = None
+    chips: dict[int, int] = {}
+    current: int | None = None
+    for key, value in _colon_pairs(text, "npu-smi info -l"):
+        if key == "Total Count":
+            total = _int(value, "npu-smi info -l Total Count")
+        elif key == "NPU ID":
+            current = _int(value, "npu-smi info -l NPU ID")
+            if current in chips:
+                raise ValueError(f"npu-smi info -l: NPU ID {current} appears twice")
+            chips[current] = -1
+        elif key == "Chip Count":
+            if current is None:
+                raise ValueError("npu-smi info -l: `Chip Count` before any `NPU ID`")
+            chips[current] = _int(value, f"npu-smi info -l NPU {current} Chip Count")
+    if total is None:
+        raise ValueError(f"npu-smi info -l: expected `Total Count : N`, got {_snippet(text)}")
+    missing = [n for n, c in chips.items() if c < 0]
+    if missing:
+        raise ValueError(f"npu-smi info -l: NPU {missing[0]} has no `Chip Count`")
+    return NpuList(total=total, chips_per_npu=chips)
+
+
+_MAP_LABELS = ("NPU ID", "Chip Logic ID", "Chip Phy-ID", "Chip ID", "Chip Name")
+_MAP_LABEL_RE = re.compile("|".join(re.escape(label) for label in _MAP_LABELS))
+
+
+def parse_chip_map(text: str) -> ChipMap:
+    """Parse `npu-smi info -m`.
+
+    The header names the columns (``NPU ID  Chip ID  Chip Logic ID  [Chip Phy-ID]  Chip Name``); a row
+    is whitespace-separated ids, ``-`` for none, then the name, which may contain a space
+    (``Ascend 910B4``). Works for any column width and tab indents.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or "NPU ID" not in lines[0]:
+        raise ValueError("npu-smi info -m: expected the `NPU ID  Chip ID  Chip Logic ID ...` header, "
+                         f"got {_snippet(text)}")
+    cols = _map_columns(lines[0])
+    rows = []
+    for line in lines[1:]:
+        tokens = line.split()
+        n = len(cols) - 1
+        if len(tokens) <= n:
+            raise ValueError(f"npu-smi info -m: expected {n} ids and a name, got {line.strip()!r}")
+        ids = dict(zip(cols, tokens[:n]))
+        where = f"npu-smi info -m row {line.strip()!r}"
+        rows.append(ChipMapRow(npu=_int(ids["NPU ID"], where), chip=_int(ids["Chip ID"], where),
+                               logic_id=_opt_int(ids["Chip Logic ID"], where),
+                               phy_id=_opt_int(ids["Chip Phy-ID"], where) if "Chip Phy-ID" in ids else None,
+                               name=" ".join(tokens[n:])))
+    return ChipMap(rows=tuple(rows))
+
+
+def _map_columns(header: str) -> list[str]:
+    cols = _MAP_LABEL_RE.findall(header)
+    leftover = _MAP_LABEL_RE.sub("", header).strip()
+    if leftover or cols[:2] != ["NPU ID", "Chip ID"] or cols[-1:] != ["Chip Name"] or "Chip Logic ID" not in cols:
+        raise ValueError(f"npu-smi info -m: unsupported header {header.strip()!r} "
+                         "(expected `NPU ID  Chip ID  Chip Logic ID  [Chip Phy-ID]  Chip Name`)")
+    return cols
+
+
+# --------------------------------------------------------------------------- -t board, health, spod-info
+
+_BOARD_FIELDS = {
+    "Software Version": "software_version", "Firmware Version": "firmware_version",
+    "Compatibility": "compatibility", "Board ID": "board_id", "PCI Vendor ID": "pci_vendor_id",
+    "PCI Device ID": "pci_device_id", "PCIe Bus Info": "pcie_bus_info", "Chip Name": "chip_name",
+    "Product Name": "product_name", "Serial Number": "serial_number",
+}
+
+
+def parse_board_info(text: str) -> BoardInfo:
+    """Parse `npu-smi info -t board -i N` (card) or `-i N -c C` (chip): ``Key : value`` lines.
+
+    ``Software Version`` is the driver, ``Firmware Version`` the firmware. `NA` becomes None; keys
+    without a field (PCB ID, Slot ID, VDie ID, Chip Fault, ...) go to ``extra`` as printed.
+
+    Raises:
+        ValueError: no ``NPU ID`` (e.g. ``Invalid card id.``), a non ``key : value`` line, a repeated key.
+    """
+    fields: dict[str, object] = {}
+    extra: dict[str, str] = {}
+    seen: set[str] = set()
+    for key, value in _colon_pairs(text, "npu-smi info -t board"):
+        if key in seen:
+            raise ValueError(f"npu-smi info -t board: key {key!r} appears twice")
+        seen.add(key)
+        if key == "NPU ID":
+            fields["npu_id"] = _int(value, "npu-smi info -t board NPU ID")
+        elif key == "Chip ID":
+            fields["chip_id"] = _int(value, "npu-smi info -t board Chip ID")
+        elif key == "Chip Count":
+            fields["chip_count"] = _opt_int(value, "npu-smi info -t board Chip Count")
+        elif key in _BOARD_FIELDS:
+            fields[_BOARD_FIELDS[key]] = _opt_str(value)
+        else:
+            extra[key] = value
+    if "npu_id" not in fields:
+        raise ValueError(f"npu-smi info -t board: expected `NPU ID : N`, got {_snippet(text)}")
+    return BoardInfo(**fields, extra=extra)
+
+
+def parse_npu_health(text: str) -> NpuHealth:
+    """Parse `npu-smi info -t health -i N -c C`.
+
+    Reads ``Health Status`` (``Health`` on newer tools), ``Error Code`` (space-separated, `NA` = none),
+    ``Error Information``, and the unlabelled `` : node type=...`` lines that follow an alarm.
+    Other keys are ignored.
+    """
+    status: Health | None = None
+    codes: tuple[str, ...] = ()
+    info: str | None = None
+    details: list[str] = []
+    for key, value in _colon_pairs(text, "npu-smi info -t health"):
+        if key in ("Health Status", "Health"):
+            status = _health(value, "npu-smi info -t health")
+        elif key == "Error Code":
+            codes = () if value in _MISSING else tuple(value.split())
+        elif key == "Error Information":
+            info = _opt_str(value)
+        elif key == "":
+            details.append(value)
+    if status is None:
+        raise ValueError(f"npu-smi info -t health: expected `Health Status : <value>`, got {_snippet(text)}")
+    return NpuHealth(status=status, error_codes=codes, error_info=info, details=tuple(details))
+
+
+_SPOD_FIELDS = {"SDID": "sdid", "Super Pod ID": "super_pod_id", "Super Pod Size": "super_pod_size",
+                "Server Index": "server_index", "Pod ID": "pod_id"}
+
+
+def parse_spod_info(text: str) -> SpodInfo:
+    """Parse `npu-smi info -t spod-info -i N -c C` (A3).
+
+    Accepts both forms seen: plain ``SDID : 16777216`` lines, and the table form
+    ``| Super Pod ID : 3 | Pod ID : 1 |`` under an npu-smi header. Unknown keys go to ``extra``.
+
+    Raises:
+        ValueError: neither ``SDID`` nor ``Super Pod ID`` present, or a segment that is not ``key : value``.
+    """
+    fields: dict[str, int | None] = {}
+    extra: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.strip().startswith("+") or _HEADER.search(line):
+            continue
+        for segment in line.split("|"):
+            s = segment.strip()
+            if not s:
+                continue
+            if ":" not in s:
+                raise ValueError(f"npu-smi info -t spod-info: expected `key : value`, got {s[:80]!r}")
+            key, _, value = (p.strip() for p in s.partition(":"))
+            if key in _SPOD_FIELDS:
+                fields[_SPOD_FIELDS[key]] = _opt_int(value, f"npu-smi info -t spod-info {key}")
+            else:
+                extra[key] = value
+    if fields.get("sdid") is None and fields.get("super_pod_id") is None:
+        raise ValueError(f"npu-smi info -t spod-info: expected `SDID : N` or `Super Pod ID : N`, got {_snippet(text)}")
+    return SpodInfo(**fields, extra=extra)
