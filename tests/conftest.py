@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["fakecluster.fixtures"]   # simulated Ascend hosts (real sshd in namespaces)
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"

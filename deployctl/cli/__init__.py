@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -73,6 +74,31 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False, 
     from deployctl.cli.commands import run_render
 
     run_render(inventory, out, force, output.value)
+
+
+@app.command()
+def preflight(
+    inventory: InventoryOpt,
+    output: OutputOpt = OutputFormat.text,
+    trust_new_hosts: Annotated[bool, typer.Option(
+        "--trust-new-hosts", help="Accept and record host keys missing from known_hosts (never changed ones).")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds each host may take per phase.")] = 60.0,
+    connect_timeout: Annotated[float, typer.Option(help="Seconds to wait for SSH to answer.")] = 10.0,
+    workers: Annotated[int, typer.Option(help="Hosts probed at once.", min=1, max=512)] = 32,
+    ping_sample: Annotated[int, typer.Option(help="Peers each node pings over the NPU network.", min=1)] = 16,
+    run_dir: Annotated[Path, typer.Option(help="Where runs and facts are recorded.")] = Path(".deployctl"),
+):
+    """Probe every host read-only over SSH and prove the cluster is ready.
+
+    Checks driver/firmware pairing and sameness, every NPU present and healthy, foreign processes,
+    NIC links, net health, TLS switches, device IPs (present, unique, as in the inventory), A3 SDIDs,
+    reachability between device IPs, weights, image, free ports, shm and clocks. Exit 0 when nothing
+    FAILs (warnings allowed), 1 when something does, 2 when the inventory is invalid. The facts are
+    saved so that `plan`/`render --facts FILE` can fill in device IPs and SDIDs.
+    """
+    from deployctl.cli.preflight import run
+
+    run(inventory, output.value, trust_new_hosts, timeout, connect_timeout, workers, ping_sample, run_dir)
 
 
 def main() -> None:

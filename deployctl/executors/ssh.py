@@ -37,6 +37,11 @@ class SshExecutor:
     """Runs commands over SSH. Thread-safe across hosts; one paramiko client per host."""
 
     def __init__(self, trust_new_hosts: bool = False, connect_timeout: float = 10.0):
+        import logging
+
+        # paramiko logs transport failures with tracebacks; deployctl reports them as HostErrors instead
+        logging.getLogger("paramiko").addHandler(logging.NullHandler())
+        logging.getLogger("paramiko").propagate = False
         self.trust_new_hosts = trust_new_hosts
         self.connect_timeout = connect_timeout
         self._clients: dict[str, object] = {}

@@ -25,9 +25,15 @@ class ProbeOutput:
     text: str
 
 
+# Ascend tools live outside the default non-interactive PATH on some distributions; C locale keeps
+# the tools' output in the format the parsers expect.
+PREAMBLE = ('export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/local/Ascend/driver/tools"; '
+            "export LC_ALL=C")
+
+
 def batch_argv(commands: list[tuple[str, list[str]]], per_command_timeout: int = 30) -> list[str]:
     """One `sh -c` running every (name, argv) in order, each bounded by coreutils timeout."""
-    lines = []
+    lines = [PREAMBLE]
     for name, argv in commands:
         if not name.replace(".", "").replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"probe name {name!r} must be a plain identifier")

@@ -1,0 +1,135 @@
+"""`deployctl preflight`: probe the hosts read-only, report per host and per finding, save the facts."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import typer
+
+from deployctl.cli._output import esc
+
+
+def _progress_printer(names: list[str]):
+    """Live per-host state on stderr: a redrawn table on a terminal, one line per change otherwise."""
+    from rich.console import Console
+
+    con = Console(stderr=True, highlight=False)
+    state = {n: "waiting" for n in names}
+    lock = threading.Lock()
+    if not con.is_terminal:
+        def plain(host: str, what: str) -> None:
+            if what.endswith("done") or "failed" in what:
+                con.print(esc(f"  {host}: {what}"))
+        return plain, None
+    from rich.live import Live
+    from rich.table import Table
+
+    def table():
+        t = Table(show_header=False, box=None)
+        for n, s in state.items():
+            mark = "✓" if s.endswith("done") else ("✗" if "failed" in s else "…")
+            t.add_row(mark, esc(n), esc(s))
+        return t
+
+    live = Live(table(), console=con, transient=True, refresh_per_second=8)
+
+    def update(host: str, what: str) -> None:
+        with lock:
+            state[host] = what
+            live.update(table())
+    return update, live
+
+
+def save_facts(result, inv, run_root: Path) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_dir = run_root / "runs" / f"{stamp}-preflight"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "facts.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(result.to_file(inv).model_dump_json(indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
+        workers: int, ping_sample: int, run_root: Path) -> None:
+    from deployctl.cli.commands import load_and_validate
+    from deployctl.executors.ssh import SshExecutor
+    from deployctl.preflight.run import run_preflight
+
+    inv = load_and_validate(inventory)
+    executor = SshExecutor(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout)
+    progress, live = (None, None) if output == "json" else _progress_printer([n.name for n in inv.nodes])
+    start = time.monotonic()
+    try:
+        if live:
+            live.start()
+        result = run_preflight(inv, inventory.parent, executor, timeout=timeout, workers=workers,
+                               ping_sample=ping_sample, progress=progress)
+    finally:
+        if live:
+            live.stop()
+        executor.close()
+    seconds = time.monotonic() - start
+    facts_path = save_facts(result, inv, run_root)
+    if output == "json":
+        doc = json.loads(result.to_file(inv).model_dump_json())
+        doc.update({"facts_file": str(facts_path), "seconds": round(seconds, 2), "ok": not result.failed})
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        print_report(inv, result, seconds, facts_path)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def _host_row(h) -> list[str]:
+    if not h.reachable:
+        return [h.name, h.address, "-", "-", "-", f"UNREACHABLE ({h.error_kind})", "-", "-", f"{h.seconds:.1f}s"]
+    npus = f"{len(h.npu.chips)}" if h.npu else "?"
+    bad = [c for c in (h.npu.chips if h.npu else ()) if c.health != "OK"]
+    health = "OK" if h.npu and not bad else (", ".join(f"{c.phy_id}:{c.health}" for c in bad) or "?")
+    down = [d.phy_id for d in h.devices.values() if d.link_up is False]
+    links = "UP" if h.devices and not down and all(d.link_up for d in h.devices.values()) else (
+        "DOWN " + ",".join(map(str, down)) if down else "?")
+    ips = sum(1 for d in h.devices.values() if d.ip)
+    return [h.name, h.address, h.driver.package if h.driver else "?", h.firmware.version if h.firmware else "?",
+            npus, health, links, f"{ips}/{len(h.devices)}", f"{h.seconds:.1f}s"]
+
+
+def print_report(inv, result, seconds: float, facts_path: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    facts = result.facts
+    up = sum(1 for h in facts.values() if h.reachable)
+    con.print(f"Preflight of [bold]{esc(inv.cluster.name)}[/]: {len(facts)} hosts, {up} reachable, "
+              f"{seconds:.1f} s")
+    hosts = Table()
+    for col in ("host", "address", "driver", "firmware", "NPUs", "health", "links", "device IPs", "time"):
+        hosts.add_column(col)
+    for h in facts.values():
+        hosts.add_row(*(esc(v) for v in _host_row(h)))
+    con.print(hosts)
+    fails = [f for f in result.findings if f.severity == "FAIL"]
+    warns = [f for f in result.findings if f.severity == "WARN"]
+    if result.findings:
+        table = Table(title=f"Findings: {len(fails)} FAIL, {len(warns)} WARN", title_justify="left")
+        for col in ("", "rule", "host", "device", "finding", "fix"):
+            table.add_column(col)
+        for f in result.findings:
+            sev = "[red]FAIL[/]" if f.severity == "FAIL" else "[yellow]WARN[/]"
+            table.add_row(sev, esc(f.rule), esc(f.host or "all"), "" if f.device is None else str(f.device),
+                          esc(f.message), esc(f.hint))
+        con.print(table)
+    con.print(esc(f"Not checked: {'; '.join(result.not_checked)}"))
+    con.print(esc(f"Facts saved to {facts_path} (render with them: deployctl render -i ... --facts {facts_path})"))
+    if fails:
+        con.print(f"[red]✗ {len(fails)} check(s) failed[/]")
+    else:
+        con.print(f"[green]✓ all checks passed[/]{' with ' + str(len(warns)) + ' warning(s)' if warns else ''}")
+    sys.stdout.flush()

@@ -1,0 +1,87 @@
+"""Everything preflight learned about one host, and the facts file that plan/render can reuse."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deployctl.models.facts import (BoardInfo, DiskFree, HccnConf, IpConf, ListeningPorts, NpuSmiInfo, OsInfo,
+                                    TlsInfo, VersionInfo, VnicInfo, WeightsDir)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DeviceFacts(_Frozen):
+    """One NPU device (die) as hccn_tool and npu-smi see it; None = not probed or probe failed."""
+
+    phy_id: int
+    ip: IpConf | None = None
+    vnic: VnicInfo | None = None          # A3 only
+    link_up: bool | None = None
+    net_health: str | None = None
+    tls: TlsInfo | None = None
+    sdid: int | None = None               # A3: npu-smi info -t spod-info
+    super_pod_id: int | None = None
+
+
+class PingCheck(_Frozen):
+    """`hccn_tool -i <device> -ping -g address <peer device ip>` from this host."""
+
+    device: int
+    peer: str
+    peer_device: int
+    peer_ip: str
+    ok: bool
+    detail: str = ""
+
+
+class HostFacts(_Frozen):
+    name: str
+    address: str
+    error_kind: str | None = None         # unreachable, auth, host-key-unknown, host-key-changed, timeout, ssh
+    error: str | None = None
+    error_hint: str | None = None
+    os: OsInfo | None = None
+    npu: NpuSmiInfo | None = None
+    boards: dict[int, BoardInfo] = Field(default_factory=dict)
+    driver: VersionInfo | None = None
+    firmware: VersionInfo | None = None
+    hccn_conf: HccnConf | None = None
+    devices: dict[int, DeviceFacts] = Field(default_factory=dict)
+    shm: DiskFree | None = None
+    weights: WeightsDir | None = None
+    weights_disk: DiskFree | None = None
+    runtime_version: str | None = None     # docker server version; None = no container runtime
+    image_present: bool | None = None
+    ports: ListeningPorts | None = None
+    clock_offset_s: float | None = None
+    pings: list[PingCheck] = Field(default_factory=list)
+    probe_errors: dict[str, str] = Field(default_factory=dict)   # probe name -> why it gave no fact
+    seconds: float = 0.0
+
+    @property
+    def reachable(self) -> bool:
+        return self.error_kind is None
+
+
+class Finding(_Frozen):
+    rule: str                              # e.g. "driver-firmware"
+    severity: Literal["FAIL", "WARN"]
+    host: str | None = None
+    device: int | None = None
+    message: str
+    hint: str = ""
+
+
+class FactsFile(_Frozen):
+    """What `deployctl preflight` saves; `plan/render --facts FILE` fill device IPs and SDIDs from it."""
+
+    deployctl_version: str
+    cluster: str
+    collected_at: str
+    hosts: dict[str, HostFacts]
+    findings: list[Finding] = Field(default_factory=list)
+    not_checked: list[str] = Field(default_factory=list)

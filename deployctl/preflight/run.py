@@ -1,0 +1,85 @@
+"""Run preflight: resolve SSH targets, probe every host in parallel (two phases), judge the facts."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from deployctl import __version__
+from deployctl.executors.base import Executor, HostTarget
+from deployctl.models.host_facts import FactsFile, Finding, HostFacts
+from deployctl.models.inventory import Inventory
+from deployctl.preflight import probes
+from deployctl.preflight.fanout import Progress, fan_out
+from deployctl.preflight.rules import check_facts, not_checked
+
+
+def _path(value: str | None, base: Path) -> str | None:
+    """Inventory paths are relative to the inventory file; ~ is the user's home."""
+    if not value:
+        return None
+    p = Path(os.path.expanduser(value))
+    return str(p if p.is_absolute() else base / p)
+
+
+def ssh_targets(inv: Inventory, base_dir: Path) -> list[HostTarget]:
+    """One target per node: the node's ssh overrides on top of the inventory's ssh defaults."""
+    out = []
+    for n in inv.nodes:
+        o = n.ssh
+        d = inv.ssh
+        out.append(HostTarget(
+            name=n.name, address=n.address,
+            user=(o and o.user) or d.user, port=(o and o.port) or d.port,
+            key=_path((o and o.key) or d.key, base_dir),
+            known_hosts=_path((o and o.known_hosts) or d.known_hosts, base_dir)))
+    return out
+
+
+@dataclass
+class PreflightResult:
+    facts: dict[str, HostFacts]
+    findings: list[Finding]
+    not_checked: list[str]
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity == "FAIL" for f in self.findings)
+
+    def to_file(self, inv: Inventory) -> FactsFile:
+        return FactsFile(deployctl_version=__version__, cluster=inv.cluster.name,
+                         collected_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         hosts=self.facts, findings=self.findings, not_checked=self.not_checked)
+
+
+def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
+                  workers: int = 32, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
+    """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions."""
+    hw = inv.cluster.hardware
+    targets = ssh_targets(inv, base_dir)
+    commands = probes.host_commands(hw, inv.engine.image, inv.model.weights_path)
+    runs = fan_out(executor, targets, lambda t: commands, timeout, workers, progress)
+    facts: dict[str, HostFacts] = {}
+    for name, run in runs.items():
+        if run.error is not None:
+            facts[name] = HostFacts(name=name, address=run.target.address, error_kind=run.error.kind,
+                                    error=run.error.message, error_hint=run.error.hint,
+                                    seconds=round(run.seconds, 3))
+        else:
+            facts[name] = probes.assemble(run.target, hw, run.outputs, run.clock_offset_s, run.seconds)
+    # phase 2: every host pings a sample of its peers' device IPs over the NPU network
+    plan = probes.ping_plan(facts, ping_sample)
+    ping_targets = [t for t in targets if plan.get(t.name)]
+    def ping_progress(host: str, what: str) -> None:
+        if progress:
+            progress(host, f"peer pings: {what}")
+
+    pings = fan_out(executor, ping_targets, lambda t: probes.ping_commands(plan[t.name]), timeout, workers,
+                    ping_progress, measure_clock=False)
+    for name, run in pings.items():
+        if run.error is None:
+            facts[name] = facts[name].model_copy(
+                update={"pings": probes.ping_results(plan[name], run.outputs)})
+    return PreflightResult(facts, check_facts(inv, facts), not_checked(inv, facts, ping_sample))

@@ -1,0 +1,328 @@
+"""Per-node fake files generated from a `NodeSpec`.
+
+* version files in the real format (shared/reference/ascend/versions/): driver `version.info` with
+  `compatible_version_fw=[min,max]`, firmware `version.info` with `compatible_version_drv=...`;
+* `/etc/hccn.conf` in the documented per-device layout (address_N, netmask_N, netdetect_N, gateway_N,
+  send_arp_status_N);
+* `/etc/fakecluster/node.json`: everything the fake `npu-smi`, `hccn_tool` and `docker`
+  (fake_bin/*.py) print, so one state file drives all three;
+* the weights directory (config.json + sparse shards).
+
+`install_node()` writes all of it into a node's directories (the overlay upper dirs); `cluster.py` mounts
+them. The render functions are pure, so tests can check formats without starting anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .spec import NodeSpec, a3_sdid
+
+FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
+
+# Bus-Ids in the order the real samples list them
+A2_BUS_IDS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
+              "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0"]
+A3_BUS_IDS = ["0000:9D:00.0", "0000:9F:00.0", "0000:99:00.0", "0000:9B:00.0", "0000:95:00.0", "0000:97:00.0",
+              "0000:91:00.0", "0000:93:00.0", "0000:8D:00.0", "0000:8F:00.0", "0000:89:00.0", "0000:8B:00.0",
+              "0000:85:00.0", "0000:87:00.0", "0000:81:00.0", "0000:83:00.0"]
+
+# Driver packages seen in real version.info files (shared/reference/ascend/versions/driver_version.info_*).
+KNOWN_DRIVERS = {
+    "23.0.7": dict(hal="7.35.19", inner="V100R001C15SPC012B220",
+                   compat="[V100R001C29],[V100R001C30],[V100R001C13],[V100R001C15]", fw=("7.0.0", "7.1.99"),
+                   fw_drv="[23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]"),
+    "24.1.rc2.2": dict(hal="7.35.23", inner="V100R001C18SPC001B233",
+                       compat="[V100R001C30],[V100R001C13],[V100R001C15],[V100R001C17],[V100R001C18]",
+                       fw=("7.0.0", "7.2.99"), fw_drv="[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.]"),
+    "24.1.rc3": dict(hal="7.35.23", inner="V100R001C19SPC001B124",
+                     compat="[V100R001C13],[V100R001C15],[V100R001C17],[V100R001C18],[V100R001C19]",
+                     fw=("7.0.0", "7.5.99"), fw_drv="[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.]"),
+    "25.0.rc1.1": dict(hal="7.35.23", inner="V100R001C21SPC002B220",
+                       compat="[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21]",
+                       fw=("7.0.0", "7.7.99"), fw_drv="[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.]"),
+    "25.3.rc1": dict(hal="7.35.23", inner="V100R001C23SPC002B212",
+                     compat="[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C22],[V100R001C23]",
+                     fw=("7.0.0", "8.9.9"),
+                     fw_drv="[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.],[25.2,25.2.],[25.3,25.3.]"),
+}
+# For other versions: (driver prefix, CANN inner code, max firmware) by release line (ascend-facts §4.3).
+_LINES = [("23.0", 15, "7.1.99"), ("24.1.rc1", 17, "7.2.99"), ("24.1.rc2", 18, "7.2.99"),
+          ("24.1.rc3", 19, "7.5.99"), ("24.1", 20, "7.5.99"), ("25.0", 21, "7.7.99"), ("25.2", 22, "7.7.99"),
+          ("25.3", 23, "8.9.9"), ("25.5", 25, "8.9.9"), ("26.0", 10, "8.9.9")]
+
+
+def driver_info(version: str) -> dict:
+    """Fields of driver/version.info for a driver version (real values when known, else synthesized)."""
+    if version in KNOWN_DRIVERS:
+        return dict(KNOWN_DRIVERS[version])
+    for prefix, code, fw_max in _LINES:
+        if version.lower().startswith(prefix):
+            break
+    else:
+        prefix, code, fw_max = "25.0", 21, "7.7.99"
+    codes = [c for c in (13, 15, 17, 18, 19, 20, 21, 22, 23, 25) if c <= code][-5:] if code > 10 else [21, 23, 25]
+    mm = ".".join(version.split(".")[:2])
+    lines = ["[23.0.0,23.0.0.]", "[24.0,24.0.]", "[24.1,24.1.]", "[25.0,25.0.]", "[25.2,25.2.]", "[25.3,25.3.]",
+             "[25.5,25.5.]", "[26.0,26.0.]"]
+    keep = []
+    for entry in lines:
+        keep.append(entry)
+        if entry.startswith("[" + mm + ","):
+            break
+    return dict(hal="7.35.23", inner="V100R001C%02dSPC001B220" % code,
+                compat=",".join("[V100R001C%02d]" % c for c in codes), fw=("7.0.0", fw_max),
+                fw_drv=",".join(keep))
+
+
+def _vtuple(v: str, n: int = 3) -> tuple[int, ...]:
+    nums = [int(x) for x in re.findall(r"\d+", v)[:n]]
+    return tuple(nums + [0] * (n - len(nums)))
+
+
+def fw_compatible(driver_version: str, firmware_version: str) -> bool:
+    """Firmware Version within the driver's compatible_version_fw=[min,max] (first 3 numeric fields)."""
+    lo, hi = driver_info(driver_version)["fw"]
+    return _vtuple(lo) <= _vtuple(firmware_version) <= _vtuple(hi)
+
+
+@dataclass(frozen=True)
+class Firmware:
+    version: str
+    package_version: str
+    compatible_drv: str
+
+
+def firmware_of(spec: NodeSpec) -> Firmware:
+    """The firmware a node reports; with `wrong_firmware`, one from another HDK outside the driver's range."""
+    info = driver_info(spec.driver_version)
+    if not spec.wrong_firmware:
+        return Firmware(spec.firmware_version, spec.driver_version, info["fw_drv"])
+    lo, hi = info["fw"]
+    if _vtuple(hi) < (7, 8, 0):   # a newer HDK's firmware (25.5.0 ships 7.8.0.5.216)
+        return Firmware("7.8.0.5.216", "25.5.0",
+                        "[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.],[25.2,25.2.],[25.5,25.5.]")
+    return Firmware("6.4.0.4.220", "23.0.rc1", "[23.0.rc1,23.0.rc1.]")   # older than every range minimum
+
+
+def driver_version_info(spec: NodeSpec) -> str:
+    i = driver_info(spec.driver_version)
+    return ("Version={v}\nascendhal_version={hal}\naicpu_version=1.0\ntdt_version=1.0\nlog_version=1.0\n"
+            "prof_version=2.0\ndvppkernels_version=1.1\ntsfw_version=1.0\nInnerversion={inner}\n"
+            "compatible_version={compat}\ncompatible_version_fw=[{lo},{hi}]\npackage_version={v}\n"
+            ).format(v=spec.driver_version, hal=i["hal"], inner=i["inner"], compat=i["compat"],
+                     lo=i["fw"][0], hi=i["fw"][1])
+
+
+def firmware_version_info(spec: NodeSpec) -> str:
+    fw = firmware_of(spec)
+    return (f"Version={fw.version}\nfirmware_version=1.0\npackage_version={fw.package_version}\n"
+            f"compatible_version_drv={fw.compatible_drv}\n")
+
+
+def _gateway(spec: NodeSpec, ip: str) -> str:
+    if spec.gateway:
+        return spec.gateway
+    import ipaddress
+    net = ipaddress.IPv4Network(f"{ip}/{spec.netmask}", strict=False)
+    return str(net.network_address + 1)
+
+
+def hccn_conf(spec: NodeSpec) -> str:
+    """/etc/hccn.conf: per device address_N, netmask_N, netdetect_N, gateway_N, send_arp_status_N
+    (the documented layout); devices in `missing_device_ip` have no lines."""
+    lines = []
+    for phy, ip in sorted(spec.device_ips.items()):
+        if phy in spec.missing_device_ip:
+            continue
+        gw = _gateway(spec, ip)
+        lines += [f"address_{phy}={ip}", f"netmask_{phy}={spec.netmask}", f"netdetect_{phy}={gw}",
+                  f"gateway_{phy}={gw}", f"send_arp_status_{phy}=1"]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _h(*parts: object) -> int:
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
+    """The JSON the fake tools read (see fake_bin/*.py)."""
+    a3 = spec.hardware == "a3"
+    devices = []
+    for logic, phy in enumerate(spec.present_phy_ids):
+        npu, chip = spec.npu_chip(phy)
+        procs = [list(p) for p in spec.foreign_process.get(phy, ())]
+        base = (3059 if chip == 0 else 2826) if a3 else (3338, 3337, 3334, 3334, 3334, 3334, 3334, 3338)[phy % 8]
+        hbm_used = min(spec.hbm_total_mb, base + sum(p[2] for p in procs))
+        h = _h(spec.name, phy)
+        power = "-" if a3 and chip == 1 else "%.1f" % ((160.0 if a3 else 95.0) + (h % 150) / 10)
+        ip = spec.device_ips.get(phy)
+        if phy in spec.missing_device_ip:
+            ip = None
+        d = dict(phy=phy, npu=npu, chip=chip, logic=logic,
+                 bus_id=(A3_BUS_IDS if a3 else A2_BUS_IDS)[phy % (16 if a3 else 8)],
+                 health=spec.npu_health.get(phy, "OK"), power=power, temp=45 + h % 14, aicore=0,
+                 hbm_used=hbm_used, procs=procs,
+                 ip=ip, netmask=spec.netmask if ip else None,
+                 gateway=_gateway(spec, ip) if ip else None, netdetect=_gateway(spec, ip) if ip else None,
+                 link="DOWN" if phy in spec.link_down else "UP",
+                 net_health=spec.net_health.get(phy, "Success"), tls=1 if phy in spec.tls_on else 0,
+                 vdie="%08X %08X %08X %08X %08X" % tuple(_h(spec.name, phy, "v", i) for i in range(5)),
+                 ndie="%08X %08X %08X %08X %08X" % tuple(_h(spec.name, phy, "n", i) for i in range(5)),
+                 peer_mac="00:e0:fc:%02x:%02x:%02x" % (h >> 16 & 0xFF, h >> 8 & 0xFF, h & 0xFF),
+                 peer_port="400GE1/%d/%d:%d" % (1 + phy // 2, 5, 1 + phy % 2))
+        if a3:
+            d.update(vnic_ip=spec.vnic_ips.get(phy), vnic_netmask="255.255.0.0",
+                     sdid=spec.sdids.get(phy, a3_sdid(spec.server_index, phy)))
+        devices.append(d)
+    fw = firmware_of(spec)
+    return dict(
+        name=spec.name, hardware=spec.hardware, npu_name=spec.name_of_npu,
+        chip_name=spec.name_of_npu, chips_per_npu=spec.chips_per_npu,
+        driver_version=spec.driver_version, firmware_version=fw.version,
+        fw_compatible=fw_compatible(spec.driver_version, fw.version),
+        board_id=spec.board, pci_device_id="0xD803" if a3 else "0xD802", hbm_total_mb=spec.hbm_total_mb,
+        super_pod_id=spec.pod_id, super_pod_size=spec.super_pod_size, server_index=spec.server_index,
+        slow=spec.slow, reachable=spec.reachable, cluster_state=cluster_state,
+        boot_time=time.strftime("%a %b %d %H:%M:%S %Y"),
+        docker=dict(images=list(spec.visible_images), version=spec.docker_version),
+        devices=devices)
+
+
+def weights_config(spec: NodeSpec) -> dict:
+    return {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+            "num_hidden_layers": 61, "num_attention_heads": 128, "n_routed_experts": 256,
+            "vocab_size": 129280, "torch_dtype": "bfloat16", "quantize": "w8a8_dynamic"}
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    """Where a node's private files live on the host (see cluster.FakeNode)."""
+    base: Path
+
+    @property
+    def usr_local(self) -> Path:        # overlay upper for /usr/local
+        return self.base / "usr_local" / "upper"
+
+    @property
+    def etc(self) -> Path:              # overlay upper for /etc
+        return self.base / "etc" / "upper"
+
+    @property
+    def root(self) -> Path:             # bind-mounted on /root
+        return self.base / "root"
+
+    def mount_dir(self, top: str) -> Path:   # bind-mounted on /<top> (e.g. /data)
+        return self.base / "mnt" / top.strip("/")
+
+    @property
+    def state_file(self) -> Path:
+        return self.etc / "fakecluster" / "node.json"
+
+    def host_path(self, path: str) -> Path:
+        """Where a write to `path` inside the node lands on the host."""
+        p = Path(path)
+        if not p.is_absolute():
+            raise ValueError(f"{path}: need an absolute path")
+        parts = p.parts
+        if parts[1:3] == ("usr", "local"):
+            return self.usr_local.joinpath(*parts[3:])
+        if parts[1] == "etc":
+            return self.etc.joinpath(*parts[2:])
+        if parts[1] == "root":
+            return self.root.joinpath(*parts[2:])
+        return self.mount_dir(parts[1]).joinpath(*parts[2:])
+
+
+def weights_top(spec: NodeSpec) -> str | None:
+    """The top-level directory that needs a per-node bind mount for the weights (None if covered)."""
+    parts = Path(spec.weights_dir).parts
+    if len(parts) < 2:
+        raise ValueError(f"{spec.name}: weights_dir must be an absolute path below /")
+    if parts[1] in ("etc", "root") or parts[1:3] == ("usr", "local"):
+        return None
+    if parts[1] in ("usr", "proc", "sys", "dev", "run", "tmp", "bin", "lib", "sbin", "var", "boot"):
+        raise ValueError(f"{spec.name}: weights_dir {spec.weights_dir} must be under a data directory "
+                         "(/data, /models, ...), /root, /etc or /usr/local")
+    return parts[1]
+
+
+def _write(path: Path, text: str, mode: int | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+
+
+def write_weights(spec: NodeSpec, dirs: NodeDirs) -> None:
+    target = dirs.host_path(spec.weights_dir)
+    if spec.weights_missing:
+        if target.exists():
+            shutil.rmtree(target)
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    _write(target / "config.json", json.dumps(weights_config(spec), indent=2) + "\n")
+    _write(target / "generation_config.json", '{"bos_token_id": 0, "eos_token_id": 1}\n')
+    shard = max(1, spec.weights_size_mb) * 1024 * 1024 // 2
+    for i in (1, 2):
+        f = target / f"model-0000{i}-of-00002.safetensors"
+        with open(f, "wb") as fh:
+            fh.write(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")   # a tiny safetensors header
+            fh.truncate(shard)                                      # sparse: size without disk use
+    index = {"metadata": {"total_size": 2 * shard},
+             "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+                            "lm_head.weight": "model-00002-of-00002.safetensors"}}
+    _write(target / "model.safetensors.index.json", json.dumps(index, indent=2) + "\n")
+
+
+def write_state(spec: NodeSpec, dirs: NodeDirs, cluster_state: str | None) -> None:
+    """(Re)write everything that follows from the spec and may change at runtime."""
+    _write(dirs.state_file, json.dumps(node_state(spec, cluster_state), indent=1) + "\n")
+    _write(dirs.etc / "hccn.conf", hccn_conf(spec))
+    _write(dirs.usr_local / "Ascend" / "driver" / "version.info", driver_version_info(spec))
+    _write(dirs.usr_local / "Ascend" / "firmware" / "version.info", firmware_version_info(spec))
+    write_weights(spec, dirs)
+
+
+def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = None,
+                 hosts: dict[str, str] | None = None, client_pubkey: str | None = None) -> None:
+    """All per-node files: fake tools, version files, hccn.conf, hostname, hosts, state, weights, ssh."""
+    ul = dirs.usr_local
+    for sub in ("sbin", "bin", "Ascend/driver/tools", "Ascend/driver/lib64", "Ascend/driver/include",
+                "Ascend/firmware", "dcmi"):
+        (ul / sub).mkdir(parents=True, exist_ok=True)
+    for src, dst in (("npu_smi.py", ul / "sbin" / "npu-smi"),
+                     ("hccn_tool.py", ul / "Ascend" / "driver" / "tools" / "hccn_tool"),
+                     ("docker.py", ul / "bin" / "docker")):
+        shutil.copyfile(FAKE_BIN / src, dst)
+        dst.chmod(0o755)
+    link = ul / "bin" / "npu-smi"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to("/usr/local/sbin/npu-smi")
+    etc = dirs.etc
+    _write(etc / "hostname", spec.name + "\n")
+    _write(etc / "ascend_install.info",
+           "UserName=HwHiAiUser\nUserGroup=HwHiAiUser\nDriver_Install_Path_Param=/usr/local/Ascend\n"
+           "Driver_Install_Type=full\nFirmware_Install_Path_Param=/usr/local/Ascend\n")
+    base_hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else "127.0.0.1 localhost\n"
+    extra = "".join(f"{ip}\t{name}\n" for name, ip in (hosts or {spec.name: spec.ip}).items())
+    _write(etc / "hosts", base_hosts.rstrip("\n") + "\n# fake cluster\n" + extra)
+    # no DNS server is reachable from the test bridge: no nameserver line makes lookups fail at once
+    # (127.0.0.1 refuses) instead of timing out; node names resolve through /etc/hosts
+    _write(etc / "resolv.conf", "# fake cluster: no DNS\noptions timeout:1 attempts:1\n")
+    ssh = dirs.root / ".ssh"
+    ssh.mkdir(parents=True, exist_ok=True)
+    ssh.chmod(0o700)
+    if client_pubkey:
+        _write(ssh / "authorized_keys", client_pubkey.rstrip("\n") + "\n", 0o600)
+    top = weights_top(spec)
+    if top:
+        dirs.mount_dir(top).mkdir(parents=True, exist_ok=True)
+    write_state(spec, dirs, cluster_state)
