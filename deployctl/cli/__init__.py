@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from deployctl.cli._options import DebugOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt
+from deployctl.cli._options import DebugOpt, FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt
 
 app = typer.Typer(
     name="deployctl",
@@ -41,18 +41,18 @@ def _root(
 
 
 @app.command()
-def validate(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+def validate(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: FactsOpt = None):
     """Check an inventory statically (no network): keys, names, devices, IPs, model, layout degrees.
 
     Every problem is listed with its file, line and key path. Exit 0 when valid, 2 otherwise.
     """
     from deployctl.cli.commands import run_validate
 
-    run_validate(inventory, output.value)
+    run_validate(inventory, output.value, facts)
 
 
 @app.command()
-def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: FactsOpt = None):
     """Show the layout, node order, rank assignment and memory fit per die for each role.
 
     Refuses (exit 2) a layout whose KV budget per die is <= 0 or cannot hold one max_seq_len
@@ -60,11 +60,12 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
     """
     from deployctl.cli.commands import run_plan
 
-    run_plan(inventory, output.value)
+    run_plan(inventory, output.value, facts)
 
 
 @app.command()
-def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False, output: OutputOpt = OutputFormat.text):
+def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
+           output: OutputOpt = OutputFormat.text, facts: FactsOpt = None):
     """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
     start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
 
@@ -73,7 +74,7 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False, 
     """
     from deployctl.cli.commands import run_render
 
-    run_render(inventory, out, force, output.value)
+    run_render(inventory, out, force, output.value, facts)
 
 
 @app.command()

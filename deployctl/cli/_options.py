@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 from enum import Enum
 
@@ -25,3 +25,6 @@ OutputDirOpt = Annotated[Path, typer.Option(
     file_okay=False)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace DIR even if deployctl did not write it.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also DEPLOYCTL_DEBUG=1).")]
+FactsOpt = Annotated[Optional[Path], typer.Option(
+    "--facts", metavar="FILE", help="facts.json from `deployctl preflight`: fills device IPs and SDIDs the "
+    "inventory leaves out.", dir_okay=False)]

@@ -10,18 +10,44 @@ import typer
 from deployctl.cli import _output
 
 
-def load_and_validate(path: Path):
+def load_facts(path: Path | None):
+    """Read a facts file written by `deployctl preflight` (None when not given)."""
+    if path is None:
+        return None
+    from pydantic import ValidationError
+
+    from deployctl.errors import UsageError
+    from deployctl.models.host_facts import FactsFile
+
+    try:
+        return FactsFile.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"cannot read facts file {path}: {exc.strerror or exc}",
+                         hint="pass the facts.json that `deployctl preflight` printed") from None
+    except ValidationError as exc:
+        raise UsageError(f"{path} is not a deployctl facts file ({exc.error_count()} problems)",
+                         hint="pass the facts.json that `deployctl preflight` printed") from None
+
+
+def load_and_validate(path: Path, facts_path: Path | None = None):
+    from deployctl.errors import UsageError
     from deployctl.inventory.load import load_inventory
     from deployctl.inventory.validate import validate_inventory
 
-    return validate_inventory(load_inventory(path))
+    raw = load_inventory(path)
+    facts = load_facts(facts_path)
+    inv = validate_inventory(raw, facts=facts)
+    if facts is not None and facts.cluster != inv.cluster.name:
+        raise UsageError(f"{facts_path} holds facts of cluster '{facts.cluster}', not '{inv.cluster.name}'",
+                         hint="run `deployctl preflight` on this inventory and pass its facts file")
+    return inv
 
 
-def make_plan(path: Path):
+def make_plan(path: Path, facts_path: Path | None = None):
     from deployctl.errors import LayoutError
     from deployctl.planning.plan import plan_layout
 
-    inv = load_and_validate(path)
+    inv = load_and_validate(path, facts_path)
     try:
         return plan_layout(inv)
     except LayoutError as exc:
@@ -29,10 +55,10 @@ def make_plan(path: Path):
         raise
 
 
-def run_validate(path: Path, output: str) -> None:
+def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
     from deployctl.planning.layout import effective_preset
 
-    inv = load_and_validate(path)
+    inv = load_and_validate(path, facts)
     summary = {"valid": True, "inventory": str(path), "cluster": inv.cluster.name,
                "hardware": inv.cluster.hardware, "nodes": [n.name for n in inv.nodes],
                "model": inv.model.name, "quant": inv.model.quant, "preset": effective_preset(inv)}
@@ -45,20 +71,20 @@ def run_validate(path: Path, output: str) -> None:
     typer.echo(f"  next: deployctl plan -i {path}")
 
 
-def run_plan(path: Path, output: str) -> None:
-    plan = make_plan(path)
+def run_plan(path: Path, output: str, facts: Path | None = None) -> None:
+    plan = make_plan(path, facts)
     if output == "json":
         typer.echo(plan.model_dump_json(indent=2))
         return
     _output.print_plan(plan)
 
 
-def run_render(path: Path, out: Path, force: bool, output: str) -> None:
+def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None) -> None:
     from deployctl.render import render_artifacts
     from deployctl.render.write import check_target, write_tree
 
     check_target(out, force, keep=(path,))
-    plan = make_plan(path)
+    plan = make_plan(path, facts)
     artifacts = render_artifacts(plan)
     write_tree(out, artifacts, force=force, keep=(path,))
     if output == "json":

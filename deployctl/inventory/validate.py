@@ -484,11 +484,45 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
+def _apply_facts(inv, facts):
+    """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
+
+    What the inventory states always wins; preflight's device-ip/sdid rules report disagreements.
+    """
+    from deployctl.models.inventory import Device
+
+    super_pod = inv.cluster.hardware == "a3" and inv.cluster.super_pod
+    nodes = []
+    for node in inv.nodes:
+        host = facts.hosts.get(node.name)
+        if host is None or not host.reachable or not host.devices:
+            nodes.append(node)
+            continue
+        live = host.devices
+        listed = node.devices if node.devices is not None else [Device(id=i) for i in sorted(live)]
+        devices = []
+        for dev in listed:
+            fact = live.get(dev.id)
+            update = {}
+            if fact is not None and dev.ip is None and fact.ip is not None:
+                update["ip"] = fact.ip.ip
+            if fact is not None and super_pod and dev.sdid is None and fact.sdid is not None:
+                update["sdid"] = fact.sdid
+            devices.append(dev.model_copy(update=update) if update else dev)
+        change = {"devices": devices}
+        pods = {d.super_pod_id for d in live.values() if d.super_pod_id is not None}
+        if super_pod and node.super_pod_id is None and len(pods) == 1:
+            change["super_pod_id"] = str(pods.pop())
+        nodes.append(node.model_copy(update=change))
+    return inv.model_copy(update={"nodes": nodes})
+
+
 CHECKS = (_check_nodes, _check_super_pod, _check_devices, _check_model, _check_engine, _check_layout)
 
 
-def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None):
-    """Validate the whole inventory and return it with device IPs filled in from hccn_conf.
+def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
+    """Validate the whole inventory and return it with device IPs filled in from hccn_conf and, when
+    ``facts`` (a preflight FactsFile) is given, from the live hosts.
 
     Raises:
         InventoryError: with every problem found, each naming file, line and key path.
@@ -504,6 +538,8 @@ def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | Non
         problems = sorted(_structure_problems(raw, exc), key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
     inv, problems = _resolve_devices(inv, raw, read_text or (lambda p: p.read_text(encoding="utf-8")))
+    if facts is not None:
+        inv = _apply_facts(inv, facts)
     bad_hccn = {n.name for i, n in enumerate(inv.nodes)
                 if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
     for check in CHECKS:

@@ -184,8 +184,8 @@ def _missing_ips(inv, raw, spec: InstanceSpec, skip: set[str]) -> list[Problem]:
             continue
         if node.devices is None:
             out.append(raw.problem(("nodes", i), f"node '{node.name}' has no device IPs; {need}",
-                                   "list devices: [{id: 0, ip: ...}, ...] or point hccn_conf at a "
-                                   "copy of the host's /etc/hccn.conf"))
+                                   "list devices: [{id: 0, ip: ...}, ...], point hccn_conf at a copy of "
+                                   "the host's /etc/hccn.conf, or run `deployctl preflight` and pass --facts"))
             continue
         for j, dev in enumerate(node.devices):
             if dev.ip is None:
