@@ -93,3 +93,9 @@ class RenderError(DeployctlError):
     """A renderer failed (a bug or a broken template), naming the artifact."""
 
     exit_code = 1
+
+
+class ExecutionError(DeployctlError):
+    """An operation on the hosts failed (names the host, what ran and where the logs are)."""
+
+    exit_code = 1

@@ -102,6 +102,73 @@ def preflight(
     run(inventory, output.value, trust_new_hosts, timeout, connect_timeout, workers, ping_sample, run_dir)
 
 
+RunDirOpt = Annotated[Path, typer.Option("--run-dir", help="Where run records are written.")]
+
+
+@app.command()
+def up(
+    inventory: InventoryOpt,
+    output: OutputOpt = OutputFormat.text,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change and stop.")] = False,
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
+    skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts first.")] = False,
+    trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Accept unknown host keys.")] = False,
+    ready_timeout: Annotated[int, typer.Option(help="Seconds each node may take to become ready.")] = 1800,
+    run_dir: RunDirOpt = Path(".deployctl"),
+):
+    """Launch the engine on every node: preflight, render, show what changes, apply, verify.
+
+    Pushes each node's files as a new revision (atomically), starts instance masters first, then the
+    other nodes, waits for `Daemon start success!` and the health endpoint, and sends one chat
+    completion. All-or-nothing: if any node fails, what this run started is stopped and the previous
+    revision is restarted where there was one; the failing host and its last log lines are named.
+    Re-running with no change does nothing. Everything is recorded under --run-dir.
+    """
+    from deployctl.cli.deploy import run_up
+
+    run_up(inventory, output.value, dry_run, yes, skip_preflight, trust_new_hosts, ready_timeout, run_dir)
+
+
+@app.command()
+def down(
+    inventory: InventoryOpt,
+    output: OutputOpt = OutputFormat.text,
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files on the hosts.")] = False,
+    run_dir: RunDirOpt = Path(".deployctl"),
+):
+    """Stop and remove this deployment's containers on every node (files are kept unless --purge)."""
+    from deployctl.cli.deploy import run_down
+
+    run_down(inventory, output.value, purge, run_dir)
+
+
+@app.command()
+def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+    """Per node and rank range: deployed revision, engine container state, readiness (health endpoint).
+
+    Exit 1 when anything is degraded (a container not running or not ready, an unreachable host, nodes
+    of one instance on different revisions).
+    """
+    from deployctl.cli.deploy import run_status
+
+    run_status(inventory, output.value)
+
+
+@app.command()
+def logs(
+    inventory: InventoryOpt,
+    output: OutputOpt = OutputFormat.text,
+    host: Annotated[Optional[list[str]], typer.Option("--host", help="Only this node (repeatable).")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Like docker logs --since (e.g. 10m).")] = None,
+    tail: Annotated[int, typer.Option(help="Lines per container.", min=1)] = 200,
+    run_dir: RunDirOpt = Path(".deployctl"),
+):
+    """Collect the engine logs of every node into the run record and show their tail."""
+    from deployctl.cli.deploy import run_logs
+
+    run_logs(inventory, output.value, host or [], since, tail, run_dir)
+
+
 def main() -> None:
     """Entry point: run the app and map errors to messages and exit codes (spec §2)."""
     from deployctl.cli._errors import handle

@@ -412,6 +412,7 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     e = inv.engine
     out = _check_env_values(e.env, raw)
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
+    out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
     if any(c.isspace() for c in e.image):
         out.append(raw.problem(("engine", "image"), f"image {e.image!r} contains whitespace",
                                "give one image reference, e.g. registry/mindie:TAG"))

@@ -63,6 +63,9 @@ class Engine(Strict):
     shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
     container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
     work_dir: str = Field("/etc/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")  # rendered files inside the container
+    deploy_dir: str = Field("/var/lib/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")
+    # on each host: <deploy_dir>/<cluster>/revisions/<id>/ holds the files of every deployed revision,
+    # <cluster>/current and <cluster>/previous point at the running one and the one before
     tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
     privileged: bool = False     # docker --privileged (the explicit --device list is enough for MindIE)
     daemon: str = Field("/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon",

@@ -133,6 +133,10 @@ def check_device_ips(inv, facts):
                              f"hccn_tool -i {d.phy_id} -ip -s address <ip> netmask <mask>", h.name, d.phy_id)
                 continue
             ip = d.ip.ip
+            if ip in ("0.0.0.0", "::") or ip.startswith("127."):
+                yield _f("device-ip", "FAIL", f"placeholder IP {ip} on the NPU NIC",
+                         f"hccn_tool -i {d.phy_id} -ip -s address <ip> netmask <mask>", h.name, d.phy_id)
+                continue
             if ip in seen:
                 yield _f("device-ip", "FAIL", f"IP {ip} is also on {seen[ip][0]} device {seen[ip][1]}",
                          "device IPs must be unique across the cluster", h.name, d.phy_id)
@@ -198,12 +202,37 @@ def check_host_basics(inv, facts):
         if h.shm is not None and h.shm.avail_bytes < 8 * GIB:
             yield _f("shm", "WARN", f"/dev/shm has {h.shm.avail_bytes / GIB:.1f} GiB free",
                      "HCCL and the engine use shared memory (host IPC): free or enlarge /dev/shm", h.name)
-        if h.clock_offset_s is not None and abs(h.clock_offset_s) > 1.0:
-            yield _f("clock", "WARN", f"clock differs by {h.clock_offset_s:+.1f} s from this machine",
-                     "enable NTP/chrony on every node (logs and timeouts rely on it)", h.name)
         for name, why in sorted(h.probe_errors.items()):
             if name.startswith(("npu.info", "ver.", "hccn.ip.0", "host.docker")):
                 yield _f("probe", "WARN", f"probe {name} gave no facts: {why}", "", h.name)
+
+
+def check_weights_same(inv, facts):
+    """A half-copied weights directory shows up as a different size on one node."""
+    sizes = {h.name: h.weights.total_bytes for h in _up(facts)
+             if h.weights and h.weights.exists and h.weights.total_bytes}
+    if len(set(sizes.values())) <= 1:
+        return
+    common = Counter(sizes.values()).most_common(1)[0][0]
+    for name, size in sizes.items():
+        if size != common:
+            yield _f("weights", "FAIL", f"{inv.model.weights_path} holds {size:,} bytes, the other nodes "
+                     f"{common:,}", "re-copy the weights (rsync -a --checksum) so every node has the same files",
+                     name)
+
+
+def check_disk_and_clocks(inv, facts):
+    for h in _up(facts):
+        if h.weights_disk is not None and h.weights_disk.avail_bytes < 20 * GIB:
+            yield _f("disk", "WARN", f"{h.weights_disk.avail_bytes / GIB:.1f} GiB free on "
+                     f"{h.weights_disk.mount_point}", "logs and core dumps need room: free at least 20 GiB",
+                     h.name)
+    offsets = {h.name: h.clock_offset_s for h in _up(facts) if h.clock_offset_s is not None}
+    if len(offsets) > 1 and max(offsets.values()) - min(offsets.values()) > 1.0:
+        early = min(offsets, key=offsets.get)
+        late = max(offsets, key=offsets.get)
+        yield _f("clock", "WARN", f"clocks of the nodes differ by {offsets[late] - offsets[early]:.1f} s "
+                 f"({late} ahead of {early})", "enable NTP/chrony on every node")
 
 
 def check_uniform_hosts(inv, facts):
@@ -217,7 +246,8 @@ def check_uniform_hosts(inv, facts):
 
 
 RULES = (check_reachable, check_driver_firmware, check_same_versions, check_npus, check_links, check_tls,
-         check_device_ips, check_sdids, check_pings, check_host_basics, check_uniform_hosts)
+         check_device_ips, check_sdids, check_pings, check_host_basics, check_weights_same,
+         check_disk_and_clocks, check_uniform_hosts)
 
 
 def _up(facts: dict[str, HostFacts]):

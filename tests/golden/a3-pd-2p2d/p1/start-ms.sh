@@ -3,7 +3,7 @@
 # Run it after start.sh has been run on every prefill and decode node.
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
 IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts
 
 chmod 640 "$HERE/global_ranktable.json" "$HERE/ms_controller.json" "$HERE/ms_coordinator.json"

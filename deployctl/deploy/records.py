@@ -1,0 +1,47 @@
+"""Run records: every effectful command writes runs/<id>/ (plan, rendered tree, changes, ansible
+events, per-host logs, status, rc), ansible-runner style."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    run_id: str
+
+    @classmethod
+    def create(cls, root: Path, kind: str) -> "RunRecord":
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        run_id = f"{stamp}-{kind}"
+        path = root / "runs" / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        rec = cls(path, run_id)
+        rec.status("starting")
+        return rec
+
+    def write(self, name: str, content: str | bytes) -> Path:
+        p = self.path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+        tmp.replace(p)
+        return p
+
+    def write_json(self, name: str, doc) -> Path:
+        return self.write(name, json.dumps(doc, indent=2, default=str) + "\n")
+
+    def status(self, value: str) -> None:
+        """starting -> running -> successful | failed | canceled (ansible-runner's lifecycle)."""
+        self.write("status", value + "\n")
+
+    def finish(self, status: str, rc: int) -> None:
+        self.status(status)
+        self.write("rc", f"{rc}\n")
+
+    def host_log(self, node: str, name: str, text: str) -> Path:
+        return self.write(f"hosts/{node}/{name}", text)

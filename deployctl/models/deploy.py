@@ -1,0 +1,60 @@
+"""What is deployed on a host, and what `up` will change (pure data)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ContainerState(_Frozen):
+    name: str
+    status: str                       # running, exited, created, ... or "absent"
+    exit_code: int | None = None
+    started_at: str | None = None
+
+
+class DeployedState(_Frozen):
+    node: str
+    error: str | None = None          # the host could not be read (unreachable, ...)
+    current_rev: str | None = None
+    previous_rev: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)        # name -> sha256 of the current revision
+    containers: dict[str, ContainerState] = Field(default_factory=dict)
+    ready: bool | None = None         # health endpoint /v2/health/ready answered 200
+
+
+FileKind = Literal["new", "changed", "unchanged", "removed"]
+Action = Literal["start", "restart", "keep"]
+
+
+class FileChange(_Frozen):
+    path: str
+    kind: FileKind
+
+
+class HostChange(_Frozen):
+    node: str
+    instance: str
+    rev: str
+    current_rev: str | None
+    files: list[FileChange]
+    action: Action
+    reason: str
+    ms_action: Action | None = None   # pd-split MS node: the controller/coordinator containers
+
+    @property
+    def push(self) -> bool:
+        return self.rev != self.current_rev
+
+
+class ChangeSet(_Frozen):
+    hosts: list[HostChange]
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return all(h.action == "keep" and not h.push and h.ms_action in (None, "keep") for h in self.hosts)
