@@ -46,13 +46,34 @@ def check_driver_firmware(inv, facts):
             yield _f("driver-firmware", "WARN", f"cannot compare versions: {exc}", "", h.name)
 
 
+def _reference(values: dict[str, object], trusted: set[str]) -> object | None:
+    """The value most nodes agree on (preferring trusted nodes); None when there is no majority."""
+    pool = {n: v for n, v in values.items() if n in trusted} or values
+    counts = Counter(pool.values()).most_common()
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None
+    return counts[0][0]
+
+
+def _compatible(h: HostFacts) -> bool:
+    try:
+        return versions.firmware_fits_driver(h.driver, h.firmware)
+    except ValueError:
+        return False
+
+
 def check_same_versions(inv, facts):
     pairs = {h.name: (h.driver.package, h.firmware.version) for h in _up(facts) if h.driver and h.firmware}
     if len(set(pairs.values())) <= 1:
         return
-    common, _ = Counter(pairs.values()).most_common(1)[0]
+    good = {h.name for h in _up(facts) if h.name in pairs and _compatible(h)}
+    common = _reference(pairs, good)
     for name, pair in pairs.items():
-        if pair != common:
+        if common is None:
+            others = ", ".join(f"{n}: {p[0]} / {p[1]}" for n, p in pairs.items() if n != name)
+            yield _f("versions-consistent", "FAIL", f"driver {pair[0]} / firmware {pair[1]}; no majority "
+                     f"among the nodes ({others})", "install the same HDK (driver + firmware) on every node", name)
+        elif pair != common:
             yield _f("versions-consistent", "FAIL",
                      f"driver {pair[0]} / firmware {pair[1]} differs from the other nodes "
                      f"(driver {common[0]} / firmware {common[1]})",
@@ -128,6 +149,9 @@ def check_device_ips(inv, facts):
     for h in _up(facts):
         for d in h.devices.values():
             if d.ip is None:
+                visible = h.npu is None or any(c.phy_id == d.phy_id for c in h.npu.chips)
+                if f"hccn.ip.{d.phy_id}" in h.probe_errors or not visible:
+                    continue          # not read (or no such device): npu-count / "not checked" say so
                 if (h.name, d.phy_id) in want or d.link_up is not None:
                     yield _f("device-ip", "FAIL", "no IP configured on the NPU NIC",
                              f"hccn_tool -i {d.phy_id} -ip -s address <ip> netmask <mask>", h.name, d.phy_id)
@@ -159,6 +183,11 @@ def check_sdids(inv, facts):
     pod_of = {n.name: n.super_pod_id for n in inv.nodes}
     seen: dict[tuple, tuple[str, int]] = {}
     for h in _up(facts):
+        live = {d.super_pod_id for d in h.devices.values() if d.super_pod_id is not None}
+        if live and pod_of.get(h.name) is not None and {str(p) for p in live} != {pod_of[h.name]}:
+            yield _f("sdid", "FAIL", f"npu-smi says super pod {', '.join(map(str, sorted(live)))}, the inventory "
+                     f"says {pod_of[h.name]}", "set nodes[].super_pod_id to the Super Pod ID npu-smi reports "
+                     "(the rank table's super_pod_list must match the hardware)", h.name)
         for d in h.devices.values():
             if d.sdid is None:
                 continue
@@ -213,12 +242,13 @@ def check_weights_same(inv, facts):
              if h.weights and h.weights.exists and h.weights.total_bytes}
     if len(set(sizes.values())) <= 1:
         return
-    common = Counter(sizes.values()).most_common(1)[0][0]
+    common = _reference(sizes, set())
     for name, size in sizes.items():
-        if size != common:
-            yield _f("weights", "FAIL", f"{inv.model.weights_path} holds {size:,} bytes, the other nodes "
-                     f"{common:,}", "re-copy the weights (rsync -a --checksum) so every node has the same files",
-                     name)
+        if common is None or size != common:
+            other = f"the other nodes {common:,}" if common is not None else "no majority: " + ", ".join(
+                f"{n} {v:,}" for n, v in sizes.items() if n != name)
+            yield _f("weights", "FAIL", f"{inv.model.weights_path} holds {size:,} bytes, {other}",
+                     "re-copy the weights (rsync -a --checksum) so every node has the same files", name)
 
 
 def check_disk_and_clocks(inv, facts):
@@ -258,7 +288,8 @@ def check_facts(inv: Inventory, facts: dict[str, HostFacts]) -> list[Finding]:
     """Every finding, FAIL first, then by host and device (stable for reports and tests)."""
     out = [f for rule in RULES for f in rule(inv, facts)]
     order = {n.name: i for i, n in enumerate(inv.nodes)}
-    return sorted(out, key=lambda f: (f.severity != "FAIL", order.get(f.host, -1), f.device or -1, f.rule))
+    return sorted(out, key=lambda f: (f.severity != "FAIL", order.get(f.host, -1),
+                                      -1 if f.device is None else f.device, f.rule))
 
 
 def not_checked(inv: Inventory, facts: dict[str, HostFacts], ping_sample: int) -> list[str]:
