@@ -48,10 +48,12 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
         return res.text.strip().rstrip("/").rsplit("/", 1)[-1] if res and res.rc == 0 and res.text.strip() else None
 
     files: dict[str, str] = {}
+    run = None
     man = out.get("dep.manifest")
     if man and man.rc == 0:
         try:
-            files = dict(json.loads(man.text).get("files", {}))
+            doc = json.loads(man.text)
+            files, run = dict(doc.get("files", {})), doc.get("run")
         except ValueError:
             files = {}
     containers = {}
@@ -67,7 +69,7 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
     health = out.get("dep.health")
     ready = None if health is None else health.text.strip() == "200"
     return DeployedState(node=node, current_rev=rev("dep.current"), previous_rev=rev("dep.previous"),
-                         files=files, containers=containers, ready=ready)
+                         files=files, run=run, containers=containers, ready=ready)
 
 
 def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdir: str, *,

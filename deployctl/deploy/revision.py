@@ -49,6 +49,8 @@ def node_bundles(plan: Plan, artifacts: list[Artifact]) -> dict[str, NodeBundle]
     bundles = {n.name: NodeBundle(n.name) for n in plan.nodes}
     for art in artifacts:
         folder, _, name = art.path.partition("/")
+        if name == MANIFEST:
+            continue          # the manifest names the run; the revision is the files it describes
         if name and folder in bundles:
             bundles[folder].files[name] = art
     return bundles

@@ -35,9 +35,9 @@ def cluster_status(inv, inventory_dir: Path) -> tuple[list[dict], bool]:
                             + (f" (exit {state.exit_code})" if state and state.exit_code else ""))
         elif not s.ready:
             problems.append("health /v2/health/ready not 200")
-        peers = {deployed[n].current_rev for n in inst.nodes if not deployed[n].error}
-        if len(peers) > 1:
-            problems.append("nodes of this instance run different revisions")
+        runs = {deployed[n].run for n in inst.nodes if not deployed[n].error}
+        if len(runs) > 1:
+            problems.append("nodes of this instance were deployed by different `up` runs")
         if node.runs_ms:
             for name in ms:
                 c = s.containers.get(name)
@@ -45,6 +45,6 @@ def cluster_status(inv, inventory_dir: Path) -> tuple[list[dict], bool]:
                     problems.append(f"{name.rsplit('-', 1)[-1]} {c.status if c else 'absent'}")
         degraded |= bool(problems)
         rows.append({"node": node.name, "instance": node.instance, "ranks": f"{ranks[0]}-{ranks[-1]}",
-                     "revision": s.current_rev, "engine": state.status if state else "unknown",
+                     "revision": s.current_rev, "run": s.run, "engine": state.status if state else "unknown",
                      "ready": s.ready, "problem": "; ".join(problems)})
     return rows, degraded

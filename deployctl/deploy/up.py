@@ -62,22 +62,25 @@ def _groups(plan: Plan, changes: ChangeSet) -> dict[str, list[str]]:
     moving = [h for h in changes.hosts if h.action != "keep"]
     masters = {i.master for i in plan.instances}
     ms = [h.node for h in changes.hosts if h.ms_action not in (None, "keep")]
-    smoke = [h.node for h in moving if h.node in masters]
+    ms_node = [n.name for n in plan.nodes if n.runs_ms]
+    # pd-split serves clients through the MindIE-MS coordinator only; colocated layouts through each
+    # restarted instance master
+    smoke = ms_node if ms_node and (moving or ms) else [h.node for h in moving if h.node in masters]
     return {"push": [h.node for h in changes.hosts if h.push],
             "start_masters": [h.node for h in moving if h.node in masters],
             "start_workers": [h.node for h in moving if h.node not in masters],
             "start_ms": ms,
-            "smoke": smoke + [n for n in ms if n not in smoke],
+            "smoke": smoke,
             "rollback": []}
 
 
-def _hostvars(plan: Plan, changes: ChangeSet, deployed, rendered: Path, ms_nodes: list[str]) -> dict[str, dict]:
+def _hostvars(plan: Plan, changes: ChangeSet, deployed, rendered: Path) -> dict[str, dict]:
     ports = plan.ports
     out = {}
     for h in changes.hosts:
         node = plan.node(h.node)
         before = deployed[h.node]
-        smoke_port = ports.coordinator if h.node in ms_nodes and node.runs_ms else ports.http
+        smoke_port = ports.coordinator if node.runs_ms else ports.http
         out[h.node] = {"deployctl_src": str(rendered / h.node), "deployctl_rev": h.rev,
                        "deployctl_ip": node.container_ip, "deployctl_smoke_port": smoke_port,
                        "deployctl_restore_rev": before.current_rev or "",
@@ -96,7 +99,7 @@ def apply_changes(plan: Plan, changes: ChangeSet, deployed, record: RunRecord, r
               "deployctl_purge": False}
     private = record.path / "ansible"
     prepare(private)
-    hostvars = _hostvars(plan, changes, deployed, rendered, groups["start_ms"])
+    hostvars = _hostvars(plan, changes, deployed, rendered)
     write_inventory(private / "inventory" / "hosts.yml", targets, hostvars, groups, common, opts.trust_new_hosts)
 
     def on_event(event: dict) -> None:

@@ -24,6 +24,7 @@ class DeployedState(_Frozen):
     current_rev: str | None = None
     previous_rev: str | None = None
     files: dict[str, str] = Field(default_factory=dict)        # name -> sha256 of the current revision
+    run: str | None = None            # the `up` run that deployed the current revision
     containers: dict[str, ContainerState] = Field(default_factory=dict)
     ready: bool | None = None         # health endpoint /v2/health/ready answered 200
 

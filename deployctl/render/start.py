@@ -18,7 +18,6 @@ from deployctl.render._jinja import render_template
 HOST_MOUNTS = (
     "/usr/local/Ascend/driver",
     "/usr/local/Ascend/firmware",
-    "/usr/local/Ascend/add-ons",
     "/usr/local/dcmi",
     "/usr/local/sbin/npu-smi",
     "/etc/hccn.conf",

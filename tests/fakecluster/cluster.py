@@ -2,7 +2,8 @@
 
 Each node is an OpenSSH sshd in its own network namespace (veth on a per-cluster bridge, its own IP)
 and its own mount + UTS namespace: overlays on /usr/local and /etc (fake npu-smi, hccn_tool, docker,
-version.info, /etc/hccn.conf, /etc/hostname, /etc/hosts), private /root (authorized_keys) and a private
+version.info, /etc/hccn.conf, /etc/hostname, /etc/hosts) and on /var/lib (deployctl's deploy_dir, the fake
+docker's containers under /var/lib/fakedocker), private /root (authorized_keys) and a private
 data directory (/data by default, for the weights). Writes a node makes land in its directory under
 `workdir/nodes/<name>/` (see `FakeNode.host_path`).
 
@@ -237,7 +238,7 @@ class FakeNode:
 class FakeCluster:
     """`FakeCluster(specs, workdir)`; `start()` / `stop()` or use as a context manager.
 
-    workdir must not lie under /root, /etc, /usr/local or the weights' top directory (those are
+    workdir must not lie under /root, /etc, /usr/local, /var/lib or the weights' top directory (those are
     per-node mounts, hidden inside the nodes).
     """
 
@@ -261,7 +262,7 @@ class FakeCluster:
         if self.gateway in ips:
             raise ValueError(f"{self.gateway} is the bridge address; give the nodes other IPs")
         self.workdir = Path(workdir).resolve()
-        for forbidden in ("/root", "/etc", "/usr/local") + tuple(
+        for forbidden in ("/root", "/etc", "/usr/local", "/var/lib") + tuple(
                 "/" + t for t in {tools.weights_top(s) for s in self.specs} if t):
             if self.workdir == Path(forbidden) or Path(forbidden) in self.workdir.parents:
                 raise ValueError(f"workdir {self.workdir} is under {forbidden}, which every node mounts "
@@ -458,13 +459,16 @@ LogLevel INFO
 
     def _write_scripts(self, n: FakeNode) -> None:
         d, q = n.dir, shlex.quote
-        for layer in ("usr_local", "etc"):
+        for layer in ("usr_local", "etc", "var_lib"):
             (d / layer / "work").mkdir(parents=True, exist_ok=True)
+        n.dirs.var_lib.mkdir(parents=True, exist_ok=True)
         lines = ["set -e",
                  f"mount -t overlay overlay -o lowerdir=/usr/local,upperdir={q(str(n.dirs.usr_local))},"
                  f"workdir={q(str(d / 'usr_local' / 'work'))} /usr/local",
                  f"mount -t overlay overlay -o lowerdir=/etc,upperdir={q(str(n.dirs.etc))},"
-                 f"workdir={q(str(d / 'etc' / 'work'))} /etc"]
+                 f"workdir={q(str(d / 'etc' / 'work'))} /etc",
+                 f"mount -t overlay overlay -o lowerdir=/var/lib,upperdir={q(str(n.dirs.var_lib))},"
+                 f"workdir={q(str(d / 'var_lib' / 'work'))} /var/lib"]
         for target, source in self._mounts(n):
             lines.append(f"mount --bind {q(str(source))} {q(target)}")
         lines.append(f"hostname {q(n.name)}")

@@ -104,6 +104,14 @@ class NodeSpec:
     unreachable: bool | str = False           # True/"refused": no sshd; "down": host link down (timeouts)
     changed_host_key: bool = False            # host key regenerated after known_hosts was written
     slow: float = 0.0                         # seconds added to every npu-smi / hccn_tool call
+    # ---- engine faults (fake_bin/engine.py; read when a container starts, so `fc.update_node` applies
+    # ---- to the next `docker run` / `docker start`) ----------------------------------------------------
+    engine_crash: bool | str = False          # exits 1 shortly after start (NPU OOM lines; a str: own message)
+    engine_crash_on: str = ""                 # crash only in containers whose env has this KEY=VALUE (a bad revision)
+    engine_never_ready: bool = False          # joins the rendezvous, never logs success, ready stays 503
+    engine_reject_config: bool | str = False  # refuses its config.json (a str: the reason it prints)
+    engine_slow_start: float = 0.0            # seconds of "weight loading" before joining the rendezvous
+    engine_join_timeout: float = 15.0         # seconds the multi-node rendezvous waits (HCCL-like timeout)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -121,6 +129,10 @@ class NodeSpec:
         s(self, "docker_images", tuple(self.docker_images))
         s(self, "listen_ports", tuple(int(p) for p in self.listen_ports))
         s(self, "port_busy", tuple(int(p) for p in self.port_busy))
+        for name in ("engine_slow_start", "engine_join_timeout"):
+            s(self, name, float(getattr(self, name)))
+        if self.engine_join_timeout <= 0:
+            raise ValueError(f"{self.name}: engine_join_timeout must be > 0")
         if self.unreachable not in (False, True, "refused", "down"):
             raise ValueError(f"{self.name}: unreachable must be False, True, 'refused' or 'down'")
         for phy, h in self.npu_health.items():
@@ -254,7 +266,9 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
     """'node2:link_down=3' -> ('node2', 'link_down', {3}); used by scripts/fake-cluster --fault.
 
     Values: `flag` alone -> True; `a=1,2` -> {1, 2} for id-set faults; `npu_health=3:Alarm,4:Warning`;
-    `net_health=0:Socket fail`; `foreign_process=2:4242:python:30000`; `port_busy=1025,1026`; `slow=0.5`.
+    `net_health=0:Socket fail`; `foreign_process=2:4242:python:30000`; `port_busy=1025,1026`; `slow=0.5`;
+    `engine_slow_start=3`, `engine_join_timeout=5` (seconds); `engine_crash` / `engine_reject_config` alone
+    -> True, with a value other than true/false -> that text as the error message.
     """
     node, sep, rest = text.partition(":")
     if not sep or not rest:
@@ -283,7 +297,7 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
     if key in ("port_busy", "listen_ports", "docker_images"):
         items = [v.strip() for v in value.split(",") if v.strip()]
         return node, key, tuple(items if key == "docker_images" else (int(v) for v in items))
-    if key == "slow":
+    if key in ("slow", "engine_slow_start", "engine_join_timeout"):
         return node, key, float(value)
     if key == "unreachable":
         return node, key, value if value in ("refused", "down") else value.lower() in ("1", "true", "yes")

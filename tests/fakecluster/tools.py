@@ -5,8 +5,10 @@
 * `/etc/hccn.conf` in the documented per-device layout (address_N, netmask_N, netdetect_N, gateway_N,
   send_arp_status_N);
 * `/etc/fakecluster/node.json`: everything the fake `npu-smi`, `hccn_tool` and `docker`
-  (fake_bin/*.py) print, so one state file drives all three;
-* the weights directory (config.json + sparse shards).
+  (fake_bin/*.py) print, so one state file drives all three (and the engine faults a container gets
+  when it starts);
+* the weights directory (config.json + sparse shards), prepared the way MindIE wants it (dir 750, files 640);
+* `fake_bin/engine.py` next to the fake docker: the stand-in MindIE a fake container runs.
 
 `install_node()` writes all of it into a node's directories (the overlay upper dirs); `cluster.py` mounts
 them. The render functions are pure, so tests can check formats without starting anything.
@@ -192,6 +194,9 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
         slow=spec.slow, reachable=spec.reachable, cluster_state=cluster_state,
         boot_time=time.strftime("%a %b %d %H:%M:%S %Y"),
         docker=dict(images=list(spec.visible_images), version=spec.docker_version),
+        engine=dict(crash=spec.engine_crash, crash_on=spec.engine_crash_on, never_ready=spec.engine_never_ready,
+                    reject_config=spec.engine_reject_config, slow_start=spec.engine_slow_start,
+                    join_timeout=spec.engine_join_timeout),
         devices=devices)
 
 
@@ -213,6 +218,10 @@ class NodeDirs:
     @property
     def etc(self) -> Path:              # overlay upper for /etc
         return self.base / "etc" / "upper"
+
+    @property
+    def var_lib(self) -> Path:          # overlay upper for /var/lib (deployctl's deploy_dir, fake docker state)
+        return self.base / "var_lib" / "upper"
 
     @property
     def root(self) -> Path:             # bind-mounted on /root
@@ -237,6 +246,8 @@ class NodeDirs:
             return self.etc.joinpath(*parts[2:])
         if parts[1] == "root":
             return self.root.joinpath(*parts[2:])
+        if parts[1:3] == ("var", "lib"):
+            return self.var_lib.joinpath(*parts[3:])
         return self.mount_dir(parts[1]).joinpath(*parts[2:])
 
 
@@ -245,11 +256,11 @@ def weights_top(spec: NodeSpec) -> str | None:
     parts = Path(spec.weights_dir).parts
     if len(parts) < 2:
         raise ValueError(f"{spec.name}: weights_dir must be an absolute path below /")
-    if parts[1] in ("etc", "root") or parts[1:3] == ("usr", "local"):
+    if parts[1] in ("etc", "root") or parts[1:3] in (("usr", "local"), ("var", "lib")):
         return None
     if parts[1] in ("usr", "proc", "sys", "dev", "run", "tmp", "bin", "lib", "sbin", "var", "boot"):
         raise ValueError(f"{spec.name}: weights_dir {spec.weights_dir} must be under a data directory "
-                         "(/data, /models, ...), /root, /etc or /usr/local")
+                         "(/data, /models, ...), /root, /etc, /usr/local or /var/lib")
     return parts[1]
 
 
@@ -267,18 +278,20 @@ def write_weights(spec: NodeSpec, dirs: NodeDirs) -> None:
             shutil.rmtree(target)
         return
     target.mkdir(parents=True, exist_ok=True)
-    _write(target / "config.json", json.dumps(weights_config(spec), indent=2) + "\n")
-    _write(target / "generation_config.json", '{"bos_token_id": 0, "eos_token_id": 1}\n')
+    target.chmod(0o750)          # MindIE: weights owned by the service user, at most 750 (config.json checked)
+    _write(target / "config.json", json.dumps(weights_config(spec), indent=2) + "\n", 0o640)
+    _write(target / "generation_config.json", '{"bos_token_id": 0, "eos_token_id": 1}\n', 0o640)
     shard = max(1, spec.weights_size_mb) * 1024 * 1024 // 2
     for i in (1, 2):
         f = target / f"model-0000{i}-of-00002.safetensors"
         with open(f, "wb") as fh:
             fh.write(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")   # a tiny safetensors header
             fh.truncate(shard)                                      # sparse: size without disk use
+        f.chmod(0o640)
     index = {"metadata": {"total_size": 2 * shard},
              "weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
                             "lm_head.weight": "model-00002-of-00002.safetensors"}}
-    _write(target / "model.safetensors.index.json", json.dumps(index, indent=2) + "\n")
+    _write(target / "model.safetensors.index.json", json.dumps(index, indent=2) + "\n", 0o640)
 
 
 # Read-only queries the fake tools answer from a precomputed cache (see _WRAPPER): the Python fakes
@@ -294,9 +307,10 @@ if [ -n "$c" ] && [ -f "$c.rc" ]; then
   {slow}cat "$c.out"; [ -s "$c.err" ] && cat "$c.err" >&2; read rc < "$c.rc"; exit "$rc"
 fi
 /usr/bin/python3 /usr/local/lib/fakecluster/{script} "$@"; rc=$?
-for a in "$@"; do [ "$a" = -s ] && rm -rf /etc/fakecluster/cache && {stale}; done
-exit $rc
+{sweep}exit $rc
 """
+# npu-smi / hccn_tool `-s` (set) changes state the caches were made from (docker's `-s` is a signal or a size)
+_SWEEP = 'for a in "$@"; do [ "$a" = -s ] && rm -rf /etc/fakecluster/cache && {stale}; done\n'
 _SLOW = 'read s < /etc/fakecluster/slow; [ -n "$s" ] && sleep "$s"\n  '
 # `hccn_tool -i D -ping -g address X`: X answers when a file X@<node> exists in the cluster's answers
 # directory (written by write_answers for every up device of every reachable node); same text as the
@@ -423,7 +437,11 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
         # a runtime `-s` changes state the caches were made from: drop this node's cache, and send every
         # node's pings to the Python fake (which reads all state files) from then on
         stale = f"touch {answers_dir(cluster_state)}/.stale" if cluster_state else ":"
-        _write(dst, _WRAPPER.format(tool=tool, script=script, slow=slow, ping=ping, stale=stale), 0o755)
+        sweep = _SWEEP.format(stale=stale) if tool != "docker" else ""
+        _write(dst, _WRAPPER.format(tool=tool, script=script, slow=slow, ping=ping, sweep=sweep), 0o755)
+    # the stand-in MindIE (run inside fake containers; the fake docker copies it into each one)
+    shutil.copyfile(FAKE_BIN / "engine.py", ul / "lib" / "fakecluster" / "engine.py")
+    dirs.var_lib.mkdir(parents=True, exist_ok=True)
     link = ul / "bin" / "npu-smi"
     if link.is_symlink() or link.exists():
         link.unlink()

@@ -1,26 +1,71 @@
 #!/usr/bin/python3
-"""Fake `docker` client (installed as /usr/local/bin/docker). No daemon: images come from the node state.
+"""Fake `docker` client (installed as /usr/local/bin/docker, runs inside a fake node). No daemon.
 
+Images come from the node state (/etc/fakecluster/node.json):
   docker image inspect IMG... [-f FMT]   JSON array, exit 0; unknown image: "[]" on stdout,
-  docker inspect IMG...                  "Error: No such image: IMG" on stderr, exit 1
+                                         "Error: No such image: IMG" on stderr, exit 1
   docker version [--format '{{.Server.Version}}']      docker --version
   docker images / docker image ls [-q] [--format FMT]
-  docker ps [-a] [--format FMT]          (no containers)
   docker info [--format FMT]
   docker load -i FILE                    registers the RepoTags of a `docker save` tarball
   docker pull IMG                        fails like an offline host
-Other subcommands exit 125 with a message saying they are not simulated.
+
+Containers live under /var/lib/fakedocker/<name>/ (per node: /var/lib is a per-node overlay):
+  config.json     what `docker run` was given: Args, Image, Cmd, Env (image env + --env-file + -e),
+                  Mounts (container path -> host path, ro/rw), Devices, HostConfig
+  state.json      Status created|running|exited, Pid, StartedAt, FinishedAt, ExitCode, Error
+  container.log   stdout+stderr of the container, one JSON line per line written (json-file driver)
+  rootfs/         the container's root: the node's /usr (ro), the fake image's /usr/local (usr_local/,
+                  the container's writable layer), /etc, /tmp ..., a /dev tmpfs holding the --device
+                  nodes, the -v binds, and /.fakecluster/{engine.py,settings.json}
+A container's command runs in a private mount namespace chrooted into rootfs, in the node's network
+namespace (every container behaves as --net=host), supervised by a detached `docker.py __shim NAME`
+process (setsid: it survives the ssh session) that records the logs, the pid and the exit status.
+The fake image is a MindIE image: /usr/local/Ascend/mindie/latest/mindie-service/bin/{mindieservice_daemon,
+mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stand-in MindIE).
+
+  docker run [-d] [--name N] [--net=host] [--ipc=host] [--shm-size S] [--privileged] [--device D]...
+             [-v SRC:DST[:ro]]... [--mount type=bind,source=S,target=T[,readonly]] [--env-file F]...
+             [-e K[=V]]... [-w DIR] [--entrypoint E] [--rm] [-i] [-t] [-h NAME] [--restart no]
+             [-l K=V]... IMAGE [CMD...]
+  docker create ... (same flags, not started)     docker start|restart NAME...
+  docker stop [-t S] NAME...                      SIGTERM to the container's process group, SIGKILL after S
+  docker kill [-s SIG] NAME...                    docker rm [-f] NAME...       docker wait NAME...
+  docker ps [-a] [-q] [--no-trunc] [--filter name=X|status=S|id=I|ancestor=IMG] [--format FMT]
+  docker inspect / docker container inspect NAME... [-f FMT]
+  docker logs [-f] [-t] [--tail N] [--since T] [--until T] NAME
+
+Errors are the real client's texts and exit codes (unknown flag 125; image not present 125 without a
+pull; name in use 125; missing --device 125 with the container left "created"; --mount source missing
+125; -v source missing: created as an empty directory, as real docker does). Other subcommands exit 125
+saying they are not simulated.
 """
 
+import ctypes
+import datetime
 import hashlib
 import json
 import os
 import re
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
 import sys
 import tarfile
+import threading
+import time
 
 STATE_PATH = "/etc/fakecluster/node.json"
 API_VERSION = "1.43"
+DOCKER_ROOT = os.environ.get("FAKEDOCKER_ROOT", "/var/lib/fakedocker")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENGINE = os.path.join(HERE, "engine.py")
+IMAGE_ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"]
+IMAGE_CMD = ["/bin/bash"]
+CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
 def load_state():
@@ -34,6 +79,8 @@ def save_state(st):
         json.dump(st, f, indent=1)
     os.replace(path + ".tmp", path)
 
+
+# ---- images ------------------------------------------------------------------------------------
 
 def split_ref(ref):
     name, tag = ref, "latest"
@@ -64,8 +111,8 @@ def image_obj(ref):
         "Created": "2025-09-30T08:00:00.000000000Z",
         "DockerVersion": "",
         "Author": "",
-        "Config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-                   "Cmd": ["/bin/bash"], "WorkingDir": "/", "Labels": None},
+        "Config": {"Env": list(IMAGE_ENV[:1]),
+                   "Cmd": list(IMAGE_CMD), "WorkingDir": "/", "Labels": None},
         "Architecture": "arm64",
         "Os": "linux",
         "Size": 21474836480,
@@ -83,6 +130,8 @@ def find(st, ref):
     return None
 
 
+# ---- Go templates (a small subset) ------------------------------------------------------------
+
 def lookup(obj, path):
     for part in [p for p in path.split(".") if p]:
         if isinstance(obj, dict):
@@ -92,8 +141,21 @@ def lookup(obj, path):
     return obj
 
 
+def go_str(val):
+    """How Go's text/template prints a value: true/false, [a b], map[k:v]."""
+    if isinstance(val, bool):
+        return "true" if val else "false"
+    if isinstance(val, list):
+        return "[" + " ".join(go_str(v) for v in val) + "]"
+    if isinstance(val, dict):
+        return "map[" + " ".join("%s:%s" % (k, go_str(val[k])) for k in sorted(val)) + "]"
+    if val is None:
+        return "<nil>"
+    return str(val)
+
+
 def render(fmt, obj):
-    """A small subset of Go templates: {{.A.B}}, {{json .A}}, {{json .}}, {{index .A 0}}."""
+    """{{.A.B}}, {{json .A}}, {{json .}}, {{index .A 0}}, {{lower .A}}, {{upper .A}}; \\t \\n escapes."""
     def one(m):
         expr = m.group(1).strip()
         if expr.startswith("json "):
@@ -101,12 +163,16 @@ def render(fmt, obj):
         im = re.match(r"index\s+(\.\S*)\s+(\d+)$", expr)
         if im:
             seq = lookup(obj, im.group(1)) or []
-            return str(seq[int(im.group(2))]) if int(im.group(2)) < len(seq) else ""
+            return go_str(seq[int(im.group(2))]) if int(im.group(2)) < len(seq) else ""
+        fm = re.match(r"(lower|upper)\s+(\.\S*)$", expr)
+        if fm:
+            val = go_str(lookup(obj, fm.group(2)))
+            return val.lower() if fm.group(1) == "lower" else val.upper()
         if expr.startswith("."):
             val = lookup(obj, expr)
             if val is None:
                 return "<no value>"
-            return json.dumps(val) if isinstance(val, (dict, list)) else str(val)
+            return go_str(val)
         return ""
     return re.sub(r"\{\{(.*?)\}\}", one, fmt).replace("\\n", "\n").replace("\\t", "\t")
 
@@ -123,6 +189,27 @@ def pop_opt(args, *names):
                 del args[i]
                 return a.split("=", 1)[1]
     return None
+
+
+def expand_short(args, letters):
+    """-aq -> -a -q when every letter is a boolean short flag of the command (pflag allows that)."""
+    out = []
+    for a in args:
+        if re.fullmatch(r"-[A-Za-z]{2,}", a) and all(ch in letters for ch in a[1:]):
+            out += ["-" + ch for ch in a[1:]]
+        else:
+            out.append(a)
+    args[:] = out
+    return args
+
+
+def pop_flag(args, *names):
+    found = False
+    for n in names:
+        while n in args:
+            args.remove(n)
+            found = True
+    return found
 
 
 def version_obj(st):
@@ -144,19 +231,31 @@ def cmd_version(st, args):
                                                                              s["Version"], s["ApiVersion"])), ""
 
 
-def cmd_inspect(st, args):
+def cmd_inspect(st, args, kind=None):
+    """`docker inspect` (containers, then images), `docker image inspect`, `docker container inspect`."""
     fmt = pop_opt(args, "--format", "-f")
-    pop_opt(args, "--type")
+    kind = pop_opt(args, "--type") or kind
+    pop_flag(args, "-s", "--size")
     refs = [a for a in args if not a.startswith("-")]
     if not refs:
-        return 1, "", "\"docker image inspect\" requires at least 1 argument.\n"
+        what = {"image": "image inspect", "container": "container inspect"}.get(kind, "inspect")
+        return 1, "", "\"docker %s\" requires at least 1 argument.\n" % what
     found, err = [], ""
     for ref in refs:
-        img = find(st, ref)
-        if img is None:
-            err += "Error: No such image: %s\n" % ref
+        obj = None
+        if kind in (None, "container"):
+            c = find_container(ref)
+            if c is not None:
+                obj = container_obj(c)
+        if obj is None and kind in (None, "image"):
+            img = find(st, ref)
+            if img is not None:
+                obj = image_obj(img)
+        if obj is None:
+            noun = {"image": "image", "container": "container"}.get(kind, "object")
+            err += "Error: No such %s: %s\n" % (noun, ref)
         else:
-            found.append(image_obj(img))
+            found.append(obj)
     if fmt:
         out = "".join(render(fmt, o) + "\n" for o in found)
     else:
@@ -166,6 +265,7 @@ def cmd_inspect(st, args):
 
 def cmd_images(st, args):
     fmt = pop_opt(args, "--format")
+    expand_short(args, "aq")
     quiet = "-q" in args or "--quiet" in args
     repo = next((a for a in args if not a.startswith("-")), None)
     rows = []
@@ -186,25 +286,24 @@ def cmd_images(st, args):
     return 0, "\n".join(out) + "\n", ""
 
 
-def cmd_ps(st, args):
-    fmt = pop_opt(args, "--format")
-    if fmt or "-q" in args:
-        return 0, "", ""
-    return 0, "CONTAINER ID   IMAGE     COMMAND   CREATED   STATUS    PORTS     NAMES\n", ""
-
-
 def cmd_info(st, args):
     fmt = pop_opt(args, "--format", "-f")
-    obj = {"ServerVersion": st["docker"]["version"], "Images": len(st["docker"]["images"]), "Containers": 0,
+    cs = [c for c in all_containers()]
+    running = sum(1 for c in cs if c["state"]["Status"] == "running")
+    obj = {"ServerVersion": st["docker"]["version"], "Images": len(st["docker"]["images"]),
+           "Containers": len(cs), "ContainersRunning": running, "ContainersPaused": 0,
+           "ContainersStopped": len(cs) - running,
            "Driver": "overlay2", "DefaultRuntime": "runc",
            "Runtimes": {"ascend": {"path": "/usr/local/Ascend/Ascend-Docker-Runtime/ascend-docker-runtime"},
                         "runc": {"path": "runc"}},
            "OperatingSystem": "openEuler 22.03 (LTS-SP3)", "Architecture": "aarch64", "Name": st["name"]}
     if fmt:
         return 0, render(fmt, obj) + "\n", ""
-    return 0, ("Server:\n Containers: 0\n Images: %d\n Server Version: %s\n Storage Driver: overlay2\n"
+    return 0, ("Server:\n Containers: %d\n  Running: %d\n  Paused: 0\n  Stopped: %d\n Images: %d\n"
+               " Server Version: %s\n Storage Driver: overlay2\n"
                " Runtimes: ascend io.containerd.runc.v2 runc\n Default Runtime: runc\n Name: %s\n"
-               % (obj["Images"], obj["ServerVersion"], obj["Name"])), ""
+               % (obj["Containers"], running, obj["ContainersStopped"], obj["Images"], obj["ServerVersion"],
+                  obj["Name"])), ""
 
 
 def cmd_load(st, args):
@@ -226,6 +325,1338 @@ def cmd_load(st, args):
     return 0, out, ""
 
 
+def pull_error(ref):
+    host = ref.split("/")[0] if "/" in ref else "registry-1.docker.io"
+    return "Error response from daemon: Get \"https://%s/v2/\": dial tcp: lookup %s: no such host" % (host, host)
+
+
+# ---- time --------------------------------------------------------------------------------------
+
+def go_time(ts):
+    """RFC 3339 with nanoseconds, UTC, as docker prints StartedAt."""
+    if not ts:
+        return ZERO_TIME
+    dt = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%09d" % int(round((ts % 1) * 1e9) % 1000000000) + "Z"
+
+
+def human_duration(seconds):
+    """github.com/docker/go-units HumanDuration."""
+    s = int(seconds)
+    if s < 1:
+        return "Less than a second"
+    if s == 1:
+        return "1 second"
+    if s < 60:
+        return "%d seconds" % s
+    minutes = int(seconds / 60)
+    if minutes == 1:
+        return "About a minute"
+    if minutes < 60:
+        return "%d minutes" % minutes
+    hours = int(seconds / 3600 + 0.5)
+    if hours == 1:
+        return "About an hour"
+    if hours < 48:
+        return "%d hours" % hours
+    if hours < 24 * 7 * 2:
+        return "%d days" % (hours // 24)
+    if hours < 24 * 30 * 2:
+        return "%d weeks" % (hours // 24 // 7)
+    if hours < 24 * 365 * 2:
+        return "%d months" % (hours // 24 // 30)
+    return "%d years" % (int(seconds / 3600) // 24 // 365)
+
+
+def parse_time(value, now=None):
+    """--since/--until: RFC 3339 (with or without fraction/zone), a date, unix seconds, or a duration
+    (10s, 5m, 1h30m) meaning that long ago."""
+    now = time.time() if now is None else now
+    v = value.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", v):
+        return float(v)
+    if re.fullmatch(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", v):
+        mult = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+        return now - sum(float(n) * mult[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)(ns|us|µs|ms|s|m|h)", v))
+    m = re.fullmatch(r"(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", v)
+    if not m:
+        raise ValueError("failed to parse value as time or duration: %r" % value)
+    date, clock, frac, zone = m.groups()
+    clock = clock or "00:00:00"
+    if len(clock) == 5:
+        clock += ":00"
+    dt = datetime.datetime.strptime(date + "T" + clock, "%Y-%m-%dT%H:%M:%S")
+    if zone in (None, "Z"):
+        tz = datetime.timezone.utc if zone else datetime.datetime.now().astimezone().tzinfo
+    else:
+        sign = 1 if zone[0] == "+" else -1
+        hh, mm = int(zone[1:3]), int(zone[-2:])
+        tz = datetime.timezone(sign * datetime.timedelta(hours=hh, minutes=mm))
+    return dt.replace(tzinfo=tz).timestamp() + (float(frac) if frac else 0.0)
+
+
+# ---- container store ---------------------------------------------------------------------------
+
+def cdir(name):
+    return os.path.join(DOCKER_ROOT, name)
+
+
+def read_json(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path, obj):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def proc_start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def alive(pid, start_time):
+    return bool(pid) and proc_start_time(pid) is not None and proc_start_time(pid) == start_time
+
+
+def load_container(name):
+    """{"name", "dir", "config", "state"} with the state reconciled: a container whose process and shim
+    are both gone is exited even if nobody could record it."""
+    d = cdir(name)
+    cfg = read_json(os.path.join(d, "config.json"))
+    if cfg is None:
+        return None
+    st = read_json(os.path.join(d, "state.json"), {}) or {}
+    st.setdefault("Status", "created")
+    starting_too_long = st["Status"] == "starting" and time.time() - st.get("StartingSince", 0) > 60
+    if (st["Status"] == "running" or starting_too_long) and not alive(st.get("ShimPid"), st.get("ShimStart")) \
+            and not alive(st.get("Pid"), st.get("PidStart")):
+        st = read_json(os.path.join(d, "state.json"), {}) or st     # the shim may just have written it
+        if st.get("Status") in ("running", "starting"):
+            st.update(Status="exited" if st.get("Pid") else "created", ExitCode=st.get("ExitCode") or 255,
+                      FinishedAt=time.time(), Pid=0, Error=st.get("Error") or "container supervisor died")
+            write_json(os.path.join(d, "state.json"), st)
+    return {"name": name, "dir": d, "config": cfg, "state": st}
+
+
+def all_containers():
+    try:
+        names = sorted(os.listdir(DOCKER_ROOT))
+    except OSError:
+        return []
+    out = [load_container(n) for n in names if os.path.isfile(os.path.join(DOCKER_ROOT, n, "config.json"))]
+    out = [c for c in out if c is not None]
+    out.sort(key=lambda c: c["config"].get("CreatedTs", 0), reverse=True)
+    return out
+
+
+def find_container(ref):
+    ref = ref.lstrip("/")
+    if re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*", ref) and os.path.isfile(os.path.join(cdir(ref), "config.json")):
+        return load_container(ref)
+    if re.fullmatch(r"[0-9a-f]{1,64}", ref):
+        hits = [c for c in all_containers() if c["config"]["Id"].startswith(ref)]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+def no_such(ref):
+    return "Error response from daemon: No such container: %s" % ref
+
+
+def status_text(c, now=None):
+    now = time.time() if now is None else now
+    s = c["state"]
+    if s["Status"] == "running":
+        return "Up " + human_duration(now - (s.get("StartedAt") or now))
+    if s["Status"] == "exited":
+        return "Exited (%d) %s ago" % (s.get("ExitCode", 0), human_duration(now - (s.get("FinishedAt") or now)))
+    return "Created"
+
+
+def container_obj(c):
+    """`docker container inspect` JSON (the fields tools read; same names and shapes as docker 24)."""
+    cfg, s = c["config"], c["state"]
+    status = s["Status"] if s["Status"] != "starting" else "created"
+    cmd = cfg["Cmd"]
+    path, args = (cfg["Entrypoint"] + cmd)[0], (cfg["Entrypoint"] + cmd)[1:]
+    return {
+        "Id": cfg["Id"], "Created": go_time(cfg["CreatedTs"]), "Path": path, "Args": args,
+        "State": {"Status": status, "Running": status == "running", "Paused": False, "Restarting": False,
+                  "OOMKilled": False, "Dead": False, "Pid": s.get("Pid", 0) if status == "running" else 0,
+                  "ExitCode": s.get("ExitCode", 0), "Error": s.get("Error", ""),
+                  "StartedAt": go_time(s.get("StartedAt")), "FinishedAt": go_time(s.get("FinishedAt"))},
+        "Image": image_id(cfg["Image"]), "ResolvConfPath": "", "HostnamePath": "", "HostsPath": "",
+        "LogPath": os.path.join(c["dir"], "container.log"), "Name": "/" + cfg["Name"],
+        "RestartCount": 0, "Driver": "overlay2", "Platform": "linux", "MountLabel": "", "ProcessLabel": "",
+        "AppArmorProfile": "", "ExecIDs": None,
+        "HostConfig": {"Binds": [m["Spec"] for m in cfg["Mounts"] if m.get("Spec")], "NetworkMode": cfg["NetworkMode"],
+                       "IpcMode": cfg["IpcMode"], "ShmSize": cfg["ShmSize"], "Privileged": cfg["Privileged"],
+                       "AutoRemove": cfg["AutoRemove"], "RestartPolicy": {"Name": cfg["Restart"],
+                                                                          "MaximumRetryCount": 0},
+                       "Devices": [{"PathOnHost": d["host"], "PathInContainer": d["container"],
+                                    "CgroupPermissions": d["perms"]} for d in cfg["Devices"]]},
+        "Mounts": [{"Type": "bind", "Source": m["Source"], "Destination": m["Destination"], "Mode": m["Mode"],
+                    "RW": m["RW"], "Propagation": "rprivate"} for m in cfg["Mounts"]],
+        "Config": {"Hostname": cfg["Hostname"], "Domainname": "", "User": "", "AttachStdin": False,
+                   "AttachStdout": not cfg["Detach"], "AttachStderr": not cfg["Detach"], "Tty": cfg["Tty"],
+                   "OpenStdin": cfg["Interactive"], "StdinOnce": False, "Env": cfg["Env"], "Cmd": cmd,
+                   "Image": cfg["Image"], "Volumes": None, "WorkingDir": cfg["WorkingDir"],
+                   "Entrypoint": cfg["Entrypoint"] or None, "OnBuild": None, "Labels": cfg["Labels"]},
+        "NetworkSettings": {"Networks": {cfg["NetworkMode"]: {"IPAddress": "", "Gateway": ""}}},
+    }
+
+
+# ---- `docker run` flags (pflag rules: --x=v, --x v, -x v, -xv, -dit; stops at the image) ----------
+
+RUN_FLAGS = {
+    "-d": ("detach", "bool"), "--detach": ("detach", "bool"),
+    "--name": ("name", "str"),
+    "--net": ("network", "str"), "--network": ("network", "str"),
+    "--ipc": ("ipc", "str"),
+    "--shm-size": ("shm_size", "str"),
+    "--privileged": ("privileged", "bool"),
+    "--device": ("devices", "list"),
+    "-v": ("volumes", "list"), "--volume": ("volumes", "list"),
+    "--mount": ("mounts", "list"),
+    "--env-file": ("env_files", "list"),
+    "-e": ("env", "list"), "--env": ("env", "list"),
+    "-w": ("workdir", "str"), "--workdir": ("workdir", "str"),
+    "--entrypoint": ("entrypoint", "str"),
+    "--rm": ("rm", "bool"),
+    "-i": ("interactive", "bool"), "--interactive": ("interactive", "bool"),
+    "-t": ("tty", "bool"), "--tty": ("tty", "bool"),
+    "-h": ("hostname", "str"), "--hostname": ("hostname", "str"),
+    "--restart": ("restart", "str"),
+    "-l": ("labels", "list"), "--label": ("labels", "list"),
+}
+# real `docker run` flags this fake does not simulate (refused with a clear message, not "unknown")
+NOT_SIMULATED = {
+    "-u", "--user", "-p", "--publish", "-P", "--publish-all", "--cpus", "-m", "--memory", "--memory-swap",
+    "--ulimit", "--cap-add", "--cap-drop", "--security-opt", "--pid", "--uts", "--userns", "--cgroupns",
+    "--add-host", "--dns", "--dns-search", "--dns-option", "--init", "--health-cmd", "--health-interval",
+    "--log-driver", "--log-opt", "--runtime", "--gpus", "--tmpfs", "-a", "--attach", "--cidfile", "--expose",
+    "--group-add", "--platform", "--pull", "--stop-signal", "--stop-timeout", "--volumes-from",
+    "--network-alias", "--sysctl", "--oom-kill-disable", "--cpuset-cpus", "--device-cgroup-rule",
+    "--read-only", "--sig-proxy", "--mac-address", "--ip", "--link", "--label-file", "--volume-driver",
+    "--pids-limit", "--cpu-shares", "-c", "--isolation", "--storage-opt", "--detach-keys", "--domainname",
+}
+
+
+class CliError(Exception):
+    def __init__(self, rc, msg):
+        super().__init__(msg)
+        self.rc, self.msg = rc, msg
+
+
+def parse_flags(args, table, cmd, stop_at_positional=True):
+    """pflag-style parsing -> (opts, positionals)."""
+    opts, rest, i = {}, [], 0
+    see = "See 'docker %s --help'." % cmd
+
+    def setv(flag, value):
+        key, kind = table[flag]
+        if kind == "bool":
+            if value is None:
+                opts[key] = True
+            elif value.lower() in ("true", "1"):
+                opts[key] = True
+            elif value.lower() in ("false", "0"):
+                opts[key] = False
+            else:
+                raise CliError(125, "invalid argument %r for %r flag: strconv.ParseBool: parsing %r: "
+                                    "invalid syntax\n%s" % (value, flag, value, see))
+        elif kind == "list":
+            opts.setdefault(key, []).append(value)
+        else:
+            opts[key] = value
+
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest += args[i + 1:]
+            break
+        if not a.startswith("-") or a == "-":
+            if stop_at_positional:
+                rest += args[i:]
+                break
+            rest.append(a)
+            i += 1
+            continue
+        if a.startswith("--"):
+            name, eq, value = a.partition("=")
+            if name in NOT_SIMULATED:
+                raise CliError(125, "docker: flag %s is not simulated by the fake cluster (tests/fakecluster)."
+                                    "\n%s" % (name, see))
+            if name not in table:
+                raise CliError(125, "unknown flag: %s\n%s" % (name, see))
+            if table[name][1] == "bool":
+                setv(name, value if eq else None)
+            elif eq:
+                setv(name, value)
+            elif i + 1 < len(args):
+                i += 1
+                setv(name, args[i])
+            else:
+                raise CliError(125, "flag needs an argument: %s\n%s" % (name, see))
+            i += 1
+            continue
+        # short flags: -d, -dit, -e K=V, -eK=V, -v=x
+        j = 1
+        while j < len(a):
+            flag = "-" + a[j]
+            if flag in NOT_SIMULATED:
+                raise CliError(125, "docker: flag %s is not simulated by the fake cluster (tests/fakecluster)."
+                                    "\n%s" % (flag, see))
+            if flag not in table:
+                raise CliError(125, "unknown shorthand flag: %r in %s\n%s" % (a[j], a, see))
+            if table[flag][1] == "bool":
+                setv(flag, None)
+                j += 1
+                continue
+            value = a[j + 1:]
+            if value.startswith("="):
+                value = value[1:]
+            if not value:
+                if i + 1 >= len(args):
+                    raise CliError(125, "flag needs an argument: '%s' in %s\n%s" % (a[j], a, see))
+                i += 1
+                value = args[i]
+            setv(flag, value)
+            break
+        i += 1
+    return opts, rest
+
+
+def parse_size(value, flag="--shm-size"):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([bkmgtp]?)b?", value.strip().lower())
+    if not m:
+        raise CliError(125, "invalid argument %r for %r flag: invalid size: %r\nSee 'docker run --help'."
+                       % (value, flag, value))
+    mult = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4, "p": 1024 ** 5}
+    return int(float(m.group(1)) * mult[m.group(2)])
+
+
+def read_env_file(path):
+    """docker's opts.ParseEnvFile: KEY=VALUE taken literally, `#` comments, blank lines skipped, a bare
+    KEY takes the client's value (skipped if unset)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise CliError(125, "docker: open %s: %s.\nSee 'docker run --help'." % (path, e.strerror.lower()))
+    out = []
+    for n, raw in enumerate(lines, 1):
+        line = raw.lstrip()
+        if not line or line.startswith("#"):
+            continue
+        key, eq, _ = line.partition("=")
+        if not key:
+            raise CliError(125, "docker: invalid environment variable: %s.\nSee 'docker run --help'." % line)
+        if re.search(r"\s", key):
+            raise CliError(125, "docker: variable '%s' contains whitespaces.\nSee 'docker run --help'." % key)
+        if eq:
+            out.append(line)
+        elif key in os.environ:
+            out.append("%s=%s" % (key, os.environ[key]))
+    return out
+
+
+def merge_env(entries):
+    """Later entries win; order of first appearance kept (docker's ReplaceOrAppendEnvValues)."""
+    keys, vals = [], {}
+    for e in entries:
+        k, _, v = e.partition("=")
+        if k not in vals:
+            keys.append(k)
+        vals[k] = v
+    return ["%s=%s" % (k, vals[k]) for k in keys]
+
+
+def parse_volume(spec):
+    """-v SRC:DST[:MODE] -> mount dict (bind mounts of absolute host paths only)."""
+    see = "\nSee 'docker run --help'."
+    parts = spec.split(":")
+    if len(parts) == 1:
+        raise CliError(125, "docker: anonymous volumes (-v %s) are not simulated by the fake cluster.%s" % (spec, see))
+    if len(parts) > 3:
+        raise CliError(125, "docker: Error response from daemon: invalid volume specification: '%s'.%s" % (spec, see))
+    src, dst = parts[0], parts[1]
+    mode = parts[2] if len(parts) == 3 else ""
+    if not src.startswith("/"):
+        raise CliError(125, "docker: named volumes (-v %s) are not simulated by the fake cluster.%s" % (spec, see))
+    modes = [m for m in mode.split(",") if m]
+    valid = {"ro", "rw", "z", "Z", "private", "rprivate", "shared", "rshared", "slave", "rslave", "nocopy"}
+    if any(m not in valid for m in modes) or ("ro" in modes and "rw" in modes):
+        raise CliError(125, "docker: Error response from daemon: invalid mode: %s.%s" % (mode, see))
+    if not dst.startswith("/"):
+        raise CliError(125, "docker: Error response from daemon: invalid volume specification: '%s': invalid mount "
+                            "config for type \"bind\": invalid mount path: '%s' mount path must be absolute.%s"
+                       % (spec, dst, see))
+    if os.path.normpath(dst) == "/":
+        raise CliError(125, "docker: Error response from daemon: invalid volume specification: '%s': invalid mount "
+                            "config for type \"bind\": invalid specification: destination can't be '/'.%s" % (spec, see))
+    return {"Source": os.path.normpath(src), "Destination": os.path.normpath(dst), "Mode": mode,
+            "RW": "ro" not in modes, "Spec": spec, "Kind": "volume"}
+
+
+def parse_mount(spec):
+    kv = {}
+    for item in spec.split(","):
+        k, eq, v = item.partition("=")
+        kv[k.strip().lower()] = v.strip() if eq else "true"
+    typ = kv.get("type", "volume")
+    if typ != "bind":
+        raise CliError(125, "docker: --mount type=%s is not simulated by the fake cluster (bind only).\n"
+                            "See 'docker run --help'." % typ)
+    src = kv.get("source") or kv.get("src")
+    dst = kv.get("target") or kv.get("destination") or kv.get("dst")
+    if not src:
+        raise CliError(125, "invalid argument \"%s\" for \"--mount\" flag: source is required when specifying "
+                            "volume-specific options\nSee 'docker run --help'." % spec)
+    if not dst:
+        raise CliError(125, "invalid argument \"%s\" for \"--mount\" flag: target is required\n"
+                            "See 'docker run --help'." % spec)
+    ro = kv.get("readonly", kv.get("ro", "false")).lower() in ("true", "1")
+    return {"Source": os.path.normpath(src), "Destination": os.path.normpath(dst), "Mode": "",
+            "RW": not ro, "Spec": None, "Kind": "mount"}
+
+
+def parse_device(spec):
+    parts = spec.split(":")
+    host = parts[0]
+    ctr = parts[1] if len(parts) > 1 and parts[1].startswith("/") else host
+    perms = parts[-1] if len(parts) > 1 and not parts[-1].startswith("/") else "rwm"
+    return {"host": host, "container": ctr, "perms": perms}
+
+
+def node_devices(st):
+    """Device nodes this host has: /dev/davinciN of every NPU npu-smi sees, the control devices."""
+    present = {"/dev/davinci%d" % d["phy"] for d in st.get("devices", [])}
+    if present:
+        present.update(CONTROL_DEVICES)
+    return present
+
+
+def device_exists(st, path):
+    if re.fullmatch(r"/dev/davinci\d+", path) or path in CONTROL_DEVICES:
+        return path in node_devices(st)
+    return os.path.exists(path)
+
+
+def image_version(ref):
+    m = re.search(r":(\d+\.\d+\.(?:RC\d+|T\d+|\d+))", ref)
+    return m.group(1) if m else "2.2.RC1"
+
+
+# ---- run / create / start ----------------------------------------------------------------------
+
+def cmd_create(st, args, cmd="create"):
+    opts, rest = parse_flags(args, RUN_FLAGS, cmd)
+    if not rest:
+        return 1, "", ("\"docker %s\" requires at least 1 argument.\nSee 'docker %s --help'.\n\nUsage:  docker %s "
+                       "[OPTIONS] IMAGE [COMMAND] [ARG...]\n\n" % (cmd, cmd, cmd)), None
+    image, command = rest[0], rest[1:]
+    name = opts.get("name")
+    if name is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+", name.lstrip("/")):
+        raise CliError(125, "docker: Error response from daemon: Invalid container name (%s), only "
+                            "[a-zA-Z0-9][a-zA-Z0-9_.-] are allowed.\nSee 'docker %s --help'." % (name, cmd))
+    network = opts.get("network", "default")
+    if network not in ("host", "default", "bridge"):
+        raise CliError(125, "docker: --net=%s is not simulated by the fake cluster (containers share the "
+                            "node's network, like --net=host).\nSee 'docker %s --help'." % (network, cmd))
+    ipc = opts.get("ipc", "private")
+    if ipc not in ("host", "private", "shareable", "none"):
+        raise CliError(125, "docker: Error response from daemon: invalid IPC mode: %s.\nSee 'docker %s --help'."
+                       % (ipc, cmd))
+    shm = parse_size(opts["shm_size"]) if "shm_size" in opts else 64 * 1024 ** 2
+    restart = opts.get("restart", "no")
+    if restart != "no":
+        raise CliError(125, "docker: --restart=%s is not simulated by the fake cluster.\nSee 'docker %s --help'."
+                       % (restart, cmd))
+    env = []
+    for f in opts.get("env_files", []):
+        env += read_env_file(f)
+    for e in opts.get("env", []):
+        if "=" in e:
+            env.append(e)
+        elif e in os.environ:
+            env.append("%s=%s" % (e, os.environ[e]))
+    mounts = [parse_volume(v) for v in opts.get("volumes", [])] + [parse_mount(m) for m in opts.get("mounts", [])]
+    devices = [parse_device(d) for d in opts.get("devices", [])]
+    labels = {}
+    for lab in opts.get("labels", []):
+        k, _, v = lab.partition("=")
+        labels[k] = v
+    # the image must be here: no registry is reachable from a fake node
+    img = find(st, image)
+    if img is None:
+        raise CliError(125, "Unable to find image '%s' locally\ndocker: %s.\nSee 'docker %s --help'."
+                       % (normalize(image), pull_error(image), cmd))
+    for m in mounts:
+        if m["Kind"] == "mount" and not os.path.exists(m["Source"]):
+            raise CliError(125, "docker: Error response from daemon: invalid mount config for type \"bind\": "
+                                "bind source path does not exist: %s.\nSee 'docker %s --help'." % (m["Source"], cmd))
+    cid = secrets.token_hex(32)
+    if name is None:
+        name = "%s_%s" % (secrets.choice(["eager", "jolly", "brave", "calm"]),
+                          secrets.choice(["turing", "hopper", "curie", "noether"]) + cid[:4])
+    name = name.lstrip("/")
+    os.makedirs(DOCKER_ROOT, exist_ok=True)
+    d = cdir(name)
+    try:
+        os.mkdir(d, 0o710)
+    except FileExistsError:
+        other = read_json(os.path.join(d, "config.json"), {}) or {}
+        raise CliError(125, "docker: Error response from daemon: Conflict. The container name \"/%s\" is already "
+                            "in use by container \"%s\". You have to remove (or rename) that container to be able "
+                            "to reuse that name.\nSee 'docker %s --help'." % (name, other.get("Id", "?"), cmd))
+    for m in mounts:   # -v creates a missing host path as an empty directory (real docker does)
+        if m["Kind"] == "volume" and not os.path.lexists(m["Source"]):
+            os.makedirs(m["Source"], exist_ok=True)
+        if not os.path.exists(m["Source"]):
+            shutil.rmtree(d, ignore_errors=True)
+            raise CliError(125, "docker: Error response from daemon: invalid mount config for type \"bind\": "
+                                "bind source path does not exist: %s.\nSee 'docker %s --help'." % (m["Source"], cmd))
+    entrypoint = [opts["entrypoint"]] if opts.get("entrypoint") else []
+    if entrypoint:
+        cmdline = command
+    else:
+        cmdline = command or list(IMAGE_CMD)
+    cfg = {
+        "Id": cid, "Name": name, "Image": image, "ImageRef": img, "CreatedTs": time.time(),
+        "Args": ["docker", cmd] + list(args), "Cmd": cmdline, "Entrypoint": entrypoint,
+        "Env": merge_env(IMAGE_ENV + env),
+        "WorkingDir": opts.get("workdir", ""), "Mounts": mounts,
+        "MountMap": {m["Destination"]: m["Source"] for m in mounts},
+        "Devices": devices, "NetworkMode": "host" if network == "host" else network, "IpcMode": ipc,
+        "ShmSize": shm, "Privileged": bool(opts.get("privileged")), "AutoRemove": bool(opts.get("rm")),
+        "Restart": restart, "Detach": bool(opts.get("detach")), "Tty": bool(opts.get("tty")),
+        "Interactive": bool(opts.get("interactive")), "Hostname": opts.get("hostname") or os.uname().nodename,
+        "Labels": labels, "MindieVersion": image_version(img),
+    }
+    write_json(os.path.join(d, "config.json"), cfg)
+    write_json(os.path.join(d, "state.json"), {"Status": "created", "ExitCode": 0})
+    with open(os.path.join(d, "env"), "w") as f:            # readable copy of the container env
+        f.write("".join(e + "\n" for e in cfg["Env"]))
+    open(os.path.join(d, "container.log"), "a").close()
+    make_image_layer(cfg, d)
+    return 0, cid + "\n", "", name
+
+
+def start_container(st, name):
+    """Start a created/exited container: (0, "") or (exit code, docker's error text without prefix)."""
+    c = load_container(name)
+    cfg, s = c["config"], c["state"]
+    if s["Status"] == "running":
+        return 0, ""
+    devs = list(cfg["Devices"])
+    for dev in devs:
+        if not device_exists(st, dev["host"]):
+            s.update(Status=s["Status"] if s["Status"] != "starting" else "created", Error=(
+                "error gathering device information while adding custom device \"%s\": no such file or directory"
+                % dev["host"]))
+            s["ExitCode"] = 128
+            write_json(os.path.join(c["dir"], "state.json"), s)
+            return 125, "Error response from daemon: " + s["Error"]
+    seq = int(s.get("Seq", 0)) + 1
+    write_json(os.path.join(c["dir"], "state.json"),
+               {"Status": "starting", "Seq": seq, "ExitCode": 0, "StartedAt": s.get("StartedAt"),
+                "FinishedAt": s.get("FinishedAt"), "StartingSince": time.time()})
+    write_settings(st, cfg, c["dir"])
+    subprocess.Popen([sys.executable, os.path.abspath(__file__), "__shim", name], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+                     cwd="/")
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        s = read_json(os.path.join(c["dir"], "state.json"), {}) or {}
+        if s.get("Seq") == seq and s.get("Status") != "starting":
+            break
+        time.sleep(0.01)
+    else:
+        return 125, "Error response from daemon: the container supervisor did not start within 30 s"
+    if s.get("Status") == "created" and s.get("Error"):
+        return s.get("ExitCode") or 126, "Error response from daemon: " + s["Error"]
+    return 0, ""
+
+
+def cmd_run(st, args):
+    try:
+        rc, out, err, name = cmd_create(st, args, "run")
+    except CliError as e:
+        return e.rc, "", e.msg + "\n"
+    if name is None:
+        return rc, out, err
+    c = load_container(name)
+    rc, err = start_container(st, name)
+    if rc:
+        return rc, "", "docker: %s.\nSee 'docker run --help'.\n" % err
+    if c["config"]["Detach"]:
+        return 0, out, ""
+    follow_logs(c, sys.stdout, sys.stderr, since=None, timestamps=False, tail=None)
+    c = wait_exit(name, None)
+    code = c["state"].get("ExitCode", 0) if c else 0
+    if c and c["config"]["AutoRemove"]:
+        remove_container(c)
+    return code, "", ""
+
+
+def cmd_start(st, args):
+    pop_flag(args, "-a", "--attach", "-i", "--interactive")
+    names = [a for a in args if not a.startswith("-")]
+    if not names:
+        return 1, "", "\"docker start\" requires at least 1 argument.\n"
+    out, err, failed = "", "", []
+    for ref in names:
+        c = find_container(ref)
+        if c is None:
+            err += no_such(ref) + "\n"
+            failed.append(ref)
+            continue
+        rc, msg = start_container(st, c["name"])
+        if rc:
+            err += msg + "\n"
+            failed.append(ref)
+        else:
+            out += ref + "\n"
+    if failed:
+        err += "Error: failed to start containers: %s\n" % ", ".join(failed)
+    return (1 if failed else 0), out, err
+
+
+def signal_group(c, sig):
+    pid = c["state"].get("Pid")
+    if not pid or not alive(pid, c["state"].get("PidStart")):
+        return False
+    for target in (lambda: os.killpg(pid, sig), lambda: os.kill(pid, sig)):
+        try:
+            target()
+        except (ProcessLookupError, PermissionError):
+            pass
+    return True
+
+
+def wait_exit(name, timeout):
+    deadline = None if timeout is None else time.time() + timeout
+    while True:
+        c = load_container(name)
+        if c is None or c["state"]["Status"] not in ("running", "starting"):
+            return c
+        if deadline is not None and time.time() > deadline:
+            return c
+        time.sleep(0.02)
+
+
+def stop_container(c, timeout, sig=signal.SIGTERM):
+    if c["state"]["Status"] not in ("running", "starting"):
+        return c
+    signal_group(c, sig)
+    c = wait_exit(c["name"], timeout)
+    if c is not None and c["state"]["Status"] in ("running", "starting"):
+        signal_group(c, signal.SIGKILL)
+        c = wait_exit(c["name"], 10)
+    return c
+
+
+def cmd_stop(st, args, restart=False):
+    t = pop_opt(args, "-t", "--time", "--timeout")
+    pop_opt(args, "-s", "--signal")
+    try:
+        timeout = 10.0 if t is None else float(t)
+    except ValueError:
+        return 125, "", "invalid argument %r for \"-t, --time\" flag: strconv.ParseInt: parsing %r: invalid " \
+                        "syntax\nSee 'docker stop --help'.\n" % (t, t)
+    names = [a for a in args if not a.startswith("-")]
+    if not names:
+        return 1, "", "\"docker %s\" requires at least 1 argument.\n" % ("restart" if restart else "stop")
+    out, err, rc = "", "", 0
+    for ref in names:
+        c = find_container(ref)
+        if c is None:
+            err += no_such(ref) + "\n"
+            rc = 1
+            continue
+        stop_container(c, timeout)
+        if restart:
+            r, msg = start_container(st, c["name"])
+            if r:
+                err += msg + "\n"
+                rc = 1
+                continue
+        out += ref + "\n"
+    return rc, out, err
+
+
+def cmd_kill(st, args):
+    sig_name = pop_opt(args, "-s", "--signal") or "KILL"
+    sig_name = sig_name.upper()
+    try:
+        sig = int(sig_name) if sig_name.isdigit() else getattr(signal, sig_name if sig_name.startswith("SIG")
+                                                                 else "SIG" + sig_name)
+    except AttributeError:
+        return 1, "", "Error response from daemon: Invalid signal: %s\n" % sig_name
+    out, err, rc = "", "", 0
+    for ref in [a for a in args if not a.startswith("-")]:
+        c = find_container(ref)
+        if c is None:
+            err += no_such(ref) + "\n"
+            rc = 1
+        elif c["state"]["Status"] != "running":
+            err += "Error response from daemon: Cannot kill container: %s: container %s is not running\n" \
+                   % (ref, c["config"]["Id"])
+            rc = 1
+        else:
+            signal_group(c, sig)
+            if sig == signal.SIGKILL:
+                wait_exit(c["name"], 10)
+            out += ref + "\n"
+    return rc, out, err
+
+
+def safe_rmtree(path):
+    """rmtree that never crosses a mount point (a leaked bind mount must not take host files with it)."""
+    root_dev = os.lstat(path).st_dev
+    for entry in os.scandir(path):
+        p = entry.path
+        st = os.lstat(p)
+        if stat.S_ISDIR(st.st_mode):
+            if st.st_dev != root_dev or os.path.ismount(p):
+                raise OSError("refusing to remove %s: it is a mount point" % p)
+            safe_rmtree(p)
+        else:
+            os.unlink(p)
+    os.rmdir(path)
+
+
+def remove_container(c):
+    d = c["dir"]
+    tomb = d + ".removing-" + secrets.token_hex(4)
+    os.rename(d, tomb)
+    try:
+        safe_rmtree(tomb)
+    except OSError:
+        shutil.rmtree(tomb, ignore_errors=True) if not mounts_under(tomb) else None
+
+
+def mounts_under(path):
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return [line.split()[4] for line in f if line.split()[4].startswith(path.rstrip("/") + "/")]
+    except OSError:
+        return []
+
+
+def cmd_rm(st, args):
+    expand_short(args, "fv")
+    force = pop_flag(args, "-f", "--force")
+    pop_flag(args, "-v", "--volumes")
+    names = [a for a in args if not a.startswith("-")]
+    if not names:
+        return 1, "", "\"docker rm\" requires at least 1 argument.\n"
+    out, err, rc = "", "", 0
+    for ref in names:
+        c = find_container(ref)
+        if c is None:
+            err += no_such(ref) + "\n"
+            if not force:          # `rm -f` of a missing container prints the error but exits 0
+                rc = 1
+            continue
+        if c["state"]["Status"] in ("running", "starting"):
+            if not force:
+                err += ("Error response from daemon: You cannot remove a running container %s. Stop the "
+                        "container before attempting removal or force remove\n" % c["config"]["Id"])
+                rc = 1
+                continue
+            signal_group(c, signal.SIGKILL)
+            c = wait_exit(c["name"], 10)
+        remove_container(c)
+        out += ref + "\n"
+    return rc, out, err
+
+
+def cmd_wait(st, args):
+    out, err, rc = "", "", 0
+    for ref in [a for a in args if not a.startswith("-")]:
+        c = find_container(ref)
+        if c is None:
+            err += no_such(ref) + "\n"
+            rc = 1
+            continue
+        c = wait_exit(c["name"], None)
+        out += "%d\n" % c["state"].get("ExitCode", 0)
+    return rc, out, err
+
+
+# ---- ps ----------------------------------------------------------------------------------------
+
+PS_HEADERS = {"ID": "CONTAINER ID", "Image": "IMAGE", "Command": "COMMAND", "CreatedAt": "CREATED AT",
+              "RunningFor": "CREATED", "Status": "STATUS", "State": "STATE", "Ports": "PORTS", "Names": "NAMES",
+              "Labels": "LABELS", "Mounts": "MOUNTS", "Networks": "NETWORKS", "Size": "SIZE"}
+
+
+def ellipsis(s, n):
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def ps_command(argv):
+    """The daemon's summary: path, then the args, those holding a space in single quotes."""
+    return " ".join(argv[:1] + ["'%s'" % a if " " in a else a for a in argv[1:]])
+
+
+def ps_row(c, trunc, now):
+    cfg, s = c["config"], c["state"]
+    command = ps_command(cfg["Entrypoint"] + cfg["Cmd"])
+    if trunc:
+        command = ellipsis(command, 20)
+    created = datetime.datetime.fromtimestamp(cfg["CreatedTs"]).astimezone()
+    return {"ID": cfg["Id"][:12] if trunc else cfg["Id"], "Image": cfg["Image"],
+            "Command": json.dumps(command, ensure_ascii=False),
+            "CreatedAt": created.strftime("%Y-%m-%d %H:%M:%S %z %Z"),
+            "RunningFor": human_duration(now - cfg["CreatedTs"]) + " ago", "Status": status_text(c, now),
+            "State": s["Status"] if s["Status"] != "starting" else "created", "Ports": "", "Names": cfg["Name"],
+            "Labels": ",".join("%s=%s" % kv for kv in sorted(cfg["Labels"].items())),
+            "Mounts": ",".join(m["Destination"] for m in cfg["Mounts"]), "Networks": cfg["NetworkMode"],
+            "Size": "0B"}
+
+
+def tabwrite(rows):
+    """text/tabwriter as docker uses it: minwidth 10, padding 3."""
+    if not rows:
+        return ""
+    cols = max(len(r) for r in rows)
+    widths = [max(10, max(len(r[i]) for r in rows if i < len(r)) + 3) for i in range(cols)]
+    return "".join("".join(cell.ljust(widths[i]) if i < len(r) - 1 else cell for i, cell in enumerate(r))
+                   .rstrip() + "\n" for r in rows)
+
+
+def cmd_ps(st, args):
+    expand_short(args, "aqls")
+    fmt = pop_opt(args, "--format")
+    show_all = pop_flag(args, "-a", "--all")
+    quiet = pop_flag(args, "-q", "--quiet")
+    no_trunc = pop_flag(args, "--no-trunc")
+    latest = pop_flag(args, "-l", "--latest")
+    last = pop_opt(args, "-n", "--last")
+    filters = []
+    while True:
+        f = pop_opt(args, "--filter", "-f")
+        if f is None:
+            break
+        k, eq, v = f.partition("=")
+        if not eq or k not in ("name", "status", "id", "ancestor", "label"):
+            return 1, "", "Error response from daemon: invalid filter '%s'\n" % f
+        filters.append((k, v))
+    if args:
+        return 1, "", "\"docker ps\" accepts no arguments.\nSee 'docker ps --help'.\n"
+    now = time.time()
+    cs = all_containers()
+    if not show_all and not filters and not latest and last is None:
+        cs = [c for c in cs if c["state"]["Status"] == "running"]
+
+    def match(c, k, v):
+        cfg, state = c["config"], c["state"]["Status"]
+        if k == "name":
+            return re.search(v.lstrip("/"), cfg["Name"]) is not None
+        if k == "status":
+            return (state if state != "starting" else "created") == v
+        if k == "id":
+            return cfg["Id"].startswith(v)
+        if k == "ancestor":
+            return normalize(v) == normalize(cfg["Image"])
+        lk, _, lv = v.partition("=")
+        return lk in cfg["Labels"] and (not lv or cfg["Labels"][lk] == lv)
+
+    for key in sorted({k for k, _ in filters}):
+        vals = [v for k, v in filters if k == key]
+        cs = [c for c in cs if any(match(c, key, v) for v in vals)]
+    if not show_all and filters and not any(k == "status" for k, _ in filters):
+        cs = [c for c in cs if c["state"]["Status"] == "running"]
+    if latest:
+        cs = cs[:1]
+    elif last is not None:
+        cs = cs[:int(last)]
+    rows = [ps_row(c, not no_trunc, now) for c in cs]
+    if quiet:
+        return 0, "".join(r["ID"] + "\n" for r in rows), ""
+    if fmt:
+        if fmt.startswith("table"):
+            body = fmt[5:].strip()
+            header = render(re.sub(r"\{\{\s*\.(\w+)\s*\}\}", lambda m: PS_HEADERS.get(m.group(1), m.group(1).upper()),
+                                   body), {})
+            lines = [header] + [render(body, r) for r in rows]
+            if any("\t" in line for line in lines):
+                return 0, tabwrite([line.split("\t") for line in lines]), ""
+            return 0, "".join(line + "\n" for line in lines), ""
+        if fmt == "json":
+            return 0, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows), ""
+        return 0, "".join(render(fmt, r) + "\n" for r in rows), ""
+    table = [["CONTAINER ID", "IMAGE", "COMMAND", "CREATED", "STATUS", "PORTS", "NAMES"]]
+    table += [[r["ID"], r["Image"], r["Command"], r["RunningFor"], r["Status"], r["Ports"], r["Names"]] for r in rows]
+    return 0, tabwrite(table), ""
+
+
+# ---- logs --------------------------------------------------------------------------------------
+
+def read_log(c):
+    out = []
+    try:
+        with open(os.path.join(c["dir"], "container.log"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.endswith("\n"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def emit(entries, out, err, timestamps):
+    for e in entries:
+        text = e["log"]
+        if timestamps:
+            text = go_time(e["ts"]) + " " + text
+        (err if e["stream"] == "stderr" else out).write(text)
+    out.flush()
+    err.flush()
+
+
+def follow_logs(c, out, err, since, timestamps, tail, until=None):
+    entries = read_log(c)
+    seen = len(entries)
+    if since is not None:
+        entries = [e for e in entries if e["ts"] >= since]
+    if until is not None:
+        entries = [e for e in entries if e["ts"] <= until]
+    if tail is not None:
+        entries = entries[len(entries) - tail:] if tail > 0 else []
+    emit(entries, out, err, timestamps)
+    while True:
+        cur = load_container(c["name"])
+        running = cur is not None and cur["state"]["Status"] in ("running", "starting")
+        now_entries = read_log(c) if cur is not None else []
+        emit(now_entries[seen:], out, err, timestamps)
+        seen = len(now_entries)
+        if not running:
+            return
+        time.sleep(0.05)
+
+
+def cmd_logs(st, args):
+    expand_short(args, "ft")
+    follow = pop_flag(args, "-f", "--follow")
+    timestamps = pop_flag(args, "-t", "--timestamps")
+    pop_flag(args, "--details")
+    tail = pop_opt(args, "--tail", "-n")
+    since = pop_opt(args, "--since")
+    until = pop_opt(args, "--until")
+    names = [a for a in args if not a.startswith("-")]
+    if len(names) != 1 or len(names) != len(args):
+        bad = [a for a in args if a.startswith("-")]
+        if bad:
+            return 125, "", "unknown flag: %s\nSee 'docker logs --help'.\n" % bad[0]
+        return 1, "", "\"docker logs\" requires exactly 1 argument.\nSee 'docker logs --help'.\n"
+    c = find_container(names[0])
+    if c is None:
+        return 1, "", no_such(names[0]) + "\n"
+    try:
+        t_since = parse_time(since) if since else None
+        t_until = parse_time(until) if until else None
+    except ValueError as e:
+        return 1, "", "Error response from daemon: %s\n" % e
+    n = None
+    if tail not in (None, "all"):
+        try:
+            n = int(tail)
+        except ValueError:
+            return 1, "", "Error response from daemon: invalid tail value %r\n" % tail
+        n = None if n < 0 else n
+    if follow:
+        follow_logs(c, sys.stdout, sys.stderr, t_since, timestamps, n, t_until)
+        return 0, "", ""
+    entries = read_log(c)
+    if t_since is not None:
+        entries = [e for e in entries if e["ts"] >= t_since]
+    if t_until is not None:
+        entries = [e for e in entries if e["ts"] <= t_until]
+    if n is not None:
+        entries = entries[len(entries) - n:] if n > 0 else []
+    out = "".join((go_time(e["ts"]) + " " if timestamps else "") + e["log"] for e in entries if e["stream"] != "stderr")
+    err = "".join((go_time(e["ts"]) + " " if timestamps else "") + e["log"] for e in entries if e["stream"] == "stderr")
+    return 0, out, err
+
+
+# ---- the fake image and the container's root ---------------------------------------------------
+
+DEFAULT_MINDIE_CONFIG = {
+    "Version": "1.0.0",
+    "ServerConfig": {"ipAddress": "127.0.0.1", "managementIpAddress": "127.0.0.2", "port": 1025,
+                     "managementPort": 1026, "metricsPort": 1027, "allowAllZeroIpListening": False,
+                     "maxLinkNum": 1000, "httpsEnabled": True, "fullTextEnabled": False,
+                     "tlsCaPath": "security/ca/", "tlsCaFile": ["ca.pem"], "tlsCert": "security/certs/server.pem",
+                     "tlsPk": "security/keys/server.key.pem", "tlsCrlPath": "security/certs/",
+                     "tlsCrlFiles": ["server_crl.pem"], "inferMode": "standard", "interCommTLSEnabled": True,
+                     "interCommPort": 1121, "openAiSupport": "vllm", "tokenTimeout": 600, "e2eTimeout": 600},
+    "BackendConfig": {"backendName": "mindieservice_llm_engine", "modelInstanceNumber": 1,
+                      "npuDeviceIds": [[0, 1, 2, 3]], "tokenizerProcessNumber": 8,
+                      "multiNodesInferEnabled": False, "multiNodesInferPort": 1120, "interNodeTLSEnabled": True,
+                      "ModelDeployConfig": {"maxSeqLen": 2560, "maxInputTokenLen": 2048, "truncation": False,
+                                            "ModelConfig": [{"modelInstanceType": "Standard",
+                                                             "modelName": "llama_65b",
+                                                             "modelWeightPath": "/data/atb_testdata/weights/"
+                                                                                "llama1-65b-safetensors",
+                                                             "worldSize": 4, "cpuMemSize": 5, "npuMemSize": -1,
+                                                             "backendType": "atb", "trustRemoteCode": False}]},
+                      "ScheduleConfig": {"templateType": "Standard", "templateName": "Standard_LLM",
+                                         "cacheBlockSize": 128, "maxPrefillBatchSize": 50,
+                                         "maxPrefillTokens": 8192, "prefillTimeMsPerReq": 150,
+                                         "prefillPolicyType": 0, "decodeTimeMsPerReq": 50, "decodePolicyType": 0,
+                                         "maxBatchSize": 200, "maxIterTimes": 512, "maxPreemptCount": 0,
+                                         "supportSelectBatch": False, "maxQueueDelayMicroseconds": 5000}},
+}
+SET_ENV = {
+    "ascend-toolkit/set_env.sh": "export ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest\n"
+                                 "export ASCEND_HOME_PATH=$ASCEND_TOOLKIT_HOME\n"
+                                 "export ASCEND_OPP_PATH=$ASCEND_TOOLKIT_HOME/opp\n"
+                                 "export LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:${LD_LIBRARY_PATH:-}\n",
+    "nnal/atb/set_env.sh": "export ATB_HOME_PATH=/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1\n",
+    "atb-models/set_env.sh": "export ATB_SPEED_HOME_PATH=/usr/local/Ascend/atb-models\n",
+    "mindie/set_env.sh": "export MIES_INSTALL_PATH=/usr/local/Ascend/mindie/latest/mindie-service\n"
+                         "export MINDIE_LLM_HOME_PATH=/usr/local/Ascend/mindie/latest/mindie-llm\n"
+                         "export PATH=$MIES_INSTALL_PATH/bin:$PATH\n",
+}
+ENGINE_BINS = {"mindieservice_daemon": "daemon", "mindie_llm_server": "daemon", "ms_controller": "ms_controller",
+               "ms_coordinator": "ms_coordinator"}
+
+
+def make_image_layer(cfg, d):
+    """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh."""
+    ul = os.path.join(d, "usr_local")
+    ver = cfg.get("MindieVersion", "2.2.RC1")
+    svc = os.path.join(ul, "Ascend", "mindie", ver, "mindie-service")
+    for sub in ("bin", "conf", "logs", "lib", "security"):
+        os.makedirs(os.path.join(svc, sub), exist_ok=True)
+    os.makedirs(os.path.join(ul, "Ascend", "mindie", ver, "mindie-llm"), exist_ok=True)
+    os.symlink(ver, os.path.join(ul, "Ascend", "mindie", "latest"))
+    for binary, role in ENGINE_BINS.items():
+        p = os.path.join(svc, "bin", binary)
+        with open(p, "w") as f:
+            f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
+                    "exec /usr/bin/python3 -u /.fakecluster/engine.py %s \"$@\"\n" % role)
+        os.chmod(p, 0o550)
+    conf = os.path.join(svc, "conf", "config.json")
+    with open(conf, "w") as f:
+        json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
+    os.chmod(conf, 0o640)
+    with open(os.path.join(svc, "version.info"), "w") as f:
+        f.write("Ascend-mindie : %s\nmindie-service: %s\nPlatform : aarch64\n" % (ver, ver))
+    os.chmod(os.path.join(svc, "logs"), 0o750)
+    os.chmod(os.path.join(svc, "security"), 0o700)
+    for rel, text in SET_ENV.items():
+        p = os.path.join(ul, "Ascend", rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+    for sub in ("bin", "sbin", "lib", "include", "share"):
+        os.makedirs(os.path.join(ul, sub), exist_ok=True)
+
+
+def write_settings(st, cfg, d):
+    """What the engine learns about its host at start: the node's engine faults (read now, so a changed
+    node state applies to the next start), its devices and names."""
+    fc = os.path.join(d, "rootfs", ".fakecluster")
+    os.makedirs(fc, exist_ok=True)
+    shutil.copyfile(ENGINE, os.path.join(fc, "engine.py"))
+    write_json(os.path.join(fc, "settings.json"), {
+        "node": st.get("name"), "hardware": st.get("hardware"), "container": cfg["Name"], "id": cfg["Id"],
+        "engine": dict(st.get("engine") or {}), "node_devices": sorted(node_devices(st))})
+
+
+def secure_join(root, path):
+    """`root`/`path` resolving symlinks as if `root` were / (never escapes root)."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    cur, hops = [], 0
+    while parts:
+        p = parts.pop(0)
+        if p == "..":
+            if cur:
+                cur.pop()
+            continue
+        candidate = os.path.join(root, *cur, p)
+        if os.path.islink(candidate):
+            hops += 1
+            if hops > 40:
+                raise OSError("too many levels of symbolic links: %s" % path)
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                cur = []
+            parts = [x for x in target.split("/") if x and x != "."] + parts
+            continue
+        cur.append(p)
+    return os.path.join(root, *cur)
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
+_libc = None
+
+
+def mount(src, target, fstype, flags, data=None):
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    enc = (lambda v: v.encode() if v is not None else None)
+    if _libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "error mounting \"%s\" to rootfs at \"%s\": %s" % (src, target, os.strerror(e)))
+
+
+def touch(path, mode=0o644):
+    if not os.path.lexists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, mode)
+        os.close(fd)
+
+
+def setup_rootfs(cfg, d):
+    """Mount the container's root (we are in a fresh private mount namespace)."""
+    root = os.path.join(d, "rootfs")
+    for sub in ("usr", "proc", "sys", "dev", "etc", "root", "run", "home", "opt", "mnt", "var/tmp", "var/log",
+                "var/lib", "tmp"):
+        os.makedirs(os.path.join(root, sub), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    mount("/usr", os.path.join(root, "usr"), None, MS_BIND)
+    mount(None, os.path.join(root, "usr"), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    mount(os.path.join(d, "usr_local"), os.path.join(root, "usr", "local"), None, MS_BIND)
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host, mine = "/" + top, os.path.join(root, top)
+        if os.path.islink(host):
+            if not os.path.lexists(mine):
+                os.symlink(os.readlink(host), mine)
+        elif os.path.isdir(host):
+            os.makedirs(mine, exist_ok=True)
+            mount(host, mine, None, MS_BIND | MS_REC)
+            mount(None, mine, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    # /etc: the host's name resolution (--net=host), a root user
+    etc = os.path.join(root, "etc")
+    for name in ("hosts", "resolv.conf", "hostname", "nsswitch.conf", "localtime"):
+        src = os.path.join("/etc", name)
+        if os.path.exists(src) and not os.path.lexists(os.path.join(etc, name)):
+            shutil.copyfile(src, os.path.join(etc, name))
+    if not os.path.exists(os.path.join(etc, "passwd")):
+        with open(os.path.join(etc, "passwd"), "w") as f:
+            f.write("root:x:0:0:root:/root:/bin/bash\nHwHiAiUser:x:1000:1000::/home/HwHiAiUser:/bin/bash\n"
+                    "nobody:x:65534:65534:nobody:/:/sbin/nologin\n")
+        with open(os.path.join(etc, "group"), "w") as f:
+            f.write("root:x:0:\nHwHiAiUser:x:1000:\nnogroup:x:65534:\n")
+    mount("proc", os.path.join(root, "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("/sys", os.path.join(root, "sys"), None, MS_BIND | MS_REC)
+    mount(None, os.path.join(root, "sys"), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    dev = os.path.join(root, "dev")
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID, "mode=755,size=65536k")
+    for name in ("null", "zero", "full", "random", "urandom", "tty"):
+        if os.path.exists("/dev/" + name):
+            touch(os.path.join(dev, name), 0o666)
+            mount("/dev/" + name, os.path.join(dev, name), None, MS_BIND)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2"), ("core", "/proc/kcore")):
+        os.symlink(target, os.path.join(dev, name))
+    os.makedirs(os.path.join(dev, "shm"))
+    os.makedirs(os.path.join(dev, "pts"))
+    if cfg["IpcMode"] == "host" and os.path.isdir("/dev/shm"):
+        mount("/dev/shm", os.path.join(dev, "shm"), None, MS_BIND)
+    else:
+        mount("shm", os.path.join(dev, "shm"), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=1777,size=%dk" % max(1, cfg["ShmSize"] // 1024))
+    # device nodes: the --device list (all of the node's with --privileged); the fake NPUs are plain files
+    devices = [dd["container"] for dd in cfg["Devices"]]
+    if cfg["Privileged"]:
+        settings = read_json(os.path.join(root, ".fakecluster", "settings.json"), {}) or {}
+        devices += settings.get("node_devices", [])
+    for path in devices:
+        target = secure_join(root, path)
+        if not os.path.lexists(target):
+            if os.path.exists(path) and not path.startswith("/dev/davinci") and path not in CONTROL_DEVICES:
+                touch(target, 0o666)
+                mount(path, target, None, MS_BIND)
+            else:
+                touch(target, 0o660)
+    # the binds, parents first (docker sorts mounts by destination)
+    for m in sorted(cfg["Mounts"], key=lambda m: m["Destination"].count("/")):
+        target = secure_join(root, m["Destination"])
+        if os.path.isdir(m["Source"]):
+            os.makedirs(target, exist_ok=True)
+        else:
+            touch(target)
+        mount(m["Source"], target, None, MS_BIND | MS_REC)
+        if not m["RW"]:
+            mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    return root
+
+
+def find_executable(name, env, cwd):
+    if "/" in name:
+        p = name if name.startswith("/") else os.path.join(cwd, name)
+        return p if os.path.exists(p) else None
+    path = next((e.partition("=")[2] for e in env if e.startswith("PATH=")), "/usr/bin:/bin")
+    for d in path.split(":"):
+        p = os.path.join(d or ".", name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def init_main(name, status_fd):
+    """Inside the container's fresh mount namespace: mount the root, chroot, exec the command.
+    Any failure before the exec is written to status_fd (close-on-exec: EOF means the exec worked)."""
+    status_fd = int(status_fd)
+    try:
+        d = cdir(name)
+        cfg = read_json(os.path.join(d, "config.json"))
+        root = setup_rootfs(cfg, d)
+        os.chroot(root)
+        workdir = cfg["WorkingDir"] or "/"
+        os.makedirs(workdir, exist_ok=True)
+        os.chdir(workdir)
+        argv = cfg["Entrypoint"] + cfg["Cmd"]
+        env = merge_env(["HOSTNAME=" + cfg["Hostname"]] + cfg["Env"])      # docker sets HOSTNAME (and HOME)
+        if not any(e.startswith("HOME=") for e in env):
+            env = env + ["HOME=/root"]
+        exe = find_executable(argv[0], env, workdir)
+        if exe is None:
+            raise LookupError(127, "exec: \"%s\": executable file not found in $PATH" % argv[0]
+                              if "/" not in argv[0] else "exec: \"%s\": stat %s: no such file or directory"
+                              % (argv[0], argv[0]))
+        os.set_inheritable(status_fd, False)
+        import fcntl
+        fcntl.fcntl(status_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+        try:
+            os.execve(exe, argv, dict(e.partition("=")[::2] for e in env))
+        except PermissionError:
+            raise LookupError(126, "exec: \"%s\": permission denied" % argv[0])
+        except OSError as e:
+            raise LookupError(126, "exec: \"%s\": %s" % (argv[0], e.strerror))
+    except LookupError as e:
+        code, msg = e.args
+        os.write(status_fd, json.dumps({"code": code, "msg": msg}).encode())
+        os._exit(code)
+    except BaseException as e:          # mount errors and the like
+        os.write(status_fd, json.dumps({"code": 126, "msg": str(e)}).encode())
+        os._exit(126)
+
+
+# ---- the supervisor ----------------------------------------------------------------------------
+
+def shim_main(name):
+    """Detached supervisor of one container run: starts it, writes its logs and its exit status."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)      # `docker stop` signals the container, never the shim
+    d = cdir(name)
+    cfg = read_json(os.path.join(d, "config.json"))
+    state_path = os.path.join(d, "state.json")
+    state = read_json(state_path, {}) or {}
+    seq = state.get("Seq", 0)
+    r_out, w_out = os.pipe()
+    r_err, w_err = os.pipe()
+    r_st, w_st = os.pipe()
+    try:
+        child = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", sys.executable, os.path.abspath(__file__),
+             "__init", name, str(w_st)], stdin=subprocess.DEVNULL, stdout=w_out, stderr=w_err, pass_fds=(w_st,),
+            close_fds=True, start_new_session=True, cwd="/")
+    except OSError as e:
+        write_json(state_path, {"Status": "created", "Seq": seq, "ExitCode": 126, "Error": str(e)})
+        return 1
+    for fd in (w_out, w_err, w_st):
+        os.close(fd)
+    report = b""
+    while True:
+        chunk = os.read(r_st, 65536)
+        if not chunk:
+            break
+        report += chunk
+    os.close(r_st)
+    me = os.getpid()
+    if report:
+        child.wait()
+        info = json.loads(report.decode() or "{}")
+        msg = ("failed to create task for container: failed to create shim task: OCI runtime create failed: "
+               "runc create failed: unable to start container process: %s: unknown" % info.get("msg"))
+        write_json(state_path, {"Status": "created", "Seq": seq, "ExitCode": info.get("code", 126), "Error": msg,
+                                "StartedAt": state.get("StartedAt"), "FinishedAt": state.get("FinishedAt")})
+        return 1
+    started = time.time()
+    state = {"Status": "running", "Seq": seq, "Pid": child.pid, "PidStart": proc_start_time(child.pid),
+             "ShimPid": me, "ShimStart": proc_start_time(me), "ExitCode": 0, "Error": "",
+             "StartedAt": started, "FinishedAt": None}
+    write_json(state_path, state)
+    log_path = os.path.join(d, "container.log")
+    lock = threading.Lock()
+    logf = open(log_path, "a", encoding="utf-8")
+
+    def pump(fd, stream):
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            buf = b""
+            while True:
+                chunk = f.read(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    write(line + b"\n", stream)
+            if buf:
+                write(buf, stream)
+
+    def write(data, stream):
+        now = time.time()
+        entry = json.dumps({"log": data.decode("utf-8", "replace"), "stream": stream, "time": go_time(now),
+                            "ts": now}) + "\n"
+        with lock:
+            logf.write(entry)
+            logf.flush()
+
+    pumps = [threading.Thread(target=pump, args=(r_out, "stdout"), daemon=True),
+             threading.Thread(target=pump, args=(r_err, "stderr"), daemon=True)]
+    for t in pumps:
+        t.start()
+    rc = child.wait()
+    try:                      # the container's other processes die with it (as with a pid namespace)
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for t in pumps:
+        t.join(timeout=2)
+    code = rc if rc >= 0 else 128 - rc
+    state.update(Status="exited", ExitCode=code, FinishedAt=time.time(), Pid=0)
+    cur = read_json(state_path, {}) or {}
+    if cur.get("Seq", seq) == seq:
+        write_json(state_path, state)
+    logf.close()
+    if cfg.get("AutoRemove") and cfg.get("Detach"):
+        c = load_container(name)
+        if c is not None:
+            remove_container(c)
+    return 0
+
+
+# ---- dispatch ----------------------------------------------------------------------------------
+
+CONTAINER_SUBCOMMANDS = {"inspect", "ls", "list", "ps", "rm", "stop", "start", "restart", "kill", "logs", "run",
+                         "create", "wait"}
+
+
 def run(argv, st):
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
@@ -236,31 +1667,64 @@ def run(argv, st):
     if cmd == "image" and rest:
         cmd, rest = {"inspect": "inspect", "ls": "images", "list": "images", "load": "load",
                      "pull": "pull"}.get(rest[0], "image " + rest[0]), rest[1:]
-    if cmd == "version":
-        return cmd_version(st, rest)
-    if cmd == "inspect":
-        return cmd_inspect(st, rest)
-    if cmd == "images":
-        return cmd_images(st, rest)
-    if cmd in ("ps", "container"):
-        return cmd_ps(st, rest[1:] if cmd == "container" else rest)
-    if cmd == "info":
-        return cmd_info(st, rest)
-    if cmd == "load":
-        return cmd_load(st, rest)
-    if cmd == "pull":
-        ref = next((a for a in rest if not a.startswith("-")), "")
-        host = ref.split("/")[0] if "/" in ref else "registry-1.docker.io"
-        return 1, "", ("Error response from daemon: Get \"https://%s/v2/\": dial tcp: lookup %s: "
-                       "no such host\n" % (host, host))
-    known = {"run", "exec", "rm", "rmi", "stop", "start", "restart", "logs", "create", "kill", "cp", "tag",
-             "save", "build", "network", "volume", "system", "compose", "stats", "top", "wait"}
+        if cmd == "inspect":
+            return cmd_inspect(st, rest, kind="image")
+    if cmd == "container":
+        if not rest:
+            return 0, "Usage:  docker container COMMAND\n", ""
+        sub, rest = rest[0], rest[1:]
+        if sub == "inspect":
+            return cmd_inspect(st, rest, kind="container")
+        if sub not in CONTAINER_SUBCOMMANDS:
+            return 125, "", "docker: 'container %s' is not simulated by the fake cluster (tests/fakecluster).\n" % sub
+        cmd = {"ls": "ps", "list": "ps"}.get(sub, sub)
+    try:
+        if cmd == "version":
+            return cmd_version(st, rest)
+        if cmd == "inspect":
+            return cmd_inspect(st, rest)
+        if cmd == "images":
+            return cmd_images(st, rest)
+        if cmd == "ps":
+            return cmd_ps(st, rest)
+        if cmd == "info":
+            return cmd_info(st, rest)
+        if cmd == "load":
+            return cmd_load(st, rest)
+        if cmd == "pull":
+            ref = next((a for a in rest if not a.startswith("-")), "")
+            return 1, "", pull_error(ref) + "\n"
+        if cmd == "run":
+            return cmd_run(st, rest)
+        if cmd == "create":
+            rc, out, err, _ = cmd_create(st, rest)
+            return rc, out, err
+        if cmd == "start":
+            return cmd_start(st, rest)
+        if cmd in ("stop", "restart"):
+            return cmd_stop(st, rest, restart=cmd == "restart")
+        if cmd == "kill":
+            return cmd_kill(st, rest)
+        if cmd == "rm":
+            return cmd_rm(st, rest)
+        if cmd == "logs":
+            return cmd_logs(st, rest)
+        if cmd == "wait":
+            return cmd_wait(st, rest)
+    except CliError as e:
+        return e.rc, "", e.msg + "\n"
+    known = {"exec", "rmi", "cp", "tag", "save", "build", "network", "volume", "system", "compose", "stats", "top",
+             "attach", "pause", "unpause", "rename", "update", "commit", "diff", "export", "port"}
     if cmd in known or cmd.startswith("image "):
         return 125, "", "docker: '%s' is not simulated by the fake cluster (tests/fakecluster).\n" % cmd
     return 1, "", "docker: '%s' is not a docker command.\nSee 'docker --help'\n" % cmd
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "__shim":
+        return shim_main(sys.argv[2])
+    if len(sys.argv) > 1 and sys.argv[1] == "__init":
+        return init_main(sys.argv[2], sys.argv[3])
     st = load_state()
     rc, out, err = run(sys.argv[1:], st)
     sys.stdout.write(out)

@@ -28,7 +28,6 @@ docker run -d --name "$NAME" \
   --device=/dev/hisi_hdc \
   -v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro \
   -v /usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro \
-  -v /usr/local/Ascend/add-ons:/usr/local/Ascend/add-ons:ro \
   -v /usr/local/dcmi:/usr/local/dcmi:ro \
   -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
   -v /etc/hccn.conf:/etc/hccn.conf:ro \
