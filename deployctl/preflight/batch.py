@@ -31,17 +31,40 @@ PREAMBLE = ('export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/local/Ascend
             "export LC_ALL=C")
 
 
-def batch_argv(commands: list[tuple[str, list[str]]], per_command_timeout: int = 30) -> list[str]:
-    """One `sh -c` running every (name, argv) in order, each bounded by coreutils timeout."""
+def batch_argv(commands: list[tuple[str, list[str]]], per_command_timeout: int = 30,
+               parallel: bool = False) -> list[str]:
+    """One `sh -c` running every (name, argv), each bounded by coreutils timeout.
+
+    ``parallel`` runs the commands at once (each into its own file, printed in order afterwards): for
+    probes that mostly wait, such as pings to peers.
+    """
+    if parallel:
+        return _parallel_argv(commands, per_command_timeout)
     lines = [PREAMBLE]
     for name, argv in commands:
-        if not name.replace(".", "").replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"probe name {name!r} must be a plain identifier")
+        _check_name(name)
         run = shlex.join(["timeout", "-k", "2", str(per_command_timeout), *argv])
         # the newline before END keeps a last line without "\n" apart from the marker; it is removed again
         lines.append(f"echo {shlex.quote(BEGIN + ' ' + name)}; {run} 2>&1 </dev/null; "
                      f"printf '\\n{END} %s\\n' \"$?\"")
     return ["sh", "-c", "\n".join(lines)]
+
+
+def _parallel_argv(commands: list[tuple[str, list[str]]], per_command_timeout: int) -> list[str]:
+    lines = [PREAMBLE, 'd=$(mktemp -d) || exit 1', "trap 'rm -rf \"$d\"' EXIT"]
+    for i, (name, argv) in enumerate(commands):
+        _check_name(name)
+        run = shlex.join(["timeout", "-k", "2", str(per_command_timeout), *argv])
+        lines.append(f"( echo {shlex.quote(BEGIN + ' ' + name)}; {run} 2>&1 </dev/null; "
+                     f"printf '\\n{END} %s\\n' \"$?\" ) > \"$d/{i}\" &")
+    lines.append("wait")
+    lines += [f'cat "$d/{i}"' for i in range(len(commands))]
+    return ["sh", "-c", "\n".join(lines)]
+
+
+def _check_name(name: str) -> None:
+    if not name.replace(".", "").replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"probe name {name!r} must be a plain identifier")
 
 
 def split_outputs(stdout: str) -> dict[str, ProbeOutput]:

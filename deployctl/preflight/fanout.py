@@ -37,7 +37,7 @@ def _clock_offset(executor: Executor, target: HostTarget, timeout: float) -> flo
 
 
 def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeout: float,
-               progress: Progress | None = None, measure_clock: bool = True) -> HostRun:
+               progress: Progress | None = None, measure_clock: bool = True, parallel: bool = False) -> HostRun:
     run = HostRun(target)
     start = time.monotonic()
     try:
@@ -47,7 +47,8 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
             run.clock_offset_s = _clock_offset(executor, target, timeout)
         if progress:
             progress(target.name, f"running {len(commands)} probes")
-        result = executor.run(target, batch_argv(commands, per_command_timeout=max(5, int(timeout))), timeout)
+        result = executor.run(target, batch_argv(commands, per_command_timeout=max(5, int(timeout)),
+                                                 parallel=parallel), timeout)
         run.outputs = split_outputs(result.stdout)
         if progress:
             progress(target.name, "done")
@@ -61,7 +62,7 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
 
 def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
             timeout: float, workers: int = 32, progress: Progress | None = None,
-            measure_clock: bool = True) -> dict[str, HostRun]:
+            measure_clock: bool = True, parallel: bool = False) -> dict[str, HostRun]:
     """Probe all hosts at once (at most ``workers`` in flight); results keep the targets' order.
 
     A host that cannot be reached, authenticated or that times out becomes a HostRun with ``error``;
@@ -70,6 +71,6 @@ def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callabl
     if not targets:
         return {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
-        futures = [pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, measure_clock)
-                   for t in targets]
+        futures = [pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, measure_clock,
+                               parallel) for t in targets]
         return {t.name: f.result() for t, f in zip(targets, futures)}

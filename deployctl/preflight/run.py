@@ -77,7 +77,7 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
             progress(host, f"peer pings: {what}")
 
     pings = fan_out(executor, ping_targets, lambda t: probes.ping_commands(plan[t.name]), timeout, workers,
-                    ping_progress, measure_clock=False)
+                    ping_progress, measure_clock=False, parallel=True)
     for name, run in pings.items():
         if run.error is None:
             facts[name] = facts[name].model_copy(

@@ -46,3 +46,15 @@ def test_truncated_output_marks_the_probe_as_cut():
 def test_probe_names_must_be_identifiers(name):
     with pytest.raises(ValueError):
         batch_argv([(name, ["true"])])
+
+
+def test_parallel_batch_runs_at_once_and_keeps_order():
+    import time
+
+    cmds = [(f"p.{i}", ["sh", "-c", f"sleep 0.5; echo {i}; exit {i}"]) for i in range(6)]
+    start = time.monotonic()
+    res = subprocess.run(batch_argv(cmds, parallel=True), capture_output=True, text=True)
+    elapsed = time.monotonic() - start
+    out = split_outputs(res.stdout)
+    assert [(o.name, o.text, o.rc) for o in out.values()] == [(f"p.{i}", f"{i}\n", i) for i in range(6)]
+    assert elapsed < 2.0          # six half-second sleeps at once, not one after the other
