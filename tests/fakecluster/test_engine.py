@@ -619,8 +619,8 @@ def test_engine_faults_parse_and_reach_the_node_state():
     assert parse_fault("node1:engine_join_timeout=5") == ("node1", "engine_join_timeout", 5.0)
     assert parse_fault("node1:engine_never_ready=false") == ("node1", "engine_never_ready", False)
     spec = NodeSpec("n1", "10.200.0.11", engine_never_ready=True, engine_slow_start=1)
-    assert node_state(spec)["engine"] == {"crash": False, "never_ready": True, "reject_config": False,
-                                          "slow_start": 1.0, "join_timeout": 15.0}
+    assert node_state(spec)["engine"] == {"crash": False, "crash_on": "", "never_ready": True,
+                                          "reject_config": False, "slow_start": 1.0, "join_timeout": 15.0}
     with pytest.raises(ValueError):
         NodeSpec("n1", "10.200.0.11", engine_join_timeout=0)
 
