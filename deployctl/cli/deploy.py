@@ -74,7 +74,7 @@ def run_up(inventory: Path, output: str, dry_run: bool, yes: bool, skip_prefligh
         return typer.confirm("Apply these changes?", default=False)
 
     outcome = up(inv, opts, reporter, confirm)
-    plan_master = inv.nodes[0]
+    plan_master = inv.node(inv.layout.prefill.nodes[0]) if inv.layout.prefill else inv.nodes[0]
     doc = {"status": outcome.status, "run": str(outcome.record.path) if outcome.record else None,
            "failure": outcome.failure, "restored": outcome.restored,
            "changes": outcome.changes.model_dump() if outcome.changes else None}
@@ -84,15 +84,22 @@ def run_up(inventory: Path, output: str, dry_run: bool, yes: bool, skip_prefligh
         con = reporter.con
         if outcome.status == "successful":
             p = inv.engine.ports
-            con.print(esc(f"✓ serving: http://{plan_master.server_ip}:{p.http}/v1/chat/completions "
+            # pd-split: clients talk to the MindIE-MS coordinator on the prefill master
+            port = p.coordinator if inv.layout.prefill is not None else p.http
+            con.print(esc(f"✓ serving: http://{plan_master.server_ip}:{port}/v1/chat/completions "
                           f"(model {inv.model.served_name}); record: {outcome.record.path}"))
         elif outcome.status == "nothing-to-do":
             con.print("✓ nothing to do: every node runs the rendered revision")
         elif outcome.status in ("dry-run", "declined"):
             con.print(f"{outcome.status}: nothing was changed")
         else:
-            con.print(esc(f"✗ up {outcome.status}; previous revision restored on: "
-                          f"{', '.join(outcome.restored) or 'none (nothing ran before)'}"))
+            if "rollback also failed" in outcome.failure:
+                con.print(esc("✗ " + outcome.failure.split("\n")[-1]))
+                con.print(esc(f"✗ up {outcome.status}; the rollback failed too: previous revision restored on: "
+                              f"{', '.join(outcome.restored) or 'no node'}"))
+            else:
+                con.print(esc(f"✗ up {outcome.status}; previous revision restored on: "
+                              f"{', '.join(outcome.restored) or 'none (nothing ran before)'}"))
             con.print(esc(f"Logs: {outcome.record.path}"))
     raise typer.Exit(0 if outcome.status in ("successful", "nothing-to-do", "dry-run", "declined") else 1)
 

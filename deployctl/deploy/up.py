@@ -11,7 +11,7 @@ from deployctl.deploy.records import RunRecord
 from deployctl.deploy.remote import container_names, read_deployed
 from deployctl.deploy.revision import MANIFEST, cluster_dir, node_bundles
 from deployctl.errors import ExecutionError
-from deployctl.executors.ansible import PlaybookResult, prepare, run_playbook, write_inventory
+from deployctl.executors.ansible import PlaybookResult, TaskFailure, prepare, run_playbook, write_inventory
 from deployctl.models.artifact import Artifact
 from deployctl.models.deploy import ChangeSet
 from deployctl.models.plan import Plan
@@ -89,7 +89,8 @@ def _hostvars(plan: Plan, changes: ChangeSet, deployed, rendered: Path) -> dict[
 
 
 def apply_changes(plan: Plan, changes: ChangeSet, deployed, record: RunRecord, rendered: Path,
-                  opts: UpOptions, reporter: Reporter, cancel: threading.Event) -> PlaybookResult:
+                  opts: UpOptions, reporter: Reporter, cancel: threading.Event,
+                  first_failure: threading.Event) -> PlaybookResult:
     targets = ssh_targets(plan.inventory, opts.inventory_dir)
     engine, ms = container_names(plan)
     groups = _groups(plan, changes)
@@ -111,6 +112,16 @@ def apply_changes(plan: Plan, changes: ChangeSet, deployed, record: RunRecord, r
         elif event.get("event") in ("runner_on_failed", "runner_on_unreachable") \
                 and not data.get("ignore_errors"):
             reporter.failure(f"  {data.get('host')}: {data.get('task')} FAILED")
+            if not first_failure.is_set():   # name the host, its ranks and its last log lines at once
+                res = data.get("res", {})
+                text = "\n".join(x for x in (res.get("stdout", ""), res.get("stderr", "")) if x) or res.get("msg", "")
+                first = PlaybookResult(status="failed", rc=1)
+                first.failures.append(TaskFailure(data.get("host", ""), data.get("task", ""), text))
+                reporter.failure(f"✗ {describe_failure(plan, first)}")
+            # all-or-nothing: do not wait for the other hosts' readiness loops (HCCL would only time out
+            # there too); stop the playbook now and roll back
+            first_failure.set()
+            cancel.set()
 
     return run_playbook(private, "up.yml", forks=len(targets), on_event=on_event, cancel=cancel, ident="up")
 
@@ -198,25 +209,32 @@ def run_up(inv, opts: UpOptions, reporter: Reporter, confirm, cancel: threading.
     if not opts.yes and not confirm(changes):
         record.finish("canceled", 0)
         return UpOutcome("declined", record, changes)
-    started: list[str] = []
+    first_failure = threading.Event()
+    interrupted = False
     try:
-        result = apply_changes(plan, changes, deployed, record, rendered, opts, reporter, cancel)
+        result = apply_changes(plan, changes, deployed, record, rendered, opts, reporter, cancel, first_failure)
     except KeyboardInterrupt:
         cancel.set()
+        interrupted = True
         result = PlaybookResult(status="canceled", rc=130)
+    if result.status == "canceled" and not first_failure.is_set():
+        interrupted = True
     moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
     if result.ok:
         record.finish("successful", 0)
         return UpOutcome("successful", record, changes)
-    failure = describe_failure(plan, result) if result.status != "canceled" else "interrupted"
-    reporter.failure(f"✗ {failure}")
+    failure = "interrupted" if interrupted else describe_failure(plan, result)
+    if interrupted:
+        reporter.failure(f"✗ {failure}")
     for f in result.failures:
         record.host_log(f.host, "failure.txt", f"{f.task}\n{f.message}\n")
     started = moved   # every node of a moving instance was (or may have been) stopped: restore them all
     reporter.step(f"rolling back {', '.join(started)}")
     rb = rollback(plan, record, started, opts)
-    restored = [h.node for h in changes.hosts if h.node in started and deployed[h.node].current_rev]
-    status = "canceled" if result.status == "canceled" else "failed"
+    broken = {f.host for f in rb.failures}
+    restored = [h.node for h in changes.hosts if h.node in started and deployed[h.node].current_rev
+                and h.node not in broken] if rb.status == "successful" or broken else []
+    status = "canceled" if interrupted else "failed"
     record.finish(status, 1)
     if not rb.ok:
         failure += f"\nrollback also failed: {describe_failure(plan, rb)}"
