@@ -114,6 +114,8 @@ def up(
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts first.")] = False,
     trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Accept unknown host keys.")] = False,
     ready_timeout: Annotated[int, typer.Option(help="Seconds each node may take to become ready.")] = 1800,
+    pull: Annotated[bool, typer.Option("--pull", help="docker pull the image on every node first "
+                                                      "(default: it must already be there).")] = False,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Launch the engine on every node: preflight, render, show what changes, apply, verify.
@@ -126,7 +128,7 @@ def up(
     """
     from deployctl.cli.deploy import run_up
 
-    run_up(inventory, output.value, dry_run, yes, skip_preflight, trust_new_hosts, ready_timeout, run_dir)
+    run_up(inventory, output.value, dry_run, yes, skip_preflight, trust_new_hosts, ready_timeout, run_dir, pull)
 
 
 @app.command()

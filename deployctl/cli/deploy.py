@@ -58,14 +58,14 @@ class CliReporter:
 
 
 def run_up(inventory: Path, output: str, dry_run: bool, yes: bool, skip_preflight: bool, trust_new_hosts: bool,
-           ready_timeout: int, run_root: Path) -> None:
+           ready_timeout: int, run_root: Path, pull: bool = False) -> None:
     from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.up import UpOptions, run_up as up
 
     inv = load_and_validate(inventory)
     reporter = CliReporter(output == "json")
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
-                     ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent)
+                     ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull)
 
     def confirm(changes) -> bool:
         if not sys.stdin.isatty():

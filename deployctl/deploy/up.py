@@ -27,6 +27,7 @@ class UpOptions:
     ready_timeout: int = 1800          # MindIE loads hundreds of GB of weights: minutes, not seconds
     smoke_timeout: int = 120
     ssh_timeout: float = 60
+    pull: bool = False                 # docker pull the image on every node before starting
     run_root: Path = Path(".deployctl")
     inventory_dir: Path = Path(".")
 
@@ -97,7 +98,8 @@ def apply_changes(plan: Plan, changes: ChangeSet, deployed, record: RunRecord, r
     common = {"deployctl_dir": cluster_dir(plan), "deployctl_engine": engine, "deployctl_ms_containers": list(ms),
               "deployctl_health_port": plan.ports.management, "deployctl_model": plan.inventory.model.served_name,
               "deployctl_ready_timeout": opts.ready_timeout, "deployctl_smoke_timeout": opts.smoke_timeout,
-              "deployctl_purge": False}
+              "deployctl_purge": False, "deployctl_image": plan.inventory.engine.image,
+              "deployctl_pull": opts.pull}
     private = record.path / "ansible"
     prepare(private)
     hostvars = _hostvars(plan, changes, deployed, rendered)

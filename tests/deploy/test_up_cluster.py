@@ -111,3 +111,13 @@ def fc_cluster(inv: Path) -> str:
     import yaml
 
     return yaml.safe_load(inv.read_text())["cluster"]["name"]
+
+
+def test_missing_image_fails_up_unless_pulled_and_names_the_host(fake_cluster_factory, tmp_path):
+    fc = fake_cluster_factory(default_cluster(2))
+    fc.update_node("node2", image_missing=True)
+    inv = inventory(fc, tmp_path / "inv.yaml")
+    res, doc = up(inv, tmp_path / "runs", "--skip-preflight")
+    assert res.returncode == 1
+    assert doc["failure"].startswith("node2") and "image" in doc["failure"].lower()
+    assert doc["restored"] == []          # nothing ran before: everything this run started is stopped
