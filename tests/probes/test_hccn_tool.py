@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from transcripts import section
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,21 +31,6 @@ WORKER0 = HCCN / "faultdiag_worker0_npu_info_before.txt"
 WORKER9 = HCCN / "faultdiag_worker9_npu_info_after_hccn-ip.txt"
 FAULTDIAG_BEFORE = HCCN / "faultdiag_npu_info_before_910A_hccn-npu-smi.txt"
 
-_COMMAND = re.compile(r"^(Datetime:|/?usr/local/|cat /|lspci|pip list)")
-
-
-def section(path: Path, command: str) -> str:
-    """The output under ``command`` in a faultdiag transcript (command line, then its output)."""
-    found, current = [], None
-    for line in path.read_text().splitlines():
-        if _COMMAND.match(line):
-            current = [] if line.strip() == command else None
-            if current is not None:
-                found.append(current)
-        elif current is not None:
-            current.append(line)
-    assert len(found) == 1, f"{command!r} appears {len(found)} times in {path.name}"
-    return "\n".join(found[0])
 
 
 def itove(command_start: str) -> list[str]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from transcripts import section
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,21 +26,6 @@ A3 = SAMPLES / "npu-smi" / "npu-smi-info_A3_Ascend910_8npu-16chip_25.2.1_with-pr
 FAULTDIAG_BEFORE = SAMPLES / "hccn" / "faultdiag_npu_info_before_910A_hccn-npu-smi.txt"
 FAULTDIAG_AFTER = SAMPLES / "hccn" / "faultdiag_npu_info_after_910A_alarm_versions.txt"
 
-_COMMAND = re.compile(r"^(Datetime:|/?usr/local/|cat /|lspci|pip list)")
-
-
-def section(path: Path, command: str) -> str:
-    """The output under ``command`` in a faultdiag transcript (command line, then its output)."""
-    found, current = [], None
-    for line in path.read_text().splitlines():
-        if _COMMAND.match(line):
-            current = [] if line.strip() == command else None
-            if current is not None:
-                found.append(current)
-        elif current is not None:
-            current.append(line)
-    assert len(found) == 1, f"{command!r} appears {len(found)} times in {path.name}"
-    return "\n".join(found[0])
 
 
 # --------------------------------------------------------------------------- npu-smi info, real samples

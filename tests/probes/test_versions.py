@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from transcripts import section
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,21 +22,6 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "ascend"
 VERSIONS = SAMPLES / "versions"
 TOOLKIT_INFO = "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info"
 
-_COMMAND = re.compile(r"^(Datetime:|/?usr/local/|cat /|lspci|pip list)")
-
-
-def section(path: Path, command: str) -> str:
-    """The output under ``command`` in a faultdiag transcript (command line, then its output)."""
-    found, current = [], None
-    for line in path.read_text().splitlines():
-        if _COMMAND.match(line):
-            current = [] if line.strip() == command else None
-            if current is not None:
-                found.append(current)
-        elif current is not None:
-            current.append(line)
-    assert len(found) == 1, f"{command!r} appears {len(found)} times in {path.name}"
-    return "\n".join(found[0])
 
 
 def load(name: str):
