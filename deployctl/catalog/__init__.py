@@ -6,14 +6,12 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from deployctl.models.base import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class QuantBytes(_Frozen):
+class QuantBytes(Frozen):
     attention: float
     dense: float
     experts: float
@@ -23,7 +21,7 @@ class QuantBytes(_Frozen):
     indexer_cache: float = 0.0
 
 
-class ParamsB(_Frozen):
+class ParamsB(Frozen):
     attention_per_layer: float
     o_proj_per_layer: float
     dense_ffn_per_layer: float
@@ -33,7 +31,7 @@ class ParamsB(_Frozen):
     lm_head: float
 
 
-class KvSpec(_Frozen):
+class KvSpec(Frozen):
     kind: Literal["mla", "gqa"]
     latent: int = 0
     indexer: int = 0
@@ -41,7 +39,7 @@ class KvSpec(_Frozen):
     head_dim: int = 0
 
 
-class ModelInfo(_Frozen):
+class ModelInfo(Frozen):
     key: str
     display: str
     backend_type: str
@@ -62,7 +60,7 @@ class ModelInfo(_Frozen):
         return self.layers - self.dense_layers
 
 
-class LayoutPreset(_Frozen):
+class LayoutPreset(Frozen):
     key: str
     summary: str
     min_nodes: int

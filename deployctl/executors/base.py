@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -46,22 +46,3 @@ class Executor(Protocol):
 def join_argv(argv: list[str]) -> str:
     """Quote every argument: user values never reach a remote shell unquoted."""
     return shlex.join(argv)
-
-
-@dataclass
-class FakeExecutor:
-    """Test double: canned outputs per (host, command), records every call."""
-
-    outputs: dict[tuple[str, str], CommandResult | HostError] = field(default_factory=dict)
-    calls: list[tuple[str, str]] = field(default_factory=list)
-
-    def run(self, target: HostTarget, argv: list[str], timeout: float) -> CommandResult:
-        command = join_argv(argv)
-        self.calls.append((target.name, command))
-        out = self.outputs.get((target.name, command))
-        if isinstance(out, HostError):
-            raise out
-        return out or CommandResult(target.name, command, 127, "", "command not found")
-
-    def close(self) -> None:
-        pass

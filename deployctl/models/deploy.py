@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from deployctl.models.base import Frozen
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ContainerState(_Frozen):
+class ContainerState(Frozen):
     name: str
     status: str                       # running, exited, created, ... or "absent"
     exit_code: int | None = None
     started_at: str | None = None
 
 
-class DeployedState(_Frozen):
+class DeployedState(Frozen):
     node: str
     error: str | None = None          # the host could not be read (unreachable, ...)
     current_rev: str | None = None
@@ -33,12 +33,12 @@ FileKind = Literal["new", "changed", "unchanged", "removed"]
 Action = Literal["start", "restart", "keep"]
 
 
-class FileChange(_Frozen):
+class FileChange(Frozen):
     path: str
     kind: FileKind
 
 
-class HostChange(_Frozen):
+class HostChange(Frozen):
     node: str
     instance: str
     rev: str
@@ -53,7 +53,7 @@ class HostChange(_Frozen):
         return self.rev != self.current_rev
 
 
-class ChangeSet(_Frozen):
+class ChangeSet(Frozen):
     hosts: list[HostChange]
 
     @property

@@ -15,7 +15,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from deployctl.models.base import Frozen
 
 # npu-smi health values, most severe alarm wins (ascend-facts §3.3)
 Health = Literal["OK", "Warning", "Alarm", "Critical", "UNKNOWN"]
@@ -25,14 +27,12 @@ HEALTH_VALUES: tuple[str, ...] = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN
 VersionRange = tuple[str, str]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # --------------------------------------------------------------------------- npu-smi
 
 
-class NpuChip(_Frozen):
+class NpuChip(Frozen):
     """One compute die of `npu-smi info` (its two-line block).
 
     On A2 ``phy_id`` is the NPU id (one chip per card); on A3 it is the Phy-ID column. Inside a
@@ -60,7 +60,7 @@ class NpuChip(_Frozen):
         return "x" in self.bus_id.lower()
 
 
-class NpuSubChip(_Frozen):
+class NpuSubChip(Frozen):
     """A per-chip status row some newer drivers print under a card (`| 0  1 | OK | ... |`, no Bus-Id)."""
 
     npu: int
@@ -68,7 +68,7 @@ class NpuSubChip(_Frozen):
     health: Health
 
 
-class NpuProcess(_Frozen):
+class NpuProcess(Frozen):
     """One row of the process table of `npu-smi info`."""
 
     npu: int
@@ -79,7 +79,7 @@ class NpuProcess(_Frozen):
     memory_mb: int
 
 
-class NpuSmiInfo(_Frozen):
+class NpuSmiInfo(Frozen):
     """`npu-smi info`: versions, every die, and the processes holding them."""
 
     tool_version: str
@@ -101,14 +101,14 @@ class NpuSmiInfo(_Frozen):
         return out
 
 
-class NpuList(_Frozen):
+class NpuList(Frozen):
     """`npu-smi info -l`: the NPU ids and how many chips each has (1 on A2, 2 on A3)."""
 
     total: int                    # `Total Count`, as printed
     chips_per_npu: dict[int, int]
 
 
-class ChipMapRow(_Frozen):
+class ChipMapRow(Frozen):
     """One row of `npu-smi info -m`. Mcu rows have no logic id (and no phy id on A3)."""
 
     npu: int
@@ -118,7 +118,7 @@ class ChipMapRow(_Frozen):
     name: str                     # e.g. `Ascend 910B4`, `Ascend910`, `Mcu`
 
 
-class ChipMap(_Frozen):
+class ChipMap(Frozen):
     """`npu-smi info -m`: NPU/chip to logic id (and phy id on A3)."""
 
     rows: tuple[ChipMapRow, ...]
@@ -129,7 +129,7 @@ class ChipMap(_Frozen):
         return [r for r in self.rows if r.logic_id is not None]
 
 
-class BoardInfo(_Frozen):
+class BoardInfo(Frozen):
     """`npu-smi info -t board -i N [-c C]`. Every key npu-smi prints that is not a field is in ``extra``."""
 
     npu_id: int
@@ -148,7 +148,7 @@ class BoardInfo(_Frozen):
     extra: dict[str, str] = Field(default_factory=dict)
 
 
-class NpuHealth(_Frozen):
+class NpuHealth(Frozen):
     """`npu-smi info -t health -i N -c C`."""
 
     status: Health
@@ -157,7 +157,7 @@ class NpuHealth(_Frozen):
     details: tuple[str, ...] = ()         # the unlabelled ` : node type=...` lines after the error
 
 
-class SpodInfo(_Frozen):
+class SpodInfo(Frozen):
     """`npu-smi info -t spod-info -i N -c C` (A3 super pods). ``sdid`` is rank-table ``super_device_id``."""
 
     sdid: int | None = None
@@ -171,7 +171,7 @@ class SpodInfo(_Frozen):
 # --------------------------------------------------------------------------- versions
 
 
-class VersionInfo(_Frozen):
+class VersionInfo(Frozen):
     """A `key=value` version file: driver or firmware `version.info`, CANN `*_install.info`.
 
     Ranges are kept as printed, one ``(lo, hi)`` per ``[lo,hi]``; a single ``[x]`` becomes ``(x, x)``.
@@ -191,7 +191,7 @@ class VersionInfo(_Frozen):
         return self.package_version or self.version
 
 
-class MindieVersion(_Frozen):
+class MindieVersion(Frozen):
     """`mindie/latest/version.info` (`Ascend-mindie : MindIE 2.1.RC2.B080`, one line per component)."""
 
     version: str                          # 2.1.RC2.B080
@@ -202,14 +202,14 @@ class MindieVersion(_Frozen):
 # --------------------------------------------------------------------------- hccn_tool
 
 
-class IpConf(_Frozen):
+class IpConf(Frozen):
     """`hccn_tool -i N -ip -g`: the NPU NIC (RoCE) address."""
 
     ip: str
     netmask: str
 
 
-class VnicInfo(_Frozen):
+class VnicInfo(Frozen):
     """`hccn_tool -i N -vnic -g` (A3): the HCCS vNIC."""
 
     link_up: bool
@@ -217,13 +217,13 @@ class VnicInfo(_Frozen):
     netmask: str
 
 
-class LinkStatus(_Frozen):
+class LinkStatus(Frozen):
     """`hccn_tool -i N -link -g`."""
 
     up: bool
 
 
-class NetHealth(_Frozen):
+class NetHealth(Frozen):
     """`hccn_tool -i N -net_health -g`; ``status`` as printed (`Success`, `Socket fail`, ...)."""
 
     status: str
@@ -233,20 +233,20 @@ class NetHealth(_Frozen):
         return self.status == "Success"
 
 
-class NetDetect(_Frozen):
+class NetDetect(Frozen):
     """`hccn_tool -i N -netdetect -g`: the address the NIC probes for its health."""
 
     address: str
 
 
-class Gateway(_Frozen):
+class Gateway(Frozen):
     """`hccn_tool -i N -gateway -g`."""
 
     address: str
     iface: str
 
 
-class TlsCert(_Frozen):
+class TlsCert(Frozen):
     """One certificate block of `hccn_tool -i N -tls -g`."""
 
     kind: str                             # pub, ca1, ca2, ..., crl
@@ -257,7 +257,7 @@ class TlsCert(_Frozen):
     expiration_status: int | None = None  # 0 normal, 1 near expiration, 2 expired (newer drivers only)
 
 
-class TlsInfo(_Frozen):
+class TlsInfo(Frozen):
     """`hccn_tool -i N -tls -g`. ``dev_id`` is the phy id npu-smi printed."""
 
     dev_id: int
@@ -267,7 +267,7 @@ class TlsInfo(_Frozen):
     certs: tuple[TlsCert, ...] = ()
 
 
-class PingResult(_Frozen):
+class PingResult(Frozen):
     """`hccn_tool -i N -ping -g address X` summary."""
 
     device: int | None                    # the `device N PING X` line, when printed
@@ -277,7 +277,7 @@ class PingResult(_Frozen):
     loss_pct: float
 
 
-class HccnConf(_Frozen):
+class HccnConf(Frozen):
     """/etc/hccn.conf: ``key_<phy_id>=value`` lines grouped by phy id (``entries[0]["address"]``)."""
 
     entries: dict[int, dict[str, str]]
@@ -294,7 +294,7 @@ class HccnConf(_Frozen):
 # --------------------------------------------------------------------------- host
 
 
-class OsInfo(_Frozen):
+class OsInfo(Frozen):
     """/etc/os-release (plus `uname -m` for ``arch``)."""
 
     id: str                               # e.g. openEuler, ubuntu, kylin
@@ -304,7 +304,7 @@ class OsInfo(_Frozen):
     arch: str | None = None               # aarch64, x86_64
 
 
-class DiskFree(_Frozen):
+class DiskFree(Frozen):
     """`df -P -B1 <path>`: the filesystem that holds the path."""
 
     filesystem: str
@@ -314,13 +314,13 @@ class DiskFree(_Frozen):
     avail_bytes: int
 
 
-class ListeningPorts(_Frozen):
+class ListeningPorts(Frozen):
     """`ss -H -ltn`: TCP ports something listens on, on any address."""
 
     ports: frozenset[int]
 
 
-class WeightsDir(_Frozen):
+class WeightsDir(Frozen):
     """The weights-directory summary (see ``deployctl.probes.host.WEIGHTS_SUMMARY_SCRIPT``).
 
     Everything but ``exists`` is None when the directory does not exist.

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from deployctl.models.base import Frozen
 
 from deployctl.models.facts import (BoardInfo, DiskFree, HccnConf, IpConf, ListeningPorts, NpuSmiInfo, OsInfo,
                                     TlsInfo, VersionInfo, VnicInfo, WeightsDir)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class DeviceFacts(_Frozen):
+class DeviceFacts(Frozen):
     """One NPU device (die) as hccn_tool and npu-smi see it; None = not probed or probe failed."""
 
     phy_id: int
@@ -27,7 +27,7 @@ class DeviceFacts(_Frozen):
     super_pod_id: int | None = None
 
 
-class PingCheck(_Frozen):
+class PingCheck(Frozen):
     """`hccn_tool -i <device> -ping -g address <peer device ip>` from this host."""
 
     device: int
@@ -38,7 +38,7 @@ class PingCheck(_Frozen):
     detail: str = ""
 
 
-class HostFacts(_Frozen):
+class HostFacts(Frozen):
     name: str
     address: str
     error_kind: str | None = None         # unreachable, auth, host-key-unknown, host-key-changed, timeout, ssh
@@ -67,7 +67,7 @@ class HostFacts(_Frozen):
         return self.error_kind is None
 
 
-class Finding(_Frozen):
+class Finding(Frozen):
     rule: str                              # e.g. "driver-firmware"
     severity: Literal["FAIL", "WARN"]
     host: str | None = None
@@ -76,7 +76,7 @@ class Finding(_Frozen):
     hint: str = ""
 
 
-class FactsFile(_Frozen):
+class FactsFile(Frozen):
     """What `deployctl preflight` saves; `plan/render --facts FILE` fill device IPs and SDIDs from it."""
 
     deployctl_version: str

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from deployctl.models.base import Frozen
 
 from deployctl.models.inventory import Inventory, Ports
 
 Role = Literal["mixed", "prefill", "decode"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Degrees(_Frozen):
+class Degrees(Frozen):
     """Parallel degrees of one instance, MindIE naming (ModelConfig keys)."""
 
     tp: int = 1
@@ -28,7 +28,7 @@ class Degrees(_Frozen):
     lm_head_tp: int | None = None
 
 
-class Rank(_Frozen):
+class Rank(Frozen):
     rank: int
     node: str
     device_id: int          # physical id (/dev/davinciN)
@@ -37,7 +37,7 @@ class Rank(_Frozen):
     sdid: int | None = None
 
 
-class MemoryFit(_Frozen):
+class MemoryFit(Frozen):
     """Per-die memory budget (bytes are decimal GB = 1e9 in the *_gb fields)."""
 
     hbm_gb: float
@@ -55,7 +55,7 @@ class MemoryFit(_Frozen):
     reason: str = ""
 
 
-class Instance(_Frozen):
+class Instance(Frozen):
     name: str
     role: Role
     nodes: list[str]
@@ -70,7 +70,7 @@ class Instance(_Frozen):
         return len(self.nodes) > 1
 
 
-class PlanNode(_Frozen):
+class PlanNode(Frozen):
     name: str
     address: str
     server_id: str           # rank table server_id (the node IP, as MindIE expects)
@@ -83,7 +83,7 @@ class PlanNode(_Frozen):
     runs_ms: bool = False    # pd-split: this node also runs MindIE-MS controller + coordinator
 
 
-class Plan(_Frozen):
+class Plan(Frozen):
     """Everything the renderers need; `deployctl plan --output json` prints this."""
 
     deployctl_version: str
