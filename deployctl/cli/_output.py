@@ -76,6 +76,19 @@ def print_plan(plan) -> None:
                       "long requests will queue or be preempted[/]")
 
 
+def print_render_helm(plan, out: Path, artifacts) -> None:
+    con = _console()
+    k = plan.inventory.kubernetes
+    release = k.release or plan.inventory.cluster.name
+    con.print(f"✓ rendered chart values for {len(plan.nodes)} server(s) into [bold]{esc(out)}[/]: values.yaml, "
+              f"chart/{', manifests.yaml' if any(a.path == 'manifests.yaml' for a in artifacts) else ''}")
+    for inst in plan.instances:
+        con.print(esc(f"  instance {inst.name} ({inst.role}): {len(inst.nodes)} pod(s), master on {inst.master}"))
+    con.print(esc(f"  install: helm upgrade --install {release} {out}/chart --namespace {k.namespace} "
+                  f"--create-namespace --values {out}/values.yaml"))
+    con.print(esc(f"  or: deployctl up --target k8s -i INV (also restarts only the instances that changed)"))
+
+
 def print_render(plan, out: Path, artifacts) -> None:
     con = _console()
     con.print(f"✓ rendered {len(artifacts)} files for {len(plan.nodes)} node(s) into [bold]{esc(out)}[/]")

@@ -79,15 +79,24 @@ def run_plan(path: Path, output: str, facts: Path | None = None) -> None:
     _output.print_plan(plan)
 
 
-def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None) -> None:
-    from deployctl.render import render_artifacts
+def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None,
+               target: str = "bare-metal", values_only: bool = False) -> None:
     from deployctl.render.write import check_target, write_tree
 
     check_target(out, force, keep=(path,))
     plan = make_plan(path, facts)
-    artifacts = render_artifacts(plan)
+    if target == "helm":
+        from deployctl.k8s.render import render_helm
+
+        artifacts = render_helm(plan, with_manifests=not values_only)
+    else:
+        from deployctl.render import render_artifacts
+
+        artifacts = render_artifacts(plan)
     write_tree(out, artifacts, force=force, keep=(path,))
     if output == "json":
-        typer.echo(json.dumps({"out": str(out), "files": [a.path for a in artifacts]}, indent=2))
-        return
-    _output.print_render(plan, out, artifacts)
+        typer.echo(json.dumps({"out": str(out), "target": target, "files": [a.path for a in artifacts]}, indent=2))
+    elif target == "helm":
+        _output.print_render_helm(plan, out, artifacts)
+    else:
+        _output.print_render(plan, out, artifacts)

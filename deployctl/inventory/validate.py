@@ -447,6 +447,37 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
+def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
+    """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
+    from pydantic import ValidationError
+
+    from deployctl.k8s.values import OWNED_VALUES
+    from deployctl.models.helm_values import ChartValues
+    from deployctl.render.engine_config import deep_merge
+
+    values = inv.kubernetes.values
+    base = ("kubernetes", "values")
+    out = [raw.problem(base + (key,), f"kubernetes.values.{key} is rendered by deployctl from the plan",
+                       "change the inventory's nodes/layout/model instead") for key in OWNED_VALUES if key in values]
+    if out:
+        return out
+    try:
+        ChartValues.model_validate(deep_merge(ChartValues().model_dump(), values))
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = base + tuple(err["loc"])
+            hint = "see the chart's values.yaml (charts/mindie/values.yaml) for every key and its meaning"
+            if err["type"] == "extra_forbidden":
+                out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
+            else:
+                out.append(raw.problem(loc, err["msg"], hint))
+    for i, node in enumerate(inv.nodes):
+        if node.k8s_node and node.k8s_node in {n.k8s_node or n.name for n in inv.nodes[:i]}:
+            out.append(raw.problem(("nodes", i, "k8s_node"), f"k8s_node '{node.k8s_node}' is used twice",
+                                   "each server is a different Kubernetes Node"))
+    return out
+
+
 def _check_layout(inv, raw: RawInventory) -> list[Problem]:
     lay = inv.layout
     out = []
@@ -518,7 +549,8 @@ def _apply_facts(inv, facts):
     return inv.model_copy(update={"nodes": nodes})
 
 
-CHECKS = (_check_nodes, _check_super_pod, _check_devices, _check_model, _check_engine, _check_layout)
+CHECKS = (_check_nodes, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
+          _check_layout)
 
 
 def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+K8S_NODE_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"   # a DNS subdomain, as Kubernetes names nodes
 
 
 class Strict(BaseModel):
@@ -122,6 +123,8 @@ class Node(Strict):
     hccn_conf: str | None = None
     devices: list[Device] | None = None
     ssh: NodeSsh | None = None
+    k8s_node: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253)
+    # Kubernetes only: the Node this server is registered as (default: name)
 
     _coerce_pod = field_validator("super_pod_id", mode="before")(_to_str)
 
@@ -131,6 +134,20 @@ class Node(Strict):
         return self.container_ip or self.address
 
 
+class Kubernetes(Strict):
+    """`render --target helm` / `up --target k8s`: where and how the Helm release goes."""
+
+    namespace: str = Field("default", pattern=NAME_PATTERN, max_length=63)
+    release: str | None = Field(None, pattern=NAME_PATTERN, max_length=53)   # default: cluster.name
+    kubeconfig: str | None = None          # default: $KUBECONFIG, else ~/.kube/config
+    context: str | None = None             # default: the kubeconfig's current context
+    rank_table: Literal["deployctl", "cluster"] = "deployctl"
+    # deployctl: the rendered rank table (byte-identical to bare metal), pods pinned to the inventory's nodes;
+    # cluster: Ascend Operator writes hccl.json into ConfigMap rings-config-<name> (/user/serverid/devindex/config)
+    scheduler_name: str | None = Field(None, pattern=NAME_PATTERN)   # e.g. volcano
+    values: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered chart values
+
+
 class Inventory(Strict):
     cluster: Cluster
     ssh: SshDefaults = Field(default_factory=SshDefaults)
@@ -138,6 +155,7 @@ class Inventory(Strict):
     model: ModelSpec
     layout: Layout = Field(default_factory=Layout)
     nodes: list[Node] = Field(min_length=1)
+    kubernetes: Kubernetes = Field(default_factory=Kubernetes)
 
     @property
     def devices_per_node(self) -> int:

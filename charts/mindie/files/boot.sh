@@ -1,0 +1,53 @@
+#!/bin/bash
+# Boot of every pod of the mindie chart (mounted from ConfigMap <fullname>-boot).
+# 1. Copy the rendered files (config.json, ranktable.json, MindIE-MS files) from the ConfigMap into
+#    $DEPLOYCTL_WORK_DIR with mode 640: MindIE refuses more open files, and ConfigMap files are symlinks.
+# 2. rankTable.source cluster: wait until Ascend Operator's hccl.json says "completed", copy it to
+#    $RANK_TABLE_FILE.
+# 3. exec the MindIE server daemon, or the MindIE-MS controller or coordinator.
+set -eo pipefail
+role="${1:?usage: boot.sh server|controller|coordinator}"
+work="${DEPLOYCTL_WORK_DIR:?DEPLOYCTL_WORK_DIR is not set}"
+mkdir -p "$work"
+for f in /opt/deployctl/files/*; do
+  [ -f "$f" ] || continue
+  cp "$f" "$work/${f##*/}"
+  chmod 640 "$work/${f##*/}"
+done
+if [ "$role" = server ] && [ "${DEPLOYCTL_RANK_TABLE_SOURCE:-deployctl}" = cluster ] && [ -n "${RANK_TABLE_FILE:-}" ]; then
+  table=/user/serverid/devindex/config/hccl.json
+  waited=0
+  until grep -q '"status"[[:space:]]*:[[:space:]]*"completed"' "$table" 2>/dev/null; do
+    if [ "$waited" -ge "${DEPLOYCTL_RANK_TABLE_WAIT:-600}" ]; then
+      echo "boot: $table is not completed after ${waited}s: is Ascend Operator running, and does it watch" \
+           "ring-controller.atlas pods of this namespace?" >&2
+      exit 1
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  cp "$table" "$RANK_TABLE_FILE"
+  chmod 640 "$RANK_TABLE_FILE"
+fi
+case "$role" in
+  server)
+    for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh \
+             /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do
+      if [ -f "$f" ]; then source "$f"; fi
+    done
+    cd "$(dirname "$DEPLOYCTL_DAEMON")/.."
+    exec "$DEPLOYCTL_DAEMON"
+    ;;
+  controller)
+    cd "$DEPLOYCTL_MS_HOME"
+    exec ./bin/ms_controller
+    ;;
+  coordinator)
+    cd "$DEPLOYCTL_MS_HOME"
+    exec ./bin/ms_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_PORT" "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_MANAGE_PORT"
+    ;;
+  *)
+    echo "boot: unknown role '$role' (server, controller or coordinator)" >&2
+    exit 2
+    ;;
+esac

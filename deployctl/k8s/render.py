@@ -1,0 +1,83 @@
+"""`deployctl render --target helm`: values.yaml for the plan, the chart it is for, and `helm template` output.
+
+Tree::
+
+    DIR/plan.json          the plan (as for bare metal)
+    DIR/values.yaml        chart values: instances, files, env, nodes, NPUs, ports
+    DIR/chart/             the mindie chart these values are for
+    DIR/manifests.yaml     `helm template <release> DIR/chart -n <namespace> -f DIR/values.yaml`
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from deployctl import __version__
+from deployctl.models.artifact import Artifact
+from deployctl.models.helm_values import ChartValues
+from deployctl.models.plan import Plan
+
+
+# Always written out, even when equal to the chart's defaults: what a reviewer checks first.
+ALWAYS_SHOWN = ("image", "npu", "rankTable", "shmSize", "weightsPath", "ports")
+
+
+def values_yaml(plan: Plan, values: ChartValues) -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, value: str):
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    k = plan.inventory.kubernetes
+    release = k.release or plan.inventory.cluster.name
+    header = (f"# deployctl {__version__}: values of chart mindie for cluster {plan.inventory.cluster.name} "
+              f"({plan.preset}, {len(plan.nodes)} x {plan.hardware.upper()}).\n"
+              "# Do not edit by hand: change the inventory and re-render.\n"
+              f"# Install: helm upgrade --install {release} chart --namespace {k.namespace} --values values.yaml\n"
+              "#   (or: deployctl up --target k8s, which also restarts the instances that changed)\n")
+    full = values.model_dump()
+    changed = values.model_dump(exclude_defaults=True)
+    shown = {k: v for k, v in full.items() if k in ALWAYS_SHOWN or k in changed}
+    body = yaml.dump(shown, Dumper=Dumper, sort_keys=False, width=10_000, allow_unicode=True)
+    return header + body
+
+
+def chart_artifacts() -> list[Artifact]:
+    from deployctl.k8s.helm import chart_dir
+
+    root = chart_dir()
+    out = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        mode = 0o755 if path.suffix == ".sh" else 0o644
+        out.append(Artifact(kind="chart", path=f"chart/{path.relative_to(root).as_posix()}",
+                            content=path.read_bytes(), mode=mode))
+    return out
+
+
+def manifests(plan: Plan, values_text: str) -> str:
+    from deployctl.k8s import helm
+
+    k = plan.inventory.kubernetes
+    with tempfile.TemporaryDirectory(prefix="deployctl-helm-") as tmp:
+        values_file = Path(tmp) / "values.yaml"
+        values_file.write_text(values_text, encoding="utf-8")
+        return helm.template(helm.chart_dir(), values_file, k.release or plan.inventory.cluster.name, k.namespace)
+
+
+def render_helm(plan: Plan, with_manifests: bool = True) -> list[Artifact]:
+    from deployctl.k8s.values import chart_values
+    from deployctl.render import render_artifacts, render_plan
+
+    values = chart_values(plan, render_artifacts(plan))
+    text = values_yaml(plan, values)
+    out = render_plan(plan) + [Artifact(kind="values", path="values.yaml", content=text.encode())]
+    out += chart_artifacts()
+    if with_manifests:
+        out.append(Artifact(kind="manifests", path="manifests.yaml", content=manifests(plan, text).encode()))
+    return sorted(out, key=lambda a: a.path)

