@@ -117,9 +117,11 @@ RunDirOpt = Annotated[Path, typer.Option("--run-dir", help="Where run records ar
 def up(
     inventory: InventoryOpt,
     output: OutputOpt = OutputFormat.text,
+    target: DeployTargetOpt = DeployTarget.hosts,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change and stop.")] = False,
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
-    skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts first.")] = False,
+    skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts (k8s: the Nodes) "
+                                                                        "first.")] = False,
     trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Accept unknown host keys.")] = False,
     ready_timeout: Annotated[int, typer.Option(help="Seconds each node may take to become ready.")] = 1800,
     pull: Annotated[bool, typer.Option("--pull", help="docker pull the image on every node first "
@@ -133,7 +135,19 @@ def up(
     completion. All-or-nothing: if any node fails, what this run started is stopped and the previous
     revision is restarted where there was one; the failing host and its last log lines are named.
     Re-running with no change does nothing. Everything is recorded under --run-dir.
+
+    With --target k8s: checks the Nodes (names, the IPs the rank table uses, accelerator-type, NPUs),
+    shows what changes in the release, runs `helm upgrade --install` with the rendered values,
+    restarts only the instances whose files or env changed (all their pods together), and follows the
+    pods until every one is ready. A pod that fails (crash loop, image pull, unschedulable) or is not
+    ready by --ready-timeout is named with its events, and the release goes back to its previous
+    revision (uninstalled if there was none).
     """
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_up_k8s
+
+        run_up_k8s(inventory, output.value, dry_run, yes, skip_preflight, ready_timeout, run_dir)
+        return
     from deployctl.cli.deploy import run_up
 
     run_up(inventory, output.value, dry_run, yes, skip_preflight, trust_new_hosts, ready_timeout, run_dir, pull)
@@ -143,22 +157,38 @@ def up(
 def down(
     inventory: InventoryOpt,
     output: OutputOpt = OutputFormat.text,
+    target: DeployTargetOpt = DeployTarget.hosts,
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files on the hosts.")] = False,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
-    """Stop and remove this deployment's containers on every node (files are kept unless --purge)."""
+    """Stop and remove this deployment's containers on every node (files are kept unless --purge).
+
+    With --target k8s: `helm uninstall` the release (Ascend Operator's rings-config ConfigMaps stay).
+    """
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_down_k8s
+
+        run_down_k8s(inventory, output.value)
+        return
     from deployctl.cli.deploy import run_down
 
     run_down(inventory, output.value, purge, run_dir)
 
 
 @app.command()
-def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text):
+def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
+           target: DeployTargetOpt = DeployTarget.hosts):
     """Per node and rank range: deployed revision, engine container state, readiness (health endpoint).
 
     Exit 1 when anything is degraded (a container not running or not ready, an unreachable host, nodes
-    of one instance on different revisions).
+    of one instance on different revisions). With --target k8s: every pod of the release, its node,
+    readiness, restarts and why it is not ready (with its warning events).
     """
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_status_k8s
+
+        run_status_k8s(inventory, output.value)
+        return
     from deployctl.cli.deploy import run_status
 
     run_status(inventory, output.value)
@@ -177,6 +207,20 @@ def logs(
     from deployctl.cli.deploy import run_logs
 
     run_logs(inventory, output.value, host or [], since, tail, run_dir)
+
+
+@app.command()
+def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
+         target: DeployTargetOpt = DeployTarget.hosts):
+    """Show what `up` would change, without changing anything.
+
+    hosts: per node, the rendered files against the deployed revision (new/changed/removed) and whether
+    its engine would start, restart (its whole instance) or stay. k8s: per object of the Helm release,
+    rendered manifest against the live object (the differing fields), and which instances would restart.
+    """
+    from deployctl.cli.k8s import run_diff
+
+    run_diff(inventory, output.value, target.value)
 
 
 def main() -> None:

@@ -247,3 +247,25 @@ def _problem(node: str, error: str):
     from deployctl.errors import Problem
 
     return Problem(message=error, path=node)
+
+
+def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60) -> ChangeSet:
+    """`deployctl diff`: what `up` would change on each host (read-only: SSH reads, no preflight)."""
+    from deployctl.executors.ssh import SshExecutor
+    from deployctl.planning.plan import plan_layout
+    from deployctl.render import render_artifacts
+
+    plan = plan_layout(inv)
+    engine, ms = container_names(plan)
+    executor = SshExecutor()
+    try:
+        deployed = read_deployed(plan, ssh_targets(inv, inventory_dir), executor, cluster_dir(plan),
+                                 timeout=ssh_timeout)
+    finally:
+        executor.close()
+    down = {n: s.error for n, s in deployed.items() if s.error}
+    if down:
+        raise ExecutionError(f"cannot read the deployment on {len(down)} host(s)",
+                             problems=[_problem(n, e) for n, e in down.items()],
+                             hint="fix SSH to these hosts (deployctl preflight shows why)")
+    return diff_deployment(plan, node_bundles(plan, render_artifacts(plan)), deployed, engine, ms)

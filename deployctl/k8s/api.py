@@ -1,0 +1,118 @@
+"""The Kubernetes API through the official client, reduced to what deployctl reads and deletes.
+
+Everything returned is a plain dict in the API's own JSON shape (camelCase), so the logic that looks at
+it (diff.py, rollout.py) stays pure and is tested on literal dicts. The client is imported lazily: it
+is large and only `--target k8s` needs it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from deployctl.errors import ExecutionError, UsageError
+
+RELEASE_LABEL = "app.kubernetes.io/instance"
+# What the chart creates (namespaced): (kind, client api attribute, list method)
+KINDS = (
+    ("ConfigMap", "core", "list_namespaced_config_map"),
+    ("Service", "core", "list_namespaced_service"),
+    ("ServiceAccount", "core", "list_namespaced_service_account"),
+    ("StatefulSet", "apps", "list_namespaced_stateful_set"),
+    ("Deployment", "apps", "list_namespaced_deployment"),
+)
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """Where the release goes: kubeconfig file, context, namespace and release name."""
+
+    kubeconfig: str
+    context: str | None
+    namespace: str
+    release: str
+
+    def helm_args(self) -> list[str]:
+        args = ["--kubeconfig", self.kubeconfig, "--namespace", self.namespace]
+        return args + (["--kube-context", self.context] if self.context else [])
+
+
+def kube_target(inv, inventory_dir: Path) -> KubeTarget:
+    k = inv.kubernetes
+    if k.kubeconfig:
+        path = Path(k.kubeconfig).expanduser()
+        path = path if path.is_absolute() else inventory_dir / path
+    else:
+        path = Path(os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config").expanduser()
+    if not path.is_file():
+        raise UsageError(f"kubeconfig {path} does not exist",
+                         hint="set kubernetes.kubeconfig in the inventory, or KUBECONFIG, to your cluster's "
+                              "kubeconfig")
+    return KubeTarget(str(path), k.context, k.namespace, k.release or inv.cluster.name)
+
+
+class KubeApi:
+    """A connected client for one target."""
+
+    def __init__(self, target: KubeTarget):
+        from kubernetes import client, config
+
+        self.target = target
+        try:
+            self.client = config.new_client_from_config(config_file=target.kubeconfig, context=target.context)
+        except Exception as exc:  # noqa: BLE001 - the client raises several kinds for a bad kubeconfig
+            raise UsageError(f"cannot load kubeconfig {target.kubeconfig}: {exc}",
+                             hint="check the file and kubernetes.context") from None
+        self.core = client.CoreV1Api(self.client)
+        self.apps = client.AppsV1Api(self.client)
+
+    def _call(self, what: str, fn, *args, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            raise ExecutionError(f"Kubernetes API: {what} failed: {exc.status} {exc.reason}",
+                                 hint="check the namespace and your permissions (kubectl auth can-i)") from None
+        except (HTTPError, OSError) as exc:
+            raise ExecutionError(f"Kubernetes API: {what}: cannot reach {self.client.configuration.host} ({exc})",
+                                 hint="check the kubeconfig's server and that the API server is up") from None
+
+    def _plain(self, obj) -> dict:
+        return self.client.sanitize_for_serialization(obj)
+
+    def nodes(self) -> list[dict]:
+        return self._plain(self._call("list nodes", self.core.list_node)).get("items", [])
+
+    def release_objects(self) -> list[dict]:
+        """Every object of the release's kinds in the namespace, labelled with the release."""
+        t = self.target
+        out = []
+        for kind, api, method in KINDS:
+            res = self._call(f"list {kind}s", getattr(getattr(self, api), method), t.namespace,
+                             label_selector=f"{RELEASE_LABEL}={t.release}")
+            for item in self._plain(res).get("items", []):
+                out.append({"kind": kind, **item})
+        return out
+
+    def pods(self) -> list[dict]:
+        t = self.target
+        res = self._call("list pods", self.core.list_namespaced_pod, t.namespace,
+                         label_selector=f"{RELEASE_LABEL}={t.release}")
+        return self._plain(res).get("items", [])
+
+    def pod_events(self, pod: str) -> list[dict]:
+        res = self._call(f"events of pod {pod}", self.core.list_namespaced_event, self.target.namespace,
+                         field_selector=f"involvedObject.name={pod}")
+        return self._plain(res).get("items", [])
+
+    def delete_pods(self, selector: str) -> list[str]:
+        """Delete every pod matching the label selector at once (their controllers recreate them)."""
+        ns = self.target.namespace
+        res = self._call(f"list pods {selector}", self.core.list_namespaced_pod, ns, label_selector=selector)
+        names = [p["metadata"]["name"] for p in self._plain(res).get("items", [])]
+        for name in names:
+            self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, ns)
+        return names
