@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["fakecluster.fixtures"]   # simulated Ascend hosts (real sshd in namespaces)
+pytest_plugins = ["fakecluster.fixtures", "fakek8s.fixtures"]   # simulated Ascend hosts; fake Kubernetes API
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
@@ -47,8 +47,8 @@ def check_golden(path: Path, actual: bytes, update: bool) -> None:
         pytest.fail(f"{path} differs from the rendered output:\n{diff[:6000]}")
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the installed `deployctl` console script (exit codes and stderr exactly as users see them)."""
-    return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1",
-                                                    "DEPLOYCTL_HELM": HELM})
+    return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True, cwd=cwd or ROOT,
+                          env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "DEPLOYCTL_HELM": HELM,
+                               **(env or {})})

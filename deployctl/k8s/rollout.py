@@ -114,8 +114,11 @@ def describe(state: PodState, events: list[dict]) -> str:
     lines = [f"pod {state.name} ({state.group}){where}: {state.phase}, not ready"
              + (f", {state.restarts} restarts" if state.restarts else "")
              + (f": {state.reason}" if state.reason else "")]
-    warnings = [e for e in events if e.get("type") == "Warning"]
-    for e in warnings[-5:]:
-        count = f" (x{e['count']})" if e.get("count", 1) > 1 else ""
-        lines.append(f"    {e.get('reason', '')}: {e.get('message', '')}{count}")
+    seen: dict[tuple[str, str], int] = {}     # the same warning again is one line with a count
+    for e in events:
+        if e.get("type") == "Warning":
+            key = (e.get("reason", ""), e.get("message", ""))
+            seen[key] = seen.pop(key, 0) + (e.get("count") or 1)
+    for (reason, message), count in list(seen.items())[-5:]:
+        lines.append(f"    {reason}: {message}" + (f" (x{count})" if count > 1 else ""))
     return "\n".join(lines)
