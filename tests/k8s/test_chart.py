@@ -195,3 +195,18 @@ def test_cluster_rank_table_mode(tmp_path):
         assert spec["schedulerName"] == "volcano"
         assert {"name": "hccl", "mountPath": "/user/serverid/devindex/config", "readOnly": True} in \
             spec["containers"][0]["volumeMounts"]
+
+
+def test_without_helm_render_says_how_to_get_it_and_values_only_still_works(tmp_path):
+    inv = str(EXAMPLES / "a2-1x8-single.yaml")
+    res = run_cli("render", "-t", "helm", "-i", inv, "-o", str(tmp_path / "a"),
+                  env={"DEPLOYCTL_HELM": str(tmp_path / "no-helm")})
+    assert res.returncode == 2
+    assert "DEPLOYCTL_HELM" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "a").exists()          # nothing half-written
+    res = run_cli("render", "-t", "helm", "--values-only", "-i", inv, "-o", str(tmp_path / "b"),
+                  env={"DEPLOYCTL_HELM": str(tmp_path / "no-helm")})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "b" / "values.yaml").read_bytes() == (GOLDEN / "values-a2-1x8-single.yaml").read_bytes()
+    assert (tmp_path / "b" / "chart" / "values.schema.json").exists()
+    assert not (tmp_path / "b" / "manifests.yaml").exists()
