@@ -75,14 +75,32 @@ def _groups(plan: Plan, changes: ChangeSet) -> dict[str, list[str]]:
             "rollback": []}
 
 
-def _hostvars(plan: Plan, changes: ChangeSet, deployed, rendered: Path) -> dict[str, dict]:
+def pack_revision(folder: Path, archive: Path) -> Path:
+    """One tar of a node's revision folder (modes kept, owned by root): one transfer and one unpack per
+    host instead of a copy round trip per file."""
+    import tarfile
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(folder.iterdir()):
+            tar.add(path, arcname=path.name, recursive=False, filter=as_root)
+    return archive
+
+
+def _hostvars(plan: Plan, changes: ChangeSet, deployed, rendered: Path, packs: Path) -> dict[str, dict]:
     ports = plan.ports
     out = {}
     for h in changes.hosts:
         node = plan.node(h.node)
         before = deployed[h.node]
         smoke_port = ports.coordinator if node.runs_ms else ports.http
-        out[h.node] = {"deployctl_src": str(rendered / h.node), "deployctl_rev": h.rev,
+        archive = pack_revision(rendered / h.node, packs / f"{h.node}.tar") if h.push else None
+        out[h.node] = {"deployctl_archive": str(archive or ""), "deployctl_rev": h.rev,
                        "deployctl_ip": node.container_ip, "deployctl_smoke_port": smoke_port,
                        "deployctl_restore_rev": before.current_rev or "",
                        "deployctl_restore_ms": bool(node.runs_ms and before.current_rev)}
@@ -102,7 +120,7 @@ def apply_changes(plan: Plan, changes: ChangeSet, deployed, record: RunRecord, r
               "deployctl_pull": opts.pull}
     private = record.path / "ansible"
     prepare(private)
-    hostvars = _hostvars(plan, changes, deployed, rendered)
+    hostvars = _hostvars(plan, changes, deployed, rendered, record.path / "push")
     write_inventory(private / "inventory" / "hosts.yml", targets, hostvars, groups, common, opts.trust_new_hosts)
 
     def on_event(event: dict) -> None:
