@@ -471,6 +471,10 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
                 out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
             else:
                 out.append(raw.problem(loc, err["msg"], hint))
+    if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
+        out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",
+                               "MindIE-MS's global rank table names every server's IP, so deployctl must "
+                               "place the pods: use rank_table: deployctl"))
     for i, node in enumerate(inv.nodes):
         if node.k8s_node and node.k8s_node in {n.k8s_node or n.name for n in inv.nodes[:i]}:
             out.append(raw.problem(("nodes", i, "k8s_node"), f"k8s_node '{node.k8s_node}' is used twice",

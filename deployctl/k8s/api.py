@@ -21,6 +21,7 @@ KINDS = (
     ("ServiceAccount", "core", "list_namespaced_service_account"),
     ("StatefulSet", "apps", "list_namespaced_stateful_set"),
     ("Deployment", "apps", "list_namespaced_deployment"),
+    ("PodDisruptionBudget", "policy", "list_namespaced_pod_disruption_budget"),
 )
 
 
@@ -70,6 +71,7 @@ class KubeApi:
                              hint="check the file and kubernetes.context") from None
         self.core = client.CoreV1Api(self.client)
         self.apps = client.AppsV1Api(self.client)
+        self.policy = client.PolicyV1Api(self.client)
 
     def _call(self, what: str, fn, *args, **kwargs):
         from kubernetes.client.exceptions import ApiException
@@ -100,6 +102,31 @@ class KubeApi:
             for item in self._plain(res).get("items", []):
                 out.append({"kind": kind, **item})
         return out
+
+    def statefulsets(self) -> list[dict]:
+        t = self.target
+        res = self._call("list StatefulSets", self.apps.list_namespaced_stateful_set, t.namespace,
+                         label_selector=f"{RELEASE_LABEL}={t.release}")
+        return self._plain(res).get("items", [])
+
+    def ensure_namespace(self) -> bool:
+        """Create the namespace if missing, labelled for Pod Security Admission's privileged level (the pods
+        use hostNetwork and hostPath). Returns whether it was created. An existing one is left as it is."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        name = self.target.namespace
+        try:
+            self.core.read_namespace(name)
+            return False
+        except ApiException as exc:
+            if exc.status != 404:
+                raise ExecutionError(f"Kubernetes API: read namespace {name} failed: {exc.status} {exc.reason}",
+                                     hint="check your permissions (kubectl auth can-i get namespaces)") from None
+        labels = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+        body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
+        self._call(f"create namespace {name}", self.core.create_namespace, body)
+        return True
 
     def pods(self) -> list[dict]:
         t = self.target

@@ -93,8 +93,28 @@ def instance_actions(rendered: list[dict], live: list[dict]) -> list[InstanceAct
             out.append(InstanceAction(inst, "start", "new instance"))
         elif have[inst] != checksum:
             out.append(InstanceAction(inst, "restart", "files or env changed"))
-        elif any(changes[s].change != "unchanged" for s in sets):
+        elif any(f.startswith("spec.template") for s in sets for f in changes[s].fields):
             out.append(InstanceAction(inst, "restart", "pod spec changed"))
         else:
             out.append(InstanceAction(inst, "keep", "up to date"))
     return out
+
+
+def settled(statefulsets: list[dict]) -> bool:
+    """Every StatefulSet controller has seen the latest spec (status.updateRevision is current)."""
+    return all((d.get("status") or {}).get("observedGeneration", 0) >= d["metadata"].get("generation", 1)
+               for d in statefulsets)
+
+
+def stale_instances(statefulsets: list[dict], pods: list[dict]) -> set[str]:
+    """Instances with a pod that does not run its StatefulSet's update revision (OnDelete leaves such pods
+    until they are deleted): after `helm upgrade`, these restart, all their pods together."""
+    revision = {d["metadata"]["name"]: (d.get("status") or {}).get("updateRevision") for d in statefulsets}
+    out = set()
+    for pod in pods:
+        meta = pod["metadata"]
+        owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "StatefulSet"), None)
+        want = revision.get(owner)
+        if want and (meta.get("labels") or {}).get("controller-revision-hash") != want:
+            out.add((meta.get("labels") or {}).get(INSTANCE_LABEL, ""))
+    return out - {""}

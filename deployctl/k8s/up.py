@@ -19,7 +19,8 @@ from deployctl.deploy.records import RunRecord
 from deployctl.errors import ExecutionError, Problem
 from deployctl.k8s import helm
 from deployctl.k8s.api import RELEASE_LABEL, KubeApi, KubeTarget, kube_target
-from deployctl.k8s.diff import INSTANCE_LABEL, InstanceAction, ObjectChange, diff_objects, instance_actions
+from deployctl.k8s.diff import (INSTANCE_LABEL, InstanceAction, ObjectChange, diff_objects, instance_actions,
+                                settled, stale_instances)
 from deployctl.k8s.rollout import Progress, describe, progress
 from deployctl.models.helm_values import ChartValues
 from deployctl.models.plan import Plan
@@ -163,8 +164,7 @@ def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter)
         time.sleep(opts.poll)
 
 
-def _restore(api: KubeApi, target: KubeTarget, previous: int | None, moved: list[str], opts: K8sOptions,
-             reporter: Reporter) -> str:
+def _restore(api: KubeApi, target: KubeTarget, previous: int | None, opts: K8sOptions, reporter: Reporter) -> str:
     if not opts.rollback:
         return "kept"
     if previous is None:
@@ -173,9 +173,22 @@ def _restore(api: KubeApi, target: KubeTarget, previous: int | None, moved: list
         return "uninstalled"
     reporter.step(f"rolling back {target.release} to revision {previous}")
     helm.run_helm(["rollback", target.release, str(previous), *target.helm_args()], "helm rollback")
-    for inst in moved:
-        api.delete_pods(f"{RELEASE_LABEL}={target.release},{INSTANCE_LABEL}={inst}")
+    restart_stale(api, target, reporter, opts)     # the instances this run restarted go back too
     return f"revision {previous}"
+
+
+def restart_stale(api: KubeApi, target: KubeTarget, reporter: Reporter, opts: K8sOptions) -> list[str]:
+    """Delete all pods of every instance with a pod behind its StatefulSet's update revision (OnDelete)."""
+    deadline = time.monotonic() + 60
+    sets = api.statefulsets()
+    while not settled(sets) and time.monotonic() < deadline:   # the controller catches up with the upgrade
+        time.sleep(min(opts.poll, 1.0))
+        sets = api.statefulsets()
+    stale = sorted(stale_instances(sets, api.pods()))
+    for inst in stale:
+        gone = api.delete_pods(f"{RELEASE_LABEL}={target.release},{INSTANCE_LABEL}={inst}")
+        reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) together (new revision)")
+    return stale
 
 
 def run_up(inv, opts: K8sOptions, reporter: Reporter, confirm) -> K8sOutcome:
@@ -220,14 +233,12 @@ def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, rep
         record.finish("canceled", 0)
         return K8sOutcome("declined", record, changes, actions)
     previous = release_history(target)
+    if api.ensure_namespace():
+        reporter.step(f"created namespace {target.namespace} (Pod Security: privileged, for hostNetwork/hostPath)")
     reporter.step(f"helm upgrade --install {target.release} (namespace {target.namespace})")
     helm.run_helm(["upgrade", "--install", target.release, str(helm.chart_dir()), "--values", str(values_file),
-                   "--create-namespace", *target.helm_args()], "helm upgrade --install")
-    moved = [a.instance for a in actions if a.action != "keep"]
-    for a in actions:
-        if a.action == "restart":
-            gone = api.delete_pods(f"{RELEASE_LABEL}={target.release},{INSTANCE_LABEL}={a.instance}")
-            reporter.step(f"  instance {a.instance}: restarting {len(gone)} pod(s) together ({a.reason})")
+                   *target.helm_args()], "helm upgrade --install")
+    restart_stale(api, target, reporter, opts)
     prog, failing = follow(api, rendered.docs, opts, reporter)
     record.write_json("rollout.json", {"expected": prog.expected, "ready": prog.ready,
                                        "pods": [p.__dict__ for p in prog.pods], "failing": failing})
@@ -237,7 +248,7 @@ def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, rep
     failure = "\n".join(failing)
     for line in failing:
         reporter.failure(line)
-    restored = _restore(api, target, previous, moved, opts, reporter)
+    restored = _restore(api, target, previous, opts, reporter)
     record.finish("failed", 1)
     return K8sOutcome("failed", record, changes, actions, failure, restored)
 
@@ -257,9 +268,13 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
     workloads = [o for o in api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
-    prog = progress(workloads, api.pods())
+    pods = api.pods()
+    prog = progress(workloads, pods)
     problems = [describe(p, api.pod_events(p.name)) for p in prog.pods if not p.ready]
-    return prog, problems, not workloads or not prog.done
+    stale = stale_instances([w for w in workloads if w["kind"] == "StatefulSet"], pods)
+    problems += [f"instance {i}: some pods run an older revision of their StatefulSet; `deployctl up --target k8s`"
+                 " restarts the instance" for i in sorted(stale)]
+    return prog, problems, not workloads or not prog.done or bool(stale)
 
 
 def run_down(inv, inventory_dir: Path) -> str:

@@ -18,7 +18,7 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
-from deployctl.errors import RenderError
+from deployctl.errors import RenderError, UsageError
 from deployctl.models.artifact import Artifact
 from deployctl.models.helm_values import ChartValues, Image, Instance, Ms, Npu, Ports, RankTable, Service
 from deployctl.models.plan import Plan
@@ -86,6 +86,9 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     inv = plan.inventory
     e = inv.engine
+    if not release_name(plan)[0].isalpha():
+        raise UsageError(f"release name '{release_name(plan)}' cannot name Kubernetes Services (they must start "
+                         "with a letter)", hint="set kubernetes.release in the inventory")
     by_path = {a.path: a for a in artifacts}
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []

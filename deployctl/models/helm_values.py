@@ -34,10 +34,13 @@ class Npu(Frozen):
 
 class RankTable(Frozen):
     source: Literal["deployctl", "cluster"] = "deployctl"
+    configMapPrefix: str = Field("rings-config-", description="cluster source: the table of instance X is in "
+                                                              "ConfigMap <prefix><fullname>-X (not created here)")
     waitSeconds: int = Field(600, ge=1, description="cluster source: how long a pod waits for status completed")
 
 
 class Probe(Frozen):
+    enabled: bool = True
     periodSeconds: int = Field(10, ge=1)
     timeoutSeconds: int = Field(5, ge=1)
     failureThreshold: int = Field(3, ge=1)
@@ -45,8 +48,9 @@ class Probe(Frozen):
 
 class Probes(Frozen):
     startup: Probe = Probe(periodSeconds=10, failureThreshold=180)
-    readiness: Probe = Probe(periodSeconds=10, failureThreshold=3)
-    liveness: Probe = Probe(periodSeconds=20, failureThreshold=6)
+    readiness: Probe = Probe(periodSeconds=10, failureThreshold=6)
+    # off: a restarted rank cannot rejoin its HCCL world; the whole instance must restart
+    liveness: Probe = Probe(enabled=False, periodSeconds=20, failureThreshold=6)
 
 
 class Ports(Frozen):
@@ -62,7 +66,7 @@ class Ports(Frozen):
 
 
 class HostMount(Frozen):
-    name: str = Field(pattern=DNS_LABEL, max_length=63)
+    name: str = Field(pattern=DNS_LABEL, max_length=58)   # the volume is host-<name>, at most 63
     path: str = Field(pattern=r"^/")
     type: Literal["", "Directory", "File", "DirectoryOrCreate", "FileOrCreate"] = ""
 
@@ -70,6 +74,11 @@ class HostMount(Frozen):
 class Resources(Frozen):
     requests: dict[str, str | int] = Field(default_factory=dict, description="cpu/memory; the NPUs are added")
     limits: dict[str, str | int] = Field(default_factory=dict)
+
+
+class PodDisruptionBudget(Frozen):
+    enabled: bool = Field(True, description="maxUnavailable 0 per instance: a drain or eviction must not take "
+                                            "one rank out of a running HCCL world")
 
 
 class Service(Frozen):
@@ -110,8 +119,9 @@ class Ms(Frozen):
                                                                       "global_ranktable.json, verbatim")
 
 
-SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"}}
+# The runtime's default capabilities, as bare metal's `docker run` (root must read weights owned by the
+# MindIE user, mode 750); no privilege escalation, the runtime's seccomp profile.
+SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
 HOST_MOUNTS = (   # the same host paths the bare-metal start.sh mounts, read-only
     HostMount(name="driver", path="/usr/local/Ascend/driver", type="Directory"),
     HostMount(name="firmware", path="/usr/local/Ascend/firmware", type="Directory"),
@@ -150,8 +160,9 @@ class ChartValues(Frozen):
     hostMounts: list[HostMount] = Field(default_factory=lambda: list(HOST_MOUNTS))
     ports: Ports = Ports()
     probes: Probes = Probes()
-    resources: Resources = Resources()
-    msResources: Resources = Resources()
+    resources: Resources = Resources(requests={"cpu": "16", "memory": "64Gi"})
+    msResources: Resources = Resources(requests={"cpu": "2", "memory": "2Gi"})
+    podDisruptionBudget: PodDisruptionBudget = PodDisruptionBudget()
     service: Service = Service()
     tests: Tests = Tests()
     instances: list[Instance] = Field(default_factory=list)

@@ -186,15 +186,23 @@ def test_cluster_rank_table_mode(tmp_path):
         kubernetes_validate.validate(doc, "1.33.0", strict=True)
     maps = {d["metadata"]["name"]: d for d in manifests if d["kind"] == "ConfigMap"}
     assert set(maps["r1-4x8-mindie-mixed-files"]["data"]) == {"config.json"}
-    ring = maps["rings-config-r1-4x8-mindie-mixed"]
-    assert json.loads(ring["data"]["hccl.json"]) == {"status": "initializing"}
-    assert ring["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
+    assert not any(name.startswith("rings-config-") for name in maps)   # the cluster's generator owns it
     for sts in (d for d in manifests if d["kind"] == "StatefulSet"):
         spec = sts["spec"]["template"]["spec"]
         assert "nodeAffinity" not in spec["affinity"]
         assert spec["schedulerName"] == "volcano"
         assert {"name": "hccl", "mountPath": "/user/serverid/devindex/config", "readOnly": True} in \
             spec["containers"][0]["volumeMounts"]
+        hccl = next(v for v in spec["volumes"] if v["name"] == "hccl")["configMap"]
+        assert hccl == {"name": "rings-config-r1-4x8-mindie-mixed", "defaultMode": 0o640, "optional": True}
+
+
+def test_cluster_rank_table_is_refused_for_pd_split(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text((EXAMPLES / "a3-pd-2p2d.yaml").read_text() + "\nkubernetes:\n  rank_table: cluster\n")
+    res = run_cli("validate", "-i", str(inv))
+    assert res.returncode == 2
+    assert "kubernetes.rank_table: rank_table: cluster does not work with pd-split" in res.stdout + res.stderr
 
 
 def test_without_helm_render_says_how_to_get_it_and_values_only_still_works(tmp_path):

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import copy
 
-from deployctl.k8s.diff import diff_objects, instance_actions
+from deployctl.k8s.diff import diff_objects, instance_actions, settled, stale_instances
 from deployctl.k8s.rollout import describe, pod_state, progress
 
 
 def sts(name: str, inst: str, checksum: str, replicas: int = 1) -> dict:
     labels = {"app.kubernetes.io/instance": "r", "deployctl.io/instance": inst}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": labels},
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": dict(labels)},
             "spec": {"replicas": replicas, "template": {"metadata": {
-                "labels": labels, "annotations": {"checksum/instance": checksum}}, "spec": {"hostNetwork": True}}}}
+                "labels": dict(labels), "annotations": {"checksum/instance": checksum}}, "spec": {"hostNetwork": True}}}}
 
 
 def cm(name: str, data: dict) -> dict:
@@ -104,3 +104,29 @@ def test_unschedulable_is_not_fatal_at_once_and_never_ready_is_described_with_ev
     assert text.splitlines()[1].strip() == ("Unhealthy: Readiness probe failed: HTTP probe failed with "
                                             "statuscode: 503 (x12)")
     assert "Pulled" not in text
+
+
+def test_a_chart_version_label_alone_restarts_nothing():
+    old = sts("r-mixed-master", "mixed", "a")
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["helm.sh/chart"] = "mindie-0.2.0"
+    assert [c.change for c in diff_objects([new], [live(old)])] == ["changed"]
+    assert [a.action for a in instance_actions([new], [live(old)])] == ["keep"]
+
+
+def test_pods_behind_the_update_revision_make_their_instance_stale():
+    sets = [{"metadata": {"name": "r-p-master", "generation": 2},
+             "status": {"observedGeneration": 2, "updateRevision": "r-p-master-new"}},
+            {"metadata": {"name": "r-d-master", "generation": 3},
+             "status": {"observedGeneration": 3, "updateRevision": "r-d-master-b"}}]
+
+    def owned(name, owner, inst, rev):
+        return {"metadata": {"name": name, "labels": {"deployctl.io/instance": inst, "controller-revision-hash": rev},
+                             "ownerReferences": [{"kind": "StatefulSet", "name": owner}]}}
+
+    pods = [owned("r-p-master-0", "r-p-master", "prefill", "r-p-master-old"),
+            owned("r-d-master-0", "r-d-master", "decode", "r-d-master-b")]
+    assert settled(sets)
+    assert stale_instances(sets, pods) == {"prefill"}
+    sets[1]["metadata"]["generation"] = 4            # the controller has not seen the upgrade yet
+    assert not settled(sets)

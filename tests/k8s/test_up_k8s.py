@@ -67,6 +67,8 @@ def test_up_creates_exactly_the_rendered_objects_then_status_diff_rerun_down(fak
     assert res.returncode == 0, res.stdout + res.stderr
     assert "✓ serving through Service ds32-2x8-mindie.mindie:1025" in res.stdout
     assert created(fake_kube) == expected
+    ns = fake_kube.get_object("namespaces", None, NS)   # created by deployctl, for hostNetwork/hostPath pods
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pods = {p["metadata"]["name"]: p for p in fake_kube.objects("pods", NS)}
     assert set(pods) == {"ds32-2x8-mindie-mixed-master-0", "ds32-2x8-mindie-mixed-worker-0"}
     assert pods["ds32-2x8-mindie-mixed-master-0"]["spec"]["nodeName"] == "node1"   # the rank table's master

@@ -2,8 +2,8 @@
 # Boot of every pod of the mindie chart (mounted from ConfigMap <fullname>-boot).
 # 1. Copy the rendered files (config.json, ranktable.json, MindIE-MS files) from the ConfigMap into
 #    $DEPLOYCTL_WORK_DIR with mode 640: MindIE refuses more open files, and ConfigMap files are symlinks.
-# 2. rankTable.source cluster: wait until Ascend Operator's hccl.json says "completed", copy it to
-#    $RANK_TABLE_FILE.
+# 2. rankTable.source cluster: wait until the cluster's hccl.json says "completed", copy it to
+#    $RANK_TABLE_FILE and take MASTER_IP from its first server (the scheduler placed the pods).
 # 3. exec the MindIE server daemon, or the MindIE-MS controller or coordinator.
 set -eo pipefail
 role="${1:?usage: boot.sh server|controller|coordinator}"
@@ -28,7 +28,11 @@ if [ "$role" = server ] && [ "${DEPLOYCTL_RANK_TABLE_SOURCE:-deployctl}" = clust
   done
   cp "$table" "$RANK_TABLE_FILE"
   chmod 640 "$RANK_TABLE_FILE"
+  MASTER_IP="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["server_list"][0]["server_id"])' \
+               "$RANK_TABLE_FILE")"
+  export MASTER_IP
 fi
+set +e   # as bare metal: the vendor set_env.sh scripts are sourced without -e
 case "$role" in
   server)
     for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh \

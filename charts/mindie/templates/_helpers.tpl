@@ -56,12 +56,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-%s" (include "mindie.fullname" .root) .inst.name }}
 {{- end }}
 
-{{/* Health probes on MindIE's management port. Call with (dict "root" $ "path" "/v2/health/ready" "probe" $p). */}}
-{{- define "mindie.httpProbe" -}}
+{{/* A health probe on MindIE's management port: httpGet, or tcpSocket with TLS (MindIE asks HTTPS clients
+for a certificate the kubelet does not have). Call with (dict "root" $ "path" "/v2/health/ready" "probe" $p). */}}
+{{- define "mindie.healthProbe" -}}
+{{- if .root.Values.tls }}
+tcpSocket:
+  port: {{ .root.Values.ports.management }}
+{{- else }}
 httpGet:
   path: {{ .path }}
   port: {{ .root.Values.ports.management }}
-  scheme: {{ ternary "HTTPS" "HTTP" .root.Values.tls }}
+  scheme: HTTP
+{{- end }}
 periodSeconds: {{ .probe.periodSeconds }}
 timeoutSeconds: {{ .probe.timeoutSeconds }}
 failureThreshold: {{ .probe.failureThreshold }}
