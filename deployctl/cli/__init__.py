@@ -16,7 +16,9 @@ app = typer.Typer(
     name="deployctl",
     help="Plan, render and launch MindIE deployments of large MoE models on Ascend A2/A3 clusters.\n\n"
          "Start with `deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
-         "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs.",
+         "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs. "
+         "`deployctl preflight` probes the hosts; `up`, `status`, `diff`, `logs`, `down` run the deployment. "
+         "Kubernetes: `render --target helm` and `up|status|diff|down --target k8s` (the mindie Helm chart).",
     no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
