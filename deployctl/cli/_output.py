@@ -11,6 +11,27 @@ def _console():
     return Console(highlight=False)
 
 
+def run_console(stderr: bool = False):
+    """The console of the commands that act on a deployment (wide tables when not a terminal)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(highlight=False, stderr=stderr, width=None if sys.stdout.isatty() else 160)
+
+
+def confirm_changes(reporter) -> bool:
+    """Ask before applying; refuse (with why) when stdin is not a terminal."""
+    import sys
+
+    import typer
+
+    if not sys.stdin.isatty():
+        reporter.failure("not a terminal: pass -y to apply, or --dry-run to only look")
+        return False
+    return typer.confirm("Apply these changes?", default=False)
+
+
 def esc(value) -> str:
     """User values (names, paths) may contain [brackets]: never let rich read them as markup."""
     from rich.markup import escape
@@ -79,7 +100,7 @@ def print_plan(plan) -> None:
 def print_render_helm(plan, out: Path, artifacts) -> None:
     con = _console()
     k = plan.inventory.kubernetes
-    release = k.release or plan.inventory.cluster.name
+    release = plan.inventory.helm_release
     con.print(f"✓ rendered chart values for {len(plan.nodes)} server(s) into [bold]{esc(out)}[/]: values.yaml, "
               f"chart/{', manifests.yaml' if any(a.path == 'manifests.yaml' for a in artifacts) else ''}")
     for inst in plan.instances:

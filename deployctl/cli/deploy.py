@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
 
-from deployctl.cli._output import esc
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(highlight=False, stderr=stderr, width=None if sys.stdout.isatty() else 160)
+from deployctl.cli._output import confirm_changes, esc
+from deployctl.cli._output import run_console as _console
 
 
 class CliReporter:
@@ -67,13 +61,7 @@ def run_up(inventory: Path, output: str, dry_run: bool, yes: bool, skip_prefligh
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
                      ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull)
 
-    def confirm(changes) -> bool:
-        if not sys.stdin.isatty():
-            reporter.failure("not a terminal: pass -y to apply, or --dry-run to only look")
-            return False
-        return typer.confirm("Apply these changes?", default=False)
-
-    outcome = up(inv, opts, reporter, confirm)
+    outcome = up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
     plan_master = inv.node(inv.layout.prefill.nodes[0]) if inv.layout.prefill else inv.nodes[0]
     doc = {"status": outcome.status, "run": str(outcome.record.path) if outcome.record else None,
            "failure": outcome.failure, "restored": outcome.restored,

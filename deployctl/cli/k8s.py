@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
 
-from deployctl.cli._output import esc
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(highlight=False, stderr=stderr, width=None if sys.stdout.isatty() else 160)
+from deployctl.cli._output import confirm_changes, esc
+from deployctl.cli._output import run_console as _console
 
 
 def _changes_table(changes, actions):
@@ -53,19 +47,14 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
                run_root: Path) -> None:
     from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import K8sOptions, run_up
+    from deployctl.k8s.values import fullname
 
     inv = load_and_validate(inventory)
     reporter = K8sReporter(output == "json")
     opts = K8sOptions(dry_run=dry_run, yes=yes, skip_checks=skip_checks, ready_timeout=ready_timeout,
                       run_root=run_root, inventory_dir=inventory.parent)
 
-    def confirm(changes) -> bool:
-        if not sys.stdin.isatty():
-            reporter.failure("not a terminal: pass -y to apply, or --dry-run to only look")
-            return False
-        return typer.confirm("Apply these changes?", default=False)
-
-    out = run_up(inv, opts, reporter, confirm)
+    out = run_up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
     if output == "json":
         typer.echo(json.dumps({"status": out.status, "run": str(out.record.path), "failure": out.failure,
                                "restored": out.restored, "objects": [c.__dict__ for c in out.changes],
@@ -75,7 +64,7 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
         k = inv.kubernetes
         if out.status == "successful":
             port = inv.engine.ports.coordinator if inv.layout.prefill is not None else inv.engine.ports.http
-            con.print(esc(f"✓ serving through Service {_service(inv)}.{k.namespace}:{port} (model "
+            con.print(esc(f"✓ serving through Service {fullname(inv)}.{k.namespace}:{port} (model "
                           f"{inv.model.served_name}); record: {out.record.path}"))
         elif out.status == "nothing-to-do":
             con.print("✓ nothing to do: the release matches the rendered manifests")
@@ -87,11 +76,6 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
     raise typer.Exit(0 if out.status in ("successful", "nothing-to-do", "dry-run", "declined") else 1)
 
 
-def _service(inv) -> str:
-    release = inv.kubernetes.release or inv.cluster.name
-    return release if "mindie" in release else f"{release}-mindie"
-
-
 def run_down_k8s(inventory: Path, output: str) -> None:
     from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import run_down
@@ -101,9 +85,8 @@ def run_down_k8s(inventory: Path, output: str) -> None:
     if output == "json":
         typer.echo(json.dumps({"status": result}, indent=2))
     else:
-        k = inv.kubernetes
-        release = k.release or inv.cluster.name
-        _console().print(esc(f"✓ release {release} in namespace {k.namespace}: {result.replace('-', ' ')}"))
+        _console().print(esc(f"✓ release {inv.helm_release} in namespace {inv.kubernetes.namespace}: "
+                             f"{result.replace('-', ' ')}"))
 
 
 def run_status_k8s(inventory: Path, output: str) -> None:

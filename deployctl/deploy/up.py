@@ -193,13 +193,11 @@ def run_up(inv, opts: UpOptions, reporter: Reporter, confirm, cancel: threading.
     targets = ssh_targets(inv, opts.inventory_dir)
     executor = SshExecutor(trust_new_hosts=opts.trust_new_hosts)
     try:
-        deployed = read_deployed(plan, targets, executor, cluster_dir(plan), timeout=opts.ssh_timeout)
-        down = {n: s.error for n, s in deployed.items() if s.error}
-        if down:
+        try:
+            deployed = read_deployed_or_fail(plan, targets, executor, opts.ssh_timeout)
+        except ExecutionError:
             record.finish("failed", 1)
-            raise ExecutionError(f"cannot read the deployment on {len(down)} host(s)",
-                                 problems=[_problem(n, e) for n, e in down.items()],
-                                 hint="fix SSH to these hosts (deployctl preflight shows why)")
+            raise
         if not opts.skip_preflight:
             from deployctl.preflight.run import run_preflight
 
@@ -261,6 +259,17 @@ def run_up(inv, opts: UpOptions, reporter: Reporter, confirm, cancel: threading.
     return UpOutcome(status, record, changes, failure, restored)
 
 
+def read_deployed_or_fail(plan: Plan, targets, executor, timeout: float):
+    """What every host runs; ExecutionError naming each host that could not be read."""
+    deployed = read_deployed(plan, targets, executor, cluster_dir(plan), timeout=timeout)
+    down = {n: s.error for n, s in deployed.items() if s.error}
+    if down:
+        raise ExecutionError(f"cannot read the deployment on {len(down)} host(s)",
+                             problems=[_problem(n, e) for n, e in down.items()],
+                             hint="fix SSH to these hosts (deployctl preflight shows why)")
+    return deployed
+
+
 def _problem(node: str, error: str):
     from deployctl.errors import Problem
 
@@ -277,13 +286,7 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60) -> ChangeSet
     engine, ms = container_names(plan)
     executor = SshExecutor()
     try:
-        deployed = read_deployed(plan, ssh_targets(inv, inventory_dir), executor, cluster_dir(plan),
-                                 timeout=ssh_timeout)
+        deployed = read_deployed_or_fail(plan, ssh_targets(inv, inventory_dir), executor, ssh_timeout)
     finally:
         executor.close()
-    down = {n: s.error for n, s in deployed.items() if s.error}
-    if down:
-        raise ExecutionError(f"cannot read the deployment on {len(down)} host(s)",
-                             problems=[_problem(n, e) for n, e in down.items()],
-                             hint="fix SSH to these hosts (deployctl preflight shows why)")
     return diff_deployment(plan, node_bundles(plan, render_artifacts(plan)), deployed, engine, ms)

@@ -451,18 +451,16 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
     from pydantic import ValidationError
 
-    from deployctl.k8s.values import OWNED_VALUES
-    from deployctl.models.helm_values import ChartValues
+    from deployctl.models.helm_values import OWNED_VALUES, ChartValues
     from deployctl.render.engine_config import deep_merge
 
     values = inv.kubernetes.values
     base = ("kubernetes", "values")
     out = [raw.problem(base + (key,), f"kubernetes.values.{key} is rendered by deployctl from the plan",
                        "change the inventory's nodes/layout/model instead") for key in OWNED_VALUES if key in values]
-    if out:
-        return out
     try:
-        ChartValues.model_validate(deep_merge(ChartValues().model_dump(), values))
+        if values and not out:
+            ChartValues.model_validate(deep_merge(ChartValues().model_dump(), values))
     except ValidationError as exc:
         for err in exc.errors():
             loc = base + tuple(err["loc"])

@@ -50,7 +50,7 @@ def kube_target(inv, inventory_dir: Path) -> KubeTarget:
         raise UsageError(f"kubeconfig {path} does not exist",
                          hint="set kubernetes.kubeconfig in the inventory, or KUBECONFIG, to your cluster's "
                               "kubeconfig")
-    return KubeTarget(str(path), k.context, k.namespace, k.release or inv.cluster.name)
+    return KubeTarget(str(path), k.context, k.namespace, inv.helm_release)
 
 
 class KubeApi:
@@ -89,25 +89,24 @@ class KubeApi:
     def _plain(self, obj) -> dict:
         return self.client.sanitize_for_serialization(obj)
 
+    def _items(self, what: str, method, *args, **selectors) -> list[dict]:
+        """One LIST call, its items as plain dicts."""
+        return self._plain(self._call(what, method, *args, **selectors)).get("items", [])
+
+    def _namespaced(self, what: str, method, selector: str | None = None) -> list[dict]:
+        t = self.target
+        return self._items(what, method, t.namespace, label_selector=selector or f"{RELEASE_LABEL}={t.release}")
+
     def nodes(self) -> list[dict]:
-        return self._plain(self._call("list nodes", self.core.list_node)).get("items", [])
+        return self._items("list nodes", self.core.list_node)
 
     def release_objects(self) -> list[dict]:
         """Every object of the release's kinds in the namespace, labelled with the release."""
-        t = self.target
-        out = []
-        for kind, api, method in KINDS:
-            res = self._call(f"list {kind}s", getattr(getattr(self, api), method), t.namespace,
-                             label_selector=f"{RELEASE_LABEL}={t.release}")
-            for item in self._plain(res).get("items", []):
-                out.append({"kind": kind, **item})
-        return out
+        return [{"kind": kind, **item} for kind, api, method in KINDS
+                for item in self._namespaced(f"list {kind}s", getattr(getattr(self, api), method))]
 
     def statefulsets(self) -> list[dict]:
-        t = self.target
-        res = self._call("list StatefulSets", self.apps.list_namespaced_stateful_set, t.namespace,
-                         label_selector=f"{RELEASE_LABEL}={t.release}")
-        return self._plain(res).get("items", [])
+        return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set)
 
     def ensure_namespace(self) -> bool:
         """Create the namespace if missing, labelled for Pod Security Admission's privileged level (the pods
@@ -128,22 +127,17 @@ class KubeApi:
         self._call(f"create namespace {name}", self.core.create_namespace, body)
         return True
 
-    def pods(self) -> list[dict]:
-        t = self.target
-        res = self._call("list pods", self.core.list_namespaced_pod, t.namespace,
-                         label_selector=f"{RELEASE_LABEL}={t.release}")
-        return self._plain(res).get("items", [])
+    def pods(self, selector: str | None = None) -> list[dict]:
+        """The release's pods (or those matching a label selector)."""
+        return self._namespaced("list pods", self.core.list_namespaced_pod, selector)
 
     def pod_events(self, pod: str) -> list[dict]:
-        res = self._call(f"events of pod {pod}", self.core.list_namespaced_event, self.target.namespace,
-                         field_selector=f"involvedObject.name={pod}")
-        return self._plain(res).get("items", [])
+        return self._items(f"events of pod {pod}", self.core.list_namespaced_event, self.target.namespace,
+                           field_selector=f"involvedObject.name={pod}")
 
     def delete_pods(self, selector: str) -> list[str]:
         """Delete every pod matching the label selector at once (their controllers recreate them)."""
-        ns = self.target.namespace
-        res = self._call(f"list pods {selector}", self.core.list_namespaced_pod, ns, label_selector=selector)
-        names = [p["metadata"]["name"] for p in self._plain(res).get("items", [])]
+        names = [p["metadata"]["name"] for p in self.pods(selector)]
         for name in names:
-            self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, ns)
+            self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, self.target.namespace)
         return names

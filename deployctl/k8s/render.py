@@ -11,6 +11,7 @@ Tree::
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from deployctl import __version__
@@ -35,7 +36,7 @@ def values_yaml(plan: Plan, values: ChartValues) -> str:
 
     Dumper.add_representer(str, text)
     k = plan.inventory.kubernetes
-    release = k.release or plan.inventory.cluster.name
+    release = plan.inventory.helm_release
     header = (f"# deployctl {__version__}: values of chart mindie for cluster {plan.inventory.cluster.name} "
               f"({plan.preset}, {len(plan.nodes)} x {plan.hardware.upper()}).\n"
               "# Do not edit by hand: change the inventory and re-render.\n"
@@ -67,17 +68,33 @@ def manifests(plan: Plan, values_text: str) -> str:
     with tempfile.TemporaryDirectory(prefix="deployctl-helm-") as tmp:
         values_file = Path(tmp) / "values.yaml"
         values_file.write_text(values_text, encoding="utf-8")
-        return helm.template(helm.chart_dir(), values_file, k.release or plan.inventory.cluster.name, k.namespace)
+        return helm.template(helm.chart_dir(), values_file, plan.inventory.helm_release, k.namespace)
 
 
-def render_helm(plan: Plan, with_manifests: bool = True) -> list[Artifact]:
+@dataclass(frozen=True)
+class Release:
+    """What the chart gets for a plan: the values (model and values.yaml text) and, when asked, the manifests."""
+
+    values: ChartValues
+    values_text: str
+    manifests: str | None
+
+
+def render_release(plan: Plan, with_manifests: bool = True) -> Release:
     from deployctl.k8s.values import chart_values
-    from deployctl.render import render_artifacts, render_plan
+    from deployctl.render import render_artifacts
 
     values = chart_values(plan, render_artifacts(plan))
     text = values_yaml(plan, values)
-    out = render_plan(plan) + [Artifact(kind="values", path="values.yaml", content=text.encode())]
+    return Release(values, text, manifests(plan, text) if with_manifests else None)
+
+
+def render_helm(plan: Plan, with_manifests: bool = True) -> list[Artifact]:
+    from deployctl.render import render_plan
+
+    release = render_release(plan, with_manifests)
+    out = render_plan(plan) + [Artifact(kind="values", path="values.yaml", content=release.values_text.encode())]
     out += chart_artifacts()
-    if with_manifests:
-        out.append(Artifact(kind="manifests", path="manifests.yaml", content=manifests(plan, text).encode()))
+    if release.manifests is not None:
+        out.append(Artifact(kind="manifests", path="manifests.yaml", content=release.manifests.encode()))
     return sorted(out, key=lambda a: a.path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from deployctl.k8s.api import RELEASE_LABEL, KubeApi, KubeTarget, kube_target
 from deployctl.k8s.diff import (INSTANCE_LABEL, InstanceAction, ObjectChange, diff_objects, instance_actions,
                                 settled, stale_instances)
 from deployctl.k8s.rollout import Progress, describe, progress
+from deployctl.k8s.render import Release, render_release
 from deployctl.models.helm_values import ChartValues
 from deployctl.models.plan import Plan
 
@@ -34,7 +36,6 @@ class K8sOptions:
     ready_timeout: float = 1800
     poll: float = 2.0
     unschedulable_grace: float = 120
-    rollback: bool = True
     run_root: Path = Path(".deployctl")
     inventory_dir: Path = Path(".")
 
@@ -46,7 +47,7 @@ class K8sOutcome:
     changes: list[ObjectChange] = field(default_factory=list)
     actions: list[InstanceAction] = field(default_factory=list)
     failure: str = ""
-    restored: str = ""          # what the failure left: "revision N", "uninstalled", "kept"
+    restored: str = ""          # what the failure left: "revision N" or "uninstalled"
 
 
 class Reporter:
@@ -55,30 +56,12 @@ class Reporter:
     def failure(self, message: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class Rendered:
-    chart: ChartValues
-    values: str
-    manifests: str
-    docs: list[dict]
-
-
-def render(plan: Plan, target: KubeTarget) -> Rendered:
+def release_docs(release: Release) -> list[dict]:
+    """The rendered objects helm installs with the release (test hooks aside)."""
     import yaml
 
-    from deployctl.k8s.render import manifests, values_yaml
-    from deployctl.k8s.values import chart_values
-    from deployctl.render import render_artifacts
-
-    chart = chart_values(plan, render_artifacts(plan))
-    values = values_yaml(plan, chart)
-    text = manifests(plan, values)
-    docs = [d for d in yaml.safe_load_all(text) if d and not _is_hook(d)]
-    return Rendered(chart, values, text, docs)
-
-
-def _is_hook(doc: dict) -> bool:
-    return "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
+    docs = [d for d in yaml.safe_load_all(release.manifests) if d]
+    return [d for d in docs if "helm.sh/hook" not in (d.get("metadata", {}).get("annotations") or {})]
 
 
 def check_nodes(plan: Plan, nodes: list[dict], chart: ChartValues) -> list[Problem]:
@@ -156,8 +139,8 @@ def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter)
                (p.unschedulable and now - pending_since[p.name] >= opts.unschedulable_grace)]
         if now >= deadline:
             bad = [p for p in prog.pods if not p.ready]
-            missing = [f"{g}: {n - sum(1 for p in prog.pods if p.group == g)} pod(s) not created"
-                       for g, n in prog.expected.items() if sum(1 for p in prog.pods if p.group == g) < n]
+            have = Counter(p.group for p in prog.pods)
+            missing = [f"{g}: {n - have[g]} pod(s) not created" for g, n in prog.expected.items() if have[g] < n]
             return prog, [describe(p, api.pod_events(p.name)) for p in bad] + missing
         if bad:
             return prog, [describe(p, api.pod_events(p.name)) for p in bad]
@@ -165,8 +148,6 @@ def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter)
 
 
 def _restore(api: KubeApi, target: KubeTarget, previous: int | None, opts: K8sOptions, reporter: Reporter) -> str:
-    if not opts.rollback:
-        return "kept"
     if previous is None:
         reporter.step(f"uninstalling {target.release} (nothing was deployed before this run)")
         helm.run_helm(["uninstall", target.release, *target.helm_args()], "helm uninstall")
@@ -207,19 +188,22 @@ def run_up(inv, opts: K8sOptions, reporter: Reporter, confirm) -> K8sOutcome:
 
 def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, reporter: Reporter,
         confirm) -> K8sOutcome:
-    rendered = render(plan, target)
-    record.write("plan.json", plan.model_dump_json(indent=2) + "\n")
-    values_file = record.write("values.yaml", rendered.values)
-    record.write("manifests.yaml", rendered.manifests)
+    from deployctl.render import render_plan
+
+    release = render_release(plan)
+    docs = release_docs(release)
+    record.write("plan.json", render_plan(plan)[0].content)
+    values_file = record.write("values.yaml", release.values_text)
+    record.write("manifests.yaml", release.manifests)
     api = KubeApi(target)
     live = api.release_objects()
     if not opts.skip_checks:
-        problems = check_nodes(plan, api.nodes(), rendered.chart)
+        problems = check_nodes(plan, api.nodes(), release.values)
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-checks")
-    changes = diff_objects(rendered.docs, live)
-    actions = instance_actions(rendered.docs, live)
+    changes = diff_objects(docs, live)
+    actions = instance_actions(docs, live)
     record.write_json("changes.json", {"objects": [c.__dict__ for c in changes],
                                        "instances": [a.__dict__ for a in actions]})
     reporter.changes(changes, actions)
@@ -239,7 +223,7 @@ def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, rep
     helm.run_helm(["upgrade", "--install", target.release, str(helm.chart_dir()), "--values", str(values_file),
                    *target.helm_args()], "helm upgrade --install")
     restart_stale(api, target, reporter, opts)
-    prog, failing = follow(api, rendered.docs, opts, reporter)
+    prog, failing = follow(api, docs, opts, reporter)
     record.write_json("rollout.json", {"expected": prog.expected, "ready": prog.ready,
                                        "pods": [p.__dict__ for p in prog.pods], "failing": failing})
     if not failing:
@@ -256,11 +240,10 @@ def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, rep
 def run_diff(inv, inventory_dir: Path) -> tuple[list[ObjectChange], list[InstanceAction]]:
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
     target = kube_target(inv, inventory_dir)
-    rendered = render(plan, target)
+    docs = release_docs(render_release(plan_layout(inv)))
     live = KubeApi(target).release_objects()
-    return diff_objects(rendered.docs, live), instance_actions(rendered.docs, live)
+    return diff_objects(docs, live), instance_actions(docs, live)
 
 
 def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:

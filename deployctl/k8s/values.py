@@ -31,7 +31,6 @@ POD_ENV = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP")
 # Set on the MindIE-MS node only (bare metal shares one env file between server and MindIE-MS there).
 MS_ENV = ("GLOBAL_RANK_TABLE_FILE_PATH", "MINDIE_MS_CONTROLLER_CONFIG_FILE_PATH",
           "MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH")
-OWNED_VALUES = ("instances", "ms")
 MS_FILES = ("ms_controller.json", "ms_coordinator.json", "global_ranktable.json")
 
 
@@ -64,8 +63,11 @@ def k8s_node(plan: Plan, name: str) -> str:
     return plan.inventory.node(name).k8s_node or name
 
 
-def release_name(plan: Plan) -> str:
-    return plan.inventory.kubernetes.release or plan.inventory.cluster.name
+def fullname(inv) -> str:
+    """The chart's resource name prefix (templates/_helpers.tpl "mindie.fullname", without overrides)."""
+    release = inv.helm_release
+    name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
+    return name[:32].rstrip("-")
 
 
 def _files(artifacts: dict[str, Artifact], node: str, names: tuple[str, ...]) -> dict[str, str]:
@@ -86,8 +88,8 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     inv = plan.inventory
     e = inv.engine
-    if not release_name(plan)[0].isalpha():
-        raise UsageError(f"release name '{release_name(plan)}' cannot name Kubernetes Services (they must start "
+    if not inv.helm_release[0].isalpha():
+        raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
                          "with a letter)", hint="set kubernetes.release in the inventory")
     by_path = {a.path: a for a in artifacts}
     cluster_table = inv.kubernetes.rank_table == "cluster"

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from deployctl.models.base import Frozen
 
+OWNED_VALUES = ("instances", "ms")    # rendered from the plan; kubernetes.values may not set them
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 

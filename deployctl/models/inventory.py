@@ -163,3 +163,8 @@ class Inventory(Strict):
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
+
+    @property
+    def helm_release(self) -> str:
+        """The Helm release of --target helm/k8s: kubernetes.release, else the cluster name."""
+        return self.kubernetes.release or self.cluster.name
