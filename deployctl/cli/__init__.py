@@ -112,7 +112,12 @@ def preflight(
     run(inventory, output.value, trust_new_hosts, timeout, connect_timeout, workers, ping_sample, run_dir)
 
 
-RunDirOpt = Annotated[Path, typer.Option("--run-dir", help="Where run records are written.")]
+RunDirOpt = Annotated[Path, typer.Option("--run-dir", help="Where run records are written (relative to the "
+                                                           "current directory).")]
+BreakLockOpt = Annotated[bool, typer.Option(
+    "--break-lock", help="Remove a deployment lock left by a killed run (shows its holder and asks first; "
+                         "-y skips the question).")]
+ReadyTimeoutOpt = Annotated[int, typer.Option(help="Seconds each node may take to become ready.", min=1)]
 
 
 @app.command()
@@ -125,34 +130,103 @@ def up(
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts (k8s: the Nodes) "
                                                                         "first.")] = False,
     trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Accept unknown host keys.")] = False,
-    ready_timeout: Annotated[int, typer.Option(help="Seconds each node may take to become ready.")] = 1800,
+    ready_timeout: ReadyTimeoutOpt = 1800,
     pull: Annotated[bool, typer.Option("--pull", help="docker pull the image on every node first "
                                                       "(default: it must already be there).")] = False,
+    facts: FactsOpt = None,
+    break_lock: BreakLockOpt = False,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
-    """Launch the engine on every node: preflight, render, show what changes, apply, verify.
+    """Launch the engine on every node: preflight, render, show what changes, lock, apply, verify.
 
     Pushes each node's files as a new revision (atomically), starts instance masters first, then the
     other nodes, waits for `Daemon start success!` and the health endpoint, and sends one chat
-    completion. All-or-nothing: if any node fails, what this run started is stopped and the previous
-    revision is restarted where there was one; the failing host and its last log lines are named.
-    Re-running with no change does nothing. Everything is recorded under --run-dir.
+    completion. Success is read back from the hosts: every node's container must run the new revision
+    (the directory it mounts), with its env, and be ready; the smoke request must answer. All-or-nothing:
+    if any node fails, what this run started is stopped and what ran before is restarted and checked.
+    A lock on every host keeps a second operator out; the run is added to the hosts' history.
 
-    With --target k8s: checks the Nodes (names, the IPs the rank table uses, accelerator-type, NPUs),
-    shows what changes in the release, runs `helm upgrade --install` with the rendered values,
+    Device IPs the inventory leaves out come from --facts FILE, or from the latest successful
+    `deployctl preflight` of this inventory under --run-dir (named in the output).
+
+    Examples:
+
+      deployctl preflight -i my.yaml && deployctl up -i my.yaml --dry-run
+
+      deployctl up -i my.yaml -y --output json
+
+      deployctl up -i my.yaml --target k8s
+
+    With --target k8s: checks the Nodes, holds a Lease in the namespace, `helm upgrade --install`,
     restarts only the instances whose files or env changed (all their pods together), and follows the
-    pods until every one is ready. A pod that fails (crash loop, image pull, unschedulable) or is not
-    ready by --ready-timeout is named with its events, and the release goes back to its previous
-    revision (uninstalled if there was none).
+    pods until every one is ready; a failure rolls the release back to its previous revision.
     """
     if target == DeployTarget.k8s:
         from deployctl.cli.k8s import run_up_k8s
 
-        run_up_k8s(inventory, output.value, dry_run, yes, skip_preflight, ready_timeout, run_dir)
+        run_up_k8s(inventory, output.value, dry_run, yes, skip_preflight, ready_timeout, run_dir,
+                   break_lock=break_lock)
         return
-    from deployctl.cli.deploy import run_up
+    from deployctl.cli.deploy import run_operation
 
-    run_up(inventory, output.value, dry_run, yes, skip_preflight, trust_new_hosts, ready_timeout, run_dir, pull)
+    run_operation("up", inventory, output.value, run_dir, dry_run=dry_run, yes=yes, skip_preflight=skip_preflight,
+                  trust_new_hosts=trust_new_hosts, ready_timeout=ready_timeout, pull=pull, facts=facts,
+                  break_lock=break_lock)
+
+
+@app.command()
+def rollback(
+    inventory: InventoryOpt,
+    to: Annotated[Optional[int], typer.Option("--to", metavar="REV", help="The history revision to go back to "
+                                              "(default: the last successful one before the live one).")] = None,
+    output: OutputOpt = OutputFormat.text,
+    target: DeployTargetOpt = DeployTarget.hosts,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change and stop.")] = False,
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
+    ready_timeout: ReadyTimeoutOpt = 1800,
+    break_lock: BreakLockOpt = False,
+    run_dir: RunDirOpt = Path(".deployctl"),
+):
+    """Re-activate an earlier revision from the hosts' history, through the same locked, verified,
+    all-or-nothing path as `up` (the files are still on the hosts: nothing is rendered).
+
+    Examples:
+
+      deployctl history -i my.yaml
+
+      deployctl rollback -i my.yaml            # the last successful revision before the live one
+
+      deployctl rollback -i my.yaml --to 3 -y
+
+    With --target k8s: the helm revision (`deployctl history --target k8s` lists them).
+    """
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_rollback_k8s
+
+        run_rollback_k8s(inventory, output.value, to, yes, dry_run, ready_timeout, run_dir, break_lock=break_lock)
+        return
+    from deployctl.cli.deploy import run_operation
+
+    run_operation("rollback", inventory, output.value, run_dir, dry_run=dry_run, yes=yes,
+                  ready_timeout=ready_timeout, to=to, break_lock=break_lock)
+
+
+@app.command()
+def history(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
+            target: DeployTargetOpt = DeployTarget.hosts):
+    """List the deployment's revisions: when, who, what, the result, which one is live and what
+    changed between consecutive ones (read from the hosts; k8s: the helm release history).
+
+    Example: deployctl history -i my.yaml --output json
+    """
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_history_k8s
+
+        run_history_k8s(inventory, output.value)
+        return
+    from deployctl.cli.history_output import run_history
+
+    run_history(inventory, output.value)
 
 
 @app.command()
@@ -160,31 +234,37 @@ def down(
     inventory: InventoryOpt,
     output: OutputOpt = OutputFormat.text,
     target: DeployTargetOpt = DeployTarget.hosts,
-    purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files on the hosts.")] = False,
+    purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files (and history) on the "
+                                                        "hosts.")] = False,
+    break_lock: BreakLockOpt = False,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Stop and remove this deployment's containers on every node (files are kept unless --purge).
 
-    With --target k8s: `helm uninstall` the release (Ascend Operator's rings-config ConfigMaps stay).
+    Locked like `up`; success is read back (no engine container left). `status` then says "down"
+    (exit 0) instead of "degraded". With --target k8s: `helm uninstall` the release.
     """
     if target == DeployTarget.k8s:
         from deployctl.cli.k8s import run_down_k8s
 
-        run_down_k8s(inventory, output.value)
+        run_down_k8s(inventory, output.value, break_lock=break_lock)
         return
-    from deployctl.cli.deploy import run_down
+    from deployctl.cli.deploy import run_operation
 
-    run_down(inventory, output.value, purge, run_dir)
+    run_operation("down", inventory, output.value, run_dir, purge=purge, break_lock=break_lock, yes=True)
 
 
 @app.command()
 def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
-           target: DeployTargetOpt = DeployTarget.hosts):
-    """Per node and rank range: deployed revision, engine container state, readiness (health endpoint).
+           target: DeployTargetOpt = DeployTarget.hosts,
+           expect_up: Annotated[bool, typer.Option("--expect-up", help="Exit 1 when the deployment is down "
+                                                                       "(for monitoring).")] = False):
+    """What runs, read from the containers: per node and rank range the revision the engine mounts,
+    the one `current` records (drift when they differ), container state, env, readiness.
 
-    Exit 1 when anything is degraded (a container not running or not ready, an unreachable host, nodes
-    of one instance on different revisions). With --target k8s: every pod of the release, its node,
-    readiness, restarts and why it is not ready (with its warning events).
+    serving: exit 0. degraded (something is not running, ready or on its recorded revision): exit 1.
+    down (after `deployctl down`): exit 0, 1 with --expect-up. unknown (a host unreachable): exit 1.
+    With --target k8s: every pod of the release, its node, readiness, restarts and why it is not ready.
     """
     if target == DeployTarget.k8s:
         from deployctl.cli.k8s import run_status_k8s
@@ -193,7 +273,7 @@ def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
         return
     from deployctl.cli.deploy import run_status
 
-    run_status(inventory, output.value)
+    run_status(inventory, output.value, expect_up)
 
 
 @app.command()
@@ -205,7 +285,8 @@ def logs(
     tail: Annotated[int, typer.Option(help="Lines per container.", min=1)] = 200,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
-    """Collect the engine logs of every node into the run record and show their tail."""
+    """Collect the engine logs of every node into the run record and show their tail (exit 1 when a
+    host could not be read)."""
     from deployctl.cli.deploy import run_logs
 
     run_logs(inventory, output.value, host or [], since, tail, run_dir)
@@ -213,16 +294,22 @@ def logs(
 
 @app.command()
 def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
-         target: DeployTargetOpt = DeployTarget.hosts):
-    """Show what `up` would change, without changing anything.
+         target: DeployTargetOpt = DeployTarget.hosts, facts: FactsOpt = None,
+         run_dir: RunDirOpt = Path(".deployctl")):
+    """Show what `up` would change, without changing anything (no lock taken).
 
-    hosts: per node, the rendered files against the deployed revision (new/changed/removed) and whether
-    its engine would start, restart (its whole instance) or stay. k8s: per object of the Helm release,
-    rendered manifest against the live object (the differing fields), and which instances would restart.
+    hosts: per node, the rendered files against the deployed revision and, for JSON, env and YAML
+    files, the keys that change (`env HCCL_BUFFSIZE: 120 → 1050`); whether its engine would start,
+    restart (its whole instance) or stay. k8s: per object of the Helm release, the differing fields.
     """
-    from deployctl.cli.k8s import run_diff
+    if target == DeployTarget.k8s:
+        from deployctl.cli.k8s import run_diff
 
-    run_diff(inventory, output.value, target.value)
+        run_diff(inventory, output.value, "k8s")
+        return
+    from deployctl.cli.deploy import run_diff_hosts
+
+    run_diff_hosts(inventory, output.value, facts, run_dir)
 
 
 def main() -> None:

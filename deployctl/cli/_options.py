@@ -30,19 +30,43 @@ FactsOpt = Annotated[Optional[Path], typer.Option(
     "inventory leaves out.", dir_okay=False)]
 
 
+# One spelling of --target everywhere: hosts | k8s. render's old names (bare-metal | helm) and their use on the
+# deploy commands still work: each command's callback turns either spelling into the member it expects
+# (render: Target.bare_metal / Target.helm; up, down, status, diff: DeployTarget.hosts / DeployTarget.k8s).
+
 class Target(str, Enum):
+    """render --target. Callers get bare_metal or helm (their values go to run_render)."""
+
+    hosts = "hosts"             # canonical spelling, normalised to bare_metal
+    k8s = "k8s"                 # canonical spelling, normalised to helm
     bare_metal = "bare-metal"
     helm = "helm"
 
 
 class DeployTarget(str, Enum):
+    """up/down/status/diff --target. Callers get hosts or k8s (their values go to run_diff)."""
+
     hosts = "hosts"
     k8s = "k8s"
+    bare_metal = "bare-metal"   # render's old name, normalised to hosts
+    helm = "helm"               # render's old name, normalised to k8s
 
+
+def _render_target(value: Target) -> Target:
+    return {Target.hosts: Target.bare_metal, Target.k8s: Target.helm}.get(value, value)
+
+
+def _deploy_target(value: DeployTarget) -> DeployTarget:
+    return {DeployTarget.bare_metal: DeployTarget.hosts, DeployTarget.helm: DeployTarget.k8s}.get(value, value)
+
+
+_TARGET_NAMES = "(bare-metal and helm are the old names of hosts and k8s and still work)"
 
 TargetOpt = Annotated[Target, typer.Option(
-    "--target", "-t", help="bare-metal: per-node files for docker on the hosts; helm: values.yaml for the "
-    "mindie Helm chart, the chart, and the manifests helm renders from them.")]
+    "--target", "-t", callback=_render_target, show_default="hosts",
+    help="hosts: per-node files for docker on the servers; k8s: values.yaml for the mindie Helm chart, the "
+    f"chart, and the manifests helm renders from them {_TARGET_NAMES}.")]
 DeployTargetOpt = Annotated[DeployTarget, typer.Option(
-    "--target", "-t", help="hosts: the servers over SSH/Ansible; k8s: the Helm release in the inventory's "
-    "kubernetes.namespace (kubeconfig from kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config).")]
+    "--target", "-t", callback=_deploy_target, show_default="hosts",
+    help="hosts: the servers over SSH/Ansible; k8s: the Helm release in the inventory's kubernetes.namespace "
+    f"(kubeconfig from kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config) {_TARGET_NAMES}.")]

@@ -5,19 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def _console():
+# Not a terminal (a pipe, a file, CI logs): rich would assume 80 columns and break lines inside commands,
+# paths and URLs. Lines are then never wrapped (soft_wrap) and tables get this much room (they take only
+# what their cells need).
+PIPE_WIDTH = 4096
+
+
+def _make_console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(highlight=False)
+    con = Console(highlight=False, stderr=stderr)
+    if con.is_terminal:
+        return con                      # a terminal: its own width, rich wraps as usual
+    return Console(highlight=False, stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def _console():
+    """The console of plan and render (stdout)."""
+    return _make_console()
 
 
 def run_console(stderr: bool = False):
-    """The console of the commands that act on a deployment (wide tables when not a terminal)."""
-    import sys
-
-    from rich.console import Console
-
-    return Console(highlight=False, stderr=stderr, width=None if sys.stdout.isatty() else 160)
+    """The console of the commands that act on a deployment (stderr in JSON mode, where stdout is the JSON)."""
+    return _make_console(stderr)
 
 
 def confirm_changes(reporter) -> bool:

@@ -30,17 +30,49 @@ def load_facts(path: Path | None):
 
 
 def load_and_validate(path: Path, facts_path: Path | None = None):
-    from deployctl.errors import UsageError
+    from deployctl.errors import InventoryError
     from deployctl.inventory.load import load_inventory
     from deployctl.inventory.validate import validate_inventory
+    from deployctl.preflight.latest import inventory_identity
 
     raw = load_inventory(path)
     facts = load_facts(facts_path)
-    inv = validate_inventory(raw, facts=facts)
-    if facts is not None and facts.cluster != inv.cluster.name:
-        raise UsageError(f"{facts_path} holds facts of cluster '{facts.cluster}', not '{inv.cluster.name}'",
-                         hint="run `deployctl preflight` on this inventory and pass its facts file")
+    try:
+        inv = validate_inventory(raw, facts=facts)
+    except InventoryError:
+        identity = inventory_identity(raw) if facts is not None else None
+        if identity is not None:      # facts of other hosts explain the problems better than the problems
+            check_facts_match(*identity, facts, facts_path, path)
+        raise
+    if facts is not None:
+        check_facts_match(inv.cluster.name, {n.name: n.address for n in inv.nodes}, facts, facts_path, path)
     return inv
+
+
+def load_for_discovery(path: Path):
+    """`preflight`: the inventory may leave out what preflight discovers (device IPs, A3 SDIDs, super pod ids).
+
+    Returns (raw, inventory, needs-facts notes); every other problem is refused (exit 2) as `validate` does.
+    """
+    from deployctl.inventory.load import load_inventory
+    from deployctl.inventory.validate import validate_for_discovery
+
+    raw = load_inventory(path)
+    inv, gaps = validate_for_discovery(raw)
+    return raw, inv, gaps
+
+
+def check_facts_match(cluster: str, nodes: dict[str, str], facts, facts_path: Path, inventory: Path) -> None:
+    """The facts must come from this inventory's cluster and hosts (same addresses for the same names)."""
+    from deployctl.errors import UsageError
+
+    again = f"run `deployctl preflight -i {inventory}` and pass the facts file it saves"
+    if facts.cluster != cluster:
+        raise UsageError(f"{facts_path} holds facts of cluster '{facts.cluster}', not '{cluster}'", hint=again)
+    moved = [f"{name} ({facts.hosts[name].address} in the facts, {address} in the inventory)"
+             for name, address in nodes.items() if name in facts.hosts and facts.hosts[name].address != address]
+    if moved:
+        raise UsageError(f"{facts_path} was collected from other hosts: {', '.join(moved)}", hint=again)
 
 
 def make_plan(path: Path, facts_path: Path | None = None):

@@ -1,4 +1,4 @@
-"""`deployctl up | down | status | logs`: thin commands over deployctl.deploy."""
+"""`deployctl up | rollback | down | status | logs` on the hosts: thin commands over deployctl.deploy."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ from deployctl.cli._output import run_console as _console
 
 
 class CliReporter:
-    def __init__(self, json_mode: bool):
-        self.json_mode = json_mode
+    """What the pipeline tells the user while it runs (stderr with --output json)."""
+
+    def __init__(self, json_mode: bool, operation: str = "up"):
+        self.json_mode, self.operation = json_mode, operation
         self.con = _console(stderr=json_mode)
+
+    def stage(self, name: str) -> None:
+        if name in ("lock", "apply", "verify", "undo", "record"):
+            self.con.print(f"[dim]── {name}[/]")
 
     def preflight(self, result) -> None:
         fails = [f for f in result.findings if f.severity == "FAIL"]
@@ -24,14 +30,18 @@ class CliReporter:
             where = f.host or "all" if f.device is None else f"{f.host} device {f.device}"
             self.con.print(esc(f"  {f.severity} {f.rule} {where}: {f.message} ({f.hint})"))
 
-    def changes(self, plan, changes) -> None:
+    def changes(self, changes) -> None:
         from rich.table import Table
 
-        t = Table(title="What up will change", title_justify="left")
+        if not hasattr(changes, "hosts"):        # down
+            for node, names in changes.running.items():
+                self.con.print(esc(f"  {node}: remove {', '.join(names) or 'nothing (no container)'}"))
+            return
+        t = Table(title=f"What {self.operation} will change", title_justify="left")
         for col in ("node", "instance", "revision", "files", "engine", "why"):
             t.add_column(col)
         for h in changes.hosts:
-            kinds = {}
+            kinds: dict[str, int] = {}
             for f in h.files:
                 kinds[f.kind] = kinds.get(f.kind, 0) + 1
             files = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
@@ -42,7 +52,8 @@ class CliReporter:
         for h in changes.hosts:
             changed = [f.path for f in h.files if f.kind in ("new", "changed", "removed")]
             if changed and h.current_rev:
-                self.con.print(esc(f"  {h.node}: {', '.join(changed)} differ from the deployed revision"))
+                self.con.print(esc(f"  {h.node}: {', '.join(changed)} differ from the deployed revision "
+                                   "(`deployctl diff` shows the keys)"))
 
     def step(self, message: str) -> None:
         self.con.print(esc(message))
@@ -50,88 +61,170 @@ class CliReporter:
     def failure(self, message: str) -> None:
         self.con.print(f"[red]{esc(message)}[/]")
 
+    def verification(self, title: str, result) -> None:
+        if not result.units:
+            return
+        self.con.print(esc(title))
+        for u in result.units:
+            self.con.print(("[green]" if u.ok else "[red]") + esc("  " + u.line()) + "[/]")
 
-def run_up(inventory: Path, output: str, dry_run: bool, yes: bool, skip_preflight: bool, trust_new_hosts: bool,
-           ready_timeout: int, run_root: Path, pull: bool = False) -> None:
+
+def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
+    """--break-lock: show who holds the lock, confirm, remove it on every host."""
+    from deployctl.deploy.hostlock import break_lock, holders
+    from deployctl.deploy.hosts import host_targets_abs
+    from deployctl.deploy.lockinfo import LockOwner, human_age
+    from deployctl.deploy.revision import cluster_dir
+    from deployctl.executors.ssh import SshExecutor
+    from deployctl.planning.plan import plan_layout
+
+    cdir = cluster_dir(plan_layout(inv))
+    targets = host_targets_abs(inv, inventory.parent)
+    executor = SshExecutor()
+    try:
+        found = holders(executor, targets, cdir)
+        if not found:
+            reporter.step("--break-lock: no host holds a lock")
+            return
+        for host, text in sorted(found.items()):
+            o = LockOwner.from_json(text)
+            who = f"{o.who()} since {o.started} ({human_age(o.age_s())} ago)" if o else "an unreadable lock"
+            reporter.step(f"lock on {host}: {who}")
+        if not yes and not _ask("Remove this lock? Only if nobody is deploying", reporter):
+            raise typer.Exit(1)
+        reporter.step(f"lock removed on {', '.join(break_lock(executor, targets, cdir))}")
+    finally:
+        executor.close()
+
+
+def _ask(question: str, reporter: CliReporter) -> bool:
+    import sys
+
+    if not sys.stdin.isatty():
+        reporter.failure("not a terminal: pass -y to confirm")
+        return False
+    return typer.confirm(question, default=False)
+
+
+def _facts(inventory: Path, facts: Path | None, run_root: Path, reporter: CliReporter) -> Path | None:
+    from deployctl.preflight.latest import resolve_facts
+
+    path, note = resolve_facts(inventory, run_root, facts)
+    if note:
+        reporter.step(note)
+    return path
+
+
+def run_operation(operation: str, inventory: Path, output: str, run_root: Path, *, dry_run: bool = False,
+                  yes: bool = False, skip_preflight: bool = False, trust_new_hosts: bool = False,
+                  ready_timeout: int = 1800, pull: bool = False, to: int | None = None, purge: bool = False,
+                  facts: Path | None = None, break_lock: bool = False) -> None:
+    """up / rollback / down on the hosts, printed for people or as JSON."""
     from deployctl.cli.commands import load_and_validate
-    from deployctl.deploy.up import UpOptions, run_up as up
+    from deployctl.deploy.up import UpOptions, run_operation as run
 
-    inv = load_and_validate(inventory)
-    reporter = CliReporter(output == "json")
+    reporter = CliReporter(output == "json", operation)
+    facts_path = _facts(inventory, facts, run_root, reporter) if operation == "up" else facts
+    inv = load_and_validate(inventory, facts_path)
+    if break_lock:
+        _break_lock(inv, inventory, yes, reporter)
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
-                     ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull)
+                     ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
+                     to=to, purge=purge)
+    out = run(operation, inv, opts, reporter, lambda changes: confirm_changes(reporter))
+    _print_outcome(operation, inv, out, output, reporter)
+    raise typer.Exit(out.exit_code)
 
-    outcome = up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
-    plan_master = inv.node(inv.layout.prefill.nodes[0]) if inv.layout.prefill else inv.nodes[0]
-    doc = {"status": outcome.status, "run": str(outcome.record.path) if outcome.record else None,
-           "failure": outcome.failure, "restored": outcome.restored,
-           "changes": outcome.changes.model_dump() if outcome.changes else None}
+
+def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter) -> None:
+    verified = [u.__dict__ for u in out.verification.units] if out.verification else []
+    restored = [u.__dict__ for u in out.restored.units] if out.restored else []
     if output == "json":
+        doc = {"status": out.status, "run": str(out.record.path), "failure": out.failure,
+               "verified": verified, "restored": [u["unit"] for u in restored if u["ok"]],
+               "restore": restored, "stages": [{"stage": n, "seconds": s} for n, s in out.stages],
+               "changes": out.changes.model_dump() if out.changes is not None else None}
         typer.echo(json.dumps(doc, indent=2))
+        return
+    con = reporter.con
+    if out.status == "successful":
+        if operation == "down":
+            con.print(esc(f"✓ down: no engine container left on {len(inv.nodes)} node(s) (read back); "
+                          f"record: {out.record.path}"))
+            return
+        master = inv.node(inv.layout.prefill.nodes[0]) if inv.layout.prefill else inv.nodes[0]
+        port = inv.engine.ports.coordinator if inv.layout.prefill is not None else inv.engine.ports.http
+        con.print(esc(f"✓ serving (verified on every node): http://{master.server_ip}:{port}/v1/chat/completions "
+                      f"(model {inv.model.served_name}); record: {out.record.path}"))
+    elif out.status == "nothing-to-do":
+        con.print("✓ nothing to do: " + ("no engine container runs" if operation == "down" else
+                                         "every node runs the intended revision"))
+    elif out.status in ("dry-run", "declined"):
+        con.print(f"{out.status}: nothing was changed")
     else:
-        con = reporter.con
-        if outcome.status == "successful":
-            p = inv.engine.ports
-            # pd-split: clients talk to the MindIE-MS coordinator on the prefill master
-            port = p.coordinator if inv.layout.prefill is not None else p.http
-            con.print(esc(f"✓ serving: http://{plan_master.server_ip}:{port}/v1/chat/completions "
-                          f"(model {inv.model.served_name}); record: {outcome.record.path}"))
-        elif outcome.status == "nothing-to-do":
-            con.print("✓ nothing to do: every node runs the rendered revision")
-        elif outcome.status in ("dry-run", "declined"):
-            con.print(f"{outcome.status}: nothing was changed")
-        else:
-            if "rollback also failed" in outcome.failure:
-                con.print(esc("✗ " + outcome.failure.split("\n")[-1]))
-                con.print(esc(f"✗ up {outcome.status}; the rollback failed too: previous revision restored on: "
-                              f"{', '.join(outcome.restored) or 'no node'}"))
-            else:
-                con.print(esc(f"✗ up {outcome.status}; previous revision restored on: "
-                              f"{', '.join(outcome.restored) or 'none (nothing ran before)'}"))
-            con.print(esc(f"Logs: {outcome.record.path}"))
-    raise typer.Exit(0 if outcome.status in ("successful", "nothing-to-do", "dry-run", "declined") else 1)
+        back = [u["unit"] for u in restored if u["ok"]]
+        broken = [f"{u['unit']} ({u['cause']})" for u in restored if not u["ok"]]
+        con.print(esc(f"✗ {operation} {out.status}: {out.failure.splitlines()[0] if out.failure else ''}"))
+        if broken:
+            con.print(esc(f"✗ the undo failed too on: {', '.join(broken)}"))
+        con.print(esc(f"  what ran before is back on: {', '.join(back) or 'no node'}"))
+        con.print(esc(f"  logs: {out.record.path}"))
 
 
-def run_down(inventory: Path, output: str, purge: bool, run_root: Path) -> None:
+def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: Path) -> None:
+    """What `up` would change per node, with the keys of every changed file (read-only)."""
     from deployctl.cli.commands import load_and_validate
-    from deployctl.deploy.down import down
+    from deployctl.deploy.up import host_changes
 
-    inv = load_and_validate(inventory)
-    result, record = down(inv, purge, run_root, inventory.parent)
+    reporter = CliReporter(output == "json", "up")
+    inv = load_and_validate(inventory, _facts(inventory, facts, run_root, reporter))
+    _plan, changes, keys = host_changes(inv, inventory.parent)
     if output == "json":
-        typer.echo(json.dumps({"status": result.status, "run": str(record.path),
-                               "failures": [f.__dict__ for f in result.failures]}, indent=2))
-    else:
-        con = _console()
-        for f in result.failures:
-            con.print(esc(f"✗ {f.host}: {f.task}: {f.message}"))
-        con.print(esc(f"{'✓' if result.ok else '✗'} down {'(files purged) ' if purge else ''}on "
-                      f"{len(inv.nodes)} node(s); record: {record.path}"))
-    raise typer.Exit(0 if result.ok else 1)
+        doc = changes.model_dump()
+        for h in doc["hosts"]:
+            h["keys"] = keys.get(h["node"], {})
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    reporter.changes(changes)
+    for node, files in keys.items():
+        for name, lines in files.items():
+            reporter.step(f"{node} {name}:")
+            for line in lines or ["(no key-level difference: formatting only)"]:
+                reporter.step(f"    {line}")
+    if changes.nothing_to_do:
+        reporter.step("✓ no difference: every node runs the rendered revision")
 
 
-def run_status(inventory: Path, output: str) -> None:
+def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.status import cluster_status
 
     inv = load_and_validate(inventory)
-    rows, degraded = cluster_status(inv, inventory.parent)
+    st = cluster_status(inv, inventory.parent)
+    code = st.exit_code(expect_up)
     if output == "json":
-        typer.echo(json.dumps({"degraded": degraded, "nodes": rows}, indent=2))
-    else:
-        from rich.table import Table
+        typer.echo(json.dumps({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
+                               "note": st.note, "nodes": st.rows}, indent=2))
+        raise typer.Exit(code)
+    from rich.table import Table
 
-        t = Table()
-        for col in ("node", "instance", "ranks", "revision", "engine", "ready", "problem"):
-            t.add_column(col)
-        for r in rows:
-            ready = {True: "yes", False: "no", None: "-"}[r["ready"]]
-            t.add_row(*(esc(v) for v in (r["node"], r["instance"], r["ranks"], r["revision"] or "-",
-                                         r["engine"], ready, r["problem"])))
-        con = _console()
-        con.print(t)
-        con.print("[red]✗ degraded[/]" if degraded else "[green]✓ every rank is up and ready[/]")
-    raise typer.Exit(1 if degraded else 0)
+    t = Table()
+    for col in ("node", "instance", "ranks", "runs revision", "current", "engine", "env", "ready", "problem"):
+        t.add_column(col)
+    for r in st.rows:
+        ready = {True: "yes", False: "no", None: "-"}[r["ready"]]
+        env = {True: "=", False: "differs", None: "-"}[r["env_matches"]]
+        engine = r["engine"] + (f" ({r['exit_code']})" if r["exit_code"] is not None else "")
+        t.add_row(*(esc(v) for v in (r["node"], r["instance"], r["ranks"], r["revision"] or "-",
+                                     r["current"] or "-", engine, env, ready, r["problem"])))
+    con = _console()
+    con.print(t)
+    live = f" (history revision {st.live})" if st.live else ""
+    line = {"serving": f"[green]✓ serving: every rank is up, ready and on its recorded revision{live}[/]",
+            "degraded": "[red]✗ degraded[/]", "unknown": "[red]? unknown: a host could not be read[/]",
+            "down": "[yellow]■ down[/]"}[st.state]
+    con.print(line + (esc(f" ({st.note})") if st.note else ""))
+    raise typer.Exit(code)
 
 
 def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path) -> None:
@@ -140,9 +233,10 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
 
     inv = load_and_validate(inventory)
     logs, record = collect_logs(inv, inventory.parent, run_root, hosts=host, since=since, tail=tail)
+    failed = sorted(n for n, c in logs.items() if "error" in c)
     if output == "json":
-        typer.echo(json.dumps({"run": str(record.path), "logs": logs}, indent=2))
-        return
+        typer.echo(json.dumps({"run": str(record.path), "failed": failed, "logs": logs}, indent=2))
+        raise typer.Exit(1 if failed else 0)
     con = _console()
     for node, containers in logs.items():
         for name, text in containers.items():
@@ -150,3 +244,6 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
             for line in text.splitlines()[-min(tail, 20):]:
                 con.print(esc(line))
     con.print(esc(f"full logs saved under {record.path}/hosts/"))
+    if failed:
+        con.print(esc(f"✗ could not read the logs of: {', '.join(failed)}"))
+    raise typer.Exit(1 if failed else 0)

@@ -45,24 +45,38 @@ def _progress_printer(names: list[str]):
     return update, live
 
 
-def save_facts(result, inv, run_root: Path) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run_dir = run_root / "runs" / f"{stamp}-preflight"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / "facts.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(result.to_file(inv).model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
+def start_record(run_root: Path):
+    """The run record under <run-root>/runs/<id>-preflight/ (status running)."""
+    from deployctl.deploy.records import RunRecord
+    from deployctl.errors import UsageError
+
+    try:
+        record = RunRecord.create(run_root, "preflight")
+        record.status("running")
+    except OSError as exc:
+        raise UsageError(f"cannot write the run record under {run_root}: {exc.strerror or exc}",
+                         hint="pass --run-dir with a directory you can write") from None
+    return record
+
+
+def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
+    """facts.json (for --facts), run.json (what `up`/`diff` read to pick the latest usable facts), status, rc."""
+    from deployctl.preflight.latest import FACTS_FILE, RUN_FILE, run_summary
+
+    path = record.write(FACTS_FILE, result.to_file(inv).model_dump_json(indent=2) + "\n")
+    record.write_json(RUN_FILE, run_summary(inv, inventory, result, record.run_id, seconds))
+    record.finish("failed" if result.failed else "successful", 1 if result.failed else 0)
     return path
 
 
 def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
         workers: int, ping_sample: int, run_root: Path) -> None:
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.cli.commands import load_for_discovery
     from deployctl.executors.ssh import SshExecutor
-    from deployctl.preflight.run import run_preflight
+    from deployctl.preflight.run import judge_gaps, run_preflight
 
-    inv = load_and_validate(inventory)
+    raw, inv, gaps = load_for_discovery(inventory)
+    record = start_record(run_root)
     executor = SshExecutor(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout)
     progress, live = (None, None) if output == "json" else _progress_printer([n.name for n in inv.nodes])
     start = time.monotonic()
@@ -71,15 +85,20 @@ def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, con
             live.start()
         result = run_preflight(inv, inventory.parent, executor, timeout=timeout, workers=workers,
                                ping_sample=ping_sample, progress=progress)
+        judge_gaps(raw, inv, gaps, result)
+    except BaseException as exc:
+        record.finish("canceled" if isinstance(exc, KeyboardInterrupt) else "failed", 1)
+        raise
     finally:
         if live:
             live.stop()
         executor.close()
     seconds = time.monotonic() - start
-    facts_path = save_facts(result, inv, run_root)
+    facts_path = save_facts(record, result, inv, inventory, seconds)
     if output == "json":
         doc = json.loads(result.to_file(inv).model_dump_json())
-        doc.update({"facts_file": str(facts_path), "seconds": round(seconds, 2), "ok": not result.failed})
+        doc.update({"facts_file": str(facts_path), "run": str(record.path), "needs_facts": result.gaps,
+                    "seconds": round(seconds, 2), "ok": not result.failed})
         typer.echo(json.dumps(doc, indent=2))
     else:
         print_report(inv, result, seconds, facts_path)
@@ -98,6 +117,36 @@ def _host_row(h) -> list[str]:
     ips = sum(1 for d in h.devices.values() if d.ip)
     return [h.name, h.address, h.driver.package if h.driver else "?", h.firmware.version if h.firmware else "?",
             npus, health, links, f"{ips}/{len(h.devices)}", f"{h.seconds:.1f}s"]
+
+
+def gap_lines(gaps: list[dict], hosts: dict) -> list[str]:
+    """One line per node and missing kind (an A3 node without SDIDs is one line, not 16)."""
+    groups: dict[tuple, list[dict]] = {}
+    for g in gaps:
+        groups.setdefault((g["node"], g["what"]), []).append(g)
+    lines = []
+    for (node, _), notes in groups.items():
+        first = notes[0]
+        where = f"{first['file']}:{first['line']}" if first["line"] else first["file"]
+        more = f" (and {len(notes) - 1} more devices)" if len(notes) > 1 else ""
+        h = hosts.get(node)
+        if first["discovered"]:
+            status = "discovered"
+        elif h is not None and not h.reachable:
+            status = f"NOT discovered ({h.error_kind})"
+        else:
+            status = "NOT discovered (see the needs-facts finding)"
+        lines.append(f"{where} {first['path']}: {first['message']}{more} -> {status}")
+    return lines
+
+
+def print_gaps(con, result) -> None:
+    if not result.gaps:
+        return
+    con.print("Needs facts: the inventory leaves these to preflight, which reads them from the hosts "
+              "(saved in the facts file below):")
+    for line in gap_lines(result.gaps, result.facts):
+        con.print(esc(f"  • {line}"))
 
 
 def print_report(inv, result, seconds: float, facts_path: Path) -> None:
@@ -126,8 +175,11 @@ def print_report(inv, result, seconds: float, facts_path: Path) -> None:
             table.add_row(sev, esc(f.rule), esc(f.host or "all"), "" if f.device is None else str(f.device),
                           esc(f.message), esc(f.hint))
         con.print(table)
+    print_gaps(con, result)
     con.print(esc(f"Not checked: {'; '.join(result.not_checked)}"))
-    con.print(esc(f"Facts saved to {facts_path} (render with them: deployctl render -i ... --facts {facts_path})"))
+    use = "`up` and `diff` use them for this inventory" if not fails else \
+        "`up` and `diff` use only a run without FAIL"
+    con.print(esc(f"Facts saved to {facts_path}: {use}; validate, plan and render take --facts {facts_path}"))
     if fails:
         con.print(f"[red]✗ {len(fails)} check(s) failed[/]")
     else:

@@ -18,7 +18,7 @@ class RunRecord:
     def create(cls, root: Path, kind: str) -> "RunRecord":
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         run_id = f"{stamp}-{kind}"
-        path = root / "runs" / run_id
+        path = Path(root).resolve() / "runs" / run_id   # absolute: ansible runs from another directory
         path.mkdir(parents=True, exist_ok=False)
         rec = cls(path, run_id)
         rec.status("starting")

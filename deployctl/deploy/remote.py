@@ -1,7 +1,11 @@
-"""Read what is deployed on each host (read-only, over SSH, in parallel): revisions, containers, health."""
+"""Read what is deployed on each host (read-only, over SSH, in parallel): the revisions on disk, the
+`current`/`previous` links, the history, the lock, and what the containers really run (the revision
+directory each one mounts, its environment, its state) and whether the engine answers its health check.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from deployctl.executors.base import Executor, HostTarget
@@ -10,11 +14,14 @@ from deployctl.models.plan import Plan
 from deployctl.preflight.batch import ProbeOutput
 from deployctl.preflight.fanout import fan_out
 
-INSPECT_FORMAT = "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt}}"
+# one JSON document per line: state, mounts, env (newlines are literal in the Go template)
+INSPECT_FORMAT = "{{json .State}}\n{{json .Mounts}}\n{{json .Config.Env}}"
 # GET a URL with the host's own python3 (MindIE hosts have it; curl is not always there)
 HTTP_STATUS = ("import sys, urllib.request\n"
                "try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=3).status)\n"
                "except Exception as e:\n    print(getattr(e, 'code', 0))\n")
+# every JSON file of a glob, separated (paths come in as arguments, never spliced into the script)
+CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat "$f"; echo; }; done; true'
 
 
 def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
@@ -24,12 +31,30 @@ def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
     return base, (f"{base}-ms-controller", f"{base}-ms-coordinator")
 
 
+def env_pairs(text: str) -> dict[str, str]:
+    """KEY=VALUE as `docker run --env-file` reads them (no quote processing; comments and blanks skipped)."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip()] = value
+    return out
+
+
+def env_digest(pairs: dict[str, str]) -> str:
+    h = hashlib.sha256("\n".join(f"{k}={v}" for k, v in sorted(pairs.items())).encode())
+    return h.hexdigest()[:16]
+
+
 def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple[str, list[str]]]:
     engine, ms = container_names(plan)
     names = [engine] + (list(ms) if plan.node(node).runs_ms else [])
     cmds = [("dep.current", ["readlink", f"{cdir}/current"]),
             ("dep.previous", ["readlink", f"{cdir}/previous"]),
-            ("dep.manifest", ["cat", f"{cdir}/current/.deployctl.json"])]
+            ("dep.manifests", ["sh", "-c", CAT_ALL, "deployctl", f"{cdir}/revisions", "*/.deployctl.json"]),
+            ("dep.history", ["sh", "-c", CAT_ALL, "deployctl", f"{cdir}/history", "*.json"]),
+            ("dep.lock", ["cat", f"{cdir}/lock"])]
     cmds += [(f"dep.container.{i}", ["docker", "inspect", "--format", INSPECT_FORMAT, name])
              for i, name in enumerate(names)]
     if health:
@@ -37,6 +62,36 @@ def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple
         url = f"http://{p.container_ip}:{plan.ports.management}/v2/health/ready"
         cmds.append(("dep.health", ["python3", "-c", HTTP_STATUS, url]))
     return cmds
+
+
+def _json_files(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for chunk in text.split("@@file ")[1:]:
+        path, _, body = chunk.partition("\n")
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out.append((path.strip(), doc))
+    return out
+
+
+def _container(name: str, res: ProbeOutput | None, work_dir: str) -> ContainerState:
+    lines = res.text.splitlines() if res and res.rc == 0 else []
+    try:
+        state, mounts, env = (json.loads(x) for x in lines[:3])
+    except (ValueError, TypeError):
+        return ContainerState(name=name, status="absent")
+    mounted = None
+    for m in mounts or []:
+        if m.get("Destination") == work_dir:
+            mounted = str(m.get("Source", "")).rstrip("/").rsplit("/", 1)[-1] or None
+    pairs = dict(e.partition("=")[::2] for e in env or [])
+    code = state.get("ExitCode")
+    return ContainerState(name=name, status=state.get("Status", "unknown"),
+                          exit_code=code if isinstance(code, int) else None,
+                          started_at=state.get("StartedAt"), mounted_rev=mounted, env=pairs)
 
 
 def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedState:
@@ -47,29 +102,24 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
         res = out.get(key)
         return res.text.strip().rstrip("/").rsplit("/", 1)[-1] if res and res.rc == 0 and res.text.strip() else None
 
-    files: dict[str, str] = {}
-    run = None
-    man = out.get("dep.manifest")
-    if man and man.rc == 0:
-        try:
-            doc = json.loads(man.text)
-            files, run = dict(doc.get("files", {})), doc.get("run")
-        except ValueError:
-            files = {}
-    containers = {}
-    for i, name in enumerate(names):
-        res = out.get(f"dep.container.{i}")
-        parts = res.text.split() if res and res.rc == 0 else []
-        if parts:
-            containers[name] = ContainerState(name=name, status=parts[0],
-                                              exit_code=int(parts[1]) if len(parts) > 1 and parts[1].isdigit()
-                                              else None, started_at=parts[2] if len(parts) > 2 else None)
-        else:
-            containers[name] = ContainerState(name=name, status="absent")
+    revisions = {}
+    man = out.get("dep.manifests")
+    for path, doc in _json_files(man.text if man else ""):
+        revisions[str(doc.get("revision") or path.rsplit("/", 2)[-2])] = doc
+    hist = out.get("dep.history")
+    history = sorted((doc for _, doc in _json_files(hist.text if hist else "")),
+                     key=lambda d: (d.get("revision", 0), d.get("run_id", "")))
+    current = rev("dep.current")
+    doc = revisions.get(current or "", {})
+    lock = out.get("dep.lock")
+    containers = {name: _container(name, out.get(f"dep.container.{i}"), plan.inventory.engine.work_dir)
+                  for i, name in enumerate(names)}
     health = out.get("dep.health")
     ready = None if health is None else health.text.strip() == "200"
-    return DeployedState(node=node, current_rev=rev("dep.current"), previous_rev=rev("dep.previous"),
-                         files=files, run=run, containers=containers, ready=ready)
+    return DeployedState(node=node, current_rev=current, previous_rev=rev("dep.previous"),
+                         files=dict(doc.get("files", {})), run=doc.get("run"), containers=containers, ready=ready,
+                         revisions=revisions, history=history,
+                         lock=lock.text.strip() if lock and lock.rc == 0 and lock.text.strip() else None)
 
 
 def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdir: str, *,
@@ -80,7 +130,8 @@ def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdi
     out = {}
     for name, run in runs.items():
         if run.error is not None:
-            out[name] = DeployedState(node=name, error=f"{run.error.message}")
+            hint = f" ({run.error.hint})" if getattr(run.error, "hint", "") else ""
+            out[name] = DeployedState(node=name, error=f"{run.error.message}{hint}")
         else:
             out[name] = parse_state(plan, name, run.outputs)
     return out

@@ -38,9 +38,18 @@ class NodeBundle:
             h.update(hashlib.sha256(a.content).digest())
         return h.hexdigest()[:16]
 
+    def env_check(self) -> tuple[str, list[str]]:
+        """Digest and keys of the env file as docker reads it: verify compares the container's env."""
+        from deployctl.deploy.remote import env_digest, env_pairs
+
+        env = self.files.get("env")
+        pairs = env_pairs(env.content.decode()) if env else {}
+        return env_digest(pairs), sorted(pairs)
+
     def manifest(self, cluster: str, run_id: str) -> bytes:
+        digest, keys = self.env_check()
         doc = {"generator": "deployctl", "cluster": cluster, "node": self.node, "revision": self.rev,
-               "run": run_id, "files": self.digests}
+               "run": run_id, "files": self.digests, "env_digest": digest, "env_keys": keys}
         return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 

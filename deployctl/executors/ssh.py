@@ -1,7 +1,12 @@
-"""SSH executor (paramiko): one connection per host, reused; host keys always verified."""
+"""SSH executor (paramiko): one connection per host, reused; host keys always verified.
+
+Every way a connection can fail becomes a HostError with a cause-specific hint (``describe_connect_error``,
+a pure function: feed it the exception, get the HostError back).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -9,6 +14,11 @@ import time
 from pathlib import Path
 
 from deployctl.executors.base import CommandResult, HostError, HostTarget, join_argv
+
+# what paramiko tries when no key file is given (look_for_keys=True), in its order
+DEFAULT_KEYS = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ed25519", "~/.ssh/id_dsa")
+_BANNER_ERRORS = ("Error reading SSH protocol banner", "Indecipherable protocol version", "Invalid SSH banner",
+                  "Incompatible version")
 
 
 class _TrustNewHost:
@@ -33,6 +43,131 @@ def _expand(path: str | None) -> Path | None:
     return Path(os.path.expanduser(path)) if path else None
 
 
+def keys_tried(key: Path | None) -> tuple[tuple[str, ...], bool]:
+    """(key files paramiko will offer, whether it asks the ssh-agent): the given key only, or agent + defaults."""
+    if key is not None:
+        return (str(key),), False
+    return tuple(p for p in DEFAULT_KEYS if Path(os.path.expanduser(p)).is_file()), True
+
+
+def _ssh_cmd(t: HostTarget) -> str:
+    port = f" -p {t.port}" if t.port != 22 else ""
+    return f"ssh -v{port} {t.user}@{t.address} true"
+
+
+def _socket_errno(exc: BaseException) -> int | None:
+    """The errno of a connect failure; paramiko wraps refused/unreachable per address family."""
+    import paramiko
+
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        codes = {getattr(e, "errno", None) for e in exc.errors.values()}
+        for code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH):
+            if code in codes:
+                return code
+        return next(iter(codes), None)
+    return getattr(exc, "errno", None)
+
+
+def _banner_problem(exc: BaseException, timeout: float) -> str:
+    """What went wrong before the SSH banner: paramiko keeps the cause as the exception's context."""
+    text, cause = str(exc), exc.__cause__ or exc.__context__
+    if not text.startswith(_BANNER_ERRORS[0]):
+        return f"answered with something that is not SSH ({text})"
+    if isinstance(cause, (socket.timeout, TimeoutError)):
+        return f"sent no SSH banner within {timeout:g} s"
+    if isinstance(cause, EOFError):
+        return "closed it without sending an SSH banner"
+    if isinstance(cause, ConnectionResetError):
+        return "reset it before sending an SSH banner"
+    detail = text[len(_BANNER_ERRORS[0]):].strip()
+    return "sent no SSH banner" + (f" ({detail})" if detail else "")
+
+
+def _banner_hint(t: HostTarget) -> str:
+    return (f"port {t.port} on {t.address} is not an SSH server (another service listens there: check ssh.port), "
+            "or sshd is overloaded and drops new connections (MaxStartups in /etc/ssh/sshd_config; lower --workers)")
+
+
+def describe_connect_error(exc: BaseException, t: HostTarget, *, timeout: float, known_hosts: Path | None = None,
+                           keys: tuple[str, ...] = (), agent: bool = False) -> HostError:
+    """Map what ``SSHClient.connect`` raised for target ``t`` to a HostError with a hint for that cause.
+
+    ``keys``/``agent`` say what authentication offered (see ``keys_tried``). Pure: no I/O.
+    """
+    import paramiko
+
+    where = f"{t.address}:{t.port}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return HostError(t.name, "host-key-changed",
+                         f"host key of {t.address} CHANGED (now {exc.key.get_name()} "
+                         f"{exc.key.get_fingerprint().hex()}); refusing to connect",
+                         f"if the host was reinstalled, remove its old key: ssh-keygen -R {t.address} "
+                         f"-f {known_hosts or '~/.ssh/known_hosts'}; otherwise treat this as an attack")
+    if isinstance(exc, paramiko.AuthenticationException):
+        offered = (f"key file {', '.join(keys)}" if keys and not agent else
+                   "the ssh-agent and the default keys " + (", ".join(keys) if keys else
+                                                              f"({', '.join(DEFAULT_KEYS)}: none exists)"))
+        if isinstance(exc, paramiko.PasswordRequiredException):
+            return HostError(t.name, "auth", f"key file {', '.join(keys)} is encrypted (needs a passphrase)",
+                             "load it into ssh-agent (ssh-add KEY) and leave ssh.key unset, or point ssh.key at "
+                             "an unencrypted deployment key")
+        why = "timed out" if "timeout" in str(exc).lower() else "was refused"
+        allowed = getattr(exc, "allowed_types", None)
+        extra = f"; the server only allows {', '.join(allowed)}" if allowed else ""
+        return HostError(t.name, "auth", f"authentication as {t.user} at {where} {why}: tried {offered}{extra}",
+                         f"check ssh.user ({t.user}) and ssh.key (or nodes[].ssh.key); the public key must be in "
+                         f"~{t.user}/.ssh/authorized_keys on {t.address}: ssh-copy-id -i KEY.pub"
+                         f"{'' if t.port == 22 else f' -p {t.port}'} {t.user}@{t.address}; test with "
+                         f"{_ssh_cmd(t)}")
+    if isinstance(exc, paramiko.SSHException):
+        text = str(exc)
+        if "not found in known_hosts" in text:
+            return HostError(t.name, "host-key-unknown", f"{t.address} is not in {known_hosts or 'known_hosts'}",
+                             f"verify the host's key and add it: ssh-keyscan -p {t.port} {t.address} >> "
+                             f"{known_hosts or '~/.ssh/known_hosts'}, or pass --trust-new-hosts to record it on "
+                             "first use")
+        if text == "No existing session" and timeout:
+            # the connect timeout ran out before the banner timeout did: the handshake never completed
+            return HostError(t.name, "ssh", f"{where} accepted the TCP connection but the SSH handshake did not "
+                             f"complete within {timeout:g} s", _banner_hint(t))
+        if any(text.startswith(b) for b in _BANNER_ERRORS):
+            return HostError(t.name, "ssh", f"{where} accepted the TCP connection but {_banner_problem(exc, timeout)}",
+                             _banner_hint(t))
+        if "No authentication methods available" in text:
+            return HostError(t.name, "auth", f"no key to authenticate as {t.user} at {where}: no ssh-agent and "
+                             f"none of {', '.join(DEFAULT_KEYS)} exists",
+                             "set ssh.key (or nodes[].ssh.key) to your private key file, or start ssh-agent and "
+                             "ssh-add the key")
+        if "private key file" in text or "not a valid" in text:
+            return HostError(t.name, "auth", f"key file {', '.join(keys) or '?'} cannot be used: {text}",
+                             "ssh.key must be an OpenSSH private key (not the .pub file, not a PuTTY .ppk)")
+        return HostError(t.name, "ssh", f"ssh to {where} failed: {text or type(exc).__name__}",
+                         f"see where it stops with {_ssh_cmd(t)}")
+    if isinstance(exc, socket.gaierror):
+        return HostError(t.name, "unreachable", f"cannot resolve host name {t.address!r}: {exc.strerror or exc}",
+                         f"check the spelling of {t.address} in the inventory (nodes[].address), /etc/hosts and "
+                         "DNS on this machine, or use the IP address")
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return HostError(t.name, "unreachable", f"{where} did not answer within {timeout:g} s",
+                         f"the host is down, a firewall drops port {t.port}, or {t.address} is the wrong address: "
+                         f"check with `nc -vz -w 5 {t.address} {t.port}`; raise --connect-timeout if the network "
+                         "is just slow")
+    code = _socket_errno(exc)
+    if code == errno.ECONNREFUSED:
+        return HostError(t.name, "unreachable", f"{where} refused the connection",
+                         f"{t.address} answers but nothing listens on port {t.port}: start sshd there "
+                         "(systemctl start sshd), or set ssh.port to the port sshd listens on")
+    if code in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return HostError(t.name, "unreachable", f"no route to {where}",
+                         f"{t.address} is down or not on a network this machine reaches: check the address "
+                         f"and `ip route get {t.address}`")
+    if isinstance(exc, OSError):
+        return HostError(t.name, "unreachable", f"cannot connect to {where}: {exc.strerror or exc}",
+                         f"check the address and that sshd runs there: {_ssh_cmd(t)}")
+    return HostError(t.name, "ssh", f"ssh to {where} failed: {type(exc).__name__}: {exc}",
+                     f"see where it stops with {_ssh_cmd(t)}")
+
+
 class SshExecutor:
     """Runs commands over SSH. Thread-safe across hosts; one paramiko client per host."""
 
@@ -54,42 +189,32 @@ class SshExecutor:
         client = paramiko.SSHClient()
         known = _expand(t.known_hosts)
         if known and known.exists():
-            client.load_host_keys(str(known))
+            try:
+                client.load_host_keys(str(known))
+            except (OSError, paramiko.SSHException) as exc:
+                raise HostError(t.name, "host-key-unknown", f"cannot read known_hosts file {known}: {exc}",
+                                "fix its permissions or format (one `host keytype base64` per line), or point "
+                                "ssh.known_hosts at another file") from None
         if self.trust_new_hosts and known:
             client.set_missing_host_key_policy(_TrustNewHost(known, self._known_lock))
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         key = _expand(t.key)
-        if key and not key.exists():
+        if key and not key.is_file():
             raise HostError(t.name, "auth", f"ssh key {key} does not exist",
                             "set ssh.key (or nodes[].ssh.key) to your private key file")
+        if key and not os.access(key, os.R_OK):
+            raise HostError(t.name, "auth", f"ssh key {key} is not readable by this user",
+                            f"run deployctl as the key's owner, or chmod 600 {key} and chown it to yourself")
+        keys, agent = keys_tried(key)
         try:
             client.connect(t.address, port=t.port, username=t.user, key_filename=str(key) if key else None,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout, allow_agent=key is None,
-                           look_for_keys=key is None)
-        except paramiko.BadHostKeyException as exc:
-            raise HostError(t.name, "host-key-changed",
-                            f"host key of {t.address} CHANGED (now {exc.key.get_name()} "
-                            f"{exc.key.get_fingerprint().hex()}); refusing to connect",
-                            f"if the host was reinstalled, remove its old key: ssh-keygen -R {t.address} "
-                            f"-f {known}; otherwise treat this as an attack") from None
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc) or "Server '" in str(exc):
-                raise HostError(t.name, "host-key-unknown", f"{t.address} is not in {known}",
-                                "verify the host's key and add it (ssh-keyscan), or pass "
-                                "--trust-new-hosts to record it on first use") from None
-            if isinstance(exc, paramiko.AuthenticationException):
-                raise HostError(t.name, "auth", f"authentication as {t.user} failed: {exc}",
-                                "check ssh.user and ssh.key; the key must be in the host's "
-                                "authorized_keys") from None
-            raise HostError(t.name, "ssh", f"ssh to {t.address}:{t.port} failed: {exc}") from None
-        except (socket.timeout, TimeoutError):
-            raise HostError(t.name, "unreachable", f"{t.address}:{t.port} did not answer within "
-                            f"{self.connect_timeout:.0f} s", "check the address, routing and firewall") from None
-        except OSError as exc:
-            raise HostError(t.name, "unreachable", f"cannot connect to {t.address}:{t.port}: "
-                            f"{exc.strerror or exc}", "check the address and that sshd runs") from None
+                           auth_timeout=self.connect_timeout, allow_agent=agent, look_for_keys=agent)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            client.close()
+            raise describe_connect_error(exc, t, timeout=self.connect_timeout, known_hosts=known, keys=keys,
+                                         agent=agent) from None
         return client
 
     def client(self, t: HostTarget):
@@ -134,7 +259,14 @@ class SshExecutor:
         except HostError:
             raise
         except Exception as exc:  # paramiko raises many kinds when a connection dies mid-command
-            raise HostError(target.name, "ssh", f"connection lost: {exc}") from None
+            with self._lock:
+                dead = self._clients.pop(target.name, None)
+            if dead is not None:
+                dead.close()
+            raise HostError(target.name, "ssh", f"connection to {target.address}:{target.port} lost while running "
+                            f"{argv[0]}: {str(exc) or type(exc).__name__}",
+                            f"the host rebooted, sshd restarted or the network dropped; check that "
+                            f"{_ssh_cmd(target)} works, then rerun") from None
         return CommandResult(target.name, command, rc, out.decode(errors="replace"),
                              err.decode(errors="replace"), time.monotonic() - start)
 

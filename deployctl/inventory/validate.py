@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import ipaddress
 import re
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deployctl.errors import InventoryError, Problem
+from deployctl.inventory.gaps import NeedsFacts, discovery_hint, needs_facts
 from deployctl.inventory.hccn import parse_hccn_conf
 from deployctl.inventory.load import KeyPath, RawInventory
 
@@ -271,9 +273,10 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
                     families.setdefault(addr.version, where)
                     first_of.setdefault(addr.version, ipkey)
             if super_pod and dev.sdid is None:
-                out.append(raw.problem(key, f"device {dev.id} on node '{node.name}' has no sdid",
-                                       "a3 super pod rank tables need super_device_id: read it with "
-                                       "`npu-smi info -t spod-info -i NPU -c CHIP`"))
+                out.append(needs_facts(raw, key, f"device {dev.id} on node '{node.name}' has no sdid",
+                                       "add sdid: <SDID from `npu-smi info -t spod-info -i NPU -c CHIP`>, or "
+                                       + discovery_hint(raw.file, "sdid"),
+                                       node=node.name, device=dev.id, what="sdid"))
             if inv.cluster.hardware != "a3" and dev.sdid is not None:
                 out.append(raw.problem(key + ("sdid",) if len(key) == 4 else key,
                                        "sdid (super device id) exists only on a3 hardware",
@@ -296,9 +299,10 @@ def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
     pods: dict[str, list[int]] = defaultdict(list)
     for i, node in enumerate(inv.nodes):
         if node.super_pod_id is None:
-            out.append(raw.problem(("nodes", i), f"node '{node.name}' has no super_pod_id",
-                                   "with cluster.super_pod: true every node names its super pod "
-                                   "(`npu-smi info -t spod-info` shows Super Pod ID)"))
+            out.append(needs_facts(raw, ("nodes", i), f"node '{node.name}' has no super_pod_id",
+                                   "set it to the Super Pod ID of `npu-smi info -t spod-info`, or "
+                                   + discovery_hint(raw.file, "super_pod_id"),
+                                   node=node.name, what="super_pod_id"))
             continue
         pods[node.super_pod_id].append(i)
     for pod, members in pods.items():
@@ -518,7 +522,7 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def _apply_facts(inv, facts):
+def apply_facts(inv, facts):
     """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
 
     What the inventory states always wins; preflight's device-ip/sdid rules report disagreements.
@@ -562,6 +566,30 @@ def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | Non
     Raises:
         InventoryError: with every problem found, each naming file, line and key path.
     """
+    inv, problems = inventory_problems(raw, read_text, facts)
+    if problems:
+        raise InventoryError(count_problems(raw.file, problems), problems=problems)
+    return inv
+
+
+def validate_for_discovery(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
+    """Validation for `preflight`: what only the hosts can tell (device IPs, A3 SDIDs and super pod ids
+    the inventory leaves out: ``NeedsFacts``) is returned as notes instead of refused.
+
+    Returns:
+        (inventory, the NeedsFacts notes), the inventory filled from ``facts`` when given.
+    Raises:
+        InventoryError: every other problem, as ``validate_inventory`` reports it.
+    """
+    inv, problems = inventory_problems(raw, read_text, facts)
+    refused = [p for p in problems if not isinstance(p, NeedsFacts)]
+    if refused:
+        raise InventoryError(count_problems(raw.file, refused), problems=refused)
+    return inv, [p for p in problems if isinstance(p, NeedsFacts)]
+
+
+def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None) -> tuple:
+    """(inventory, every value problem, NeedsFacts included), sorted; structure problems raise InventoryError."""
     from pydantic import ValidationError
 
     from deployctl.models.inventory import Inventory
@@ -574,17 +602,17 @@ def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | Non
         raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
     inv, problems = _resolve_devices(inv, raw, read_text or (lambda p: p.read_text(encoding="utf-8")))
     if facts is not None:
-        inv = _apply_facts(inv, facts)
+        inv = apply_facts(inv, facts)
     bad_hccn = {n.name for i, n in enumerate(inv.nodes)
                 if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
     for check in CHECKS:
         problems += check(inv, raw)
     if not any(p.path.startswith("layout") for p in problems):
         problems += layout_problems(inv, raw, skip_ips=bad_hccn)
-    if problems:
-        problems = sorted(dict.fromkeys(problems), key=Problem.sort_key)
-        raise InventoryError(count_problems(raw.file, problems), problems=problems)
-    return inv
+    if facts is not None:   # the facts were there and still left the gap: "run preflight" would not help
+        problems = [dataclasses.replace(p, hint=discovery_hint(raw.file, p.what, facts_given=True))
+                    if isinstance(p, NeedsFacts) else p for p in problems]
+    return inv, sorted(dict.fromkeys(problems), key=Problem.sort_key)
 
 
 def count_problems(file: str, problems: list) -> str:

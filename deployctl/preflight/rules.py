@@ -191,7 +191,9 @@ def check_sdids(inv, facts):
         for d in h.devices.values():
             if d.sdid is None:
                 continue
-            key = (pod_of.get(h.name), d.sdid)
+            # the inventory's super pod, else the one npu-smi reports (preflight discovers it)
+            pod = pod_of.get(h.name) or (str(d.super_pod_id) if d.super_pod_id is not None else None)
+            key = (pod, d.sdid)
             if key in seen:
                 yield _f("sdid", "FAIL", f"SDID {d.sdid} also on {seen[key][0]} device {seen[key][1]} in super "
                          f"pod {key[0]}", "SDIDs must be unique in a super pod (EI0014)", h.name, d.phy_id)
@@ -286,10 +288,34 @@ def _up(facts: dict[str, HostFacts]):
 
 def check_facts(inv: Inventory, facts: dict[str, HostFacts]) -> list[Finding]:
     """Every finding, FAIL first, then by host and device (stable for reports and tests)."""
-    out = [f for rule in RULES for f in rule(inv, facts)]
+    return sort_findings(inv, [f for rule in RULES for f in rule(inv, facts)])
+
+
+def sort_findings(inv: Inventory, findings: list[Finding]) -> list[Finding]:
     order = {n.name: i for i, n in enumerate(inv.nodes)}
-    return sorted(out, key=lambda f: (f.severity != "FAIL", order.get(f.host, -1),
-                                      -1 if f.device is None else f.device, f.rule))
+    return sorted(findings, key=lambda f: (f.severity != "FAIL", order.get(f.host, -1),
+                                           -1 if f.device is None else f.device, f.rule))
+
+
+def check_gaps(inv: Inventory, facts: dict[str, HostFacts], left) -> list[Finding]:
+    """``needs-facts``: what the inventory leaves to preflight (device IPs, A3 SDIDs, super pod ids) and
+    the facts still do not give (``left``: the NeedsFacts problems of the inventory with the facts
+    applied); `plan --facts` and `up` would refuse it. Unreachable hosts already FAIL host-reachable."""
+    from deployctl.inventory.gaps import NOUNS
+
+    down = {h.name for h in facts.values() if not h.reachable}
+    grouped: dict[tuple[str, str], list] = defaultdict(list)
+    for p in left:
+        if p.node not in down:
+            grouped[(p.node, p.what)].append(p.device)
+    out = []
+    for (node, what), devices in grouped.items():
+        which = sorted(d for d in devices if d is not None)
+        on = f" (devices {', '.join(map(str, which))})" if which and len(which) < inv.devices_per_node else ""
+        out.append(_f("needs-facts", "FAIL", f"the inventory leaves out the {NOUNS[what]}{on} and preflight "
+                      "could not read them", "see this host's other findings (probe, device-ip, sdid), or write "
+                      "them into the inventory: `plan --facts` and `up` need them", node))
+    return out
 
 
 def not_checked(inv: Inventory, facts: dict[str, HostFacts], ping_sample: int) -> list[str]:
@@ -303,6 +329,16 @@ def not_checked(inv: Inventory, facts: dict[str, HostFacts], ping_sample: int) -
             failed[name.split(".")[0] + "." + name.split(".")[1]].append(h.name)
     for probe, hosts in sorted(failed.items()):
         notes.append(f"{probe} on {', '.join(sorted(set(hosts)))} (probe gave no facts)")
+    bare = [n.name for n in inv.nodes if not any(d.ip for d in n.devices or ())]
+    if bare:
+        notes.append(f"device IPs against the inventory on {', '.join(bare)} (it lists none: the discovered "
+                     "ones are saved)")
+    if inv.cluster.hardware == "a3" and inv.cluster.super_pod:
+        bare = [n.name for n in inv.nodes if n.super_pod_id is None or not any(
+            d.sdid is not None for d in n.devices or ())]
+        if bare:
+            notes.append(f"SDIDs and super pod ids against the inventory on {', '.join(bare)} (it leaves them "
+                         "out: the discovered ones are saved)")
     up = len(_up(facts))
     if up - 1 > ping_sample:
         notes.append(f"peer reachability sampled: each node pinged {ping_sample} of {up - 1} peers")

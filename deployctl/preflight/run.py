@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,7 +13,7 @@ from deployctl.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.models.inventory import Inventory
 from deployctl.preflight import probes
 from deployctl.preflight.fanout import Progress, fan_out
-from deployctl.preflight.rules import check_facts, not_checked
+from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
 
 
 def _path(value: str | None, base: Path) -> str | None:
@@ -43,6 +43,7 @@ class PreflightResult:
     facts: dict[str, HostFacts]
     findings: list[Finding]
     not_checked: list[str]
+    gaps: list[dict] = field(default_factory=list)   # needs-facts notes, each with "discovered" (judge_gaps)
 
     @property
     def failed(self) -> bool:
@@ -83,3 +84,29 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
     return PreflightResult(facts, check_facts(inv, facts), not_checked(inv, facts, ping_sample))
+
+
+def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:
+    """After discovery: which needs-facts notes (what the inventory leaves out) the facts filled.
+
+    The inventory is validated again with the facts applied, as `plan --facts` will: a gap it still has
+    becomes a ``needs-facts`` FAIL (on reachable hosts; unreachable ones already fail). Sets result.gaps
+    (each note with ``discovered``) and adds the findings.
+    """
+    from deployctl.errors import InventoryError
+    from deployctl.inventory.gaps import NeedsFacts
+    from deployctl.inventory.validate import inventory_problems
+
+    if not gaps:
+        result.gaps = []
+        return
+    try:
+        _, problems = inventory_problems(raw, facts=result.to_file(inv))
+    except InventoryError:        # the structure was valid before; facts cannot break it
+        problems = []
+    left = [p for p in problems if isinstance(p, NeedsFacts)]
+    still = {(p.node, p.what) for p in left}
+    result.gaps = [{**g.to_dict(), "discovered": (g.node, g.what) not in still} for g in gaps]
+    extra = check_gaps(inv, result.facts, left)
+    if extra:
+        result.findings = sort_findings(inv, result.findings + extra)

@@ -91,8 +91,11 @@ def test_up_status_logs_down_on_two_a2_nodes(fake_cluster_factory, tmp_path):
 
     dn = run_cli("down", "-i", str(inv), "--run-dir", str(runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr
+    # a deliberate down is not a degraded deployment: status says "down" and exits 0 (1 with --expect-up)
     st = run_cli("status", "-i", str(inv), "--output", "json")
-    assert st.returncode == 1 and {r["engine"] for r in json.loads(st.stdout)["nodes"]} == {"absent"}
+    assert st.returncode == 0 and json.loads(st.stdout)["state"] == "down", st.stdout
+    assert {r["engine"] for r in json.loads(st.stdout)["nodes"]} == {"absent"}
+    assert run_cli("status", "-i", str(inv), "--expect-up").returncode == 1
 
 
 def test_failed_up_names_the_host_and_restores_the_previous_revision(fake_cluster_factory, tmp_path):

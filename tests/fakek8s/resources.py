@@ -93,6 +93,8 @@ RESOURCES: list[Resource] = [
     _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=["hpa"], sub=["status"]),
     # storage.k8s.io/v1
     _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=["sc"]),
+    # coordination.k8s.io/v1 (leader election; deployctl's deployment lock)
+    _r("coordination.k8s.io", "v1", "leases", "Lease"),
 ]
 
 BY_PATH: dict[tuple[str, str], Resource] = {(r.group_version, r.plural): r for r in RESOURCES}

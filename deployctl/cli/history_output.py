@@ -1,0 +1,52 @@
+"""`deployctl history` output, the same for hosts and k8s."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from deployctl.cli._output import esc
+from deployctl.cli._output import run_console as _console
+
+
+def print_history(rows, output: str, title: str) -> None:
+    if output == "json":
+        typer.echo(json.dumps({"title": title, "revisions": [r.to_dict() for r in rows]}, indent=2))
+        return
+    from rich.table import Table
+
+    con = _console()
+    if not rows:
+        con.print(esc(f"{title}: no deployment recorded yet"))
+        return
+    t = Table(title=title, title_justify="left")
+    for col in ("rev", "", "time", "user", "operation", "result", "what", "changed"):
+        t.add_column(col)
+    for r in rows:
+        mark = "live" if r.live else ("" if r.available else "gone")
+        t.add_row(*(esc(v) for v in (str(r.revision), mark, r.time, r.user, r.operation, r.result, r.summary,
+                                     r.changed)))
+    con.print(t)
+    con.print(esc("roll back with: deployctl rollback -i INV [--to REV]  (default: the last successful "
+                  "revision before the live one)"))
+
+
+def run_history(inventory, output: str) -> None:
+    """Hosts: the history every host keeps, merged, with what runs now marked live."""
+    from deployctl.cli.commands import load_and_validate
+    from deployctl.deploy import history as hist
+    from deployctl.deploy.up import read_state
+
+    inv = load_and_validate(inventory)
+    _plan, states = read_state(inv, inventory.parent)
+    ok = {n: s for n, s in states.items() if not s.error}
+    if not ok:
+        from deployctl.errors import ExecutionError
+
+        raise ExecutionError("no host could be read", hint="fix SSH to the hosts (deployctl preflight shows why)")
+    rows = hist.rows(hist.merged(ok), ok)
+    print_history(rows, output, f"history of {inv.cluster.name} (hosts)")
+    unread = sorted(n for n, s in states.items() if s.error)
+    if unread and output != "json":
+        _console().print(esc(f"! not read: {', '.join(unread)}"))

@@ -1,0 +1,245 @@
+"""The hosts backend of the deploy pipeline: up, rollback and down over SSH (reads, lock, history) and
+ansible-runner (changes). The executor and the playbook runner are passed in, so the logic is
+unit-tested with fakes (tests/deploy/test_hosts_backend.py) and end to end on the simulated hosts.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from deployctl.deploy import history as hist
+from deployctl.deploy.diff import diff_deployment
+from deployctl.deploy.hostlock import HostLock
+from deployctl.deploy.lockinfo import LockOwner
+from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
+from deployctl.deploy.records import RunRecord
+from deployctl.deploy.remote import container_names, read_deployed
+from deployctl.deploy.revision import cluster_dir
+from deployctl.deploy.verify import Want, verify_nodes
+from deployctl.errors import ExecutionError, Problem
+from deployctl.executors.base import Executor, HostError, HostTarget
+from deployctl.models.deploy import ChangeSet, DeployedState
+from deployctl.models.plan import Plan
+
+
+@dataclass(frozen=True)
+class NodeIntent:
+    """What one node should run: duck-types NodeBundle for diff_deployment (``rev``, ``digests``)."""
+
+    node: str
+    rev: str
+    digests: dict[str, str]
+    env_digest: str = ""
+    env_keys: tuple[str, ...] = ()
+
+
+@dataclass
+class Desired:
+    nodes: dict[str, NodeIntent] = field(default_factory=dict)   # empty for down
+    push: bool = True                    # up: the revisions go to the hosts; rollback: they are there
+    rendered: Path | None = None          # up: the rendered tree (archives are packed from it)
+    entry: dict | None = None             # rollback: the history entry it goes back to
+
+
+@dataclass(frozen=True)
+class DownChanges:
+    running: dict[str, list[str]]         # node -> containers that exist there
+    already_down: bool
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not any(self.running.values()) and self.already_down
+
+    def model_dump(self) -> dict:
+        return {"containers": self.running, "already_down": self.already_down}
+
+
+@dataclass
+class HostsOptions:
+    ready_timeout: int = 1800          # MindIE loads hundreds of GB of weights: minutes, not seconds
+    smoke_timeout: int = 120
+    ssh_timeout: float = 60
+    pull: bool = False
+    trust_new_hosts: bool = False
+    inventory_dir: Path = Path(".")
+    to: int | None = None              # rollback --to
+    purge: bool = False                # down --purge
+    command: str = "up"
+
+
+Runner = Callable[..., Any]           # deployctl.executors.ansible.run_playbook's signature
+
+
+class HostsBackend:
+    """One operation ('up', 'rollback' or 'down') of one inventory on its hosts."""
+
+    def __init__(self, operation: str, inv, plan: Plan, targets: list[HostTarget], executor: Executor,
+                 runner: Runner, record: RunRecord, opts: HostsOptions, reporter, preflight=None):
+        self.operation, self.inv, self.plan, self.targets = operation, inv, plan, targets
+        self.executor, self.runner, self.rec, self.opts = executor, runner, record, opts
+        self.reporter, self._preflight = reporter, preflight
+        self.cdir = cluster_dir(plan)
+        self.engine, self.ms = container_names(plan)
+        self.smoke: dict[str, str] = {}
+        self.moved: list[str] = []
+
+    # -- read ---------------------------------------------------------------------------------------
+    def read(self, health: bool = False) -> dict[str, DeployedState]:
+        states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
+                               timeout=self.opts.ssh_timeout)
+        down = {n: s.error for n, s in states.items() if s.error}
+        if down:
+            raise ExecutionError(f"cannot read the deployment on {len(down)} host(s): nothing was changed",
+                                 problems=[Problem(message=e, path=n) for n, e in down.items()],
+                                 hint="fix SSH to these hosts (deployctl preflight shows why)")
+        return states
+
+    def preflight(self, observed) -> None:
+        if self.operation == "up" and self._preflight is not None:
+            self._preflight(observed)
+
+    # -- render and diff ----------------------------------------------------------------------------
+    def render(self, observed) -> Desired:
+        if self.operation == "down":
+            return Desired(push=False)
+        if self.operation == "rollback":
+            entry = hist.rollback_target(hist.merged(observed), observed, self.opts.to)
+            nodes = {}
+            for node, rev in entry["nodes"].items():
+                man = observed[node].revisions[rev]
+                nodes[node] = NodeIntent(node, rev, dict(man.get("files", {})), man.get("env_digest", ""),
+                                         tuple(man.get("env_keys", ())))
+            self.reporter.step(f"rolling back to revision {entry['revision']} (run {entry['run_id']}, "
+                               f"{entry.get('time', '')})")
+            return Desired(nodes, push=False, entry=entry)
+        return self._render_up()
+
+    def _render_up(self) -> Desired:
+        from deployctl.deploy.up import with_manifests
+        from deployctl.deploy.revision import node_bundles
+        from deployctl.render import render_artifacts
+        from deployctl.render.write import write_tree
+
+        artifacts = with_manifests(self.plan, render_artifacts(self.plan), self.rec.run_id)
+        rendered = self.rec.path / "rendered"
+        write_tree(rendered, artifacts, force=True)
+        nodes = {}
+        for name, b in node_bundles(self.plan, artifacts).items():
+            digest, keys = b.env_check()
+            nodes[name] = NodeIntent(name, b.rev, b.digests, digest, tuple(keys))
+        return Desired(nodes, push=True, rendered=rendered)
+
+    def diff(self, desired: Desired, observed) -> ChangeSet | DownChanges:
+        if self.operation == "down":
+            running = {n: sorted(c.name for c in s.containers.values() if c.status != "absent")
+                       for n, s in observed.items()}
+            entries = hist.merged(observed)
+            last = entries[-1] if entries else None
+            return DownChanges(running, bool(last and last.get("operation") == "down"))
+        changes = diff_deployment(self.plan, desired.nodes, observed, self.engine, self.ms)
+        self.rec.write_json("changes.json", changes.model_dump())
+        return changes
+
+    # -- lock ---------------------------------------------------------------------------------------
+    def lock(self) -> HostLock:
+        return HostLock(self.executor, self.targets, self.cdir, LockOwner.me(self.rec.run_id),
+                        timeout=self.opts.ssh_timeout, break_hint=f"`deployctl {self.operation} -i INV --break-lock`")
+
+    # -- apply --------------------------------------------------------------------------------------
+    def apply(self, desired: Desired, changes, observed, cancel: threading.Event) -> Applied:
+        from deployctl.deploy.ansible_run import run_down, run_up
+
+        if self.operation == "down":
+            return run_down(self)
+        self.moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
+        return run_up(self, desired, changes, observed, cancel)
+
+    # -- verify -------------------------------------------------------------------------------------
+    def wants(self, desired: Desired, changes) -> dict[str, Want]:
+        out = {}
+        smoke = set(getattr(self, "smoke_hosts", ()))
+        for node in self.plan.nodes:
+            if self.operation == "down":
+                out[node.name] = Want(None)
+                continue
+            it = desired.nodes[node.name]
+            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=node.runs_ms, smoke=node.name in smoke)
+        return out
+
+    def verify(self, desired: Desired, changes) -> Verification:
+        states = read_deployed(self.plan, self.targets, self.executor, self.cdir,
+                               health=self.operation != "down", timeout=self.opts.ssh_timeout)
+        v = verify_nodes(self.plan, self.wants(desired, changes), states, self.engine, self.ms, self.smoke)
+        self.rec.write_json("verify.json", [u.__dict__ for u in v.units])
+        return v
+
+    def undo(self, desired: Desired, changes, observed) -> Verification:
+        from deployctl.deploy.ansible_run import run_restore
+
+        if self.operation == "down" or not self.moved:
+            return Verification([UnitCheck(n, "-", "nothing to restore", True) for n in self.moved])
+        self.reporter.step(f"restoring what ran before on {', '.join(self.moved)}")
+        result = run_restore(self, observed)
+        states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=True,
+                               timeout=self.opts.ssh_timeout)
+        units = []
+        for node in self.moved:
+            before = observed[node]
+            c = before.containers.get(self.engine)
+            was_running = c is not None and c.status == "running" and before.current_rev
+            want = Want(before.current_rev if was_running else None,
+                        before.revisions.get(before.current_rev or "", {}).get("env_digest", ""),
+                        tuple(before.revisions.get(before.current_rev or "", {}).get("env_keys", ())),
+                        ms=self.plan.node(node).runs_ms and bool(was_running))
+            v = verify_nodes(self.plan, {n.name: (want if n.name == node else Want(None)) for n in self.plan.nodes},
+                             states, self.engine, self.ms)
+            unit = next(u for u in v.units if u.unit == node)
+            if not result.ok and unit.ok:
+                unit = UnitCheck(unit.unit, unit.intended, unit.observed, True, "")
+            units.append(UnitCheck(node, f"restore: {unit.intended}", unit.observed, unit.ok, unit.cause))
+        self.rec.write_json("restore.json", [u.__dict__ for u in units])
+        return Verification(units)
+
+    # -- record -------------------------------------------------------------------------------------
+    def record(self, outcome: Outcome, desired: Desired) -> None:
+        from deployctl.deploy.ansible_run import entry_for, prune, write_entry
+
+        if self.operation == "down" and self.opts.purge:
+            return          # the deployment's directory (history included) is gone on purpose
+        states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
+        entries = hist.merged(states)
+        entry = entry_for(self, outcome, desired, hist.next_revision(entries))
+        problems = write_entry(self, entry)
+        if problems:
+            self.reporter.failure(f"! history entry not written on: {', '.join(problems)}")
+        self.rec.write_json("history-entry.json", entry)
+        if outcome.status == "successful" and self.operation != "down":
+            prune(self, hist.prune_plan(entries + [entry], states, self.inv.deploy.keep_revisions))
+
+
+def host_targets_abs(inv, inventory_dir: Path) -> list[HostTarget]:
+    """SSH targets with key/known_hosts paths made absolute (ansible runs from another directory)."""
+    from deployctl.preflight.run import ssh_targets
+
+    return ssh_targets(inv, inventory_dir.resolve())
+
+
+def run_script(executor: Executor, targets: list[HostTarget], argv_for: Callable[[HostTarget], list[str]],
+               timeout: float) -> list[str]:
+    """Run one command on every target in parallel; returns the hosts where it failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(t: HostTarget) -> str | None:
+        try:
+            res = executor.run(t, argv_for(t), timeout)
+        except HostError as exc:
+            return f"{t.name} ({exc.message})"
+        return None if res.rc == 0 else f"{t.name} (rc {res.rc}: {(res.stdout + res.stderr).strip()[:200]})"
+
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(targets)))) as pool:
+        return [x for x in pool.map(one, targets) if x]

@@ -1,0 +1,48 @@
+"""What an inventory may leave to preflight: device IPs, A3 SDIDs and super pod ids.
+
+`validate`, `plan` and `render` refuse an inventory with such gaps unless a facts file fills them;
+`preflight` accepts it (the gaps become "needs facts" notes) because it is the command that reads
+them from the hosts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from deployctl.errors import Problem
+
+What = Literal["ip", "sdid", "super_pod_id"]
+NOUNS = {"ip": "device IPs", "sdid": "SDIDs", "super_pod_id": "super pod id"}
+
+
+@dataclass(frozen=True)
+class NeedsFacts(Problem):
+    """A problem that preflight's facts solve: ``what`` of ``node`` (of its ``device``, or all when None)."""
+
+    node: str = ""
+    device: int | None = None
+    what: What = "ip"
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "path": self.path, "node": self.node, "device": self.device,
+                "what": self.what, "message": self.message}
+
+
+def needs_facts(raw, key: tuple, message: str, hint: str, *, node: str, device: int | None = None,
+                what: What = "ip") -> NeedsFacts:
+    """Like ``RawInventory.problem``, for a gap preflight can fill."""
+    from deployctl.inventory.load import format_path
+
+    return NeedsFacts(message=message, path=format_path(key), file=raw.file, line=raw.line_of(key), hint=hint,
+                      node=node, device=device, what=what)
+
+
+def discovery_hint(inventory_file: str, what: What = "ip", *, facts_given: bool = False) -> str:
+    """How to get ``what`` from the hosts: the one path that works for up/diff and for plan/render."""
+    noun = NOUNS[what]
+    if facts_given:
+        return (f"the facts file has no {noun} for it (host unreachable or probe failed?): fix that and run "
+                f"`deployctl preflight -i {inventory_file}` again")
+    return (f"run `deployctl preflight -i {inventory_file}` first: `up` and `diff` then use the {noun} it "
+            "discovers (or pass --facts FILE to validate/plan/render)")
