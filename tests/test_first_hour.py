@@ -349,9 +349,8 @@ def test_piped_plan_keeps_long_lines_whole(tmp_path):
     assert "│ p1 " in r.stdout and "┏" in r.stdout        # the tables are still tables
 
 
-_PRINT_LONG = ("from deployctl.cli._output import run_console\n"
-               "run_console().print('deployctl render --target k8s -i ' + '/very/long/path' * 10 + '/inv.yaml -o out')\n")
 _LONG = "deployctl render --target k8s -i " + "/very/long/path" * 10 + "/inv.yaml -o out"
+_PRINT_LONG = f"from deployctl.cli._output import run_console\nrun_console().print({_LONG!r})\n"
 
 
 def test_run_console_never_wraps_into_a_pipe():
@@ -363,11 +362,17 @@ def test_run_console_never_wraps_into_a_pipe():
 
 
 def test_run_console_still_wraps_on_a_terminal():
+    import fcntl
     import pty
+    import struct
+    import termios
 
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))   # a 60-column terminal
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen([sys.executable, "-c", _PRINT_LONG], stdout=follower, stderr=subprocess.PIPE,
-                            env={**os.environ, "COLUMNS": "60", "TERM": "dumb"})
+                            stdin=subprocess.DEVNULL,
+                            env={**env, "TERM": "xterm", "NO_COLOR": "1"})
     os.close(follower)
     chunks = []
     while True:
@@ -419,17 +424,14 @@ def test_deploy_commands_get_the_canonical_member(monkeypatch):
     from deployctl.cli import app
 
     seen = []
-    monkeypatch.setattr(k8s_cli, "run_diff", lambda inv, output, target: seen.append(("diff", target)))
-    monkeypatch.setattr(k8s_cli, "run_status_k8s", lambda inv, output: seen.append(("status", "k8s")))
-    monkeypatch.setattr(deploy_cli, "run_status", lambda inv, output: seen.append(("status", "hosts")))
+    monkeypatch.setattr(k8s_cli, "run_status_k8s", lambda *a, **k: seen.append("k8s"))
+    monkeypatch.setattr(deploy_cli, "run_status", lambda *a, **k: seen.append("hosts"))
     inv = str(EXAMPLES / "a2-1x8-single.yaml")
     runner = CliRunner()
-    for args in (["diff", "-t", "helm"], ["diff", "-t", "bare-metal"], ["diff"], ["status", "--target", "helm"],
-                 ["status", "--target", "bare-metal"], ["status", "--target", "k8s"]):
-        result = runner.invoke(app, [*args, "-i", inv])
+    for target in ("helm", "bare-metal", "k8s", "hosts", None):
+        result = runner.invoke(app, ["status", "-i", inv, *(["--target", target] if target else [])])
         assert result.exit_code == 0, result.output
-    assert seen == [("diff", "k8s"), ("diff", "hosts"), ("diff", "hosts"), ("status", "k8s"), ("status", "hosts"),
-                    ("status", "k8s")]
+    assert seen == ["k8s", "hosts", "k8s", "hosts", "hosts"]
 
 
 def test_target_callbacks_normalise_to_what_callers_compare():

@@ -42,7 +42,7 @@ def load_and_validate(path: Path, facts_path: Path | None = None):
     except InventoryError:
         identity = inventory_identity(raw) if facts is not None else None
         if identity is not None:      # facts of other hosts explain the problems better than the problems
-            check_facts_match(*identity, facts, facts_path, path)
+            check_facts_match(*identity[:2], facts, facts_path, path)
         raise
     if facts is not None:
         check_facts_match(inv.cluster.name, {n.name: n.address for n in inv.nodes}, facts, facts_path, path)

@@ -141,7 +141,8 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
     restored = [u.__dict__ for u in out.restored.units] if out.restored else []
     if output == "json":
         doc = {"status": out.status, "run": str(out.record.path), "failure": out.failure,
-               "verified": verified, "restored": [u["unit"] for u in restored if u["ok"]],
+               "verified": verified,
+               "restored": [u["unit"] for u in restored if u["ok"] and u["intended"].startswith("restore: revision")],
                "restore": restored, "stages": [{"stage": n, "seconds": s} for n, s in out.stages],
                "changes": out.changes.model_dump() if out.changes is not None else None}
         typer.echo(json.dumps(doc, indent=2))
@@ -162,13 +163,18 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
     elif out.status in ("dry-run", "declined"):
         con.print(f"{out.status}: nothing was changed")
     else:
-        back = [u["unit"] for u in restored if u["ok"]]
+        back = [u["unit"] for u in restored if u["ok"] and u["intended"].startswith("restore: revision")]
         broken = [f"{u['unit']} ({u['cause']})" for u in restored if not u["ok"]]
-        con.print(esc(f"✗ {operation} {out.status}: {out.failure.splitlines()[0] if out.failure else ''}"))
+        con.print(esc(f"✗ {out.failure}" if out.failure else f"✗ {operation} {out.status}"))
         if broken:
-            con.print(esc(f"✗ the undo failed too on: {', '.join(broken)}"))
-        con.print(esc(f"  what ran before is back on: {', '.join(back) or 'no node'}"))
-        con.print(esc(f"  logs: {out.record.path}"))
+            con.print(esc(f"✗ {operation} {out.status}; the rollback failed too: previous revision restored on: "
+                          f"{', '.join(back) or 'no node'}"))
+            for b in broken:
+                con.print(esc(f"  ✗ still broken: {b}"))
+        else:
+            nothing = "none (nothing ran before)" if not back else ""
+            con.print(esc(f"✗ {operation} {out.status}; previous revision restored on: {', '.join(back) or nothing}"))
+        con.print(esc(f"Logs: {out.record.path}"))
 
 
 def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: Path) -> None:

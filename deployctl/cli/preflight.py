@@ -6,7 +6,6 @@ import json
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import typer

@@ -240,8 +240,8 @@ def write_entry(b, entry: dict) -> list[str]:
 def prune(b, plan: hist.Prune) -> None:
     from deployctl.deploy.hosts import run_script
 
-    def argv(t):
-        paths = [f"history/{r}.json" for r in plan.history] + [f"revisions/{r}" for r in plan.revisions.get(t.name, [])]
-        return ["sh", "-c", hist.REMOVE, "deployctl-prune", b.cdir, *paths] if paths else ["true"]
+    def paths(t):
+        return [f"history/{r}.json" for r in plan.history] + [f"revisions/{r}" for r in plan.revisions.get(t.name, [])]
 
-    run_script(b.executor, b.targets, argv, b.opts.ssh_timeout)
+    run_script(b.executor, [t for t in b.targets if paths(t)],
+               lambda t: ["sh", "-c", hist.REMOVE, "deployctl-prune", b.cdir, *paths(t)], b.opts.ssh_timeout)

@@ -79,7 +79,7 @@ class KeyChange:
 _STRONG = frozenset({"password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials"})
 # ... and only as the name's last word: `token` is mostly about LLM tokens (maxFirstTokenWaitTime,
 # kv_bytes_per_token), `key` about map keys; HF_TOKEN, apiKey, AWS_SECRET_ACCESS_KEY end in them.
-_WEAK = frozenset({"token", "key", "keys", "apikey", "privatekey", "pat"})
+_WEAK = frozenset({"token", "key", "keys", "apikey", "privatekey"})
 # A name that ends in one of these is *about* a secret (where it is, how long it lives), not the secret.
 _ABOUT_TAIL = frozenset({"path", "paths", "file", "files", "dir", "name", "names", "id", "ref", "timeout",
                          "size", "len", "length", "type", "count", "num", "number", "enabled", "enable",
@@ -97,7 +97,7 @@ def is_secret(name: str) -> bool:
 
     * password, passwd, passphrase, secret(s), credential(s) anywhere: ``DB_PASSWORD``,
       ``client-secret``, ``SECRET_KEY_BASE``, ``credentials``;
-    * token, key(s), apikey, pat as the last word: ``HF_TOKEN``, ``apiKey``, ``AWS_SECRET_ACCESS_KEY``,
+    * token, key(s), apikey as the last word: ``HF_TOKEN``, ``apiKey``, ``AWS_SECRET_ACCESS_KEY``,
       but not ``maxFirstTokenWaitTime``, ``tokenizerProcessNumber``, ``maxPrefillTokens``, nor
       ``kv_bytes_per_token`` (a ``per`` rate), nor a bare ``key``/``keys`` (the schema word of label
       selectors and tolerations: ``key: huawei.com/Ascend910``);
@@ -375,6 +375,7 @@ def file_changes(name: str, old: bytes | None, new: bytes | None, *, limit: int 
     module docstring for the formats, secrets, the ``limit`` marker and what ``[]``/``None`` mean.
     """
     try:
+        old, new = (v.encode() if isinstance(v, str) else v for v in (old, new))
         if old is None and new is None:
             return []
         if old == new:

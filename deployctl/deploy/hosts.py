@@ -181,7 +181,7 @@ class HostsBackend:
 
         if self.operation == "down" or not self.moved:
             return Verification([UnitCheck(n, "-", "nothing to restore", True) for n in self.moved])
-        self.reporter.step(f"restoring what ran before on {', '.join(self.moved)}")
+        self.reporter.step(f"rolling back {', '.join(self.moved)} to what ran before")
         result = run_restore(self, observed)
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=True,
                                timeout=self.opts.ssh_timeout)
@@ -197,8 +197,9 @@ class HostsBackend:
             v = verify_nodes(self.plan, {n.name: (want if n.name == node else Want(None)) for n in self.plan.nodes},
                              states, self.engine, self.ms)
             unit = next(u for u in v.units if u.unit == node)
-            if not result.ok and unit.ok:
-                unit = UnitCheck(unit.unit, unit.intended, unit.observed, True, "")
+            if not unit.ok and not result.ok and result.failures:
+                unit = UnitCheck(unit.unit, unit.intended, unit.observed, False,
+                                 f"{unit.cause}; {result.failures[0].task} failed")
             units.append(UnitCheck(node, f"restore: {unit.intended}", unit.observed, unit.ok, unit.cause))
         self.rec.write_json("restore.json", [u.__dict__ for u in units])
         return Verification(units)

@@ -200,7 +200,9 @@ def _apply_and_verify(backend, record, step, reporter, desired, changes, observe
     reporter.failure(f"✗ {failure}")
     status = "canceled" if interrupted or applied.canceled else "failed"
     restored = step("undo", lambda: backend.undo(desired, changes, observed))
-    reporter.verification("after undo: observed on the hosts", restored)
+    reporter.verification("after the rollback: observed on the hosts", restored)
+    if not restored.ok and restored.units:
+        failure += f"\nrollback also failed: {restored.summary()}"
     out = Outcome(status, record, changes, verification, failure, restored, stages=stages)
     step("record", lambda: backend.record(out, desired))
     return out

@@ -71,6 +71,8 @@ def _socket_errno(exc: BaseException) -> int | None:
 def _banner_problem(exc: BaseException, timeout: float) -> str:
     """What went wrong before the SSH banner: paramiko keeps the cause as the exception's context."""
     text, cause = str(exc), exc.__cause__ or exc.__context__
+    if text.startswith("Incompatible version"):
+        return f"speaks an SSH protocol version deployctl cannot use ({text}; SSH 2.0 is needed)"
     if not text.startswith(_BANNER_ERRORS[0]):
         return f"answered with something that is not SSH ({text})"
     if isinstance(cause, (socket.timeout, TimeoutError)):
@@ -85,7 +87,8 @@ def _banner_problem(exc: BaseException, timeout: float) -> str:
 
 def _banner_hint(t: HostTarget) -> str:
     return (f"port {t.port} on {t.address} is not an SSH server (another service listens there: check ssh.port), "
-            "or sshd is overloaded and drops new connections (MaxStartups in /etc/ssh/sshd_config; lower --workers)")
+            "or sshd is overloaded and drops new connections (MaxStartups in /etc/ssh/sshd_config; probe fewer "
+            "hosts at once: preflight --workers)")
 
 
 def describe_connect_error(exc: BaseException, t: HostTarget, *, timeout: float, known_hosts: Path | None = None,

@@ -75,9 +75,9 @@ def holder(lease: dict) -> LockOwner | None:
             return None
         m = re.match(r"^(?P<user>[^@\s]+)@(?P<host>[^:\s]+)(?::(?P<pid>\d+))?(?::(?P<run>\S+))?$", ident)
         if m:
-            owner = LockOwner(m["user"], m["host"], int(m["pid"] or 0), "?", m["run"] or "?", "")
+            owner = LockOwner(m["user"], m["host"], int(m["pid"] or 0), "unknown command", m["run"] or "?", "")
         else:
-            owner = LockOwner(ident, "?", 0, "?", "?", "")
+            owner = LockOwner(ident, "?", 0, "unknown command", "?", "")
     started = _iso(acquired) or owner.started or _iso(renewed)
     return replace(owner, started=started, heartbeat=_iso(renewed) or owner.heartbeat)
 
@@ -120,7 +120,7 @@ class LeaseLock:
     def __init__(self, api, namespace: str, release: str, owner: LockOwner, *, renew_every: float = RENEW_S,
                  duration: int = STALE_AFTER_S, break_hint: str = "`deployctl up --target k8s --break-lock`",
                  now: Callable[[], datetime] | None = None, on_lost: Callable[[str], None] | None = None):
-        self.api, self.namespace, self.release, self.owner = api, namespace, release, owner
+        self.api, self.namespace, self.release_name, self.owner = api, namespace, release, owner
         self.name = lease_name(release)
         self.identity = owner.to_json()
         self.renew_every, self.duration, self.break_hint = renew_every, duration, break_hint
@@ -136,7 +136,7 @@ class LeaseLock:
     def _body(self, resource_version: str | None = None, acquired: str | None = None) -> dict:
         now = micro_time(self.now())
         meta = {"name": self.name, "namespace": self.namespace,
-                "labels": {**MANAGED_BY, "deployctl.io/release": self.release[:63]}}
+                "labels": {**MANAGED_BY, "deployctl.io/release": self.release_name[:63]}}
         if resource_version:
             meta["resourceVersion"] = resource_version
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
@@ -156,12 +156,12 @@ class LeaseLock:
                 continue                        # released between our create and our read: try again
             who, stale = holder(current), is_stale(current, self.now())
             if not break_existing:
-                raise LockHeld(where(self.namespace, self.release), who, stale, self.break_hint)
+                raise LockHeld(where(self.namespace, self.release_name), who, stale, self.break_hint)
             rv = (current.get("metadata") or {}).get("resourceVersion")
             if self.api.delete_lease(self.name, rv) and report:
                 report(f"removed the lock held by {who.who() if who else 'an unreadable holder'} "
                        f"(--break-lock)")
-        raise ExecutionError(f"could not take the {where(self.namespace, self.release)}: it keeps changing "
+        raise ExecutionError(f"could not take the {where(self.namespace, self.release_name)}: it keeps changing "
                              "(another deployctl is starting?): nothing was changed",
                              hint="run the command again")
 
@@ -184,8 +184,8 @@ class LeaseLock:
                 current = self.api.get_lease(self.name)      # conflict or gone: is it still ours?
                 if current is None or (current.get("spec") or {}).get("holderIdentity") != self.identity:
                     who = holder(current) if current else None
-                    self.lost = (f"the lock {where(self.namespace, self.release)} was removed" if current is None
-                                 else f"the lock {where(self.namespace, self.release)} was taken by "
+                    self.lost = (f"the lock {where(self.namespace, self.release_name)} was removed" if current is None
+                                 else f"the lock {where(self.namespace, self.release_name)} was taken by "
                                       f"{who.who() if who else 'someone else'}")
                     self.on_lost(self.lost + " (--break-lock?) while this run held it")
                     return False
@@ -198,7 +198,7 @@ class LeaseLock:
                 if not self.renew():
                     return
             except Exception as exc:  # noqa: BLE001 - a failed renewal is retried at the next tick
-                self.on_lost(f"could not renew the lock {where(self.namespace, self.release)}: {exc}")
+                self.on_lost(f"could not renew the lock {where(self.namespace, self.release_name)}: {exc}")
 
     def __enter__(self) -> "LeaseLock":
         if self.lease is None:
@@ -214,7 +214,7 @@ class LeaseLock:
         except Exception as err:  # noqa: BLE001 - never hide the error that ended the block
             if exc[0] is None:
                 raise
-            self.on_lost(f"could not remove the lock {where(self.namespace, self.release)} ({err}): "
+            self.on_lost(f"could not remove the lock {where(self.namespace, self.release_name)} ({err}): "
                          f"{self.break_hint} removes it")
 
     def release(self) -> None:

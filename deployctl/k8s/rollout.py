@@ -122,3 +122,132 @@ def describe(state: PodState, events: list[dict]) -> str:
     for (reason, message), count in list(seen.items())[-5:]:
         lines.append(f"    {reason}: {message}" + (f" (x{count})" if count > 1 else ""))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ verification
+# What `up | rollback | down --target k8s` read back after applying: one UnitCheck per pod (and per
+# missing pod, and for the helm release), intended vs observed, with the cause of each mismatch.
+
+def _checksums(doc: dict) -> dict[str, str]:
+    ann = (((doc.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    return {k: v for k, v in ann.items() if k.startswith("checksum/")}
+
+
+def _owner(obj: dict, kind: str) -> dict | None:
+    return next((o for o in obj["metadata"].get("ownerReferences") or [] if o.get("kind") == kind), None)
+
+
+def _pod_unit(pod: dict, intended: str, template: str, current: str, template_cause: str):
+    from deployctl.deploy.pipeline import UnitCheck
+
+    state = pod_state(pod)
+    where = f" on {state.node}" if state.node else ""
+    observed = f"{'Ready' if state.ready else 'not ready'} ({state.phase}){where}, template {template or '?'}"
+    if template_cause:
+        cause = template_cause
+    elif template != current:
+        cause = f"runs an old template ({template or 'none'}; the current one is {current or 'unknown'})"
+    elif not state.ready:
+        cause = state.reason or "not ready"
+    else:
+        cause = ""
+    return UnitCheck(f"pod {state.name} ({state.group})", intended, observed, not cause, cause)
+
+
+def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[dict], pods: list[dict]) -> list:
+    """Every pod the rendered StatefulSets/Deployments want exists, runs its workload's current template
+    (StatefulSet status.updateRevision / the newest ReplicaSet's pod-template-hash), whose pod template is
+    the rendered one (checksum annotation), and is Ready."""
+    from deployctl.deploy.pipeline import UnitCheck
+
+    live = {(w["kind"], w["metadata"]["name"]): w for w in workloads}
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    out = []
+    for doc in rendered:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind not in ("StatefulSet", "Deployment"):
+            continue
+        replicas = int(doc["spec"].get("replicas", 1))
+        group = group_of(doc["spec"]["template"]["metadata"].get("labels") or {})
+        have = live.get((kind, name))
+        if have is None:
+            out.append(UnitCheck(f"{kind} {name} ({group})", f"{replicas} pod(s) Ready", "missing", False,
+                                 f"the {kind} does not exist"))
+            continue
+        template_cause = ""
+        if _checksums(have) != _checksums(doc):
+            template_cause = f"{kind} {name} does not carry the rendered pod template (its checksum differs)"
+        if kind == "StatefulSet":
+            current = (have.get("status") or {}).get("updateRevision", "")
+            for i in range(replicas):
+                pod = by_name.get(f"{name}-{i}")
+                intended = f"Ready, template {current or '?'}"
+                if pod is None or pod["metadata"].get("deletionTimestamp"):
+                    out.append(UnitCheck(f"pod {name}-{i} ({group})", intended,
+                                         "terminating" if pod else "missing", False,
+                                         "the pod is being deleted" if pod else "no such pod"))
+                    continue
+                template = (pod["metadata"].get("labels") or {}).get("controller-revision-hash", "")
+                out.append(_pod_unit(pod, intended, template, current, template_cause))
+            continue
+        uid = have["metadata"].get("uid")
+        owned = [rs for rs in replicasets if (_owner(rs, "Deployment") or {}).get("uid") == uid]
+        newest = max(owned, key=lambda rs: int((rs["metadata"].get("annotations") or {}).get(
+            "deployment.kubernetes.io/revision", 0)), default=None)
+        current = ((newest or {}).get("metadata", {}).get("labels") or {}).get("pod-template-hash", "")
+        names = {rs["metadata"]["name"] for rs in owned}
+        mine = [p for p in pods if (_owner(p, "ReplicaSet") or {}).get("name") in names
+                and not p["metadata"].get("deletionTimestamp")]
+        intended = f"Ready, template {current or '?'}"
+        for pod in sorted(mine, key=lambda p: p["metadata"]["name"]):
+            template = (pod["metadata"].get("labels") or {}).get("pod-template-hash", "")
+            out.append(_pod_unit(pod, intended, template, current, template_cause))
+        on_current = sum(1 for p in mine if (p["metadata"].get("labels") or {}).get("pod-template-hash") == current)
+        if on_current < replicas:
+            out.append(UnitCheck(f"Deployment {name} ({group})", f"{replicas} pod(s) on template {current or '?'}",
+                                 f"{on_current} pod(s)", False, f"{replicas - on_current} pod(s) missing"))
+    return out
+
+
+def check_release(release: str, status: dict | None, revision: int | None):
+    """helm's view: the release is `deployed`, at the revision this run made (None: any)."""
+    from deployctl.deploy.pipeline import UnitCheck
+
+    intended = f"deployed at revision {revision}" if revision else "deployed"
+    if not status:
+        return UnitCheck(f"release {release}", intended, "not installed", False, "helm has no such release")
+    st, version = (status.get("info") or {}).get("status", "?"), status.get("version")
+    observed = f"{st} at revision {version}"
+    if st != "deployed":
+        cause = f"helm status is {st}"
+    elif revision is not None and version != revision:
+        cause = f"revision {version} is live, not {revision} (another operator?)"
+    else:
+        cause = ""
+    return UnitCheck(f"release {release}", intended, observed, not cause, cause)
+
+
+def check_gone(release: str, status: dict | None, objects: list[dict], pods: list[dict]) -> list:
+    """After an uninstall: no helm release, no workload and no pod of the release left."""
+    from deployctl.deploy.pipeline import UnitCheck
+
+    out = []
+    for o in objects:
+        if o["kind"] in ("StatefulSet", "Deployment"):
+            out.append(UnitCheck(f"{o['kind']} {o['metadata']['name']}", "gone", "still present", False,
+                                 "the uninstall left it"))
+    for p in pods:
+        state = pod_state(p)
+        deleting = bool(p["metadata"].get("deletionTimestamp"))
+        out.append(UnitCheck(f"pod {state.name} ({state.group})", "gone",
+                             "terminating" if deleting else f"{state.phase}", False,
+                             "still shutting down" if deleting else "the uninstall left it"))
+    if status:
+        st = (status.get("info") or {}).get("status", "?")
+        out.append(UnitCheck(f"release {release}", "uninstalled", f"{st} at revision {status.get('version')}",
+                             False, "helm still has the release"))
+    else:
+        left = f"{len(out)} pod(s)/workload(s) left" if out else "no pod or workload left"
+        out.append(UnitCheck(f"release {release}", "uninstalled", f"not installed, {left}", not out,
+                             "" if not out else "objects of the release remain"))
+    return out

@@ -1,66 +1,83 @@
-"""`up | down | status | diff --target k8s`: the Helm release of a plan, followed through the API.
+"""`up | rollback | down --target k8s` through the deploy pipeline, and `status | diff --target k8s`.
 
-up: render values + manifests -> check the Nodes (names, IPs the rank table uses, accelerator-type,
-NPUs) -> diff with the live release -> confirm -> `helm upgrade --install` -> delete the pods of the
-instances that changed (they restart together) -> follow the pods until every one is ready. The first
-pod that fails for good (CrashLoopBackOff, image pull, unschedulable past a grace period) or is still
-not ready at the deadline is named with its events, and the release goes back to its previous
-revision (or is uninstalled when there was none).
+K8sBackend implements deployctl.deploy.pipeline.Backend for one Helm release; the Kubernetes API client
+(KubeApi) and the helm runner (HelmClient) are passed to its constructor, so its logic is unit-tested
+with fakes (tests/k8s/test_k8s_backend.py) and end to end against the fake API server with the real helm.
+
+Stages (the pipeline owns their order, the confirmation, the lock's lifetime and the undo)::
+
+    read       the release's live objects, `helm status`, `helm history`
+    preflight  up: the Nodes (names, the IPs the rank table uses, accelerator-type, NPUs)
+    render     up: values + manifests of the plan; rollback: `helm get manifest --revision N`; down: nothing
+    diff       rendered vs live objects, which instances restart (with the live helm revision)
+    lock       the Lease deployctl-<release> (lease.py), and no pending helm operation on the release
+    apply      up: `helm upgrade --install --description "deployctl run <id> by user@host"`; rollback:
+               `helm rollback <release> N`; then delete the pods of the instances behind their StatefulSet's
+               update revision (they restart together) and follow the pods until every one is ready; the
+               first pod failing for good, or not ready at the deadline, is named with its events.
+               down: `helm uninstall`, then wait until no pod of the release is left.
+    verify     read back: every expected pod exists, runs its workload's current template, is Ready, and
+               helm says `deployed` at the revision this run made (down: nothing of the release is left)
+    undo       `helm rollback` to the revision deployed before the run (uninstall when there was none),
+               then the same read back of what is left
+    record     the run record, and the revision's note (run, user, result) for `history` (history.py)
 """
 
 from __future__ import annotations
 
-import json
+import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
+from deployctl.deploy.lockinfo import LockOwner
+from deployctl.deploy.pipeline import Applied, Options, Outcome, UnitCheck, Verification, run_pipeline
 from deployctl.deploy.records import RunRecord
 from deployctl.errors import ExecutionError, Problem
-from deployctl.k8s import helm
+from deployctl.k8s import history as hist
 from deployctl.k8s.api import RELEASE_LABEL, KubeApi, KubeTarget, kube_target
 from deployctl.k8s.diff import (INSTANCE_LABEL, InstanceAction, ObjectChange, diff_objects, instance_actions,
                                 settled, stale_instances)
-from deployctl.k8s.rollout import Progress, describe, progress
+from deployctl.k8s.lease import RENEW_S, LeaseLock
 from deployctl.k8s.render import Release, render_release
+from deployctl.k8s.rollout import Progress, check_gone, check_pods, check_release, describe, progress
 from deployctl.models.helm_values import ChartValues
 from deployctl.models.plan import Plan
+
+OPERATIONS = ("up", "rollback", "down")
 
 
 @dataclass
 class K8sOptions:
     dry_run: bool = False
     yes: bool = False
-    skip_checks: bool = False
+    skip_preflight: bool = False
     ready_timeout: float = 1800
     poll: float = 2.0
     unschedulable_grace: float = 120
     run_root: Path = Path(".deployctl")
     inventory_dir: Path = Path(".")
+    break_lock: bool = False
+    verify_settle: float = 30.0      # verify re-reads this long while controllers catch up (0: read once)
+    gone_timeout: float = 300.0      # down: how long terminating pods may take to go
+    lease_renew: float = RENEW_S
 
 
-@dataclass
-class K8sOutcome:
-    status: str                 # nothing-to-do, dry-run, declined, successful, failed
-    record: RunRecord
-    changes: list[ObjectChange] = field(default_factory=list)
-    actions: list[InstanceAction] = field(default_factory=list)
-    failure: str = ""
-    restored: str = ""          # what the failure left: "revision N" or "uninstalled"
-
-
-class Reporter:
-    def changes(self, changes: list[ObjectChange], actions: list[InstanceAction]) -> None: ...
-    def step(self, message: str) -> None: ...
-    def failure(self, message: str) -> None: ...
-
+# ------------------------------------------------------------------------------------------ pure helpers
 
 def release_docs(release: Release) -> list[dict]:
     """The rendered objects helm installs with the release (test hooks aside)."""
+    return manifest_docs(release.manifests or "")
+
+
+def manifest_docs(text: str) -> list[dict]:
+    """Objects of a multi-document manifest (`helm template`, `helm get manifest`), hooks left out."""
     import yaml
 
-    docs = [d for d in yaml.safe_load_all(release.manifests) if d]
+    docs = [d for d in yaml.safe_load_all(text) if d]
     return [d for d in docs if "helm.sh/hook" not in (d.get("metadata", {}).get("annotations") or {})]
 
 
@@ -104,21 +121,63 @@ def check_nodes(plan: Plan, nodes: list[dict], chart: ChartValues) -> list[Probl
     return out
 
 
-def release_history(target: KubeTarget) -> int | None:
-    """The release's last deployed revision, or None when it is not installed."""
-    try:
-        out = helm.run_helm(["history", target.release, "--max", "20", "--output", "json", *target.helm_args()],
-                            "helm history")
-    except ExecutionError as exc:
-        if "not found" in exc.message:
-            return None
-        raise
-    deployed = [r["revision"] for r in json.loads(out or "[]") if r.get("status") in ("deployed", "superseded")]
-    return max(deployed) if deployed else None
+@dataclass
+class K8sState:
+    """What runs now: the release's live objects and helm's view of it."""
+
+    objects: list[dict]
+    status: dict | None                  # `helm status -o json` (None: not installed)
+    history: list[dict]                  # `helm history -o json`, oldest first
+
+    @property
+    def live_revision(self) -> int | None:
+        return (self.status or {}).get("version")
+
+    @property
+    def helm_status(self) -> str | None:
+        return ((self.status or {}).get("info") or {}).get("status")
+
+    @property
+    def deployed_revision(self) -> int | None:
+        """The newest revision that was deployed (what an undo goes back to), None when there is none."""
+        good = [int(r["revision"]) for r in self.history if r.get("status") in ("deployed", "superseded")]
+        return max(good) if good else None
 
 
-def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter) -> tuple[Progress, list[str]]:
-    """Poll the pods until all are ready; return the last progress and the failing pods, described."""
+@dataclass
+class K8sDesired:
+    docs: list[dict]
+    values_file: Path | None = None       # up: the rendered values, in the run record
+    revision: int | None = None           # rollback: the revision it goes back to
+
+
+@dataclass(frozen=True)
+class K8sChanges:
+    """What the run changes. Compared with == under the lock (another operator in between: refused)."""
+
+    operation: str
+    release: str
+    objects: tuple[ObjectChange, ...] = ()
+    instances: tuple[InstanceAction, ...] = ()
+    live_revision: int | None = None
+    target_revision: int | None = None    # rollback
+
+    @property
+    def nothing_to_do(self) -> bool:
+        if self.operation == "down":
+            return self.live_revision is None
+        return all(c.change == "unchanged" for c in self.objects)
+
+    def to_dict(self) -> dict:
+        return {"operation": self.operation, "release": self.release, "live_revision": self.live_revision,
+                "target_revision": self.target_revision, "objects": [asdict(c) for c in self.objects],
+                "instances": [asdict(a) for a in self.instances]}
+
+
+def follow(api, docs: list[dict], opts: K8sOptions, reporter,
+           cancel: threading.Event | None = None) -> tuple[Progress, list[str], bool]:
+    """Poll the pods until all are ready: (last progress, the failing pods described, canceled)."""
+    cancel = cancel or threading.Event()
     deadline = time.monotonic() + opts.ready_timeout
     pending_since: dict[str, float] = {}
     last = ""
@@ -128,7 +187,7 @@ def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter)
             last = prog.line()
             reporter.step(f"  ready: {last}")
         if prog.done:
-            return prog, []
+            return prog, [], False
         now = time.monotonic()
         for p in prog.pods:
             if p.unschedulable:
@@ -141,24 +200,14 @@ def follow(api: KubeApi, docs: list[dict], opts: K8sOptions, reporter: Reporter)
             bad = [p for p in prog.pods if not p.ready]
             have = Counter(p.group for p in prog.pods)
             missing = [f"{g}: {n - have[g]} pod(s) not created" for g, n in prog.expected.items() if have[g] < n]
-            return prog, [describe(p, api.pod_events(p.name)) for p in bad] + missing
+            return prog, [describe(p, api.pod_events(p.name)) for p in bad] + missing, False
         if bad:
-            return prog, [describe(p, api.pod_events(p.name)) for p in bad]
-        time.sleep(opts.poll)
+            return prog, [describe(p, api.pod_events(p.name)) for p in bad], False
+        if cancel.wait(opts.poll):
+            return prog, [], True
 
 
-def _restore(api: KubeApi, target: KubeTarget, previous: int | None, opts: K8sOptions, reporter: Reporter) -> str:
-    if previous is None:
-        reporter.step(f"uninstalling {target.release} (nothing was deployed before this run)")
-        helm.run_helm(["uninstall", target.release, *target.helm_args()], "helm uninstall")
-        return "uninstalled"
-    reporter.step(f"rolling back {target.release} to revision {previous}")
-    helm.run_helm(["rollback", target.release, str(previous), *target.helm_args()], "helm rollback")
-    restart_stale(api, target, reporter, opts)     # the instances this run restarted go back too
-    return f"revision {previous}"
-
-
-def restart_stale(api: KubeApi, target: KubeTarget, reporter: Reporter, opts: K8sOptions) -> list[str]:
+def restart_stale(api, release: str, reporter, opts: K8sOptions) -> list[str]:
     """Delete all pods of every instance with a pod behind its StatefulSet's update revision (OnDelete)."""
     deadline = time.monotonic() + 60
     sets = api.statefulsets()
@@ -167,74 +216,296 @@ def restart_stale(api: KubeApi, target: KubeTarget, reporter: Reporter, opts: K8
         sets = api.statefulsets()
     stale = sorted(stale_instances(sets, api.pods()))
     for inst in stale:
-        gone = api.delete_pods(f"{RELEASE_LABEL}={target.release},{INSTANCE_LABEL}={inst}")
+        gone = api.delete_pods(f"{RELEASE_LABEL}={release},{INSTANCE_LABEL}={inst}")
         reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) together (new revision)")
     return stale
 
 
-def run_up(inv, opts: K8sOptions, reporter: Reporter, confirm) -> K8sOutcome:
-    from deployctl.planning.plan import plan_layout
+# ------------------------------------------------------------------------------------------ the backend
 
-    plan = plan_layout(inv)
-    target = kube_target(inv, opts.inventory_dir)
-    record = RunRecord.create(opts.run_root, "up-k8s")
-    record.status("running")
-    try:
-        return _up(plan, target, record, opts, reporter, confirm)
-    except BaseException:
-        record.finish("failed", 1)
-        raise
+class K8sBackend:
+    """The effects of up, rollback or down of one Helm release (deployctl.deploy.pipeline.Backend)."""
 
+    def __init__(self, operation: str, target: KubeTarget, api, helm, record: RunRecord, opts: K8sOptions,
+                 reporter, *, plan: Plan | None = None, release: Callable[[], Release] | None = None,
+                 to: int | None = None, owner: LockOwner | None = None, chart: Path | None = None):
+        if operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {operation}")
+        self.operation, self.target, self.api, self.helm = operation, target, api, helm
+        self.run_record, self.opts, self.reporter, self.plan, self.to = record, opts, reporter, plan, to
+        self._release_fn = release or (lambda: render_release(plan))
+        self.owner = owner or LockOwner.me(record.run_id)
+        self._chart = chart
+        self.lease: LeaseLock | None = None
+        self.applied_revision: int | None = None   # the revision apply made
+        self.undo_revision: int | None = None      # the revision the undo made
+        self.restored_to = ""                      # after an undo: "revision N" or "uninstalled"
+        self._fresh = False                        # the release had no history before this run
 
-def _up(plan: Plan, target: KubeTarget, record: RunRecord, opts: K8sOptions, reporter: Reporter,
-        confirm) -> K8sOutcome:
-    from deployctl.render import render_plan
+    @property
+    def user(self) -> str:
+        return f"{self.owner.user}@{self.owner.host}"
 
-    release = render_release(plan)
-    docs = release_docs(release)
-    record.write("plan.json", render_plan(plan)[0].content)
-    values_file = record.write("values.yaml", release.values_text)
-    record.write("manifests.yaml", release.manifests)
-    api = KubeApi(target)
-    live = api.release_objects()
-    if not opts.skip_checks:
-        problems = check_nodes(plan, api.nodes(), release.values)
+    @cached_property
+    def release(self) -> Release:
+        return self._release_fn()
+
+    @property
+    def name(self) -> str:
+        return self.target.release
+
+    def _where(self) -> str:
+        return f"{self.name} (namespace {self.target.namespace})"
+
+    # -- read, preflight, render, diff: no change anywhere
+
+    def read(self) -> K8sState:
+        return K8sState(self.api.release_objects(), self.helm.status(), self.helm.history())
+
+    def preflight(self, observed: K8sState) -> None:
+        if self.operation != "up" or self.plan is None:
+            return
+        problems = check_nodes(self.plan, self.api.nodes(), self.release.values)
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
-                                 problems=problems, hint="fix them, or pass --skip-checks")
-    changes = diff_objects(docs, live)
-    actions = instance_actions(docs, live)
-    record.write_json("changes.json", {"objects": [c.__dict__ for c in changes],
-                                       "instances": [a.__dict__ for a in actions]})
-    reporter.changes(changes, actions)
-    if all(c.change == "unchanged" for c in changes):
-        record.finish("successful", 0)
-        return K8sOutcome("nothing-to-do", record, changes, actions)
-    if opts.dry_run:
-        record.finish("successful", 0)
-        return K8sOutcome("dry-run", record, changes, actions)
-    if not opts.yes and not confirm(changes):
-        record.finish("canceled", 0)
-        return K8sOutcome("declined", record, changes, actions)
-    previous = release_history(target)
-    if api.ensure_namespace():
-        reporter.step(f"created namespace {target.namespace} (Pod Security: privileged, for hostNetwork/hostPath)")
-    reporter.step(f"helm upgrade --install {target.release} (namespace {target.namespace})")
-    helm.run_helm(["upgrade", "--install", target.release, str(helm.chart_dir()), "--values", str(values_file),
-                   *target.helm_args()], "helm upgrade --install")
-    restart_stale(api, target, reporter, opts)
-    prog, failing = follow(api, docs, opts, reporter)
-    record.write_json("rollout.json", {"expected": prog.expected, "ready": prog.ready,
-                                       "pods": [p.__dict__ for p in prog.pods], "failing": failing})
-    if not failing:
-        record.finish("successful", 0)
-        return K8sOutcome("successful", record, changes, actions)
-    failure = "\n".join(failing)
-    for line in failing:
-        reporter.failure(line)
-    restored = _restore(api, target, previous, opts, reporter)
-    record.finish("failed", 1)
-    return K8sOutcome("failed", record, changes, actions, failure, restored)
+                                 problems=problems, hint="fix them, or pass --skip-preflight")
+
+    def render(self, observed: K8sState) -> K8sDesired:
+        if self.operation == "down":
+            return K8sDesired([])
+        if self.operation == "rollback":
+            rows = hist.history_rows(observed.history, hist.read_notes(self.api, self.name))
+            target = hist.choose_target(rows, self.to, self.name)
+            text = self.helm.manifest(target)
+            self.run_record.write(f"manifests-revision-{target}.yaml", text)
+            return K8sDesired(manifest_docs(text), revision=target)
+        rel = self.release
+        if self.plan is not None:
+            from deployctl.render import render_plan
+
+            self.run_record.write("plan.json", render_plan(self.plan)[0].content)
+        values_file = self.run_record.write("values.yaml", rel.values_text)
+        self.run_record.write("manifests.yaml", rel.manifests or "")
+        return K8sDesired(release_docs(rel), values_file)
+
+    def diff(self, desired: K8sDesired, observed: K8sState) -> K8sChanges:
+        if self.operation == "down":
+            objects = tuple(ObjectChange(o["kind"], o["metadata"]["name"], "removed") for o in observed.objects)
+            changes = K8sChanges("down", self.name, objects, (), observed.live_revision)
+        else:
+            changes = K8sChanges(self.operation, self.name, tuple(diff_objects(desired.docs, observed.objects)),
+                                 tuple(instance_actions(desired.docs, observed.objects)), observed.live_revision,
+                                 desired.revision)
+        self.run_record.write_json("changes.json", changes.to_dict())
+        return changes
+
+    # -- lock
+
+    def lock(self) -> LeaseLock:
+        if self.operation == "up" and self.api.ensure_namespace():
+            self.reporter.step(f"created namespace {self.target.namespace} (Pod Security: privileged, for "
+                               "hostNetwork/hostPath)")
+        lock = LeaseLock(self.api, self.target.namespace, self.name, self.owner, renew_every=self.opts.lease_renew,
+                         break_hint=f"`deployctl {self.operation} --target k8s --break-lock`",
+                         on_lost=lambda message: self.reporter.failure(f"! {message}"))
+        lock.acquire(break_existing=self.opts.break_lock, report=self.reporter.step)
+        try:
+            self._refuse_pending()
+        except BaseException:
+            lock.release()
+            raise
+        self.lease = lock
+        return lock
+
+    def _refuse_pending(self) -> None:
+        """helm itself is changing the release (pending-install/upgrade/rollback): refuse, saying since when."""
+        status = self.helm.status()
+        info = (status or {}).get("info") or {}
+        state = info.get("status") or ""
+        if not state.startswith("pending-"):
+            return
+        rev, ns = status.get("version"), self.target.namespace
+        since = info.get("last_deployed") or info.get("first_deployed") or "an unknown time"
+        who = hist.parse_description(info.get("description") or "")
+        by = f" by deployctl run {who[0]} ({who[1]})" if who else " (not under a deployctl lock: plain helm, or a " \
+                                                                "deployctl that was killed)"
+        deployed = [int(r["revision"]) for r in self.helm.history() if r.get("status") in ("deployed", "superseded")]
+        fix = (f"`helm rollback {self.name} {max(deployed)} -n {ns}` ends it" if deployed
+               else f"`helm uninstall {self.name} -n {ns}` removes it")
+        raise ExecutionError(f"release {self._where()} has a helm operation in progress: {state} of revision {rev} "
+                             f"since {since}{by}: nothing was changed",
+                             hint=f"wait for it to finish (`helm status {self.name} -n {ns}`); if whoever started "
+                                  f"it is gone, {fix}")
+
+    # -- apply
+
+    def _status(self) -> dict | None:
+        try:
+            return self.helm.status()
+        except ExecutionError:
+            return None
+
+    def apply(self, desired: K8sDesired, changes: K8sChanges, observed: K8sState,
+              cancel: threading.Event) -> Applied:
+        self._fresh = observed.status is None and not observed.history
+        try:
+            if self.operation == "down":
+                self.reporter.step(f"helm uninstall {self._where()}")
+                self.helm.uninstall()
+                return self._wait_gone(cancel)
+            if self.operation == "up":
+                from deployctl.k8s.helm import chart_dir
+
+                self.reporter.step(f"helm upgrade --install {self._where()}")
+                self.helm.upgrade_install(self._chart or chart_dir(), desired.values_file,
+                                          hist.description(self.run_record.run_id, self.user))
+            else:
+                self.reporter.step(f"helm rollback {self.name} {desired.revision} (namespace {self.target.namespace})")
+                self.helm.rollback(desired.revision)
+        except ExecutionError as exc:
+            self.applied_revision = (self._status() or {}).get("version") if self.operation != "down" else None
+            if self.applied_revision == observed.live_revision:
+                self.applied_revision = None       # helm made no new revision
+            return Applied(False, exc.message)
+        self.applied_revision = (self.helm.status() or {}).get("version")
+        return self._roll(desired.docs, cancel, "rollout.json")
+
+    def _roll(self, docs: list[dict], cancel: threading.Event, record_name: str) -> Applied:
+        """Restart the stale instances and follow the pods of ``docs`` until ready, failing or canceled."""
+        restart_stale(self.api, self.name, self.reporter, self.opts)
+        prog, failing, canceled = follow(self.api, docs, self.opts, self.reporter, cancel)
+        self.run_record.write_json(record_name, {"expected": prog.expected, "ready": prog.ready,
+                                             "pods": [p.__dict__ for p in prog.pods], "failing": failing})
+        if canceled:
+            return Applied(False, "interrupted (Ctrl-C)", canceled=True)
+        return Applied(not failing, "\n".join(failing))
+
+    def _wait_gone(self, cancel: threading.Event) -> Applied:
+        deadline = time.monotonic() + self.opts.gone_timeout
+        while True:
+            left = self.api.pods()
+            if not left:
+                return Applied(True)
+            if time.monotonic() >= deadline:
+                return Applied(True)          # verify names what is left
+            if cancel.wait(self.opts.poll):
+                return Applied(False, "interrupted (Ctrl-C)", canceled=True)
+
+    # -- verify (read back) and undo
+
+    def _check(self, docs: list[dict], revision: int | None) -> Verification:
+        deadline = time.monotonic() + self.opts.verify_settle
+        while True:
+            workloads = [o for o in self.api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
+            units = check_pods(docs, workloads, self.api.replicasets(), self.api.pods())
+            units.append(check_release(self.name, self.helm.status(), revision))
+            result = Verification(units)
+            if result.ok or time.monotonic() >= deadline:
+                return result
+            time.sleep(min(self.opts.poll, max(deadline - time.monotonic(), 0.01)))
+
+    def _check_gone(self) -> Verification:
+        return Verification(check_gone(self.name, self.helm.status(), self.api.release_objects(), self.api.pods()))
+
+    def verify(self, desired: K8sDesired, changes: K8sChanges) -> Verification:
+        if self.operation == "down":
+            return self._check_gone()
+        return self._check(desired.docs, self.applied_revision)
+
+    def undo(self, desired: K8sDesired, changes: K8sChanges, observed: K8sState) -> Verification:
+        if self.operation == "down":
+            self.reporter.step("an uninstall cannot be undone: reading back what is left")
+            return self._check_gone()
+        previous = observed.deployed_revision
+        try:
+            now = self.helm.status()
+            if previous is None:
+                self.reporter.step(f"uninstalling {self.name} (nothing was deployed before this run)")
+                if now is not None:
+                    self.helm.uninstall()
+                self.restored_to = "uninstalled"
+                self._wait_gone(threading.Event())
+                return self._check_gone()
+            if now is not None and now.get("version") == observed.live_revision and \
+                    (now.get("info") or {}).get("status") == observed.helm_status:
+                self.reporter.step(f"helm made no new revision: {self.name} is still at revision {previous}")
+            else:
+                self.reporter.step(f"rolling back {self.name} to revision {previous}")
+                self.helm.rollback(previous)
+            self.restored_to = f"revision {previous}"
+            self.undo_revision = (self.helm.status() or {}).get("version")
+            docs = manifest_docs(self.helm.manifest(previous))
+            applied = self._roll(docs, threading.Event(), "undo-rollout.json")
+            if not applied.ok:
+                self.reporter.failure(applied.failure)
+            return self._check(docs, self.undo_revision)
+        except ExecutionError as exc:
+            self.reporter.failure(f"✗ the undo failed: {exc.message}")
+            return Verification([UnitCheck(f"release {self.name}", f"back at revision {previous}"
+                                           if previous else "uninstalled", "undo failed", False, exc.message)])
+
+    # -- record
+
+    def record(self, outcome: Outcome, desired: K8sDesired) -> None:
+        """Note who made each new revision and how the run ended, where helm's own history cannot say it: a
+        rollback (no --description) and a revision that failed (helm keeps it as "superseded" after the undo).
+        A successful up needs no note: its helm description names the run and the user."""
+        try:
+            if (self.operation == "down" and outcome.status == "successful") or self.restored_to == "uninstalled":
+                hist.delete_notes(self.api, self.name)
+                return
+            notes = {}
+            if self.applied_revision and (self.operation != "up" or outcome.status != "successful"):
+                notes[self.applied_revision] = {"run_id": self.run_record.run_id, "user": self.user,
+                                                "operation": self.operation, "result": outcome.status}
+            if self.undo_revision and self.undo_revision != self.applied_revision:
+                ok = outcome.restored is not None and outcome.restored.ok
+                notes[self.undo_revision] = {"run_id": self.run_record.run_id, "user": self.user,
+                                             "operation": "undo", "result": "successful" if ok else "failed"}
+            if notes:
+                hist.write_notes(self.api, self.target.namespace, self.name, notes, reset=self._fresh)
+            elif self._fresh:
+                hist.delete_notes(self.api, self.name)     # notes of an older install of the same name
+        except ExecutionError as exc:
+            self.reporter.failure(f"! could not record the run in ConfigMap {hist.notes_name(self.name)} "
+                                  f"({exc.message}): `history` will not show its user")
+
+
+# ------------------------------------------------------------------------------------------ entry points
+
+def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, to: int | None = None,
+                  api=None, helm=None) -> tuple[Outcome, K8sBackend]:
+    """Run up, rollback or down of the inventory's release through the pipeline."""
+    from deployctl.k8s.helm import HelmClient
+
+    target = kube_target(inv, opts.inventory_dir)
+    plan = None
+    if operation == "up":
+        from deployctl.planning.plan import plan_layout
+
+        plan = plan_layout(inv)
+    api = api or KubeApi(target)
+    helm = helm or HelmClient(target)
+    record = RunRecord.create(opts.run_root, f"{operation}-k8s")
+    backend = K8sBackend(operation, target, api, helm, record, opts, reporter, plan=plan, to=to)
+    skip = opts.skip_preflight or operation != "up"
+    outcome = run_pipeline(backend, record, Options(dry_run=opts.dry_run, yes=opts.yes, skip_preflight=skip),
+                           reporter, confirm)
+    return outcome, backend
+
+
+def run_up(inv, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
+    return run_operation("up", inv, opts, reporter, confirm)
+
+
+def run_rollback(inv, to: int | None, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
+    return run_operation("rollback", inv, opts, reporter, confirm, to=to)
+
+
+def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
+    """Uninstall (no confirmation, as `down` always was)."""
+    opts.yes = True
+    return run_operation("down", inv, opts, reporter, lambda changes: True)
 
 
 def run_diff(inv, inventory_dir: Path) -> tuple[list[ObjectChange], list[InstanceAction]]:
@@ -260,9 +531,9 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:
     return prog, problems, not workloads or not prog.done or bool(stale)
 
 
-def run_down(inv, inventory_dir: Path) -> str:
+def lock_holder(inv, inventory_dir: Path):
+    """(holder, stale) of the release's Lease, or None when nobody holds it (read-only)."""
+    from deployctl.k8s.lease import read_lock
+
     target = kube_target(inv, inventory_dir)
-    if release_history(target) is None:
-        return "not-installed"
-    helm.run_helm(["uninstall", target.release, *target.helm_args()], "helm uninstall")
-    return "uninstalled"
+    return read_lock(KubeApi(target), target.release)

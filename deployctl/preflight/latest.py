@@ -125,8 +125,8 @@ def _host_differences(inventory_nodes: dict[str, str], run_nodes: dict[str, str]
     return out
 
 
-def inventory_identity(raw) -> tuple[str, dict[str, str]] | None:
-    """(cluster name, {node: address}) of a loaded inventory; None when its structure is broken (then
+def inventory_identity(raw) -> tuple[str, dict[str, str], float] | None:
+    """(cluster name, {node: address}, deploy.facts_max_age_hours) of a loaded inventory; None when its structure is broken (then
     load_and_validate reports every problem with file and line)."""
     from pydantic import ValidationError
 
@@ -136,18 +136,18 @@ def inventory_identity(raw) -> tuple[str, dict[str, str]] | None:
         inv = Inventory.model_validate(raw.data)
     except ValidationError:
         return None
-    return inv.cluster.name, {n.name: n.address for n in inv.nodes}
+    return inv.cluster.name, {n.name: n.address for n in inv.nodes}, inv.deploy.facts_max_age_hours
 
 
 def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
-                  max_age_hours: float = 24.0) -> tuple[Path | None, str | None]:
+                  max_age_hours: float | None = None) -> tuple[Path | None, str | None]:
     """Which facts file `up`/`diff` use, and a one-line note to print (None when nothing is used).
 
     explicit given -> (explicit, None) (no further checks here; load_and_validate validates it).
     Else the facts.json of the latest *successful* (no FAIL) preflight run under run_root/runs/ for the
     same inventory (same cluster name; its node set, names + addresses, must be the inventory's) ->
     (path, "using device IPs and SDIDs from preflight run <id> (<age> ago): <path>"). None found -> (None, None).
-    The latest one is older than max_age_hours, or its hosts differ from the inventory -> UsageError naming
+    The latest one is older than max_age_hours (default: the inventory's deploy.facts_max_age_hours), or its hosts differ from the inventory -> UsageError naming
     the run, its age / the differing hosts, with a hint.
 
     Raises:
@@ -163,7 +163,8 @@ def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
     identity = inventory_identity(load_inventory(inventory))
     if identity is None:
         return None, None
-    cluster, nodes = identity
+    cluster, nodes, limit = identity
+    max_age_hours = limit if max_age_hours is None else max_age_hours
     run = next((r for r in preflight_runs(run_root) if r.cluster == cluster and r.ok), None)
     if run is None:
         return None, None
@@ -177,7 +178,7 @@ def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
     if differ:
         problems.append("it probed other hosts than the inventory lists: " + "; ".join(differ))
     if problems:
-        raise UsageError(f"the latest successful preflight run of cluster '{cluster}', {run.id}, cannot be used: "
-                         + "; ".join(problems) + f" ({run.facts})",
+        raise UsageError(f"the latest successful preflight run of cluster '{cluster}', {run.id} ({age} ago), "
+                         "cannot be used: " + "; ".join(problems) + f" ({run.facts})",
                          hint=f"run `deployctl preflight -i {inventory}` again, or pass --facts FILE")
     return run.facts, f"using device IPs and SDIDs from preflight run {run.id} ({age} ago): {run.facts}"

@@ -254,7 +254,7 @@ def test_pd_split_serves_through_the_coordinator(a3_pd):
 
 def test_pd_split_up_prints_the_coordinator_url(a3_pd):
     ip = a3_pd.fc.node("node1").ip
-    assert f"✓ serving: http://{ip}:{COORDINATOR}/v1/chat/completions" in a3_pd.first.text, a3_pd.first.text
+    assert f"✓ serving (verified on every node): http://{ip}:{COORDINATOR}/v1/chat/completions" in a3_pd.first.text, a3_pd.first.text
 
 
 def test_pd_split_decode_change_restarts_only_decode(a3_pd, tmp_path):
@@ -357,11 +357,17 @@ def test_failure_on_a_first_up_stops_everything_it_started(a2x2):
                  "--run-dir", str(c.runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr
     c.fc.update_node("node2", engine_never_ready=True)
+    # the failure under test is node2's readiness timeout (4 s after its wait starts); the master's HCCL
+    # rendezvous must not time out first, even when a loaded machine delays node2's start: 10x margin
+    for n in ("node1", "node2"):
+        c.fc.update_node(n, engine_join_timeout=40)
     try:
         inv = tagged_inventory(c.fc, c.work / "first.yaml", "first")
         run = up_live(inv, c.runs, "--skip-preflight", "--ready-timeout", "4")
     finally:
         c.fc.update_node("node2", engine_never_ready=False)
+        for n in ("node1", "node2"):
+            c.fc.update_node(n, engine_join_timeout=JOIN_TIMEOUT)
     assert run.rc == 1, run.text
     assert run.doc["status"] == "failed"
     assert run.doc["failure"].startswith("node2 (mixed instance, ranks 8-15): Wait for"), run.doc["failure"]

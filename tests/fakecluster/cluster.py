@@ -614,6 +614,26 @@ Host *
                 out.append("      - {" + ", ".join(fields) + "}")
         return "\n".join(out) + "\n"
 
+    def hosts_inventory(self) -> str:
+        """A whole deployctl inventory as a user first writes it: the hosts (no device IPs, no SDIDs: the
+        first `deployctl preflight` discovers them), the image and weights present on the nodes, DeepSeek-R1
+        W8A8 with the tp-pp preset (a2) or dp-ep (a3)."""
+        from .spec import DEFAULT_IMAGES
+
+        hw = self.specs[0].hardware
+        out = [f"# fake cluster {self.prefix}: {len(self.nodes)} x {hw.upper()}; device IPs come from preflight",
+               "cluster:", f"  name: fake-{hw}-{len(self.nodes)}", f"  hardware: {hw}"]
+        if hw == "a3":
+            out.append("  super_pod: true")
+        out += ["ssh:", "  user: root", f"  key: {self.client_key}", f"  known_hosts: {self.known_hosts}",
+                "engine:", f"  image: {DEFAULT_IMAGES[hw]}", "  env: {MINDIE_LOG_LEVEL: info}",
+                "model:", "  name: deepseek-r1", "  quant: w8a8", f"  weights_path: {self.specs[0].weights_dir}",
+                "  served_name: ds-r1", "  max_seq_len: 8192", "  max_input_len: 4096", "  max_batch_size: 32",
+                "layout:", f"  preset: {'tp-pp' if hw == 'a2' else 'dp-ep'}", "nodes:"]
+        for n in self.nodes:
+            out += [f"  - name: {n.name}", f"    address: {n.ip}"]
+        return "\n".join(out) + "\n"
+
     def describe(self) -> dict:
         return {"prefix": self.prefix, "subnet": self.subnet, "bridge": self.bridge, "workdir": str(self.workdir),
                 "client_key": str(self.client_key), "known_hosts": str(self.known_hosts),

@@ -93,7 +93,8 @@ def test_realistic_release_change_names_every_field_with_live_and_rendered_value
                             f"{PREFIX}-mixed-master", f"{PREFIX}-mixed-worker"}
     assert changes[f"{PREFIX}-mixed-files"].fields == ("data.config.json",)
     assert changes[f"{PREFIX}-mixed-files"].lines() == [
-        f"ConfigMap/{PREFIX}-mixed-files data.config.json › BackendConfig.ModelDeployConfig.ModelConfig[0].tp: 8 → 16",
+        f"ConfigMap/{PREFIX}-mixed-files data.config.json › "
+        "BackendConfig.ModelDeployConfig.ModelConfig[0].tp: 8 → 16",
         f"ConfigMap/{PREFIX}-mixed-files data.config.json › BackendConfig.ScheduleConfig.maxBatchSize: 32 → 64",
     ]
     assert changes[f"{PREFIX}-mixed-env"].fields == ("data.HCCL_BUFFSIZE", "data.HF_TOKEN", "data.OMP_NUM_THREADS")

@@ -40,11 +40,12 @@ def cli(tmp_path: Path, *args: str):
 
 
 def created(api) -> set[tuple[str, str]]:
-    """(kind, name) of every object deployctl/helm created, helm's release Secrets and pods aside."""
+    """(kind, name) of every object deployctl/helm created, helm's release Secrets, pods and deployctl's Lease
+    (its lock) aside."""
     out = set()
     for r in api.requests_to("POST"):
         body = r.get("body") or {}
-        if body.get("kind") and body["kind"] not in ("Secret", "Pod", "Namespace", "Event"):
+        if body.get("kind") and body["kind"] not in ("Secret", "Pod", "Namespace", "Event", "Lease"):
             out.add((body["kind"], body["metadata"]["name"]))
     return out
 

@@ -406,7 +406,7 @@ def test_resolve_facts_refuses_a_run_of_other_hosts(inv, tmp_path):
     with pytest.raises(UsageError) as err:
         resolve_facts(inv, root, None)
     msg = err.value.render()
-    assert run.name in msg and "(60 min ago)" not in msg
+    assert f"{run.name} (60 min ago), cannot be used" in msg
     assert "n2 was probed at 10.0.0.9, the inventory says 10.0.0.2" in msg
     assert "n3 (10.0.0.3) is no longer in the inventory" in msg
     assert "--facts FILE" in msg
@@ -443,3 +443,19 @@ def test_resolve_facts_of_a_broken_inventory_leaves_the_report_to_validation(tmp
     with pytest.raises(InventoryError):               # not YAML at all: the loader's message
         (tmp_path / "nope.yaml").write_text("a: [")
         resolve_facts(tmp_path / "nope.yaml", tmp_path / "R", None)
+
+
+def test_the_text_report_shows_one_line_per_node_and_kind():
+    from deployctl.cli.preflight import gap_lines
+
+    devices = "    devices: [" + ", ".join(f"{{id: {i}, ip: 29.1.{i}.1}}" for i in range(16)) + "]"
+    _, gaps = validate_for_discovery(raw(inventory_text("a3", "true", "dp-ep", devices)))
+    notes = [{**g.to_dict(), "discovered": g.node == "n1"} for g in gaps]
+    hosts = {"n1": HostFacts(name="n1", address="10.0.0.1"),
+             "n2": HostFacts(name="n2", address="10.0.0.2", error_kind="timeout", error="x")}
+    lines = gap_lines(notes, hosts)
+    assert len(lines) == 4, lines
+    assert "inv.yaml:10 nodes[1].devices[0]: device 0 on node 'n2' has no sdid (and 15 more devices) -> " \
+           "NOT discovered (timeout)" in lines
+    assert any(line.startswith("inv.yaml:7 nodes[0]: node 'n1' has no device IPs") and
+               line.endswith("-> discovered") for line in lines)
