@@ -17,8 +17,10 @@ app = typer.Typer(
     help="Plan, render and launch MindIE deployments of large MoE models on Ascend A2/A3 clusters.\n\n"
          "Start with `deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
          "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs. "
-         "`deployctl preflight` probes the hosts; `up`, `status`, `diff`, `logs`, `down` run the deployment. "
-         "Kubernetes: `render --target helm` and `up|status|diff|down --target k8s` (the mindie Helm chart).",
+         "`deployctl preflight` probes the hosts (and discovers their device IPs); `up`, `status`, `diff`, "
+         "`history`, `rollback`, `logs`, `down` run the deployment, verified on the hosts. "
+         "Kubernetes: `render --target k8s` and `up|status|diff|history|rollback|down --target k8s` "
+         "(the mindie Helm chart). Errors and fixes: docs/troubleshooting.md.",
     no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -75,7 +77,7 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
     """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
     start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
 
-    With --target helm: values.yaml for the mindie chart, the chart itself (DIR/chart) and
+    With --target k8s (or helm): values.yaml for the mindie chart, the chart itself (DIR/chart) and
     DIR/manifests.yaml from `helm template`. The rank tables and config.json in its ConfigMaps are the
     same bytes as the bare-metal files.
 

@@ -97,6 +97,14 @@ def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
         executor.close()
 
 
+def load_deployed_inventory(inventory: Path):
+    """The inventory of a deployment that exists: device IPs may be left to preflight (they are in the
+    deployed files already), every other problem is refused (exit 2) as `validate` does."""
+    from deployctl.cli.commands import load_for_discovery
+
+    return load_for_discovery(inventory)[1]
+
+
 def _ask(question: str, reporter: CliReporter) -> bool:
     import sys
 
@@ -124,8 +132,10 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
     from deployctl.deploy.up import UpOptions, run_operation as run
 
     reporter = CliReporter(output == "json", operation)
-    facts_path = _facts(inventory, facts, run_root, reporter) if operation == "up" else facts
-    inv = load_and_validate(inventory, facts_path)
+    if operation == "up":
+        inv = load_and_validate(inventory, _facts(inventory, facts, run_root, reporter))
+    else:
+        inv = load_deployed_inventory(inventory)
     if break_lock:
         _break_lock(inv, inventory, yes, reporter)
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
@@ -202,10 +212,9 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
 
 
 def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
-    from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.status import cluster_status
 
-    inv = load_and_validate(inventory)
+    inv = load_deployed_inventory(inventory)
     st = cluster_status(inv, inventory.parent)
     code = st.exit_code(expect_up)
     if output == "json":
@@ -234,10 +243,9 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
 
 
 def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path) -> None:
-    from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.logs import collect_logs
 
-    inv = load_and_validate(inventory)
+    inv = load_deployed_inventory(inventory)
     logs, record = collect_logs(inv, inventory.parent, run_root, hosts=host, since=since, tail=tail)
     failed = sorted(n for n, c in logs.items() if "error" in c)
     if output == "json":

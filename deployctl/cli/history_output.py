@@ -34,11 +34,11 @@ def print_history(rows, output: str, title: str) -> None:
 
 def run_history(inventory, output: str) -> None:
     """Hosts: the history every host keeps, merged, with what runs now marked live."""
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.cli.deploy import load_deployed_inventory
     from deployctl.deploy import history as hist
     from deployctl.deploy.up import read_state
 
-    inv = load_and_validate(inventory)
+    inv = load_deployed_inventory(inventory)
     _plan, states = read_state(inv, inventory.parent)
     ok = {n: s for n, s in states.items() if not s.error}
     if not ok:

@@ -15,9 +15,9 @@ from deployctl.cli._output import esc
 
 def _progress_printer(names: list[str]):
     """Live per-host state on stderr: a redrawn table on a terminal, one line per change otherwise."""
-    from rich.console import Console
+    from deployctl.cli._output import run_console
 
-    con = Console(stderr=True, highlight=False)
+    con = run_console(stderr=True)
     state = {n: "waiting" for n in names}
     lock = threading.Lock()
     if not con.is_terminal:
@@ -149,10 +149,11 @@ def print_gaps(con, result) -> None:
 
 
 def print_report(inv, result, seconds: float, facts_path: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    from deployctl.cli._output import run_console
+
+    con = run_console()
     facts = result.facts
     up = sum(1 for h in facts.values() if h.reachable)
     con.print(f"Preflight of [bold]{esc(inv.cluster.name)}[/]: {len(facts)} hosts, {up} reachable, "

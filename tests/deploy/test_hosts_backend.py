@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -159,9 +158,6 @@ def test_a_stale_lock_is_reported_with_its_age(inv, fleet, tmp_path):
 
 def test_a_change_between_read_and_lock_is_refused(inv, fleet, tmp_path):
     op("up", inv, fleet, tmp_path)
-
-    class Sneaky(FakeFleet):
-        pass
 
     # another operator's up lands while we wait for the lock: our diff is no longer true
     orig = fleet._script

@@ -28,6 +28,18 @@ def st(inv: Path, *extra: str) -> tuple[int, dict]:
     return res.returncode, json.loads(res.stdout)
 
 
+def wait_status(inv: Path, cond, timeout: float = 90) -> dict:
+    """Poll `status` until cond(doc) (the stand-in engine takes a few seconds to become ready)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        doc = st(inv)[1]
+        if cond(doc) or time.monotonic() > deadline:
+            return doc
+        time.sleep(1)
+
+
 def up(inv: Path, runs: Path, *extra: str, cwd: Path | None = None):
     res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "60", "--skip-preflight",
                   "--output", "json", *extra, cwd=cwd)
@@ -103,15 +115,18 @@ def test_status_reads_the_containers_not_the_current_link(fc, tmp_path):
     cdir = f"/var/lib/deployctl/{fc_cluster(inv_a)}"
     name = f"{fc_cluster(inv_a)}-mindie"
 
-    # node2 runs revision a by hand while `current` names b: drift, named
-    fc.ssh("node2", f"docker rm -f {name} && {cdir}/revisions/{rev_a['node2']}/start.sh", check=True)
-    rc, doc = st(inv_a)
-    assert rc == 1 and doc["state"] == "degraded"
-    row = {r["node"]: r for r in doc["nodes"]}["node2"]
-    assert row["revision"] == rev_a["node2"] and row["current"] == rev_b["node2"]
-    assert row["problem"].startswith(f"drift: the container runs revision {rev_a['node2']}, `current` names "
-                                     f"{rev_b['node2']}"), row
-    # the engine of node1 is killed: degraded, with the exit code, even though `current` is fine
+    # someone restarts both nodes by hand from revision a's files while `current` names b: drift, named
+    for n in ("node1", "node2"):
+        fc.ssh(n, f"docker rm -f {name} && {cdir}/revisions/{rev_a[n]}/start.sh", check=True)
+    doc = wait_status(inv_a, lambda d: all(r["engine"] == "running" and r["ready"] for r in d["nodes"]))
+    assert doc["state"] == "degraded"
+    for row in doc["nodes"]:
+        n = row["node"]
+        assert row["revision"] == rev_a[n] and row["current"] == rev_b[n]
+        assert row["problem"].startswith(f"drift: the container runs revision {rev_a[n]}, `current` names "
+                                         f"{rev_b[n]}"), row
+    assert st(inv_a)[0] == 1
+    # the engine of node1 is killed behind deployctl's back: degraded, with the exit code
     fc.ssh("node1", f"docker kill {name}", check=True)
     rc, doc = st(inv_a)
     row = {r["node"]: r for r in doc["nodes"]}["node1"]
