@@ -239,6 +239,7 @@ def down(
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files (and history) on the "
                                                         "hosts.")] = False,
     break_lock: BreakLockOpt = False,
+    yes: Annotated[bool, typer.Option("-y", "--yes", help="With --break-lock: do not ask.")] = False,
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Stop and remove this deployment's containers on every node (files are kept unless --purge).
@@ -249,11 +250,11 @@ def down(
     if target == DeployTarget.k8s:
         from deployctl.cli.k8s import run_down_k8s
 
-        run_down_k8s(inventory, output.value, break_lock=break_lock)
+        run_down_k8s(inventory, output.value, break_lock=break_lock, run_root=run_dir)
         return
     from deployctl.cli.deploy import run_operation
 
-    run_operation("down", inventory, output.value, run_dir, purge=purge, break_lock=break_lock, yes=True)
+    run_operation("down", inventory, output.value, run_dir, purge=purge, break_lock=break_lock, yes=yes)
 
 
 @app.command()

@@ -88,14 +88,8 @@ class HostsBackend:
 
     # -- read ---------------------------------------------------------------------------------------
     def read(self, health: bool = False) -> dict[str, DeployedState]:
-        states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
-                               timeout=self.opts.ssh_timeout)
-        down = {n: s.error for n, s in states.items() if s.error}
-        if down:
-            raise ExecutionError(f"cannot read the deployment on {len(down)} host(s): nothing was changed",
-                                 problems=[Problem(message=e, path=n) for n, e in down.items()],
-                                 hint="fix SSH to these hosts (deployctl preflight shows why)")
-        return states
+        return require_readable(read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
+                                              timeout=self.opts.ssh_timeout))
 
     def preflight(self, observed) -> None:
         if self.operation == "up" and self._preflight is not None:
@@ -219,6 +213,16 @@ class HostsBackend:
         self.rec.write_json("history-entry.json", entry)
         if outcome.status == "successful" and self.operation != "down":
             prune(self, hist.prune_plan(entries + [entry], states, self.inv.deploy.keep_revisions))
+
+
+def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedState]:
+    """The states, or ExecutionError naming every host that could not be read (nothing is changed)."""
+    down = {n: s.error for n, s in states.items() if s.error}
+    if down:
+        raise ExecutionError(f"cannot read the deployment on {len(down)} host(s): nothing was changed",
+                             problems=[Problem(message=e, path=n) for n, e in down.items()],
+                             hint="fix SSH to these hosts (deployctl preflight shows why)")
+    return states
 
 
 def host_targets_abs(inv, inventory_dir: Path) -> list[HostTarget]:

@@ -68,16 +68,17 @@ def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
         if len(runs) > 1 and not s.error:
             problems.append("nodes of this instance were deployed by different `up` runs")
         any_problem |= bool(problems)
-        env_ok = None
+        env_ok = env = None
         if c is not None and c.status == "running" and mounted in s.revisions:
             man = s.revisions[mounted]
-            env_ok = container_env_digest(c, tuple(man.get("env_keys", ()))) == man.get("env_digest")
+            env = container_env_digest(c, tuple(man.get("env_keys", ())))
+            env_ok = env == man.get("env_digest")
         rows.append({"node": node.name, "instance": node.instance, "ranks": f"{ranks[0]}-{ranks[-1]}",
                      "revision": mounted, "current": s.current_rev,
                      "run": s.revisions.get(mounted or "", {}).get("run"),
                      "engine": "unknown" if s.error else (c.status if c else "absent"),
                      "exit_code": c.exit_code if c and c.status not in ("running", "absent") else None,
-                     "env_matches": env_ok, "ready": s.ready, "problem": "; ".join(problems)})
+                     "env_digest": env, "env_matches": env_ok, "ready": s.ready, "problem": "; ".join(problems)})
     entries = hist.merged({n: s for n, s in states.items() if not s.error})
     live = hist.live_entry(entries, states)
     last = entries[-1] if entries else None

@@ -7,7 +7,7 @@ deployctl.deploy.hosts.HostsBackend and runs deployctl.deploy.pipeline.run_pipel
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from deployctl.deploy.hosts import HostsBackend, HostsOptions, host_targets_abs
@@ -33,7 +33,6 @@ class UpOptions:
     inventory_dir: Path = Path(".")
     to: int | None = None              # rollback --to REV
     purge: bool = False                # down --purge
-    extra: dict = field(default_factory=dict)
 
 
 def with_manifests(plan: Plan, artifacts: list[Artifact], run_id: str) -> list[Artifact]:
@@ -119,15 +118,12 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
     the key-level changes of every changed file (read from the host's current revision)."""
     from deployctl.deploy.diff import diff_deployment
     from deployctl.deploy.remote import container_names
-    from deployctl.errors import Problem
     from deployctl.render import render_artifacts
 
+    from deployctl.deploy.hosts import require_readable
+
     plan, states = read_state(inv, inventory_dir, ssh_timeout)
-    down = {n: s.error for n, s in states.items() if s.error}
-    if down:
-        raise ExecutionError(f"cannot read the deployment on {len(down)} host(s)",
-                             problems=[Problem(message=e, path=n) for n, e in down.items()],
-                             hint="fix SSH to these hosts (deployctl preflight shows why)")
+    require_readable(states)
     engine, ms = container_names(plan)
     bundles = node_bundles(plan, render_artifacts(plan))
     changes = diff_deployment(plan, bundles, states, engine, ms)

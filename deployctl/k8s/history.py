@@ -11,11 +11,11 @@ who made each revision and how the run ended:
 
 Example (`deployctl history --target k8s`)::
 
-    rev        time                       user        operation  result      what                    changed
-    1          2025-01-01T10:00:00+00:00  ops@bastion up         superseded  mindie-0.1.0 (app 2.2)
-    2          2025-01-01T11:00:00+00:00  ops@bastion up         failed      mindie-0.1.0 (app 2.2)  instances[decode].files
-    3          2025-01-01T11:05:00+00:00  ops@bastion undo       superseded  mindie-0.1.0: Rollback to 1  instances[decode].files
-    4     live 2025-01-02T09:00:00+00:00  ops@bastion up         deployed    mindie-0.1.0 (app 2.2)  image.tag
+    rev       time                       user         operation  result      changed
+    1         2025-01-01T10:00:00+00:00  ops@bastion  up         superseded
+    2         2025-01-01T11:00:00+00:00  ops@bastion  up         failed      instances[decode].files
+    3         2025-01-01T11:05:00+00:00  ops@bastion  undo       superseded  instances[decode].files
+    4   live  2025-01-02T09:00:00+00:00  ops@bastion  up         deployed    image.tag
 """
 
 from __future__ import annotations

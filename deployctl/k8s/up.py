@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
@@ -221,6 +221,13 @@ def restart_stale(api, release: str, reporter, opts: K8sOptions) -> list[str]:
     return stale
 
 
+def _settling(result: Verification) -> bool:
+    """Some mismatch may be a controller catching up (a pod still being replaced, a Deployment's old pods,
+    helm still pending): worth reading again. A pod that is not ready was already waited for (follow)."""
+    return any(u.observed in ("missing", "terminating") or "old template" in u.cause or "missing" in u.cause
+               or "pending" in u.cause for u in result.failures)
+
+
 # ------------------------------------------------------------------------------------------ the backend
 
 class K8sBackend:
@@ -400,7 +407,7 @@ class K8sBackend:
             units = check_pods(docs, workloads, self.api.replicasets(), self.api.pods())
             units.append(check_release(self.name, self.helm.status(), revision))
             result = Verification(units)
-            if result.ok or time.monotonic() >= deadline:
+            if result.ok or time.monotonic() >= deadline or not _settling(result):
                 return result
             time.sleep(min(self.opts.poll, max(deadline - time.monotonic(), 0.01)))
 

@@ -17,31 +17,9 @@ from deployctl.deploy.up import UpOptions, run_operation
 from deployctl.errors import ExecutionError, UsageError
 from deployctl.planning.plan import plan_layout
 from fakefleet import FakeFleet
+from recording import RecordingReporter
 
 INV = EXAMPLES / "a2-2x8-tp-pp.yaml"
-
-
-class Recorder:
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def stage(self, name):
-        self.lines.append(f"stage {name}")
-
-    def changes(self, changes):
-        self.lines.append("changes")
-
-    def step(self, message):
-        self.lines.append(message)
-
-    def failure(self, message):
-        self.lines.append(f"FAIL {message}")
-
-    def verification(self, title, result):
-        self.lines += [title] + [u.line() for u in result.units]
-
-    def preflight(self, result):
-        pass
 
 
 @pytest.fixture
@@ -59,7 +37,7 @@ def op(operation, inv, fleet, tmp_path, env=None, **kw):
     if env:
         inv = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": env})})
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent, **kw)
-    rep = Recorder()
+    rep = RecordingReporter()
     out = run_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet)
     return out, rep
 
@@ -184,7 +162,7 @@ def test_ctrl_c_during_apply_undoes_and_releases_the_lock(inv, fleet, tmp_path):
 
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent)
     new = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": {"MINDIE_LOG_LEVEL": "debug"}})})
-    out = run_operation("up", new, opts, Recorder(), lambda c: True, executor=fleet, runner=interrupted)
+    out = run_operation("up", new, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=interrupted)
     assert out.status == "canceled" and out.exit_code == 1
     assert all(h.lock is None for h in fleet.hosts.values())
 
@@ -307,3 +285,52 @@ def test_concurrent_ups_one_wins_one_is_refused(inv, fleet, tmp_path):
     assert sorted(results) == ["locked", "successful"]
     assert all(h.lock is None for h in fleet.hosts.values())
     assert [p for p, _ in fleet.playbooks].count("up.yml") == 1
+
+
+def judge_now(inv, fleet):
+    from deployctl.deploy.hosts import host_targets_abs
+    from deployctl.deploy.remote import read_deployed
+    from deployctl.deploy.status import judge
+
+    plan = plan_layout(inv)
+    return judge(plan, read_deployed(plan, host_targets_abs(inv, INV.parent), fleet, fleet.cdir, health=True))
+
+
+def test_status_states_come_from_the_containers(inv, fleet, tmp_path):
+    assert judge_now(inv, fleet).state == "down"                  # nothing deployed yet
+    first, _ = op("up", inv, fleet, tmp_path)
+    st = judge_now(inv, fleet)
+    assert st.state == "serving" and st.live == 1 and st.exit_code(expect_up=True) == 0
+    assert all(r["env_matches"] for r in st.rows)
+    # the engine exits behind deployctl's back: degraded, although `current` still names its revision
+    engine(fleet, "node2").status, engine(fleet, "node2").exit_code = "exited", 137
+    st = judge_now(inv, fleet)
+    row = st.rows[1]
+    assert st.state == "degraded" and st.exit_code(False) == 1
+    assert row["engine"] == "exited" and row["exit_code"] == 137 and "engine container exited" in row["problem"]
+    # node1 runs another revision than `current` names: drift
+    engine(fleet, "node2").status = "running"
+    fleet.hosts["node1"].current = "0123456789abcdef"
+    st = judge_now(inv, fleet)
+    assert st.rows[0]["problem"].startswith(f"drift: the container runs revision {first.changes.hosts[0].rev}, "
+                                            "`current` names 0123456789abcdef")
+    fleet.hosts["node1"].current = first.changes.hosts[0].rev
+    # its env is not its revision's env file
+    engine(fleet, "node1").env["HCCL_BUFFSIZE"] = "1"
+    st = judge_now(inv, fleet)
+    assert st.state == "degraded" and st.rows[0]["env_matches"] is False
+    # a host that cannot be read: unknown
+    fleet.hosts["node2"].unreachable = True
+    assert judge_now(inv, fleet).state == "unknown"
+    fleet.hosts["node2"].unreachable = False
+    # a deliberate down: down (exit 0; 1 when up is expected)
+    engine(fleet, "node1").env["HCCL_BUFFSIZE"] = fleet.hosts["node1"].revisions[
+        fleet.hosts["node1"].current]["env"]["HCCL_BUFFSIZE"]
+    op("down", inv, fleet, tmp_path)
+    st = judge_now(inv, fleet)
+    assert st.state == "down" and st.exit_code(False) == 0 and st.exit_code(True) == 1
+    # containers gone without a down: degraded
+    op("up", inv, fleet, tmp_path)
+    for h in fleet.hosts.values():
+        h.containers.clear()
+    assert judge_now(inv, fleet).state == "degraded"

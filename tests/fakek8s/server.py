@@ -11,7 +11,9 @@ What is faked
 * CRUD on every listed resource: GET, LIST (labelSelector, fieldSelector on any dotted field path, limit
   and continue), POST, PUT (resourceVersion conflicts), PATCH (merge, strategic merge approximated, JSON
   patch), DELETE (propagationPolicy Orphan/Background/Foreground, preconditions), DELETE on a collection,
-  dryRun=All, WATCH (a chunked stream of ADDED/MODIFIED/DELETED events, see below). Subresources: status
+  dryRun=All, WATCH (a chunked stream of ADDED/MODIFIED/DELETED events, see below). Leases
+  (coordination.k8s.io/v1, deployctl's lock) are plain objects: a second create is 409 AlreadyExists, an
+  update or a delete precondition with an old resourceVersion is 409 Conflict. Subresources: status
   (status is only written through it), scale, pods/log (text set by `set_pod_log`), namespaces/finalize.
 * Server-side behaviour: uid, resourceVersion (one global counter), creationTimestamp, generation (bumped
   when .spec changes), defaulting of the fields helm and kubectl look at (StatefulSet/Deployment

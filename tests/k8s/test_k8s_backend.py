@@ -23,6 +23,7 @@ from deployctl.k8s.diff import ObjectChange
 from deployctl.k8s.lease import LeaseLock, break_lock, holder, is_stale, lease_name, micro_time
 from deployctl.k8s.render import Release
 from deployctl.k8s.up import K8sBackend, K8sChanges, K8sOptions
+from recording import RecordingReporter
 
 NS, REL = "ns", "r"
 TARGET = KubeTarget("/dev/null", None, NS, REL)
@@ -34,8 +35,9 @@ INST = "deployctl.io/instance"
 def sts(name: str, inst: str, checksum: str, replicas: int = 1) -> dict:
     labels = {"app.kubernetes.io/instance": REL, INST: inst}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": dict(labels)},
-            "spec": {"replicas": replicas, "template": {"metadata": {
-                "labels": dict(labels), "annotations": {"checksum/instance": checksum}}, "spec": {"hostNetwork": True}}}}
+            "spec": {"replicas": replicas, "template": {
+                "metadata": {"labels": dict(labels), "annotations": {"checksum/instance": checksum}},
+                "spec": {"hostNetwork": True}}}}
 
 
 def cm(name: str, data: dict) -> dict:
@@ -257,29 +259,6 @@ class FakeHelm:
         return {"docs": self.revisions[revision - 1]["docs"]}
 
 
-class Reporter:
-    def __init__(self):
-        self.lines: list[str] = []
-
-    def stage(self, name):
-        self.lines.append(f"· {name}")
-
-    def changes(self, changes):
-        self.lines.append(f"changes: {len(changes.objects)}")
-
-    def step(self, message):
-        self.lines.append(message)
-
-    def failure(self, message):
-        self.lines.append(f"FAIL {message}")
-
-    def verification(self, title, result):
-        self.lines += [title] + [u.line() for u in result.units]
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-
 def owner(user="me", run="run-me") -> LockOwner:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return LockOwner(user, "here", 4242, "deployctl up", run, now, now)
@@ -292,7 +271,7 @@ def backend(tmp_path: Path, api: FakeApi, helm: FakeHelm, operation="up", docs=N
     release = Release(values=None, values_text="x: 1\n", manifests=yaml.safe_dump_all(docs))
     o = K8sOptions(yes=True, skip_preflight=True, ready_timeout=1.0, poll=0.02, verify_settle=0,
                    gone_timeout=1.0, run_root=tmp_path / ".deployctl", **opts)
-    return K8sBackend(operation, TARGET, api, helm, record, o, Reporter(), release=lambda: release, to=to,
+    return K8sBackend(operation, TARGET, api, helm, record, o, RecordingReporter(), release=lambda: release, to=to,
                       owner=owner(), chart=Path("/chart"))
 
 

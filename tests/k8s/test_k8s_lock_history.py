@@ -9,6 +9,8 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from k8s.test_up_k8s import NS, add_servers, cli, created, inventory
 
 STEM = "a2-1x8-single"
@@ -158,3 +160,40 @@ def test_history_after_three_ups_and_rollback_to_revision_one(fake_kube, kubecon
     # a revision to a revision helm does not have is bad input
     res = cli(tmp_path, "rollback", "-t", "k8s", "-i", str(inv), "--to", "9", "-y")
     assert res.returncode == 2 and "no revision 9" in res.stdout + res.stderr
+
+
+def test_lease_lock_through_the_official_client(fake_kube, kubeconfig):
+    """The Lease calls as the kubernetes client makes them: create (409 AlreadyExists for the second),
+    renewals carrying resourceVersion (a stale one is a 409 Conflict), delete with a precondition."""
+    import time
+
+    from deployctl.deploy.lockinfo import LockHeld, LockOwner
+    from deployctl.k8s.api import KubeApi, KubeTarget
+    from deployctl.k8s.lease import LeaseLock, holder
+
+    code, groups = http(fake_kube, "GET", "/apis")
+    assert "coordination.k8s.io" in {g["name"] for g in groups["groups"]}
+    code, resources = http(fake_kube, "GET", "/apis/coordination.k8s.io/v1")
+    assert code == 200 and {"name": "leases", "kind": "Lease", "namespaced": True}.items() <= \
+        next(r for r in resources["resources"] if r["name"] == "leases").items()
+    api = KubeApi(KubeTarget(str(kubeconfig), None, "default", "rel"))
+    me, other = LockOwner.me("run-a"), LockOwner("eve", "elsewhere", 7, "deployctl up", "run-b", "", "")
+    lock = LeaseLock(api, "default", "rel", me, renew_every=0.05)
+    with lock.acquire():
+        first = api.get_lease("deployctl-rel")
+        assert holder(first).run_id == "run-a" and first["spec"]["leaseDurationSeconds"] == 120
+        with pytest.raises(LockHeld) as err:
+            LeaseLock(api, "default", "rel", other).acquire()
+        assert err.value.owner.run_id == "run-a" and not err.value.stale
+        deadline = time.monotonic() + 5.0               # renewals every 0.05 s: 100x margin
+        while lock.renewals < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lock.renewals >= 2
+        now = api.get_lease("deployctl-rel")
+        assert now["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
+        assert now["spec"]["acquireTime"] == first["spec"]["acquireTime"]
+        assert api.replace_lease("deployctl-rel", first) is None          # stale resourceVersion: 409
+        assert api.delete_lease("deployctl-rel", first["metadata"]["resourceVersion"]) is False
+    assert api.get_lease("deployctl-rel") is None
+    assert fake_kube.requests_to("PUT", "/leases/deployctl-rel")
+    assert all(r["status"] in (200, 201, 404, 409) for r in fake_kube.requests_to(None, "/leases"))

@@ -322,7 +322,6 @@ def test_sdid_uniqueness_uses_the_discovered_super_pods_when_the_inventory_has_n
 
 # --------------------------------------------------------------------------- resolve_facts
 
-NOW = datetime.now(timezone.utc)
 NODES = {"n1": "10.0.0.1", "n2": "10.0.0.2"}
 
 
@@ -330,7 +329,7 @@ def facts_file(nodes: dict[str, str], cluster: str = "c1", fail: bool = False) -
     hosts = {n: HostFacts(name=n, address=a, devices={i: DeviceFacts(phy_id=i, ip=IpConf(
         ip=f"29.{k}.{i}.1", netmask="255.255.0.0")) for i in range(8)}) for k, (n, a) in enumerate(nodes.items())}
     findings = [{"rule": "npu-health", "severity": "FAIL", "host": "n1", "message": "x"}] if fail else []
-    return FactsFile(deployctl_version="t", cluster=cluster, collected_at=NOW.isoformat(), hosts=hosts,
+    return FactsFile(deployctl_version="t", cluster=cluster, collected_at=datetime.now(timezone.utc).isoformat(), hosts=hosts,
                      findings=findings)
 
 
@@ -338,7 +337,7 @@ def fake_run(root: Path, hours_ago: float, *, ok: bool = True, cluster: str = "c
              nodes: dict[str, str] | None = None, summary: bool = True, facts: bool = True) -> Path:
     """A preflight run record as `deployctl preflight` writes it (run.json + facts.json), finished
     ``hours_ago``; ``summary=False``: a record of an older deployctl (facts.json only)."""
-    when = NOW - timedelta(hours=hours_ago)
+    when = datetime.now(timezone.utc) - timedelta(hours=hours_ago)   # now: the suite may be slow
     run_id = when.strftime("%Y%m%dT%H%M%S.%fZ") + "-preflight"
     path = root / "runs" / run_id
     path.mkdir(parents=True)
