@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deployctl.k8s.diff import CHECKSUM, INSTANCE_LABEL
+from deployctl.k8s.diff import INSTANCE_LABEL
 
 FATAL_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                  "CreateContainerError", "InvalidImageName", "RunContainerError")

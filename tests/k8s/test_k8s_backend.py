@@ -22,7 +22,7 @@ from deployctl.k8s.api import KubeTarget
 from deployctl.k8s.diff import ObjectChange
 from deployctl.k8s.lease import LeaseLock, break_lock, holder, is_stale, lease_name, micro_time
 from deployctl.k8s.render import Release
-from deployctl.k8s.up import K8sBackend, K8sChanges, K8sOptions
+from deployctl.k8s.backend import K8sBackend, K8sChanges, K8sOptions
 from recording import RecordingReporter
 
 NS, REL = "ns", "r"

@@ -1,0 +1,59 @@
+"""Follow a release's pods after a change: restart the instances behind their StatefulSet's update
+revision together, then poll until every pod is ready or one fails for good."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from deployctl.k8s.api import RELEASE_LABEL
+from deployctl.k8s.diff import INSTANCE_LABEL, settled, stale_instances
+from deployctl.k8s.rollout import Progress, describe, progress
+
+
+def follow(api, docs: list[dict], opts, reporter,
+           cancel: threading.Event | None = None) -> tuple[Progress, list[str], bool]:
+    """Poll the pods until all are ready: (last progress, the failing pods described, canceled)."""
+    cancel = cancel or threading.Event()
+    deadline = time.monotonic() + opts.ready_timeout
+    pending_since: dict[str, float] = {}
+    last = ""
+    while True:
+        prog = progress(docs, api.pods())
+        if prog.line() != last:
+            last = prog.line()
+            reporter.step(f"  ready: {last}")
+        if prog.done:
+            return prog, [], False
+        now = time.monotonic()
+        for p in prog.pods:
+            if p.unschedulable:
+                pending_since.setdefault(p.name, now)
+            else:
+                pending_since.pop(p.name, None)
+        bad = [p for p in prog.pods if p.fatal or
+               (p.unschedulable and now - pending_since[p.name] >= opts.unschedulable_grace)]
+        if now >= deadline:
+            bad = [p for p in prog.pods if not p.ready]
+            have = Counter(p.group for p in prog.pods)
+            missing = [f"{g}: {n - have[g]} pod(s) not created" for g, n in prog.expected.items() if have[g] < n]
+            return prog, [describe(p, api.pod_events(p.name)) for p in bad] + missing, False
+        if bad:
+            return prog, [describe(p, api.pod_events(p.name)) for p in bad], False
+        if cancel.wait(opts.poll):
+            return prog, [], True
+
+
+def restart_stale(api, release: str, reporter, opts) -> list[str]:
+    """Delete all pods of every instance with a pod behind its StatefulSet's update revision (OnDelete)."""
+    deadline = time.monotonic() + 60
+    sets = api.statefulsets()
+    while not settled(sets) and time.monotonic() < deadline:   # the controller catches up with the upgrade
+        time.sleep(min(opts.poll, 1.0))
+        sets = api.statefulsets()
+    stale = sorted(stale_instances(sets, api.pods()))
+    for inst in stale:
+        gone = api.delete_pods(f"{RELEASE_LABEL}={release},{INSTANCE_LABEL}={inst}")
+        reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) together (new revision)")
+    return stale
