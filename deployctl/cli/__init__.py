@@ -153,10 +153,9 @@ def up(
 
     Examples:
 
+    \b
       deployctl preflight -i my.yaml && deployctl up -i my.yaml --dry-run
-
       deployctl up -i my.yaml -y --output json
-
       deployctl up -i my.yaml --target k8s
 
     With --target k8s: checks the Nodes, holds a Lease in the namespace, `helm upgrade --install`,
@@ -194,10 +193,9 @@ def rollback(
 
     Examples:
 
+    \b
       deployctl history -i my.yaml
-
-      deployctl rollback -i my.yaml            # the last successful revision before the live one
-
+      deployctl rollback -i my.yaml          # the last successful revision before the live one
       deployctl rollback -i my.yaml --to 3 -y
 
     With --target k8s: the helm revision (`deployctl history --target k8s` lists them).
