@@ -33,7 +33,7 @@ class LockOwner:
         except Exception:     # noqa: BLE001 - no passwd entry in some containers
             user = str(os.getuid())
         now = _now()
-        cmd = " ".join(["deployctl", *sys.argv[1:3]]) if sys.argv else "deployctl"
+        cmd = " ".join(["deployctl", *sys.argv[1:]])[:160]        # e.g. deployctl up -i prod.yaml -y
         return cls(user, socket.gethostname(), os.getpid(), cmd, run_id, now, now)
 
     def to_json(self) -> str:
