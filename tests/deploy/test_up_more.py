@@ -50,6 +50,9 @@ ENV = {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
 JOIN_TIMEOUT = 6            # the stand-in engine's rendezvous timeout on the shared clusters
 MASTER_WAIT = 15            # the master's rendezvous timeout in the crash run (the fake's default)
 REPORT_WITHIN = 5.0         # seconds from the engine's failure to the FAILED line
+# to the start of the rollback: the canceled playbook must end first (ansible-runner's cancel), 3-5 s here
+# on an idle machine, so 3x that keeps the test true on a loaded one
+ROLLBACK_WITHIN = 15.0
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
@@ -433,7 +436,7 @@ def test_crash_report_and_rollback_follow_within_seconds(crash_run):
     summary = run.first("✗ node2 (mixed instance, ranks 8-15)")
     rolling = run.first("rolling back")
     assert summary[0] - crash <= REPORT_WITHIN, f"rank range and log lines {summary[0] - crash:.1f} s after the crash"
-    assert rolling[0] - crash <= REPORT_WITHIN, f"rollback started {rolling[0] - crash:.1f} s after the crash"
+    assert rolling[0] - crash <= ROLLBACK_WITHIN, f"rollback started {rolling[0] - crash:.1f} s after the crash"
 
 
 # (fault on node2, how to clear it, the failing host and ranks named, text expected in the failure, ready timeout)
