@@ -196,3 +196,27 @@ def test_launch_under_full_cpu_load(fc, tmp_path):
         load.wait()
         for n in ("node1", "node2"):
             fc.update_node(n, engine_join_timeout=JOIN_TIMEOUT)
+
+
+def test_a_stale_lock_left_by_a_killed_run_is_reported_and_broken(fc, tmp_path):
+    """A run killed with -9 leaves its lock: the next `up` is refused (exit 1) naming the holder and that it
+    is stale; `--break-lock -y` removes it and deploys; read-only commands never look at it."""
+    from deployctl.deploy.lockinfo import LockOwner
+
+    inv = inventory(fc, tmp_path / "inv.yaml")
+    reset(fc, inv)
+    cdir = f"/var/lib/deployctl/{fc_cluster(inv)}"
+    dead = LockOwner("ops", "laptop-7", 999999, "deployctl up -i prod.yaml -y", "20260101T000000.000000Z-up",
+                     "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00")
+    fc.ssh("node1", f"mkdir -p {cdir} && cat > {cdir}/lock", input=dead.to_json() + "\n", check=True)
+    res = run_cli("up", "-i", str(inv), "-y", "--skip-preflight", "--run-dir", str(tmp_path / "runs"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "locked on node1" in res.stderr and "ops@laptop-7 (pid 999999" in res.stderr
+    assert "stale lock" in res.stderr and "--break-lock" in res.stderr
+    assert fc.ssh("node1", "docker ps -aq").stdout.strip() == ""          # nothing was started
+    assert st(inv)[1]["state"] == "down"                                  # status does not lock
+    res = run_cli("up", "-i", str(inv), "-y", "--skip-preflight", "--break-lock", "--ready-timeout", "60",
+                  "--run-dir", str(tmp_path / "runs"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "lock on node1: ops@laptop-7" in res.stdout and "lock removed on node1" in res.stdout
+    assert fc.ssh("node1", f"test -e {cdir}/lock").returncode == 1
