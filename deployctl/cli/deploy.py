@@ -52,7 +52,8 @@ class CliReporter:
         for h in changes.hosts:
             changed = [f.path for f in h.files if f.kind in ("new", "changed", "removed")]
             if changed and h.current_rev:
-                self.con.print(esc(f"  {h.node}: {', '.join(changed)} differ from the deployed revision "
+                verb = "differs" if len(changed) == 1 else "differ"
+                self.con.print(esc(f"  {h.node}: {', '.join(changed)} {verb} from the deployed revision "
                                    "(`deployctl diff` shows the keys)"))
 
     def step(self, message: str) -> None:
