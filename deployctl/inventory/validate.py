@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import ipaddress
+import math
 import re
 import typing
 from collections import Counter, defaultdict
@@ -13,8 +14,8 @@ from typing import Any, Callable
 
 from deployctl.errors import InventoryError, Problem
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, needs_facts
-from deployctl.inventory.hccn import parse_hccn_conf
-from deployctl.inventory.load import KeyPath, RawInventory
+from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
+from deployctl.inventory.load import KeyPath, RawInventory, format_path
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -45,6 +46,29 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/lib", "/lib64", "/proc", "/run", "/sb
                 "/var/lib/docker")
 SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
 BIND_UNSAFE = re.compile(r"[:,\s]")
+
+# A Docker image reference, transcribed from the grammar of github.com/distribution/reference (regexp.go,
+# the package docker and containerd parse references with):
+#   reference := name [ ":" tag ] [ "@" digest ];  name := [domain "/"] remote-name
+#   domain := host [":" port];  host := domain-name | "[" ipv6 "]";  remote-name := path-component ("/" ...)*
+#   path-component := alphanumeric (separator alphanumeric)*;  alphanumeric := [a-z0-9]+;  separator := [_.]|__|[-]+
+#   tag := [\w][\w.-]{0,127};  digest := algorithm ":" hex (32 hex digits or more)
+# Being anchored on an alphanumeric, it also keeps the image from ever being read as a `docker run` option.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|[-]+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$", re.ASCII)
+IMAGE_NAME_MAX = 255   # distribution/reference NameTotalLengthMax (the name before ':' tag and '@' digest)
+# nodes[].address: an IP, or a host name (RFC 1123 labels; '_' tolerated as /etc/hosts does). Anchored on an
+# alphanumeric so that ssh and ansible never read it as an option (`-oProxyCommand=...`).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$", re.ASCII)
+# what Ansible would evaluate as a template when it reads the value from its inventory
+JINJA = re.compile(r"\{\{|\{%|\{#")
+INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
 # --------------------------------------------------------------------------- structure
@@ -139,10 +163,24 @@ def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
 
 # --------------------------------------------------------------------------- semantic checks
 def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address, or None; an IPv6 zone id (``fe80::1%eth0``) is no IP here (see ``_zone_problem``)."""
+    if "%" in value:    # ipaddress accepts any text after '%' as a scope id, quotes and `;` included
+        return None
     try:
         return ipaddress.ip_address(value)
     except ValueError:
         return None
+
+
+ZONE_HINT = ("remove the '%' and what follows: a zone (scope) id only means something to the host that "
+             "names the interface, never in a rank table, an env file or an ssh target")
+
+
+def _zone_problem(raw: RawInventory, key: KeyPath, value: str) -> Problem | None:
+    """An IPv6 address with a zone id: refused wherever an IP is accepted."""
+    if "%" not in value:
+        return None
+    return raw.problem(key, f"{value!r} has an IPv6 zone id ({value[value.index('%'):]!r})", ZONE_HINT)
 
 
 def _check_nodes(inv, raw: RawInventory) -> list[Problem]:

@@ -12,11 +12,36 @@ Example (node2 of a 2 x 8 A2 tp-pp plan)::
 
 from __future__ import annotations
 
+import re
+
 from deployctl import __version__
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan, PlanNode
 from deployctl.planning.env import env_value, preset_env
-from deployctl.render._jinja import render_template
+
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# docker --env-file reads a line as KEY=VALUE up to the newline, with no quoting: a newline (or any other
+# control character) in a value would start another variable (LD_PRELOAD=...) or split the line
+ENV_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def env_file(header: list[str], env: dict[str, str]) -> str:
+    """The one writer of env files: `# header` lines, then KEY=VALUE lines; refuses what would not be
+    read back as exactly these variables by `docker run --env-file` (or a shell sourcing it)."""
+    from deployctl.errors import RenderError
+
+    lines = [f"# {h}" for h in header]
+    for key, value in env.items():
+        if not ENV_KEY.match(key):
+            raise RenderError(f"env key {key!r} is not a variable name", hint="this is a deployctl bug; "
+                              "validation should have refused it")
+        bad = ENV_BAD.search(value)
+        if bad:
+            raise RenderError(f"env {key}: the value holds a control character (U+{ord(bad.group()):04X}) that "
+                              "would split the env file", hint="this is a deployctl bug; validation should have "
+                              "refused it")
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
 
 
 def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
@@ -60,7 +85,8 @@ def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
 def render_envs(plan: Plan) -> list[Artifact]:
     out = []
     for node in plan.nodes:
-        text = render_template("env.j2", version=__version__, node=node.name, role=node.role,
-                               instance=node.instance, env=node_env(plan, node))
+        header = [f"deployctl {__version__}: environment of node {node.name} ({node.role}, instance {node.instance})",
+                  "Use as: docker run --env-file env ...   Do not edit by hand: change the inventory and re-render."]
+        text = env_file(header, node_env(plan, node))
         out.append(Artifact(kind="env", path=f"{node.name}/env", content=text.encode(), mode=0o640))
     return out

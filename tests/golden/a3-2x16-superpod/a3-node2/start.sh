@@ -6,6 +6,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
 NAME=r1-a3-pod-mindie
 IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts
+NODE=a3-node2
 
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
@@ -45,4 +46,4 @@ docker run -d --name "$NAME" \
   -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \
   "$IMAGE" \
   bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; cd "$(dirname "$DEPLOYCTL_DAEMON")/.." && exec "$DEPLOYCTL_DAEMON"'
-echo "started $NAME on a3-node2; follow it with: docker logs -f $NAME"
+echo "started $NAME on $NODE; follow it with: docker logs -f $NAME"

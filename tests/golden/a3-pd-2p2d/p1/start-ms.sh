@@ -5,6 +5,8 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
 IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts
+NODE=p1
+MS_URL=http://10.202.0.2:1035
 
 chmod 640 "$HERE/global_ranktable.json" "$HERE/ms_controller.json" "$HERE/ms_coordinator.json"
 NAME=v32-pd-mindie-ms-controller
@@ -21,7 +23,7 @@ docker run -d --name "$NAME" --net=host \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
   bash -c 'cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_controller'
-echo "started $NAME on p1"
+echo "started $NAME on $NODE"
 NAME=v32-pd-mindie-ms-coordinator
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
@@ -36,5 +38,5 @@ docker run -d --name "$NAME" --net=host \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
   bash -c 'cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_PORT" "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_MANAGE_PORT"'
-echo "started $NAME on p1"
-echo "the coordinator serves the OpenAI API at http://10.202.0.2:1035; it logs 'MindIE-MS coordinator is ready!' when done"
+echo "started $NAME on $NODE"
+echo "the coordinator serves the OpenAI API at $MS_URL; it logs 'MindIE-MS coordinator is ready!' when done"
