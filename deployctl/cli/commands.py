@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import typer
@@ -83,8 +84,27 @@ def make_plan(path: Path, facts_path: Path | None = None):
     try:
         return plan_layout(inv)
     except LayoutError as exc:
+        raise located(exc, path) from None
+
+
+def located(exc, path: Path):
+    """A plan refusal pointing into the inventory: its file, and the line of each problem's key path
+    (the layout block of the instance that does not fit, ...)."""
+    import dataclasses
+
+    from deployctl.inventory.load import load_inventory
+
+    if not exc.message.startswith(f"{path}: "):
         exc.message = f"{path}: {exc.message}"
-        raise
+    try:
+        raw = load_inventory(path)
+    except Exception:  # noqa: BLE001 - it loaded a moment ago; without lines the message still stands
+        return exc
+    keys = lambda p: tuple(int(k) if k.isdigit() else k for k in re.split(r"[.\[\]]+", p) if k)  # noqa: E731
+    exc.problems = [dataclasses.replace(p, file=p.file or str(path),
+                                        line=p.line or (raw.line_of(keys(p.path)) if p.path else None))
+                    for p in exc.problems]
+    return exc
 
 
 def run_validate(path: Path, output: str, facts: Path | None = None) -> None:

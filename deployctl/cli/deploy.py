@@ -142,7 +142,13 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
                      ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
                      to=to, purge=purge)
-    out = run(operation, inv, opts, reporter, lambda changes: confirm_changes(reporter))
+    from deployctl.cli.commands import located
+    from deployctl.errors import LayoutError
+
+    try:
+        out = run(operation, inv, opts, reporter, lambda changes: confirm_changes(reporter))
+    except LayoutError as exc:
+        raise located(exc, inventory) from None
     _print_outcome(operation, inv, out, output, reporter)
     raise typer.Exit(out.exit_code)
 
@@ -195,7 +201,13 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
 
     reporter = CliReporter(output == "json", "up")
     inv = load_and_validate(inventory, _facts(inventory, facts, run_root, reporter))
-    _plan, changes, keys = host_changes(inv, inventory.parent)
+    from deployctl.cli.commands import located
+    from deployctl.errors import LayoutError
+
+    try:
+        _plan, changes, keys = host_changes(inv, inventory.parent)
+    except LayoutError as exc:
+        raise located(exc, inventory) from None
     if output == "json":
         doc = changes.model_dump()
         for h in doc["hosts"]:

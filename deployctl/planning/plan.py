@@ -73,7 +73,8 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
         f, d = inst.memory, inst.degrees
         need = f.weights_gb + f.workspace_gb
         problems.append(Problem(
-            f"{inst.name} instance ({len(inst.nodes)} x {hw}, tp={d.tp} dp={d.dp} pp={d.pp} cp={d.cp} "
+            path="layout" if inst.role == "mixed" else f"layout.{inst.role}",
+            message=f"{inst.name} instance ({len(inst.nodes)} x {hw}, tp={d.tp} dp={d.dp} pp={d.pp} cp={d.cp} "
             f"moe_tp={d.moe_tp} moe_ep={d.moe_ep}): weights {f.weights_gb:.2f} GB + workspace "
             f"{f.workspace_gb:.2f} GB = {need:.2f} GB per die, {f.usable_gb:.2f} GB usable "
             f"({inv.cluster.hbm_gb} GiB HBM x NPU_MEMORY_FRACTION {f.memory_fraction}): {f.reason}"))
