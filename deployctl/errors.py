@@ -35,6 +35,14 @@ class Problem:
         return (self.file, self.line or 0, self.path, self.message)
 
 
+MAX_SHOWN_PROBLEMS = 50    # render() and to_dict() list the first problems, then say how many more
+MAX_TEXT = 1000            # characters of one message or hint (values from hostile input can be huge)
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"… ({len(text) - MAX_TEXT} more characters)"
+
+
 class DeployctlError(Exception):
     """Base of all errors deployctl reports without a traceback."""
 
@@ -48,26 +56,33 @@ class DeployctlError(Exception):
 
     def render(self) -> str:
         """The message shown to the user (plain text, stable: golden-tested)."""
-        lines = [f"✗ {self.message}"]
-        for p in self.problems:
-            loc = p.location()
-            lines.append(f"  • {loc}: {p.message}" if loc else f"  • {p.message}")
+        lines = [f"✗ {_cap(self.message)}"]
+        for p in self.problems[:MAX_SHOWN_PROBLEMS]:
+            loc = _cap(p.location())
+            lines.append(f"  • {loc}: {_cap(p.message)}" if loc else f"  • {_cap(p.message)}")
             if p.hint:
-                lines.append(f"    hint: {p.hint}")
+                lines.append(f"    hint: {_cap(p.hint)}")
+        more = len(self.problems) - MAX_SHOWN_PROBLEMS
+        if more > 0:
+            lines.append(f"  … and {more} more problem{'s' if more != 1 else ''} "
+                         f"({len(self.problems)} in all; fix these first)")
         if self.hint:
-            lines.append(f"To fix: {self.hint}")
+            lines.append(f"To fix: {_cap(self.hint)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {
             "error": type(self).__name__,
-            "message": self.message,
-            "hint": self.hint,
+            "message": _cap(self.message),
+            "hint": _cap(self.hint),
             "exit_code": self.exit_code,
             "problems": [
-                {"file": p.file, "line": p.line, "path": p.path, "message": p.message, "hint": p.hint}
-                for p in self.problems
+                {"file": _cap(p.file), "line": p.line, "path": _cap(p.path), "message": _cap(p.message),
+                 "hint": _cap(p.hint)}
+                for p in self.problems[:MAX_SHOWN_PROBLEMS]
             ],
+            "problem_count": len(self.problems),          # all of them; "problems" lists the first 50
+            "problems_omitted": max(0, len(self.problems) - MAX_SHOWN_PROBLEMS),
         }
 
 

@@ -33,9 +33,17 @@ def test_enough_cases():
     assert len(CASES) >= 25
 
 
+def _case_text(case: str) -> str:
+    """The inventory as text; a few cases are deliberately not UTF-8 (Latin-1, UTF-16)."""
+    raw = (ERRORS / case / "inventory.yaml").read_bytes()
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return raw.decode("utf-16")
+    return raw.decode("utf-8", errors="replace")
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_error_message(case: str, update_golden: bool):
-    inventory = (ERRORS / case / "inventory.yaml").read_text(encoding="utf-8")
+    inventory = _case_text(case)
     assert inventory.startswith("# case: "), "start each case with a one-line '# case: ...' comment"
     command = _command(case)
     assert command in ("validate", "plan")

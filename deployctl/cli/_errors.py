@@ -19,7 +19,10 @@ def handle(exc: BaseException, debug: bool) -> int:
         else:
             print(exc.render(), file=sys.stderr)
         return exc.exit_code
-    print(f"✗ unexpected error: {type(exc).__name__}: {exc}\n"
+    text = str(exc)
+    if len(text) > 1000:      # e.g. a value from a hostile inventory: keep the message readable
+        text = text[:1000] + f"… ({len(text) - 1000} more characters)"
+    print(f"✗ unexpected error: {type(exc).__name__}: {text}\n"
           "This is a deployctl bug. Rerun with --debug and report the traceback.", file=sys.stderr)
     return 1
 

@@ -66,6 +66,10 @@ IMAGE_NAME_MAX = 255   # distribution/reference NameTotalLengthMax (the name bef
 # alphanumeric so that ssh and ansible never read it as an option (`-oProxyCommand=...`).
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"
 HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$", re.ASCII)
+# What nodes[].address accepts besides an IP: anything ssh could resolve (an ssh_config alias too), as long as
+# it starts with a letter or digit (never an option) and holds no whitespace and nothing Ansible templates.
+# HOST_NAME is the strict RFC 1123 grammar, kept for reference: `host[/]`-style aliases are accepted today.
+HOST_TARGET = re.compile(r"^[A-Za-z0-9][^\s%]*$")
 # what Ansible would evaluate as a template when it reads the value from its inventory
 JINJA = re.compile(r"\{\{|\{%|\{#")
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -103,6 +107,24 @@ def _model_at(root: type, loc: tuple) -> type | None:
 _TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
                "float_type": "a number", "list_type": "a list", "dict_type": "a mapping",
                "model_type": "a mapping", "int_parsing": "an integer", "bool_parsing": "true or false"}
+_ABSOLUTE = ("an absolute path of plain characters",
+             "start with '/', then letters, digits, '.', '_', '-' and '/' only (it reaches docker's and the "
+             "shell's command lines)")
+PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' string patterns
+    "container_name": ("a valid container name", "docker names: letters, digits, '_', '.', '-', starting with "
+                       "a letter or digit"),
+    "user": ("a valid login name", "letters, digits, '_', '.', '-', starting with a letter, digit or '_'"),
+    "work_dir": _ABSOLUTE, "deploy_dir": _ABSOLUTE, "daemon": _ABSOLUTE, "ms_home": _ABSOLUTE,
+    "shm_size": ("a docker size", "a number with an optional unit k, m or g, e.g. 500g"),
+    "k8s_node": ("a Kubernetes node name", "lower-case letters, digits, '-' and '.', starting and ending with a "
+                 "letter or digit"),
+    "namespace": ("a Kubernetes name", "lower-case letters, digits and '-', starting and ending with a letter "
+                  "or digit"),
+    "release": ("a Helm release name", "lower-case letters, digits and '-', starting and ending with a letter "
+                "or digit"),
+    "scheduler_name": ("a scheduler name", "lower-case letters, digits and '-', starting and ending with a "
+                       "letter or digit"),
+}
 _UNION_TAGS = ("str", "int", "float", "bool", "function-after", "function-before")
 
 
@@ -134,6 +156,9 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
     if kind == "string_pattern_mismatch" and loc[-1] == "name":
         return raw.problem(loc, f"{value!r} is not a valid name",
                            "use lower-case letters, digits and '-', starting and ending with a letter or digit")
+    if kind == "string_pattern_mismatch" and loc and loc[-1] in PATTERN_HINTS:
+        what, hint = PATTERN_HINTS[loc[-1]]
+        return raw.problem(loc, f"{value!r} is not {what}", hint)
     if kind in ("greater_than", "greater_than_equal", "less_than_equal", "less_than"):
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(iter(ctx.values()), "")
@@ -159,6 +184,101 @@ def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
             twin = loc[:-1] + (prob.hint.split("'")[1],)
             problems.pop(twin, None)
     return list(problems.values())
+
+
+# --------------------------------------------------------------------------- hostile input
+# C0 controls (tab, newline and carriage return included), DEL, C1 controls, the Unicode line and paragraph
+# separators, and lone UTF-16 surrogates ("\uD800" in a double-quoted YAML string), which no UTF-8 output
+# (rank table, env file, JSON, terminal) can encode.
+# C0/C1 controls, line separators, lone surrogates, and the bidirectional overrides/isolates that make
+# text display differently from what it is ("Trojan Source", CVE-2021-42574)
+_BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_YAML_TYPES = {"date": "a YAML date", "datetime": "a YAML timestamp", "bytes": "YAML !!binary data",
+               "set": "a YAML !!set", "tuple": "a YAML !!pairs/!!omap entry"}
+
+
+def _escape(text: str) -> str:
+    """``text`` with every character _BAD_CHAR refuses written as \\uXXXX (safe to print anywhere)."""
+    return _BAD_CHAR.sub(lambda m: f"\\u{ord(m.group()):04X}", text)
+
+
+def _bad_char(text: str) -> str | None:
+    """'a control character (U+000A at position 3)' for the first refused character (1-based), else None."""
+    m = _BAD_CHAR.search(text)
+    if m is None:
+        return None
+    code = ord(m.group())
+    what = ("a lone surrogate" if 0xD800 <= code <= 0xDFFF else
+            "a line separator" if code in (0x2028, 0x2029) else
+            "a bidirectional override" if 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 else
+            "a control character")
+    return f"{what} (U+{code:04X} at position {m.start() + 1})"
+
+
+def _hostile_problem(raw: RawInventory, path: KeyPath, message: str, hint: str) -> Problem:
+    shown = format_path(tuple(_escape(p) if isinstance(p, str) else p for p in path))
+    return Problem(message=message, path=shown, file=raw.file, line=raw.line_of(path), hint=hint)
+
+
+def hostile_problems(raw: RawInventory) -> list[Problem]:
+    """Problems of any key or value at any depth that no output of deployctl may carry.
+
+    * control characters and lone surrogates in keys and strings: they end up in shell scripts, env files,
+      JSON and terminals (a newline in an env value is a second variable; a surrogate cannot be encoded);
+    * values JSON cannot hold: `.inf`/`.nan` (json.dumps writes `Infinity`, which MindIE cannot parse),
+      YAML dates, timestamps, !!binary, !!set, !!pairs, and integers outside 64 bits.
+
+    One walk over the parsed data (iterative: no recursion limit), linear in its size.
+    """
+    out: list[Problem] = []
+    stack: list[tuple[KeyPath, Any]] = [((), raw.data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                bad = _bad_char(key) if isinstance(key, str) else None
+                if bad:
+                    out.append(_hostile_problem(raw, path + (key,), f"key contains {bad}", _char_hint(bad)))
+                    continue
+                stack.append((path + (key,), child))
+        elif isinstance(value, list):
+            stack.extend((path + (i,), child) for i, child in enumerate(value))
+        elif isinstance(value, str):
+            bad = _bad_char(value)
+            if bad:
+                out.append(_hostile_problem(raw, path, f"value contains {bad}", _char_hint(bad)))
+        elif value is None or isinstance(value, bool):
+            continue
+        elif isinstance(value, int):
+            if not INT64[0] <= value <= INT64[1]:
+                out.append(_hostile_problem(raw, path, "integer is outside the 64-bit range",
+                                            "MindIE, HCCL and Kubernetes read 64-bit integers: use a smaller "
+                                            "number, or quote it if it is meant as text"))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+                out.append(_hostile_problem(raw, path, f"{text} is not a finite number",
+                                            "JSON has no Infinity or NaN (MindIE cannot parse them): write a "
+                                            "number, or quote it if it is meant as text"))
+        else:
+            kind = _YAML_TYPES.get(type(value).__name__, f"a YAML {type(value).__name__}")
+            dated = type(value).__name__ in ("date", "datetime")
+            example = f" ('{value}')" if dated else ""
+            out.append(_hostile_problem(raw, path, f"{value} is {kind}, not a JSON value" if dated else
+                                        f"{kind} is not a JSON value",
+                                        f"quote it{example} if it is meant as text: the inventory feeds JSON, "
+                                        "YAML and env files, which take strings, numbers, booleans, lists and "
+                                        "mappings only"))
+    return out
+
+
+def _char_hint(bad: str) -> str:
+    """'a control character (U+000A at position 3)' -> 'remove the control character (U+000A at position 3)'."""
+    what, where = bad.split(" (", 1)
+    what = what.split(" ", 1)[1]
+    if "surrogate" in what:
+        return f"remove the {what} ({where}: a \\uD800-\\uDFFF escape is half of a character, not text"
+    return f"remove the {what} ({where}"
 
 
 # --------------------------------------------------------------------------- semantic checks
@@ -199,8 +319,20 @@ def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
                                    "each node is a different server with its own address"))
         seen_addr.setdefault(node.address, i)
         key = ("nodes", i, "container_ip") if node.container_ip else ("nodes", i, "address")
+        zone = [z for z in (_zone_problem(raw, ("nodes", i, k), getattr(node, k) or "")
+                            for k in ("address", "container_ip")) if z]
+        if zone:
+            out += zone
+            seen_server.setdefault(node.server_ip, i)
+            continue
+        if _ip(node.address) is None and (not HOST_TARGET.match(node.address) or JINJA.search(node.address)):
+            out.append(raw.problem(("nodes", i, "address"), f"{node.address!r} is neither an IP address nor a "
+                                   "host name", "give the IP (or DNS name) deployctl connects to over SSH: no "
+                                   "spaces, no '{{' templates, starting with a letter or digit"))
+            seen_server.setdefault(node.server_ip, i)
+            continue
         if _ip(node.server_ip) is None:
-            out.append(raw.problem(key, f"'{node.server_ip}' is not an IP address",
+            out.append(raw.problem(key, f"{node.server_ip!r} is not an IP address",
                                    "MindIE matches MIES_CONTAINER_IP against the rank table: "
                                    "set container_ip to the node's IP when address is a host name"))
         elif node.server_ip in seen_server and not (key[-1] == "address" and seen_addr[node.address] != i):
@@ -235,6 +367,27 @@ def _resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
                                         "copy the host's /etc/hccn.conf there"))
             nodes.append(node)
             continue
+        except (HccnReadError, UnicodeDecodeError, ValueError) as exc:
+            why = str(exc) if isinstance(exc, HccnReadError) else f"is not a UTF-8 text file ({exc})"
+            problems.append(raw.problem(("nodes", i, "hccn_conf"), f"cannot use {shown}: it {why}",
+                                        "point hccn_conf at a copy of the host's /etc/hccn.conf (a small text "
+                                        "file of address_N=IP lines)"))
+            nodes.append(node)
+            continue
+        clean = []
+        for a in addresses:
+            bad = _bad_char(a.ip) or ("a non-ASCII character" if not a.ip.isascii() else None)
+            if bad:
+                problems.append(Problem(f"address_{a.device_id} contains {bad}", f"nodes[{i}].hccn_conf", shown,
+                                        a.line,
+                                        f"write the device IP as plain text: {_char_hint(bad)}"
+                                        if "(" in bad else "write the device IP as plain text"))
+            else:
+                clean.append(a)
+        if not clean and addresses:
+            nodes.append(node)
+            continue
+        addresses = clean
         if not addresses:
             problems.append(Problem(f"no address_N= lines in {shown}", f"nodes[{i}].hccn_conf", raw.file,
                                     raw.line_of(("nodes", i, "hccn_conf")),
@@ -296,11 +449,14 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
             if dev.ip is not None:
                 ipkey = key + ("ip",) if len(key) == 4 else key
                 addr = _ip(dev.ip)
-                if addr is None:
-                    out.append(raw.problem(ipkey, f"'{dev.ip}' is not a valid IP address",
+                zone = _zone_problem(raw, ipkey, dev.ip)
+                if zone:
+                    out.append(zone)
+                elif addr is None:
+                    out.append(raw.problem(ipkey, f"{dev.ip!r} is not a valid IP address",
                                            "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
                 elif addr.is_unspecified or addr.is_loopback:
-                    out.append(raw.problem(ipkey, f"'{dev.ip}' is a placeholder, not an NPU NIC IP",
+                    out.append(raw.problem(ipkey, f"{dev.ip!r} is a placeholder, not an NPU NIC IP",
                                            "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
                 else:
                     where = f"{node.name} device {dev.id}"
@@ -455,9 +611,7 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     out = _check_env_values(e.env, raw)
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
-    if any(c.isspace() for c in e.image):
-        out.append(raw.problem(("engine", "image"), f"image {e.image!r} contains whitespace",
-                               "give one image reference, e.g. registry/mindie:TAG"))
+    out += _check_image(raw, e.image)
     for key, value in e.env.items():
         if not ENV_NAME.match(key):
             out.append(raw.problem(("engine", "env", key), f"'{key}' is not a valid environment variable name",
@@ -489,6 +643,50 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
+def _check_image(raw: RawInventory, image: str) -> list[Problem]:
+    """engine.image is one Docker image reference (and so never a `docker run` option)."""
+    key, hint = ("engine", "image"), "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
+        "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
+    if image.startswith("-"):
+        return [raw.problem(key, f"image {image!r} starts with '-'",
+                            "`docker run` would read it as an option: " + hint[0].lower() + hint[1:])]
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    first = image.split("/", 1)[0] if "/" in image else ""
+    # docker's normalisation (distribution/reference normalize.go, splitDockerDomain): the first component is
+    # a registry only when it has a '.' or ':' or is "localhost"; otherwise it is part of the (lower-case) path
+    not_a_domain = first and not ("." in first or ":" in first or first == "localhost") and first != first.lower()
+    if len(image) > 1024 or not IMAGE_REFERENCE.match(image) or not_a_domain:
+        why = " (repository names are lower case)" if IMAGE_REFERENCE.match(image.lower()) else ""
+        return [raw.problem(key, f"image {image!r} is not a valid image reference{why}", hint)]
+    if len(name) > IMAGE_NAME_MAX:
+        return [raw.problem(key, f"image name is {len(name)} characters long (at most {IMAGE_NAME_MAX})", hint)]
+    return []
+
+
+def _check_ssh(inv, raw: RawInventory) -> list[Problem]:
+    """ssh users and key paths reach ssh's and ansible's command lines and Ansible's templating."""
+    out = []
+    blocks = [(("ssh",), inv.ssh)] + [(("nodes", i, "ssh"), n.ssh) for i, n in enumerate(inv.nodes) if n.ssh]
+    for base, block in blocks:
+        for field in ("key", "known_hosts"):
+            value = getattr(block, field)
+            if value is None:
+                continue
+            if value.startswith("-"):
+                out.append(raw.problem(base + (field,), f"{field} {value!r} starts with '-'",
+                                       "ssh would read it as an option: give the file's path (./-name if it "
+                                       "really starts with '-')"))
+            elif JINJA.search(value):
+                out.append(raw.problem(base + (field,), f"{field} {value!r} contains a template ('{{{{', "
+                                       "'{%' or '{#')", "Ansible would evaluate it on this machine: rename the "
+                                       "file or use a symlink"))
+            elif not value.strip():
+                out.append(raw.problem(base + (field,), f"{field} is empty", "give the file's path"))
+    return out
+
+
 def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
     from pydantic import ValidationError
@@ -498,10 +696,15 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
 
     values = inv.kubernetes.values
     base = ("kubernetes", "values")
-    out = [raw.problem(base + (key,), f"kubernetes.values.{key} is rendered by deployctl from the plan",
-                       "change the inventory's nodes/layout/model instead") for key in OWNED_VALUES if key in values]
+    dashed = [(k, getattr(inv.kubernetes, k)) for k in ("kubeconfig", "context")]
+    out = [raw.problem(("kubernetes", k), f"{k} {v!r} starts with '-'",
+                       "helm and kubectl would read it as an option: give the file's path (./-name) or the "
+                       "context's name") for k, v in dashed if v is not None and v.startswith("-")]
+    owned = [raw.problem(base + (key,), f"kubernetes.values.{key} is rendered by deployctl from the plan",
+                         "change the inventory's nodes/layout/model instead") for key in OWNED_VALUES if key in values]
+    out += owned
     try:
-        if values and not out:
+        if values and not owned:
             ChartValues.model_validate(deep_merge(ChartValues().model_dump(), values))
     except ValidationError as exc:
         for err in exc.errors():
@@ -515,10 +718,12 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",
                                "MindIE-MS's global rank table names every server's IP, so deployctl must "
                                "place the pods: use rank_table: deployctl"))
+    seen: set[str] = set()
     for i, node in enumerate(inv.nodes):
-        if node.k8s_node and node.k8s_node in {n.k8s_node or n.name for n in inv.nodes[:i]}:
+        if node.k8s_node and node.k8s_node in seen:
             out.append(raw.problem(("nodes", i, "k8s_node"), f"k8s_node '{node.k8s_node}' is used twice",
                                    "each server is a different Kubernetes Node"))
+        seen.add(node.k8s_node or node.name)
     return out
 
 
@@ -526,6 +731,7 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
     lay = inv.layout
     out = []
     names = [n.name for n in inv.nodes]
+    known = set(names)
     split = lay.preset == "pd-split" or lay.prefill is not None or lay.decode is not None
     if split:
         if lay.preset not in (None, "pd-split"):
@@ -544,7 +750,7 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
             rl = getattr(lay, role)
             for j, name in enumerate(rl.nodes if rl else ()):
                 path = ("layout", role, "nodes", j)
-                if name not in names:
+                if name not in known:
                     close = difflib.get_close_matches(name, names, n=1)
                     out.append(raw.problem(path, f"node '{name}' is not in nodes",
                                            f"did you mean '{close[0]}'?" if close else
@@ -593,7 +799,7 @@ def apply_facts(inv, facts):
     return inv.model_copy(update={"nodes": nodes})
 
 
-CHECKS = (_check_nodes, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
+CHECKS = (_check_nodes, _check_ssh, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
           _check_layout)
 
 
@@ -633,12 +839,20 @@ def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | Non
     from deployctl.models.inventory import Inventory
     from deployctl.planning.layout import layout_problems
 
+    # refused before anything else: no later message, file or command line may carry these values
+    hostile = hostile_problems(raw)
     try:
         inv = Inventory.model_validate(raw.data)
     except ValidationError as exc:
-        problems = sorted(_structure_problems(raw, exc), key=Problem.sort_key)
+        bad = {p.path for p in hostile}
+        structure = [p for p in _structure_problems(raw, exc)
+                     if not any(p.path == b or p.path.startswith((b + ".", b + "[")) for b in bad)]
+        problems = sorted(hostile + structure, key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
-    inv, problems = _resolve_devices(inv, raw, read_text or (lambda p: p.read_text(encoding="utf-8")))
+    if hostile:
+        problems = sorted(hostile, key=Problem.sort_key)
+        raise InventoryError(count_problems(raw.file, problems), problems=problems)
+    inv, problems = _resolve_devices(inv, raw, read_text or read_hccn_conf)
     if facts is not None:
         inv = apply_facts(inv, facts)
     bad_hccn = {n.name for i, n in enumerate(inv.nodes)

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 K8S_NODE_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"   # a DNS subdomain, as Kubernetes names nodes
+# a login name as useradd accepts it (never an ssh option, nothing for ansible to template)
+USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$"
 
 
 class Strict(BaseModel):
@@ -28,14 +30,14 @@ class Cluster(Strict):
 
 
 class SshDefaults(Strict):
-    user: str = "root"
+    user: str = Field("root", pattern=USER_PATTERN, max_length=32)
     port: int = Field(22, ge=1, le=65535)
     key: str = "~/.ssh/id_ed25519"
     known_hosts: str = "~/.ssh/known_hosts"
 
 
 class NodeSsh(Strict):
-    user: str | None = None
+    user: str | None = Field(None, pattern=USER_PATTERN, max_length=32)
     port: int | None = Field(None, ge=1, le=65535)
     key: str | None = None
     known_hosts: str | None = None
