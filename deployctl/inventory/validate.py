@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import ipaddress
-import math
 import re
 import typing
 from collections import Counter, defaultdict
@@ -15,7 +13,9 @@ from typing import Any, Callable
 from deployctl.errors import InventoryError, Problem
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
-from deployctl.inventory.load import KeyPath, RawInventory, format_path
+from deployctl.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, check_image, check_ssh,
+                                         hostile_problems, ip_address, zone_problem)
+from deployctl.inventory.load import KeyPath, RawInventory
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -46,33 +46,6 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/lib", "/lib64", "/proc", "/run", "/sb
                 "/var/lib/docker")
 SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
 BIND_UNSAFE = re.compile(r"[:,\s]")
-
-# A Docker image reference, transcribed from the grammar of github.com/distribution/reference (regexp.go,
-# the package docker and containerd parse references with):
-#   reference := name [ ":" tag ] [ "@" digest ];  name := [domain "/"] remote-name
-#   domain := host [":" port];  host := domain-name | "[" ipv6 "]";  remote-name := path-component ("/" ...)*
-#   path-component := alphanumeric (separator alphanumeric)*;  alphanumeric := [a-z0-9]+;  separator := [_.]|__|[-]+
-#   tag := [\w][\w.-]{0,127};  digest := algorithm ":" hex (32 hex digits or more)
-# Being anchored on an alphanumeric, it also keeps the image from ever being read as a `docker run` option.
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|[-]+)[a-z0-9]+)*"
-IMAGE_REFERENCE = re.compile(
-    rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-    r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$", re.ASCII)
-IMAGE_NAME_MAX = 255   # distribution/reference NameTotalLengthMax (the name before ':' tag and '@' digest)
-# nodes[].address: an IP, or a host name (RFC 1123 labels; '_' tolerated as /etc/hosts does). Anchored on an
-# alphanumeric so that ssh and ansible never read it as an option (`-oProxyCommand=...`).
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?"
-HOST_NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$", re.ASCII)
-# What nodes[].address accepts besides an IP: anything ssh could resolve (an ssh_config alias too), as long as
-# it starts with a letter or digit (never an option) and holds no whitespace and nothing Ansible templates.
-# HOST_NAME is the strict RFC 1123 grammar, kept for reference: `host[/]`-style aliases are accepted today.
-HOST_TARGET = re.compile(r"^[A-Za-z0-9][^\s%]*$")
-# what Ansible would evaluate as a template when it reads the value from its inventory
-JINJA = re.compile(r"\{\{|\{%|\{#")
-INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
 # --------------------------------------------------------------------------- structure
@@ -186,123 +159,6 @@ def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
     return list(problems.values())
 
 
-# --------------------------------------------------------------------------- hostile input
-# C0 controls (tab, newline and carriage return included), DEL, C1 controls, the Unicode line and paragraph
-# separators, and lone UTF-16 surrogates ("\uD800" in a double-quoted YAML string), which no UTF-8 output
-# (rank table, env file, JSON, terminal) can encode.
-# C0/C1 controls, line separators, lone surrogates, and the bidirectional overrides/isolates that make
-# text display differently from what it is ("Trojan Source", CVE-2021-42574)
-_BAD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_YAML_TYPES = {"date": "a YAML date", "datetime": "a YAML timestamp", "bytes": "YAML !!binary data",
-               "set": "a YAML !!set", "tuple": "a YAML !!pairs/!!omap entry"}
-
-
-def _escape(text: str) -> str:
-    """``text`` with every character _BAD_CHAR refuses written as \\uXXXX (safe to print anywhere)."""
-    return _BAD_CHAR.sub(lambda m: f"\\u{ord(m.group()):04X}", text)
-
-
-def _bad_char(text: str) -> str | None:
-    """'a control character (U+000A at position 3)' for the first refused character (1-based), else None."""
-    m = _BAD_CHAR.search(text)
-    if m is None:
-        return None
-    code = ord(m.group())
-    what = ("a lone surrogate" if 0xD800 <= code <= 0xDFFF else
-            "a line separator" if code in (0x2028, 0x2029) else
-            "a bidirectional override" if 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069 else
-            "a control character")
-    return f"{what} (U+{code:04X} at position {m.start() + 1})"
-
-
-def _hostile_problem(raw: RawInventory, path: KeyPath, message: str, hint: str) -> Problem:
-    shown = format_path(tuple(_escape(p) if isinstance(p, str) else p for p in path))
-    return Problem(message=message, path=shown, file=raw.file, line=raw.line_of(path), hint=hint)
-
-
-def hostile_problems(raw: RawInventory) -> list[Problem]:
-    """Problems of any key or value at any depth that no output of deployctl may carry.
-
-    * control characters and lone surrogates in keys and strings: they end up in shell scripts, env files,
-      JSON and terminals (a newline in an env value is a second variable; a surrogate cannot be encoded);
-    * values JSON cannot hold: `.inf`/`.nan` (json.dumps writes `Infinity`, which MindIE cannot parse),
-      YAML dates, timestamps, !!binary, !!set, !!pairs, and integers outside 64 bits.
-
-    One walk over the parsed data (iterative: no recursion limit), linear in its size.
-    """
-    out: list[Problem] = []
-    stack: list[tuple[KeyPath, Any]] = [((), raw.data)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            for key, child in value.items():
-                bad = _bad_char(key) if isinstance(key, str) else None
-                if bad:
-                    out.append(_hostile_problem(raw, path + (key,), f"key contains {bad}", _char_hint(bad)))
-                    continue
-                stack.append((path + (key,), child))
-        elif isinstance(value, list):
-            stack.extend((path + (i,), child) for i, child in enumerate(value))
-        elif isinstance(value, str):
-            bad = _bad_char(value)
-            if bad:
-                out.append(_hostile_problem(raw, path, f"value contains {bad}", _char_hint(bad)))
-        elif value is None or isinstance(value, bool):
-            continue
-        elif isinstance(value, int):
-            if not INT64[0] <= value <= INT64[1]:
-                out.append(_hostile_problem(raw, path, "integer is outside the 64-bit range",
-                                            "MindIE, HCCL and Kubernetes read 64-bit integers: use a smaller "
-                                            "number, or quote it if it is meant as text"))
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-                out.append(_hostile_problem(raw, path, f"{text} is not a finite number",
-                                            "JSON has no Infinity or NaN (MindIE cannot parse them): write a "
-                                            "number, or quote it if it is meant as text"))
-        else:
-            kind = _YAML_TYPES.get(type(value).__name__, f"a YAML {type(value).__name__}")
-            dated = type(value).__name__ in ("date", "datetime")
-            example = f" ('{value}')" if dated else ""
-            out.append(_hostile_problem(raw, path, f"{value} is {kind}, not a JSON value" if dated else
-                                        f"{kind} is not a JSON value",
-                                        f"quote it{example} if it is meant as text: the inventory feeds JSON, "
-                                        "YAML and env files, which take strings, numbers, booleans, lists and "
-                                        "mappings only"))
-    return out
-
-
-def _char_hint(bad: str) -> str:
-    """'a control character (U+000A at position 3)' -> 'remove the control character (U+000A at position 3)'."""
-    what, where = bad.split(" (", 1)
-    what = what.split(" ", 1)[1]
-    if "surrogate" in what:
-        return f"remove the {what} ({where}: a \\uD800-\\uDFFF escape is half of a character, not text"
-    return f"remove the {what} ({where}"
-
-
-# --------------------------------------------------------------------------- semantic checks
-def _ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address, or None; an IPv6 zone id (``fe80::1%eth0``) is no IP here (see ``_zone_problem``)."""
-    if "%" in value:    # ipaddress accepts any text after '%' as a scope id, quotes and `;` included
-        return None
-    try:
-        return ipaddress.ip_address(value)
-    except ValueError:
-        return None
-
-
-ZONE_HINT = ("remove the '%' and what follows: a zone (scope) id only means something to the host that "
-             "names the interface, never in a rank table, an env file or an ssh target")
-
-
-def _zone_problem(raw: RawInventory, key: KeyPath, value: str) -> Problem | None:
-    """An IPv6 address with a zone id: refused wherever an IP is accepted."""
-    if "%" not in value:
-        return None
-    return raw.problem(key, f"{value!r} has an IPv6 zone id ({value[value.index('%'):]!r})", ZONE_HINT)
-
-
 def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
     out = []
     seen_name: dict[str, int] = {}
@@ -319,19 +175,19 @@ def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
                                    "each node is a different server with its own address"))
         seen_addr.setdefault(node.address, i)
         key = ("nodes", i, "container_ip") if node.container_ip else ("nodes", i, "address")
-        zone = [z for z in (_zone_problem(raw, ("nodes", i, k), getattr(node, k) or "")
+        zone = [z for z in (zone_problem(raw, ("nodes", i, k), getattr(node, k) or "")
                             for k in ("address", "container_ip")) if z]
         if zone:
             out += zone
             seen_server.setdefault(node.server_ip, i)
             continue
-        if _ip(node.address) is None and (not HOST_TARGET.match(node.address) or JINJA.search(node.address)):
+        if ip_address(node.address) is None and (not HOST_TARGET.match(node.address) or JINJA.search(node.address)):
             out.append(raw.problem(("nodes", i, "address"), f"{node.address!r} is neither an IP address nor a "
                                    "host name", "give the IP (or DNS name) deployctl connects to over SSH: no "
                                    "spaces, no '{{' templates, starting with a letter or digit"))
             seen_server.setdefault(node.server_ip, i)
             continue
-        if _ip(node.server_ip) is None:
+        if ip_address(node.server_ip) is None:
             out.append(raw.problem(key, f"{node.server_ip!r} is not an IP address",
                                    "MindIE matches MIES_CONTAINER_IP against the rank table: "
                                    "set container_ip to the node's IP when address is a host name"))
@@ -376,11 +232,11 @@ def _resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
             continue
         clean = []
         for a in addresses:
-            bad = _bad_char(a.ip) or ("a non-ASCII character" if not a.ip.isascii() else None)
+            bad = bad_char(a.ip) or ("a non-ASCII character" if not a.ip.isascii() else None)
             if bad:
                 problems.append(Problem(f"address_{a.device_id} contains {bad}", f"nodes[{i}].hccn_conf", shown,
                                         a.line,
-                                        f"write the device IP as plain text: {_char_hint(bad)}"
+                                        f"write the device IP as plain text: {char_hint(bad)}"
                                         if "(" in bad else "write the device IP as plain text"))
             else:
                 clean.append(a)
@@ -448,8 +304,8 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
             seen.add(dev.id)
             if dev.ip is not None:
                 ipkey = key + ("ip",) if len(key) == 4 else key
-                addr = _ip(dev.ip)
-                zone = _zone_problem(raw, ipkey, dev.ip)
+                addr = ip_address(dev.ip)
+                zone = zone_problem(raw, ipkey, dev.ip)
                 if zone:
                     out.append(zone)
                 elif addr is None:
@@ -611,7 +467,7 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     out = _check_env_values(e.env, raw)
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
-    out += _check_image(raw, e.image)
+    out += check_image(raw, e.image)
     for key, value in e.env.items():
         if not ENV_NAME.match(key):
             out.append(raw.problem(("engine", "env", key), f"'{key}' is not a valid environment variable name",
@@ -640,50 +496,6 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(key, f"ports collide: {', '.join(names)} use {clash[0]}",
                                "every engine port needs its own number (host network); "
                                "the coordinator uses 5 ports from engine.ports.coordinator"))
-    return out
-
-
-def _check_image(raw: RawInventory, image: str) -> list[Problem]:
-    """engine.image is one Docker image reference (and so never a `docker run` option)."""
-    key, hint = ("engine", "image"), "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
-        "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
-    if image.startswith("-"):
-        return [raw.problem(key, f"image {image!r} starts with '-'",
-                            "`docker run` would read it as an option: " + hint[0].lower() + hint[1:])]
-    name = image.split("@", 1)[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]
-    first = image.split("/", 1)[0] if "/" in image else ""
-    # docker's normalisation (distribution/reference normalize.go, splitDockerDomain): the first component is
-    # a registry only when it has a '.' or ':' or is "localhost"; otherwise it is part of the (lower-case) path
-    not_a_domain = first and not ("." in first or ":" in first or first == "localhost") and first != first.lower()
-    if len(image) > 1024 or not IMAGE_REFERENCE.match(image) or not_a_domain:
-        why = " (repository names are lower case)" if IMAGE_REFERENCE.match(image.lower()) else ""
-        return [raw.problem(key, f"image {image!r} is not a valid image reference{why}", hint)]
-    if len(name) > IMAGE_NAME_MAX:
-        return [raw.problem(key, f"image name is {len(name)} characters long (at most {IMAGE_NAME_MAX})", hint)]
-    return []
-
-
-def _check_ssh(inv, raw: RawInventory) -> list[Problem]:
-    """ssh users and key paths reach ssh's and ansible's command lines and Ansible's templating."""
-    out = []
-    blocks = [(("ssh",), inv.ssh)] + [(("nodes", i, "ssh"), n.ssh) for i, n in enumerate(inv.nodes) if n.ssh]
-    for base, block in blocks:
-        for field in ("key", "known_hosts"):
-            value = getattr(block, field)
-            if value is None:
-                continue
-            if value.startswith("-"):
-                out.append(raw.problem(base + (field,), f"{field} {value!r} starts with '-'",
-                                       "ssh would read it as an option: give the file's path (./-name if it "
-                                       "really starts with '-')"))
-            elif JINJA.search(value):
-                out.append(raw.problem(base + (field,), f"{field} {value!r} contains a template ('{{{{', "
-                                       "'{%' or '{#')", "Ansible would evaluate it on this machine: rename the "
-                                       "file or use a symlink"))
-            elif not value.strip():
-                out.append(raw.problem(base + (field,), f"{field} is empty", "give the file's path"))
     return out
 
 
@@ -799,7 +611,7 @@ def apply_facts(inv, facts):
     return inv.model_copy(update={"nodes": nodes})
 
 
-CHECKS = (_check_nodes, _check_ssh, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
+CHECKS = (_check_nodes, check_ssh, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
           _check_layout)
 
 
