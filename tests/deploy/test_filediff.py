@@ -232,8 +232,8 @@ def test_start_sh_line_changes_are_numbered_by_the_new_file():
     assert lines(file_changes("start.sh", old.encode(), new.encode())) == [
         f"line {n_set + 1}: (absent) → export LOG_DIR=/var/log/mindie",
         f"line {n_shm}: {shm_old} → {shm_old.replace('500g', '1000g')}",
-        f'line {n_echo}: echo "started $NAME on node1; follow it with: docker logs -f $NAME" → '
-        f'echo "launched $NAME on node1; follow it with: docker logs -f $NAME"',
+        f'line {n_echo}: echo "started $NAME on $NODE; follow it with: docker logs -f $NAME" → '
+        f'echo "launched $NAME on $NODE; follow it with: docker logs -f $NAME"',
     ]
 
 
