@@ -161,9 +161,10 @@ def run_restore(b, observed) -> PlaybookResult:
     """Stop what this run started; restart the revision that ran before, with `previous` as it was."""
     hostvars = {}
     for node in b.moved:
+        from deployctl.deploy.hosts import ran_before
+
         before = observed[node]
-        c = before.containers.get(b.engine)
-        ran = bool(c is not None and c.status == "running" and before.current_rev)
+        ran = ran_before(before, b.engine)
         hostvars[node] = {"deployctl_ip": b.plan.node(node).container_ip,
                           "deployctl_restore_rev": before.current_rev or "",
                           "deployctl_restore_prev": before.previous_rev or "",
@@ -214,8 +215,6 @@ def entry_for(b, outcome: Outcome, desired, revision: int) -> dict:
     summary = (f"{inv.model.name} {inv.model.quant}, {b.plan.preset or 'custom'} on {len(b.plan.nodes)} "
                f"x {b.plan.hardware.upper()}")
     result = {"successful": "successful", "canceled": "canceled"}.get(outcome.status, "failed")
-    if b.operation == "down" and result == "successful":
-        result = "successful"
     entry = {"revision": revision, "run_id": b.rec.run_id,
              "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "user": f"{user}@{socket.gethostname()}", "deployctl": __version__, "operation": b.operation,

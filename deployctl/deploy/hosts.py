@@ -58,16 +58,21 @@ class DownChanges:
 
 
 @dataclass
-class HostsOptions:
+class UpOptions:
+    """Options of up / rollback / down on the hosts (the CLI's flags)."""
+
+    dry_run: bool = False
+    yes: bool = False
+    skip_preflight: bool = False
+    trust_new_hosts: bool = False
     ready_timeout: int = 1800          # MindIE loads hundreds of GB of weights: minutes, not seconds
     smoke_timeout: int = 120
     ssh_timeout: float = 60
-    pull: bool = False
-    trust_new_hosts: bool = False
+    pull: bool = False                 # docker pull the image on every node before starting
+    run_root: Path = Path(".deployctl")
     inventory_dir: Path = Path(".")
-    to: int | None = None              # rollback --to
+    to: int | None = None              # rollback --to REV
     purge: bool = False                # down --purge
-    command: str = "up"
 
 
 Runner = Callable[..., Any]           # deployctl.executors.ansible.run_playbook's signature
@@ -77,13 +82,14 @@ class HostsBackend:
     """One operation ('up', 'rollback' or 'down') of one inventory on its hosts."""
 
     def __init__(self, operation: str, inv, plan: Plan, targets: list[HostTarget], executor: Executor,
-                 runner: Runner, record: RunRecord, opts: HostsOptions, reporter, preflight=None):
+                 runner: Runner, record: RunRecord, opts: UpOptions, reporter, preflight=None):
         self.operation, self.inv, self.plan, self.targets = operation, inv, plan, targets
         self.executor, self.runner, self.rec, self.opts = executor, runner, record, opts
         self.reporter, self._preflight = reporter, preflight
         self.cdir = cluster_dir(plan)
         self.engine, self.ms = container_names(plan)
-        self.smoke: dict[str, str] = {}
+        self.smoke: dict[str, str] = {}        # node -> the smoke request's answer (from the run's events)
+        self.smoke_hosts: list[str] = []        # nodes that must answer it in this run
         self.moved: list[str] = []
 
     # -- read ---------------------------------------------------------------------------------------
@@ -154,7 +160,7 @@ class HostsBackend:
     # -- verify -------------------------------------------------------------------------------------
     def wants(self, desired: Desired, changes) -> dict[str, Want]:
         out = {}
-        smoke = set(getattr(self, "smoke_hosts", ()))
+        smoke = set(self.smoke_hosts)
         for node in self.plan.nodes:
             if self.operation == "down":
                 out[node.name] = Want(None)
@@ -179,22 +185,17 @@ class HostsBackend:
         result = run_restore(self, observed)
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=True,
                                timeout=self.opts.ssh_timeout)
-        units = []
+        wants = {}
         for node in self.moved:
             before = observed[node]
-            c = before.containers.get(self.engine)
-            was_running = c is not None and c.status == "running" and before.current_rev
-            want = Want(before.current_rev if was_running else None,
-                        before.revisions.get(before.current_rev or "", {}).get("env_digest", ""),
-                        tuple(before.revisions.get(before.current_rev or "", {}).get("env_keys", ())),
-                        ms=self.plan.node(node).runs_ms and bool(was_running))
-            v = verify_nodes(self.plan, {n.name: (want if n.name == node else Want(None)) for n in self.plan.nodes},
-                             states, self.engine, self.ms)
-            unit = next(u for u in v.units if u.unit == node)
-            if not unit.ok and not result.ok and result.failures:
-                unit = UnitCheck(unit.unit, unit.intended, unit.observed, False,
-                                 f"{unit.cause}; {result.failures[0].task} failed")
-            units.append(UnitCheck(node, f"restore: {unit.intended}", unit.observed, unit.ok, unit.cause))
+            ran = ran_before(before, self.engine)
+            man = before.revisions.get(before.current_rev or "", {})
+            wants[node] = Want(before.current_rev if ran else None, man.get("env_digest", ""),
+                               tuple(man.get("env_keys", ())), ms=self.plan.node(node).runs_ms and bool(ran))
+        failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
+        units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
+                           u.cause + (failed_task if not u.ok else ""))
+                 for u in verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=self.moved).units]
         self.rec.write_json("restore.json", [u.__dict__ for u in units])
         return Verification(units)
 
@@ -213,6 +214,12 @@ class HostsBackend:
         self.rec.write_json("history-entry.json", entry)
         if outcome.status == "successful" and self.operation != "down":
             prune(self, hist.prune_plan(entries + [entry], states, self.inv.deploy.keep_revisions))
+
+
+def ran_before(state: DeployedState, engine: str) -> bool:
+    """The engine ran a recorded revision before this run: the undo starts it again (else just stops)."""
+    c = state.containers.get(engine)
+    return bool(c is not None and c.status == "running" and state.current_rev)
 
 
 def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedState]:

@@ -7,32 +7,15 @@ deployctl.deploy.hosts.HostsBackend and runs deployctl.deploy.pipeline.run_pipel
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
-from deployctl.deploy.hosts import HostsBackend, HostsOptions, host_targets_abs
+from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
 from deployctl.deploy.pipeline import Options, Outcome, run_pipeline
 from deployctl.deploy.records import RunRecord
 from deployctl.deploy.revision import MANIFEST, node_bundles
 from deployctl.errors import ExecutionError
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan
-
-
-@dataclass
-class UpOptions:
-    dry_run: bool = False
-    yes: bool = False
-    skip_preflight: bool = False
-    trust_new_hosts: bool = False
-    ready_timeout: int = 1800          # MindIE loads hundreds of GB of weights: minutes, not seconds
-    smoke_timeout: int = 120
-    ssh_timeout: float = 60
-    pull: bool = False                 # docker pull the image on every node before starting
-    run_root: Path = Path(".deployctl")
-    inventory_dir: Path = Path(".")
-    to: int | None = None              # rollback --to REV
-    purge: bool = False                # down --purge
 
 
 def with_manifests(plan: Plan, artifacts: list[Artifact], run_id: str) -> list[Artifact]:
@@ -76,12 +59,8 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
     record = RunRecord.create(opts.run_root, operation)
     own = executor is None
     executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
-    hopts = HostsOptions(ready_timeout=opts.ready_timeout, smoke_timeout=opts.smoke_timeout,
-                         ssh_timeout=opts.ssh_timeout, pull=opts.pull, trust_new_hosts=opts.trust_new_hosts,
-                         inventory_dir=opts.inventory_dir.resolve(), to=opts.to, purge=opts.purge,
-                         command=operation)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
-                           runner or run_playbook, record, hopts, reporter)
+                           runner or run_playbook, record, opts, reporter)
     backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine)
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
@@ -96,20 +75,22 @@ def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | No
     return run_operation("up", inv, opts, reporter, confirm, cancel)
 
 
-def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False):
-    """(plan, states, backend-less read) for the read-only commands: status, diff, history."""
+def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None):
+    """(plan, states) for the read-only commands: status, diff, history (no lock, no change)."""
     from deployctl.deploy.remote import read_deployed
     from deployctl.deploy.revision import cluster_dir
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
 
     plan = plan_layout(inv)
-    executor = SshExecutor()
+    own = executor is None
+    executor = executor or SshExecutor()
     try:
         states = read_deployed(plan, host_targets_abs(inv, inventory_dir), executor, cluster_dir(plan),
                                health=health, timeout=ssh_timeout)
     finally:
-        executor.close()
+        if own:
+            executor.close()
     return plan, states
 
 
@@ -121,20 +102,25 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
     from deployctl.render import render_artifacts
 
     from deployctl.deploy.hosts import require_readable
+    from deployctl.executors.ssh import SshExecutor
 
-    plan, states = read_state(inv, inventory_dir, ssh_timeout)
-    require_readable(states)
-    engine, ms = container_names(plan)
-    bundles = node_bundles(plan, render_artifacts(plan))
-    changes = diff_deployment(plan, bundles, states, engine, ms)
-    return plan, changes, _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout)
+    executor = SshExecutor()     # one connection per host for both reads
+    try:
+        plan, states = read_state(inv, inventory_dir, ssh_timeout, executor=executor)
+        require_readable(states)
+        engine, ms = container_names(plan)
+        bundles = node_bundles(plan, render_artifacts(plan))
+        changes = diff_deployment(plan, bundles, states, engine, ms)
+        keys = _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor)
+    finally:
+        executor.close()
+    return plan, changes, keys
 
 
-def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout) -> dict[str, dict[str, list[str]]]:
+def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor) -> dict[str, dict[str, list[str]]]:
     """node -> file -> ['key: old → new', ...] for every changed file of a deployed node."""
     from deployctl.deploy.filediff import file_changes
     from deployctl.deploy.revision import cluster_dir
-    from deployctl.executors.ssh import SshExecutor
     from deployctl.preflight.fanout import fan_out
 
     wanted = {h.node: [f.path for f in h.files if f.kind in ("changed", "removed")]
@@ -144,13 +130,9 @@ def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout) -> dic
         return {}
     cdir = cluster_dir(plan)
     targets = [t for t in host_targets_abs(inv, inventory_dir) if t.name in wanted]
-    executor = SshExecutor()
-    try:
-        runs = fan_out(executor, targets, lambda t: [(f"file.{i}", ["cat", f"{cdir}/current/{name}"])
-                                                     for i, name in enumerate(wanted[t.name])],
-                       ssh_timeout, measure_clock=False)
-    finally:
-        executor.close()
+    runs = fan_out(executor, targets, lambda t: [(f"file.{i}", ["cat", f"{cdir}/current/{name}"])
+                                                 for i, name in enumerate(wanted[t.name])],
+                   ssh_timeout, measure_clock=False)
     out: dict[str, dict[str, list[str]]] = {}
     for node, files in wanted.items():
         run = runs[node]

@@ -72,10 +72,14 @@ def describe_running(state: DeployedState, engine: str) -> str:
 
 
 def verify_nodes(plan: Plan, wants: dict[str, Want], states: dict[str, DeployedState], engine: str,
-                 ms_names: tuple[str, ...], smoke: dict[str, str] | None = None) -> Verification:
-    """One UnitCheck per node: observed state against ``wants``; smoke answers from the run's events."""
+                 ms_names: tuple[str, ...], smoke: dict[str, str] | None = None,
+                 nodes: list[str] | None = None) -> Verification:
+    """One UnitCheck per node (of ``nodes``, default all): observed state against ``wants``; smoke answers
+    from the run's events."""
     units = []
     for node in plan.nodes:
+        if nodes is not None and node.name not in nodes:
+            continue
         want = wants[node.name]
         state = states[node.name]
         causes = engine_problems(state, engine, want, ms_names)
