@@ -1,4 +1,4 @@
-"""Catalogs shipped as data files: models, layout presets, env presets."""
+"""Catalogs shipped as data files: models (architecture numbers) and layout presets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from importlib import resources
 from typing import Any, Literal
 
 from deployctl.models.base import Frozen
-
-
 
 
 class QuantBytes(Frozen):
@@ -42,7 +40,6 @@ class KvSpec(Frozen):
 class ModelInfo(Frozen):
     key: str
     display: str
-    backend_type: str
     layers: int
     dense_layers: int
     hidden: int
@@ -82,8 +79,3 @@ def models() -> dict[str, ModelInfo]:
 @cache
 def layouts() -> dict[str, LayoutPreset]:
     return {k: LayoutPreset(key=k, **v) for k, v in _read("layouts.yaml").items()}
-
-
-@cache
-def env_presets() -> dict[str, Any]:
-    return _read("env.yaml")

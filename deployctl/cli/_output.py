@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deployctl import engines
 
 # Not a terminal (a pipe, a file, CI logs): rich would assume 80 columns and break lines inside commands,
 # paths and URLs. Lines are then never wrapped (soft_wrap) and tables get this much room (they take only
@@ -67,15 +68,23 @@ def print_plan(plan) -> None:
         nodes.add_column(col)
     for n in plan.nodes:
         inst = plan.instance(n.instance)
-        master = "yes" + (" + MindIE-MS" if n.runs_ms else "") if n.is_master else ""
+        master = "yes" + (" + router" if n.runs_router else "") if n.is_master else ""
         nodes.add_row(*(esc(v) for v in (n.name, n.address, n.container_ip, n.instance, n.role,
                                           _rank_range(inst, n.name), master)))
     con.print(nodes)
-    p = plan.ports
-    ms = f"; MindIE-MS coordinator {p.coordinator}-{p.coordinator + 4}, controller {p.controller}" \
-        if any(n.runs_ms for n in plan.nodes) else ""
-    con.print(f"Ports: http {p.http}, management {p.management}, metrics {p.metrics}, multi-node {p.multi_node}, "
-              f"inter-comm {p.inter_comm}, MASTER_PORT {p.master}{ms}")
+    e = plan.engine
+    con.print(f"Engine: {esc(e.display)} {esc(e.version or 'unknown')} "
+              f"(version from {esc(e.version_source)})")
+    for w in e.warnings:
+        con.print(f"  [yellow]WARN[/] {esc(w)}")
+    for w in e.notes:
+        con.print(f"  note: {esc(w)}")
+    ports = engines.driver(e.kind).host_ports(inv)
+    con.print("Ports: " + ", ".join(f"{k} {v}" for k, v in ports.items()))
+    router = next((n for n in plan.nodes if n.runs_router), None)
+    if router is not None:
+        served = engines.driver(e.kind).processes(plan, router).serves
+        con.print(esc(f"Router on {router.name}: clients use {served}"))
     mem = Table(title="Instances and memory fit per die", title_justify="left")
     mem.add_column("")
     for inst in plan.instances:
@@ -132,6 +141,8 @@ def print_render(plan, out: Path, artifacts) -> None:
     master = plan.nodes[0]
     con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
                   "there"))
-    if any(n.runs_ms for n in plan.nodes):
-        ms = next(n for n in plan.nodes if n.runs_ms)
-        con.print(esc(f"  then, when every node runs, start MindIE-MS: {out / ms.name}/start-ms.sh on {ms.address}"))
+    router = next((n for n in plan.nodes if n.runs_router), None)
+    if router is not None:
+        start = engines.driver(plan.engine.kind).processes(plan, router).router.start
+        con.print(esc(f"  then, when every node runs, start the router: {out / router.name}/{start} on "
+                      f"{router.address}"))

@@ -109,10 +109,14 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 
 def _serving(inv) -> str:
-    from deployctl.k8s.values import fullname
+    from deployctl import engines
+    from deployctl.planning.plan import plan_layout
 
-    port = inv.engine.ports.coordinator if inv.layout.prefill is not None else inv.engine.ports.http
-    return f"Service {fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
+    plan = plan_layout(inv)
+    driver = engines.driver(inv.engine.kind)
+    served = next((p.serves for p in (driver.processes(plan, n) for n in plan.nodes) if p.smoke), "")
+    port = served.rsplit(":", 1)[-1]
+    return f"Service {driver.chart.fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
 
 
 def _print_failed(con, operation: str, out, backend) -> None:

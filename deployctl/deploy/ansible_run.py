@@ -39,7 +39,7 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
     moving = [h for h in changes.hosts if h.action != "keep"]
     masters = {i.master for i in plan.instances}
     ms = [h.node for h in changes.hosts if h.ms_action not in (None, "keep")]
-    ms_node = [n.name for n in plan.nodes if n.runs_ms]
+    ms_node = [n.name for n in plan.nodes if n.runs_router]
     # pd-split serves clients through the MindIE-MS coordinator only; colocated layouts through each
     # restarted instance master
     smoke = ms_node if ms_node and (moving or ms) else [h.node for h in moving if h.node in masters]
@@ -54,14 +54,28 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
 def _common(b) -> dict:
     plan, opts = b.plan, b.opts
     return {"deployctl_dir": b.cdir, "deployctl_engine": b.engine, "deployctl_ms_containers": list(b.ms),
-            "deployctl_health_port": plan.ports.management, "deployctl_model": plan.inventory.model.served_name,
+            "deployctl_model": plan.inventory.model.served_name,
             "deployctl_ready_timeout": opts.ready_timeout, "deployctl_smoke_timeout": opts.smoke_timeout,
             "deployctl_purge": opts.purge, "deployctl_image": plan.inventory.engine.image,
             "deployctl_pull": opts.pull}
 
 
+def _process_vars(plan, name: str) -> dict:
+    """What the engine's driver says about this node: readiness lines, health URLs, smoke endpoint."""
+    from deployctl.deploy.remote import processes
+
+    p = processes(plan, name)
+    return {"deployctl_ip": plan.node(name).container_ip,
+            "deployctl_ready_line": p.engine.ready_line, "deployctl_ready_count": p.engine.ready_count,
+            "deployctl_health_urls": list(p.engine.health_urls),
+            "deployctl_router_start": p.router.start if p.router else "",
+            "deployctl_router_container": p.router.ready_container if p.router else "",
+            "deployctl_router_line": p.router.ready_line if p.router else "",
+            "deployctl_smoke_url": f"{p.serves}/v1/chat/completions" if p.serves else ""}
+
+
 def _hostvars(b, desired, changes, observed) -> dict[str, dict]:
-    ports, out = b.plan.ports, {}
+    out = {}
     packs = b.rec.path / "push"
     for h in changes.hosts:
         node = b.plan.node(h.node)
@@ -69,12 +83,10 @@ def _hostvars(b, desired, changes, observed) -> dict[str, dict]:
         archive = ""
         if desired.push and h.push:
             archive = str(pack_revision(desired.rendered / h.node, packs / f"{h.node}.tar").resolve())
-        out[h.node] = {"deployctl_archive": archive, "deployctl_rev": h.rev,
-                       "deployctl_ip": node.container_ip,
-                       "deployctl_smoke_port": ports.coordinator if node.runs_ms else ports.http,
+        out[h.node] = {**_process_vars(b.plan, h.node), "deployctl_archive": archive, "deployctl_rev": h.rev,
                        "deployctl_restore_rev": before.current_rev or "",
                        "deployctl_restore_prev": before.previous_rev or "",
-                       "deployctl_restore_ms": bool(node.runs_ms and before.current_rev)}
+                       "deployctl_restore_ms": bool(node.runs_router and before.current_rev)}
     return out
 
 
@@ -165,11 +177,11 @@ def run_restore(b, observed) -> PlaybookResult:
 
         before = observed[node]
         ran = ran_before(before, b.engine)
-        hostvars[node] = {"deployctl_ip": b.plan.node(node).container_ip,
+        hostvars[node] = {**_process_vars(b.plan, node),
                           "deployctl_restore_rev": before.current_rev or "",
                           "deployctl_restore_prev": before.previous_rev or "",
                           "deployctl_restore_start": ran,
-                          "deployctl_restore_ms": bool(b.plan.node(node).runs_ms and ran)}
+                          "deployctl_restore_ms": bool(b.plan.node(node).runs_router and ran)}
     g = {"rollback": list(b.moved)}
     result, _ = _run(b, "rollback.yml", g, hostvars, "restore")
     return result

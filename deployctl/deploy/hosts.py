@@ -166,7 +166,7 @@ class HostsBackend:
                 out[node.name] = Want(None)
                 continue
             it = desired.nodes[node.name]
-            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=node.runs_ms, smoke=node.name in smoke)
+            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=node.runs_router, smoke=node.name in smoke)
         return out
 
     def verify(self, desired: Desired, changes) -> Verification:
@@ -191,7 +191,7 @@ class HostsBackend:
             ran = ran_before(before, self.engine)
             man = before.revisions.get(before.current_rev or "", {})
             wants[node] = Want(before.current_rev if ran else None, man.get("env_digest", ""),
-                               tuple(man.get("env_keys", ())), ms=self.plan.node(node).runs_ms and bool(ran))
+                               tuple(man.get("env_keys", ())), ms=self.plan.node(node).runs_router and bool(ran))
         failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
         units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
                            u.cause + (failed_task if not u.ok else ""))

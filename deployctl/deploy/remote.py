@@ -24,11 +24,17 @@ HTTP_STATUS = ("import sys, urllib.request\n"
 CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat "$f"; echo; }; done; true'
 
 
-def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
-    from deployctl.render.start import container_name
+def processes(plan: Plan, node: str):
+    """What the engine's driver says runs on this node (engine container, router containers, readiness)."""
+    from deployctl import engines
 
-    base = container_name(plan)
-    return base, (f"{base}-ms-controller", f"{base}-ms-coordinator")
+    return engines.driver(plan.engine.kind).processes(plan, plan.node(node))
+
+
+def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
+    """(the engine container's name, the router's containers) - the same names on every node."""
+    router = next((p.router for p in (processes(plan, n.name) for n in plan.nodes) if p.router), None)
+    return processes(plan, plan.nodes[0].name).engine.containers[0], router.containers if router else ()
 
 
 def env_pairs(text: str) -> dict[str, str]:
@@ -48,8 +54,7 @@ def env_digest(pairs: dict[str, str]) -> str:
 
 
 def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple[str, list[str]]]:
-    engine, ms = container_names(plan)
-    names = [engine] + (list(ms) if plan.node(node).runs_ms else [])
+    names = list(processes(plan, node).containers)
     cmds = [("dep.current", ["readlink", f"{cdir}/current"]),
             ("dep.previous", ["readlink", f"{cdir}/previous"]),
             ("dep.manifests", ["sh", "-c", CAT_ALL, "deployctl", f"{cdir}/revisions", "*/.deployctl.json"]),
@@ -58,9 +63,8 @@ def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple
     cmds += [(f"dep.container.{i}", ["docker", "inspect", "--format", INSPECT_FORMAT, name])
              for i, name in enumerate(names)]
     if health:
-        p = plan.node(node)
-        url = f"http://{p.container_ip}:{plan.ports.management}/v2/health/ready"
-        cmds.append(("dep.health", ["python3", "-c", HTTP_STATUS, url]))
+        cmds += [(f"dep.health.{i}", ["python3", "-c", HTTP_STATUS, url])
+                 for i, url in enumerate(processes(plan, node).engine.health_urls)]
     return cmds
 
 
@@ -95,8 +99,7 @@ def _container(name: str, res: ProbeOutput | None, work_dir: str) -> ContainerSt
 
 
 def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedState:
-    engine, ms = container_names(plan)
-    names = [engine] + (list(ms) if plan.node(node).runs_ms else [])
+    names = list(processes(plan, node).containers)
 
     def rev(key: str) -> str | None:
         res = out.get(key)
@@ -114,8 +117,8 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
     lock = out.get("dep.lock")
     containers = {name: _container(name, out.get(f"dep.container.{i}"), plan.inventory.engine.work_dir)
                   for i, name in enumerate(names)}
-    health = out.get("dep.health")
-    ready = None if health is None else health.text.strip() == "200"
+    checks = [out[k] for k in sorted(out) if k.startswith("dep.health.")]
+    ready = None if not checks else all(c.text.strip() == "200" for c in checks)
     return DeployedState(node=node, current_rev=current, previous_rev=rev("dep.previous"),
                          files=dict(doc.get("files", {})), run=doc.get("run"), containers=containers, ready=ready,
                          revisions=revisions, history=history,

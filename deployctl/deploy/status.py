@@ -56,7 +56,7 @@ def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
             problems.append("no engine container")
         else:
             man = s.revisions.get(mounted or "", {})
-            want = Want(s.current_rev, man.get("env_digest", ""), tuple(man.get("env_keys", ())), ms=node.runs_ms)
+            want = Want(s.current_rev, man.get("env_digest", ""), tuple(man.get("env_keys", ())), ms=node.runs_router)
             problems += [p.replace("`current` names", "drift: `current` names") for p in
                          engine_problems(s, engine, want, ms)]
             if c.status == "running" and mounted and mounted != s.current_rev:

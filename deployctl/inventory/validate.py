@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
+from deployctl import engines
 from deployctl.errors import InventoryError, Problem
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
@@ -20,27 +21,7 @@ from deployctl.inventory.load import KeyPath, RawInventory
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
 
-# engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
-# make config.json disagree with the rank table, the env and the plan.
-OWNED_CONFIG_KEYS = {
-    ("ServerConfig", "ipAddress"): "nodes[].container_ip (set per node through MIES_CONTAINER_IP)",
-    ("ServerConfig", "port"): "engine.ports.http",
-    ("ServerConfig", "managementPort"): "engine.ports.management",
-    ("ServerConfig", "metricsPort"): "engine.ports.metrics",
-    ("ServerConfig", "interCommPort"): "engine.ports.inter_comm",
-    ("ServerConfig", "inferMode"): "layout.preset (pd-split sets dmi)",
-    ("BackendConfig", "multiNodesInferEnabled"): "the node count of the instance",
-    ("BackendConfig", "multiNodesInferPort"): "engine.ports.multi_node",
-    ("BackendConfig", "modelInstanceNumber"): "the layout (must be 1 for multi-node)",
-    ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
-}
 LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")
-# env deployctl computes per node; overriding them in engine.env would break the rank-table match
-OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
-                  "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH")
-# (low, high, integer?) for env values the planner reads or HCCL checks on every rank
-ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False), "HCCL_BUFFSIZE": (1, 65536, True),
-              "HCCL_CONNECT_TIMEOUT": (120, 7200, True), "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
 # a bind mount on these (or, for the first group, anywhere below them) hides the image's own files
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
                 "/var/lib/docker")
@@ -88,6 +69,8 @@ PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' strin
                        "a letter or digit"),
     "user": ("a valid login name", "letters, digits, '_', '.', '-', starting with a letter, digit or '_'"),
     "work_dir": _ABSOLUTE, "deploy_dir": _ABSOLUTE, "daemon": _ABSOLUTE, "ms_home": _ABSOLUTE,
+    "interface": ("a network interface name", "the name `ip -o addr` shows for the node's IP, e.g. enp189s0f0 "
+                  "(at most 15 letters, digits, '_', '.', '-')"),
     "shm_size": ("a docker size", "a number with an optional unit k, m or g, e.g. 500g"),
     "k8s_node": ("a Kubernetes node name", "lower-case letters, digits, '-' and '.', starting and ending with a "
                  "letter or digit"),
@@ -124,6 +107,9 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
         return raw.problem(loc, f"unknown key '{loc[-1]}'", hint)
     if kind == "missing":
         return raw.problem(loc, f"missing required key '{loc[-1]}'", "see inventories/sample.yaml for every key")
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return raw.problem(loc, f"unknown engine kind {ctx.get('tag', value)!r}",
+                           f"use one of: {', '.join(sorted(engines.KINDS))}")
     if kind == "literal_error":
         return raw.problem(loc, f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}")
     if kind == "string_pattern_mismatch" and loc[-1] == "name":
@@ -136,7 +122,7 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(iter(ctx.values()), "")
         return raw.problem(loc, f"{value!r} is out of range: must be {op} {bound}",
-                           "sizes, counts and ports are positive integers within MindIE's limits")
+                           "sizes, counts and ports are positive integers within the engine's limits")
     if kind in _TYPE_NAMES:
         return raw.problem(loc, f"expected {_TYPE_NAMES[kind]}, got {_describe(value)}",
                            "quote strings that look like numbers; write numbers without quotes")
@@ -149,6 +135,10 @@ def _structure_problems(raw: RawInventory, exc) -> list[Problem]:
     grouped: dict[KeyPath, list[dict]] = {}
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
+        if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in engines.KINDS:   # the union's tag
+            loc = loc[:1] + loc[2:]
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc += ("kind",)
         grouped.setdefault(loc, []).append(err)
     problems = {loc: _one_problem(raw, loc, errs) for loc, errs in grouped.items()}
     # `adress` unknown + `address` missing is one typo: keep the did-you-mean, drop the "missing"
@@ -189,7 +179,7 @@ def _check_nodes(inv, raw: RawInventory) -> list[Problem]:
             continue
         if ip_address(node.server_ip) is None:
             out.append(raw.problem(key, f"{node.server_ip!r} is not an IP address",
-                                   "MindIE matches MIES_CONTAINER_IP against the rank table: "
+                                   "the engine matches each node's IP against its rank table: "
                                    "set container_ip to the node's IP when address is a host name"))
         elif node.server_ip in seen_server and not (key[-1] == "address" and seen_addr[node.address] != i):
             out.append(raw.problem(key, f"'{node.server_ip}' is also the server IP of "
@@ -411,10 +401,10 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
     if m.max_prefill_tokens is not None and m.max_prefill_tokens < m.max_input_len:
         out.append(raw.problem(("model", "max_prefill_tokens"), f"max_prefill_tokens {m.max_prefill_tokens} "
                                f"is less than max_input_len {m.max_input_len}",
-                               "MindIE requires maxPrefillTokens >= maxInputTokenLen"))
+                               "the engine prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
     out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
     if not SERVED_NAME.match(m.served_name):
-        out.append(raw.problem(("model", "served_name"), f"'{m.served_name}' is not a valid MindIE modelName",
+        out.append(raw.problem(("model", "served_name"), f"'{m.served_name}' is not a valid served model name",
                                "use letters, digits, '-', '.', '_' (not at the start or end), at most 256"))
     return out
 
@@ -436,36 +426,10 @@ def _check_mount_path(raw: RawInventory, key: KeyPath, path: str, what: str) -> 
     return []
 
 
-def _check_env_values(env: dict, raw: RawInventory) -> list[Problem]:
-    out = []
-    for key in OWNED_ENV_KEYS:
-        if key in env:
-            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
-                                   "remove it: set nodes[].container_ip or the layout instead"))
-    for key, (low, high, integer) in ENV_RANGES.items():
-        if key not in env:
-            continue
-        value = env[key]
-        kind = "an integer" if integer else "a number"
-        bounds = f"({low}, {high}]" if key == "NPU_MEMORY_FRACTION" else f"[{low}, {high}]"
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            number = int(value) if integer else float(value)
-        except (TypeError, ValueError):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
-                                   f"{key} takes {kind} in {bounds}"))
-            continue
-        if not ((number > low if key == "NPU_MEMORY_FRACTION" else number >= low) and number <= high):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
-                                   f"{key} takes {kind} in {bounds}"))
-    return out
-
-
 def _check_engine(inv, raw: RawInventory) -> list[Problem]:
+    """The keys every engine has; the engine's driver checks its own (engines/<kind>/validate.py)."""
     e = inv.engine
-    out = _check_env_values(e.env, raw)
-    out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
+    out = _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
     out += check_image(raw, e.image)
     for key, value in e.env.items():
@@ -475,36 +439,32 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
         if isinstance(value, str) and ("\n" in value or "\r" in value):
             out.append(raw.problem(("engine", "env", key), "value contains a newline",
                                    "docker --env-file takes one line per variable"))
-    for section in ("ServerConfig", "BackendConfig", "LogConfig"):
-        if section in e.config and not isinstance(e.config[section], dict):
-            out.append(raw.problem(("engine", "config", section), f"{section} must be a mapping, got "
-                                   f"{e.config[section]!r}", "engine.config is deep-merged into config.json: "
-                                   f"give only the keys to change under {section}"))
-    for (section, key), instead in OWNED_CONFIG_KEYS.items():
-        block = e.config.get(section)
-        if isinstance(block, dict) and key in block:
-            out.append(raw.problem(("engine", "config", section, key),
-                                   f"{section}.{key} is set by deployctl", f"set {instead} instead"))
-    ports = e.ports.model_dump()
-    fixed = {k: v for k, v in ports.items() if k not in ("coordinator",)}
-    spans = dict(fixed, **{f"coordinator+{i}": ports["coordinator"] + i for i in range(5)})
-    clash = [p for p, n in Counter(spans.values()).items() if n > 1]
-    if clash:
-        names = sorted(k for k, v in spans.items() if v in clash)
-        user_set = [k for k in names if ("engine", "ports", k.split("+")[0]) in raw.lines]
-        key = ("engine", "ports", user_set[0].split("+")[0]) if user_set else ("engine", "ports")
-        out.append(raw.problem(key, f"ports collide: {', '.join(names)} use {clash[0]}",
-                               "every engine port needs its own number (host network); "
-                               "the coordinator uses 5 ports from engine.ports.coordinator"))
-    return out
+    targets: dict[str, int] = {}
+    for i, m in enumerate(e.mounts):
+        key = ("engine", "mounts", i)
+        out += _check_mount_path(raw, key + ("host",), m.host, "the host directory or file to mount")
+        out += _check_mount_path(raw, key + ("container",), m.container, "the path inside the container")
+        inside = "/" + m.container.strip("/")
+        if inside in targets:
+            out.append(raw.problem(key + ("container",), f"'{m.container}' is mounted twice (also "
+                                   f"engine.mounts[{targets[inside]}])", "each container path takes one mount"))
+        if inside == "/" + e.work_dir.strip("/") or inside == "/" + inv.model.weights_path.strip("/"):
+            out.append(raw.problem(key + ("container",), f"'{m.container}' is where deployctl mounts the "
+                                   "rendered files or the weights", "mount it somewhere else"))
+        targets.setdefault(inside, i)
+    from deployctl import engines as _engines
+
+    return out + _engines.for_inventory(inv).validate(inv, raw)
 
 
 def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
     from pydantic import ValidationError
 
-    from deployctl.models.helm_values import OWNED_VALUES, ChartValues
-    from deployctl.render.engine_config import deep_merge
+    from deployctl.render.merge import deep_merge
+
+    chart = engines.for_inventory(inv).chart
+    OWNED_VALUES, ChartValues = chart.owned_values, chart.values_model
 
     values = inv.kubernetes.values
     base = ("kubernetes", "values")
@@ -521,15 +481,11 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     except ValidationError as exc:
         for err in exc.errors():
             loc = base + tuple(err["loc"])
-            hint = "see the chart's values.yaml (charts/mindie/values.yaml) for every key and its meaning"
+            hint = f"see the chart's values.yaml (charts/{chart.name}/values.yaml) for every key and its meaning"
             if err["type"] == "extra_forbidden":
                 out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
             else:
                 out.append(raw.problem(loc, err["msg"], hint))
-    if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
-        out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",
-                               "MindIE-MS's global rank table names every server's IP, so deployctl must "
-                               "place the pods: use rank_table: deployctl"))
     seen: set[str] = set()
     for i, node in enumerate(inv.nodes):
         if node.k8s_node and node.k8s_node in seen:
@@ -589,6 +545,8 @@ def apply_facts(inv, facts):
     nodes = []
     for node in inv.nodes:
         host = facts.hosts.get(node.name)
+        if host is not None and node.interface is None and node.server_ip in host.addresses:
+            node = node.model_copy(update={"interface": host.addresses[node.server_ip]})
         if host is None or not host.reachable or not host.devices:
             nodes.append(node)
             continue

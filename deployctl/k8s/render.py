@@ -4,7 +4,7 @@ Tree::
 
     DIR/plan.json          the plan (as for bare metal)
     DIR/values.yaml        chart values: instances, files, env, nodes, NPUs, ports
-    DIR/chart/             the mindie chart these values are for
+    DIR/chart/             the engine's chart these values are for (charts/<name>)
     DIR/manifests.yaml     `helm template <release> DIR/chart -n <namespace> -f DIR/values.yaml`
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from deployctl import __version__
 from deployctl.models.artifact import Artifact
-from deployctl.models.helm_values import ChartValues
+from deployctl import engines
 from deployctl.models.plan import Plan
 
 
@@ -24,7 +24,7 @@ from deployctl.models.plan import Plan
 ALWAYS_SHOWN = ("image", "npu", "rankTable", "shmSize", "weightsPath", "ports")
 
 
-def values_yaml(plan: Plan, values: ChartValues) -> str:
+def values_yaml(plan: Plan, values) -> str:
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -37,7 +37,7 @@ def values_yaml(plan: Plan, values: ChartValues) -> str:
     Dumper.add_representer(str, text)
     k = plan.inventory.kubernetes
     release = plan.inventory.helm_release
-    header = (f"# deployctl {__version__}: values of chart mindie for cluster {plan.inventory.cluster.name} "
+    header = (f"# deployctl {__version__}: values of chart {engines.driver(plan.engine.kind).chart.name} for cluster {plan.inventory.cluster.name} "
               f"({plan.preset}, {len(plan.nodes)} x {plan.hardware.upper()}).\n"
               "# Do not edit by hand: change the inventory and re-render.\n"
               f"# Install: helm upgrade --install {release} chart --namespace {k.namespace} --values values.yaml\n"
@@ -49,10 +49,10 @@ def values_yaml(plan: Plan, values: ChartValues) -> str:
     return header + body
 
 
-def chart_artifacts() -> list[Artifact]:
+def chart_artifacts(name: str) -> list[Artifact]:
     from deployctl.k8s.helm import chart_dir
 
-    root = chart_dir()
+    root = chart_dir(name)
     out = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         mode = 0o755 if path.suffix == ".sh" else 0o644
@@ -68,23 +68,23 @@ def manifests(plan: Plan, values_text: str) -> str:
     with tempfile.TemporaryDirectory(prefix="deployctl-helm-") as tmp:
         values_file = Path(tmp) / "values.yaml"
         values_file.write_text(values_text, encoding="utf-8")
-        return helm.template(helm.chart_dir(), values_file, plan.inventory.helm_release, k.namespace)
+        chart = helm.chart_dir(engines.driver(plan.engine.kind).chart.name)
+        return helm.template(chart, values_file, plan.inventory.helm_release, k.namespace)
 
 
 @dataclass(frozen=True)
 class Release:
     """What the chart gets for a plan: the values (model and values.yaml text) and, when asked, the manifests."""
 
-    values: ChartValues
+    values: object                       # the engine chart's values model
     values_text: str
     manifests: str | None
 
 
 def render_release(plan: Plan, with_manifests: bool = True) -> Release:
-    from deployctl.k8s.values import chart_values
     from deployctl.render import render_artifacts
 
-    values = chart_values(plan, render_artifacts(plan))
+    values = engines.driver(plan.engine.kind).chart.values(plan, render_artifacts(plan))
     text = values_yaml(plan, values)
     return Release(values, text, manifests(plan, text) if with_manifests else None)
 
@@ -94,7 +94,7 @@ def render_helm(plan: Plan, with_manifests: bool = True) -> list[Artifact]:
 
     release = render_release(plan, with_manifests)
     out = render_plan(plan) + [Artifact(kind="values", path="values.yaml", content=release.values_text.encode())]
-    out += chart_artifacts()
+    out += chart_artifacts(engines.driver(plan.engine.kind).chart.name)
     if release.manifests is not None:
         out.append(Artifact(kind="manifests", path="manifests.yaml", content=release.manifests.encode()))
     return sorted(out, key=lambda a: a.path)

@@ -1,4 +1,4 @@
-"""The one base of deployctl's data models: immutable, unknown keys refused."""
+"""The bases of deployctl's data models: immutable, unknown keys refused."""
 
 from __future__ import annotations
 
@@ -7,3 +7,9 @@ from pydantic import BaseModel, ConfigDict
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Strict(BaseModel):
+    """Inventory models: strict too, so YAML `true` is not the integer 1, and "8" is not 8."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)

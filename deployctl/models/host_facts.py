@@ -57,6 +57,7 @@ class HostFacts(Frozen):
     runtime_version: str | None = None     # docker server version; None = no container runtime
     image_present: bool | None = None
     ports: ListeningPorts | None = None
+    addresses: dict[str, str] = Field(default_factory=dict)   # `ip -o addr`: IP -> interface carrying it
     clock_offset_s: float | None = None
     pings: list[PingCheck] = Field(default_factory=list)
     probe_errors: dict[str, str] = Field(default_factory=dict)   # probe name -> why it gave no fact

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from deployctl import engines
+from deployctl.models.base import Strict
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 K8S_NODE_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"   # a DNS subdomain, as Kubernetes names nodes
 # a login name as useradd accepts it (never an ssh option, nothing for ansible to template)
 USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$"
-
-
-class Strict(BaseModel):
-    # strict: YAML `true` is not the integer 1, and "8" is not 8
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 def _to_str(v: Any) -> Any:
@@ -43,53 +41,19 @@ class NodeSsh(Strict):
     known_hosts: str | None = None
 
 
-class Ports(Strict):
-    """Engine ports (MindIE defaults). Host network: every port must be free on every node."""
-
-    http: int = Field(1025, ge=1024, le=65535)          # ServerConfig.port (OpenAI endpoint)
-    management: int = Field(1026, ge=1024, le=65535)    # ServerConfig.managementPort (health)
-    metrics: int = Field(1027, ge=1024, le=65535)       # ServerConfig.metricsPort
-    inter_comm: int = Field(1121, ge=1024, le=65535)    # ServerConfig.interCommPort (PD KV links)
-    multi_node: int = Field(1120, ge=1024, le=65535)    # BackendConfig.multiNodesInferPort
-    master: int = Field(7008, ge=1024, le=65535)        # MASTER_PORT (seed guide)
-    coordinator: int = Field(1035, ge=1024, le=65535)   # pd-split: MindIE-MS coordinator, 5 ports from here
-    controller: int = Field(1045, ge=1024, le=65535)    # pd-split: MindIE-MS controller http server
-    cluster: int = Field(8899, ge=1024, le=65535)       # pd-split: controller cluster_port
-
-
-class Engine(Strict):
-    kind: Literal["mindie"] = "mindie"
-    image: str = Field(min_length=1)
-    env: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    config: dict[str, Any] = Field(default_factory=dict)
-    ports: Ports = Field(default_factory=Ports)
-    shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
-    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-    work_dir: str = Field("/etc/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")  # rendered files inside the container
-    deploy_dir: str = Field("/var/lib/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")
-    # on each host: <deploy_dir>/<cluster>/revisions/<id>/ holds the files of every deployed revision,
-    # <cluster>/current and <cluster>/previous point at the running one and the one before
-    tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
-    privileged: bool = False     # docker --privileged (the explicit --device list is enough for MindIE)
-    daemon: str = Field("/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon",
-                        pattern=r"^/[A-Za-z0-9._/-]+$")
-    ms_home: str = Field("/usr/local/Ascend/mindie/latest/mindie-service", pattern=r"^/[A-Za-z0-9._/-]+$")
-    # pd-split: where bin/ms_controller and bin/ms_coordinator live in the image (MIES_INSTALL_PATH)
-
-
 class ModelSpec(Strict):
     name: str
     quant: str
     weights_path: str
     served_name: str
-    max_seq_len: int = Field(gt=0, le=4194304)          # MindIE maxInputTokenLen limit
+    max_seq_len: int = Field(gt=0, le=4194304)
     max_input_len: int = Field(gt=0, le=4194304)
-    max_batch_size: int = Field(gt=0, le=819200)        # MindIE maxBatchSize range
+    max_batch_size: int = Field(gt=0, le=819200)
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304)
 
 
 class DegreeFields(Strict):
-    """Parallel degrees, MindIE naming; unset ones come from the preset."""
+    """Parallel degrees; unset ones come from the preset."""
 
     tp: int | None = Field(None, ge=1)
     dp: int | None = Field(None, ge=1)
@@ -125,6 +89,8 @@ class Node(Strict):
     hccn_conf: str | None = None
     devices: list[Device] | None = None
     ssh: NodeSsh | None = None
+    interface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,15}$")
+    # the network interface carrying server_ip (GLOO_SOCKET_IFNAME); default: from preflight facts
     k8s_node: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253)
     # Kubernetes only: the Node this server is registered as (default: name)
 
@@ -132,7 +98,7 @@ class Node(Strict):
 
     @property
     def server_ip(self) -> str:
-        """The IP MindIE matches against MIES_CONTAINER_IP (container_ip, else address)."""
+        """The IP the node has in its rank table / engine config (container_ip, else address)."""
         return self.container_ip or self.address
 
 
@@ -159,15 +125,27 @@ class Deploy(Strict):
     # `up`/`diff` use the facts of the latest successful preflight only when younger than this
 
 
+def _default_kind(v: Any) -> Any:
+    # an engine block without `kind` is the first engine deployctl supported
+    if isinstance(v, dict) and "kind" not in v:
+        return {"kind": engines.DEFAULT_KIND, **v}
+    return v
+
+
+EngineSettings = Annotated[Union[engines.settings_models()], Field(discriminator="kind")]
+
+
 class Inventory(Strict):
     cluster: Cluster
     ssh: SshDefaults = Field(default_factory=SshDefaults)
-    engine: Engine
+    engine: EngineSettings
     model: ModelSpec
     layout: Layout = Field(default_factory=Layout)
     nodes: list[Node] = Field(min_length=1)
     kubernetes: Kubernetes = Field(default_factory=Kubernetes)
     deploy: Deploy = Field(default_factory=Deploy)
+
+    _engine_kind = field_validator("engine", mode="before")(_default_kind)
 
     @property
     def devices_per_node(self) -> int:

@@ -8,15 +8,13 @@ from pydantic import Field
 
 from deployctl.models.base import Frozen
 
-from deployctl.models.inventory import Inventory, Ports
+from deployctl.models.inventory import Inventory
 
 Role = Literal["mixed", "prefill", "decode"]
 
 
-
-
 class Degrees(Frozen):
-    """Parallel degrees of one instance, MindIE naming (ModelConfig keys)."""
+    """Parallel degrees of one instance (attention tp/dp/pp/cp, MoE tp/ep, local TP of o_proj and lm_head)."""
 
     tp: int = 1
     dp: int = 1
@@ -53,6 +51,7 @@ class MemoryFit(Frozen):
     max_sequences: int       # concurrent sequences of max_seq_len over the whole instance
     fits: bool
     reason: str = ""
+    notes: list[str] = Field(default_factory=list)   # how the engine's runtime splits weights, with sources
 
 
 class Instance(Frozen):
@@ -73,14 +72,26 @@ class Instance(Frozen):
 class PlanNode(Frozen):
     name: str
     address: str
-    server_id: str           # rank table server_id (the node IP, as MindIE expects)
+    server_id: str           # rank table server_id (the node IP)
     container_ip: str
     instance: str
     role: Role
     is_master: bool
     super_pod_id: str | None = None
+    interface: str | None = None   # the interface carrying container_ip (inventory or preflight facts)
     device_ids: list[int]
-    runs_ms: bool = False    # pd-split: this node also runs MindIE-MS controller + coordinator
+    runs_router: bool = False  # pd-split: this node also runs the router in front (the engine says which)
+
+
+class EngineInfo(Frozen):
+    """Which engine, which version (and where that was read), and what its support matrix said."""
+
+    kind: str
+    display: str
+    version: str | None
+    version_source: str
+    warnings: list[str] = Field(default_factory=list)   # allowed but unverified combinations, with sources
+    notes: list[str] = Field(default_factory=list)
 
 
 class Plan(Frozen):
@@ -92,7 +103,7 @@ class Plan(Frozen):
     model_display: str
     instances: list[Instance]
     nodes: list[PlanNode] = Field(description="master first, then instance order, then inventory order")
-    ports: Ports
+    engine: EngineInfo
     inventory: Inventory
 
     def node(self, name: str) -> PlanNode:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deployctl import catalog
+from deployctl import catalog, engines
 from deployctl.errors import Problem
 from deployctl.models.plan import Degrees
 
@@ -13,7 +13,6 @@ MOE = ("moe_tp", "moe_ep")
 LOCAL_TP = ("o_proj_tp", "lm_head_tp")
 # the degree a preset adjusts when the user pins the others (e.g. dp-ep with tp: 1 -> dp = devices / tp)
 FREE_DEGREE = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", "custom": "dp"}
-MAX_SERVERS = 60  # MindIE accepts rank tables of 2-60 servers
 
 
 @dataclass
@@ -71,7 +70,8 @@ def _fill(user: dict, preset_row: dict, free: str, devices: int, per_node: int, 
     return deg
 
 
-def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw) -> list[Problem]:
+def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw,
+           max_servers: int | None = None) -> list[Problem]:
     out = []
     k = spec.key
     product = deg["tp"] * deg["dp"] * deg["pp"] * deg["cp"]
@@ -112,9 +112,10 @@ def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, ra
         if v is not None and (v > per_node or devices % v or per_node % v):
             out.append(raw.problem(k + (name,), f"{name}={v} must divide the {per_node} devices of a server",
                                    f"local TP stays inside one server: use a divisor of {per_node}"))
-    if n > MAX_SERVERS:
-        out.append(raw.problem(k, f"the {spec.name} instance spans {n} servers; MindIE accepts at most "
-                               f"{MAX_SERVERS}", "split the nodes into more instances"))
+    limit = max_servers
+    if limit and n > limit:
+        out.append(raw.problem(k, f"the {spec.name} instance spans {n} servers; the engine accepts at most "
+                               f"{limit} in one instance", "split the nodes into more instances"))
     return out
 
 
@@ -149,14 +150,17 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
                                  "pick the preset for your node count: single (1), tp-pp or dp-ep (2+), "
                                  "pd-split (prefill + decode nodes)"))
         return specs
+    driver = engines.for_inventory(inv)
     for spec in specs:
         block = getattr(inv.layout, spec.role) if spec.role in ("prefill", "decode") else inv.layout
         user = {d: getattr(block, d) for d in ATTN + MOE + LOCAL_TP}
         devices = len(spec.nodes) * per_node
-        row = meta.roles[spec.role] if meta else {}
-        deg = _fill(user, row, FREE_DEGREE[spec.role if preset == "pd-split" else preset],
-                    devices, per_node, len(spec.nodes))
-        spec.problems += _check(spec, deg, devices, per_node, model, raw)
+        # the engine may shape a role for its runtime (e.g. prefill CP on one runtime, DP x TP on another)
+        row = driver.role_preset(inv, preset, spec.role) or (meta.roles[spec.role] if meta else {})
+        free = next((k for k in ("cp", "dp", "pp", "tp") if row.get(k) in ("devices", "nodes")),
+                    FREE_DEGREE[spec.role if preset == "pd-split" else preset])
+        deg = _fill(user, row, free, devices, per_node, len(spec.nodes))
+        spec.problems += _check(spec, deg, devices, per_node, model, raw, engines.for_inventory(inv).max_servers)
         if not spec.problems:
             spec.degrees = Degrees(**{k: deg.get(k) for k in ATTN + MOE + LOCAL_TP})
     return specs

@@ -65,11 +65,12 @@ def comm_groups(d: Degrees) -> int:
 
 
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
-               hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int) -> MemoryFit:
-    """MindIE's rule kv = HBM x NPU_MEMORY_FRACTION - weights - workspace, minus the HCCL buffers.
+               hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
+               notes: tuple[str, ...] = ()) -> MemoryFit:
+    """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (planner-math §4.2).
 
     planner-math §4.2 takes the communication buffers from the KV budget too; that is
-    conservative (MindIE's docs say the fraction excludes HCCL memory) and avoids plans that
+    conservative (engines' docs say the fraction excludes HCCL memory) and avoids plans that
     look fine and then run out of memory.
     """
     hbm = hbm_gb * GIB
@@ -95,4 +96,4 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
         weights_breakdown_gb={k: round(v / GB, 2) for k, v in parts.items()},
         workspace_gb=round(workspace / GB, 2), comm_buffers_gb=round(comm / GB, 2),
         kv_budget_gb=round(budget / GB, 2), kv_bytes_per_token=per_token, max_tokens=tokens,
-        max_sequences=seqs, fits=not reason, reason=reason)
+        max_sequences=seqs, fits=not reason, reason=reason, notes=list(notes))

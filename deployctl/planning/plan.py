@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from deployctl import __version__, catalog
+from deployctl import __version__, catalog, engines
 from deployctl.errors import LayoutError, Problem
 from deployctl.models.inventory import Device, Inventory
-from deployctl.models.plan import Degrees, Instance, MemoryFit, Plan, PlanNode, Rank
-from deployctl.planning.env import preset_env
+from deployctl.models.plan import Degrees, EngineInfo, Instance, MemoryFit, Plan, PlanNode, Rank
 from deployctl.planning.layout import effective_preset, resolve_instances
 from deployctl.planning.memory import memory_fit
 
@@ -33,11 +32,14 @@ def assign_ranks(inv: Inventory, nodes: list[str]) -> list[Rank]:
 
 
 def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
-    env = preset_env(inv.cluster.hardware, role, inv.engine.env)
-    return memory_fit(catalog.models()[inv.model.name], quant, deg, hbm_gb=inv.cluster.hbm_gb,
-                      fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
-                      hccl_buffsize_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
-                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv))
+    # the engine says what share of HBM it uses, its communication buffer and how its runtime really
+    # splits o_proj and lm_head (a runtime may ignore the local TP keys)
+    mem = engines.for_inventory(inv).memory(inv, role, deg)
+    split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
+    return memory_fit(catalog.models()[inv.model.name], quant, split, hbm_gb=inv.cluster.hbm_gb,
+                      fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
+                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv),
+                      notes=mem.notes)
 
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
@@ -111,8 +113,28 @@ def plan_layout(inv: Inventory) -> Plan:
             nodes.append(PlanNode(
                 name=name, address=node.address, server_id=node.server_ip, container_ip=node.server_ip,
                 instance=inst.name, role=inst.role, is_master=name == inst.master,
-                super_pod_id=node.super_pod_id, device_ids=[d.id for d in node_devices(inv, name)],
-                runs_ms=preset == "pd-split" and name == instances[0].master))
-    return Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
-                model_display=info.display, instances=instances, nodes=nodes, ports=inv.engine.ports,
-                inventory=inv)
+                super_pod_id=node.super_pod_id, interface=node.interface, device_ids=[d.id for d in node_devices(inv, name)],
+                runs_router=preset == "pd-split" and name == instances[0].master))
+    driver = engines.for_inventory(inv)
+    ver = driver.version(inv)
+    info_ = EngineInfo(kind=inv.engine.kind, display=driver.display, version=ver.version,
+                       version_source=ver.source)
+    plan = Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
+                model_display=info.display, instances=instances, nodes=nodes, engine=info_, inventory=inv)
+    return _checked(plan, driver)
+
+
+def _checked(plan: Plan, driver) -> Plan:
+    """The engine's support matrix: refusals raise (exit 2, with the source), warnings go into the plan."""
+    findings = driver.check(plan)
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise LayoutError(f"{plan.engine.display} {plan.engine.version or '(unknown version)'} does not run this "
+                          "combination", problems=[Problem(path=f.path, message=f.message + (
+                              f" [source: {f.source}]" if f.source else ""), hint=f.hint) for f in errors],
+                          hint=errors[0].hint)
+    with_source = [f.message + (f" [source: {f.source}]" if f.source else "") for f in findings]
+    engine = plan.engine.model_copy(update={
+        "warnings": [m for f, m in zip(findings, with_source) if f.level == "warning"],
+        "notes": [m for f, m in zip(findings, with_source) if f.level == "note"]})
+    return plan.model_copy(update={"engine": engine})

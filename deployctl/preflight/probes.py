@@ -38,6 +38,7 @@ def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[st
         ("host.docker", ["docker", "version", "--format", "{{.Server.Version}}"]),
         ("host.image", ["docker", "image", "inspect", "--format", "{{.Id}}", image]),
         ("host.ports", ["ss", "-H", "-ltn"]),
+        ("host.addr", ["ip", "-o", "addr", "show"]),
     ]
     cmds += [(f"npu.board.{n}", ["npu-smi", "info", "-t", "board", "-i", str(n)]) for n in range(NPUS_PER_SERVER)]
     for dev in range(devices_per_server(hardware)):
@@ -128,6 +129,7 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         runtime_version=runtime,
         image_present=(image.rc == 0) if (image and runtime) else None,
         ports=_parse(out, "host.ports", host.parse_listening_ports, errors),
+        addresses=_parse(out, "host.addr", host.parse_addresses, errors) or {},
         clock_offset_s=clock_offset, probe_errors=errors, seconds=round(seconds, 3))
 
 

@@ -136,7 +136,7 @@ def check_tls(inv, facts):
                      "enable 0", host_name, dev)
     elif all(states.values()):
         yield _f("tls-consistent", "WARN", "TLS is enabled on every device",
-                 "MindIE recommends hccn_tool -i N -tls -s enable 0 on every device")
+                 "the engines' guides set hccn_tool -i N -tls -s enable 0 on every device")
 
 
 def _inventory_ips(inv: Inventory) -> dict[tuple[str, int], str]:
@@ -214,13 +214,15 @@ def check_pings(inv, facts):
 
 def check_host_basics(inv, facts):
     e = inv.engine
-    ports = {v for k, v in e.ports.model_dump().items() if k not in ("coordinator", "controller", "cluster")}
+    from deployctl import engines
+
+    ports = set(engines.for_inventory(inv).host_ports(inv).values())
     for h in _up(facts):
         w = h.weights
         if w is not None and (not w.exists or not w.config_json or w.readable is False):
             what = "missing" if not w.exists else ("unreadable" if w.readable is False else "has no config.json")
             yield _f("weights", "FAIL", f"{inv.model.weights_path} {what}", "copy the weights to the same "
-                     "path on every node (MindIE needs config.json with torch_dtype and vocab_size)", h.name)
+                     "path on every node (the engine reads its config.json: torch_dtype, vocab_size)", h.name)
         if h.runtime_version is None and "host.docker" not in h.probe_errors:
             yield _f("image", "FAIL", "no container runtime answers (docker version)",
                      "install and start docker on this node", h.name)
@@ -342,5 +344,5 @@ def not_checked(inv: Inventory, facts: dict[str, HostFacts], ping_sample: int) -
     up = len(_up(facts))
     if up - 1 > ping_sample:
         notes.append(f"peer reachability sampled: each node pinged {ping_sample} of {up - 1} peers")
-    notes.append("CANN/MindIE versions inside the image, TLS certificate expiry, RoCE bandwidth")
+    notes.append("CANN/engine versions inside the image, TLS certificate expiry, RoCE bandwidth")
     return notes

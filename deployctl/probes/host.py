@@ -119,6 +119,23 @@ def parse_listening_ports(text: str) -> ListeningPorts:
     return ListeningPorts(ports=frozenset(ports))
 
 
+def parse_addresses(text: str) -> dict[str, str]:
+    """Parse `ip -o addr show`: address -> the interface that carries it.
+
+    Lines look like ``2: eth0    inet 10.200.2.2/24 brd 10.200.2.255 scope global eth0\\ ...``; ``inet6``
+    lines too (``fe80::1%eth0`` zone ids are not part of the address here).
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        tokens = line.split()
+        if not tokens:
+            continue
+        if len(tokens) < 4 or not tokens[0].rstrip(":").isdigit() or tokens[2] not in ("inet", "inet6"):
+            raise ValueError(f"ip -o addr: expected `N: <if> inet <addr>/<len> ...`, got {line.strip()[:80]!r}")
+        out.setdefault(tokens[3].split("/", 1)[0], tokens[1].split("@", 1)[0])
+    return out
+
+
 def parse_epoch(text: str) -> float:
     """Parse `date +%s.%N`: seconds since the epoch, e.g. ``1732233600.123456789``.
 

@@ -59,7 +59,8 @@ def environment():
     def load(name: str):
         from importlib import resources
 
-        source = resources.files("deployctl.templates").joinpath(name).read_text(encoding="utf-8")
+        package, _, file = name.partition("/")     # "<package>/<path>": templates live with their engine
+        source = resources.files(package).joinpath(file).read_text(encoding="utf-8")
         return source, name, lambda: True
 
     env = jinja2.Environment(

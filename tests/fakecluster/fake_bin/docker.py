@@ -27,7 +27,8 @@ mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stan
   docker run [-d] [--name N] [--net=host] [--ipc=host] [--shm-size S] [--privileged] [--device D]...
              [-v SRC:DST[:ro]]... [--mount type=bind,source=S,target=T[,readonly]] [--env-file F]...
              [-e K[=V]]... [-w DIR] [--entrypoint E] [--rm] [-i] [-t] [-h NAME] [--restart no]
-             [-l K=V]... IMAGE [CMD...]
+             [-l K=V]... [-u/--user NAME|UID[:GROUP|GID]] IMAGE [CMD...]
+  (--user: the command runs as that uid/gid, names looked up in the container's /etc/passwd and /etc/group)
   docker create ... (same flags, not started)     docker start|restart NAME...
   docker stop [-t S] NAME...                      SIGTERM to the container's process group, SIGKILL after S
   docker kill [-s SIG] NAME...                    docker rm [-f] NAME...       docker wait NAME...
@@ -509,7 +510,7 @@ def container_obj(c):
                                     "CgroupPermissions": d["perms"]} for d in cfg["Devices"]]},
         "Mounts": [{"Type": "bind", "Source": m["Source"], "Destination": m["Destination"], "Mode": m["Mode"],
                     "RW": m["RW"], "Propagation": "rprivate"} for m in cfg["Mounts"]],
-        "Config": {"Hostname": cfg["Hostname"], "Domainname": "", "User": "", "AttachStdin": False,
+        "Config": {"Hostname": cfg["Hostname"], "Domainname": "", "User": cfg.get("User", ""), "AttachStdin": False,
                    "AttachStdout": not cfg["Detach"], "AttachStderr": not cfg["Detach"], "Tty": cfg["Tty"],
                    "OpenStdin": cfg["Interactive"], "StdinOnce": False, "Env": cfg["Env"], "Cmd": cmd,
                    "Image": cfg["Image"], "Volumes": None, "WorkingDir": cfg["WorkingDir"],
@@ -540,10 +541,11 @@ RUN_FLAGS = {
     "-h": ("hostname", "str"), "--hostname": ("hostname", "str"),
     "--restart": ("restart", "str"),
     "-l": ("labels", "list"), "--label": ("labels", "list"),
+    "-u": ("user", "str"), "--user": ("user", "str"),
 }
 # real `docker run` flags this fake does not simulate (refused with a clear message, not "unknown")
 NOT_SIMULATED = {
-    "-u", "--user", "-p", "--publish", "-P", "--publish-all", "--cpus", "-m", "--memory", "--memory-swap",
+    "-p", "--publish", "-P", "--publish-all", "--cpus", "-m", "--memory", "--memory-swap",
     "--ulimit", "--cap-add", "--cap-drop", "--security-opt", "--pid", "--uts", "--userns", "--cgroupns",
     "--add-host", "--dns", "--dns-search", "--dns-option", "--init", "--health-cmd", "--health-interval",
     "--log-driver", "--log-opt", "--runtime", "--gpus", "--tmpfs", "-a", "--attach", "--cidfile", "--expose",
@@ -795,6 +797,9 @@ def cmd_create(st, args, cmd="create"):
             env.append("%s=%s" % (e, os.environ[e]))
     mounts = [parse_volume(v) for v in opts.get("volumes", [])] + [parse_mount(m) for m in opts.get("mounts", [])]
     devices = [parse_device(d) for d in opts.get("devices", [])]
+    user = opts.get("user", "")
+    if user and not re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?", user):
+        raise CliError(125, "docker: Error response from daemon: invalid user %r.\nSee 'docker %s --help'." % (user, cmd))
     labels = {}
     for lab in opts.get("labels", []):
         k, _, v = lab.partition("=")
@@ -844,7 +849,7 @@ def cmd_create(st, args, cmd="create"):
         "ShmSize": shm, "Privileged": bool(opts.get("privileged")), "AutoRemove": bool(opts.get("rm")),
         "Restart": restart, "Detach": bool(opts.get("detach")), "Tty": bool(opts.get("tty")),
         "Interactive": bool(opts.get("interactive")), "Hostname": opts.get("hostname") or os.uname().nodename,
-        "Labels": labels, "MindieVersion": image_version(img),
+        "Labels": labels, "MindieVersion": image_version(img), "User": user,
     }
     write_json(os.path.join(d, "config.json"), cfg)
     write_json(os.path.join(d, "state.json"), {"Status": "created", "ExitCode": 0})
@@ -1337,6 +1342,11 @@ SET_ENV = {
                          "export MINDIE_LLM_HOME_PATH=/usr/local/Ascend/mindie/latest/mindie-llm\n"
                          "export PATH=$MIES_INSTALL_PATH/bin:$PATH\n",
 }
+# What MindIE-MS needs from mindie-service/lib (Motor docs: controller.md L621 "libboundscheck.so, libcrypto.so.3,
+# libhse_cryption.so, libmie_role_manager.so, libssl.so.3"; coordinator.md L305 adds libmie_digs.so). Empty files:
+# the stand-in only looks for them where the dynamic loader would (LD_LIBRARY_PATH).
+MS_LIBS = ("libboundscheck.so", "libcrypto.so.3", "libssl.so.3", "libhse_cryption.so", "libmie_role_manager.so",
+           "libmie_digs.so")
 ENGINE_BINS = {"mindieservice_daemon": "daemon", "mindie_llm_server": "daemon", "ms_controller": "ms_controller",
                "ms_coordinator": "ms_coordinator"}
 
@@ -1354,8 +1364,10 @@ def make_image_layer(cfg, d):
         p = os.path.join(svc, "bin", binary)
         with open(p, "w") as f:
             f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
-                    "exec /usr/bin/python3 -u /.fakecluster/engine.py %s \"$@\"\n" % role)
+                    "FAKECLUSTER_ARGV0=\"$0\" exec /usr/bin/python3 -u /.fakecluster/engine.py %s \"$@\"\n" % role)
         os.chmod(p, 0o550)
+    for lib in MS_LIBS:
+        open(os.path.join(svc, "lib", lib), "w").close()
     conf = os.path.join(svc, "conf", "config.json")
     with open(conf, "w") as f:
         json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
@@ -1517,6 +1529,38 @@ def find_executable(name, env, cwd):
     return None
 
 
+def _passwd(path):
+    try:
+        with open(path) as f:
+            return [line.rstrip("\n").split(":") for line in f if line.strip() and not line.startswith("#")]
+    except OSError:
+        return []
+
+
+def resolve_user(spec):
+    """docker's --user NAME|UID[:GROUP|GID] against the container's /etc/passwd and /etc/group (we are
+    chrooted) -> (uid, gid, home). A numeric uid missing from passwd is fine (gid 0, home /), a name is not."""
+    if not spec:
+        return 0, 0, "/root"
+    user, _, group = spec.partition(":")
+    users = _passwd("/etc/passwd")
+    entry = next((e for e in users if len(e) >= 6 and (e[0] == user or (user.isdigit() and e[2] == user))), None)
+    if entry is None and not user.isdigit():
+        raise LookupError(126, "unable to find user %s: no matching entries in passwd file" % user)
+    uid = int(user) if user.isdigit() else int(entry[2])
+    gid = int(entry[3]) if entry else 0
+    home = entry[5] if entry else "/"
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        else:
+            g = next((e for e in _passwd("/etc/group") if len(e) >= 3 and e[0] == group), None)
+            if g is None:
+                raise LookupError(126, "unable to find group %s: no matching entries in group file" % group)
+            gid = int(g[2])
+    return uid, gid, home
+
+
 def init_main(name, status_fd):
     """Inside the container's fresh mount namespace: mount the root, chroot, exec the command.
     Any failure before the exec is written to status_fd (close-on-exec: EOF means the exec worked)."""
@@ -1528,11 +1572,16 @@ def init_main(name, status_fd):
         os.chroot(root)
         workdir = cfg["WorkingDir"] or "/"
         os.makedirs(workdir, exist_ok=True)
-        os.chdir(workdir)
+        uid, gid, home = resolve_user(cfg.get("User", ""))
         argv = cfg["Entrypoint"] + cfg["Cmd"]
         env = merge_env(["HOSTNAME=" + cfg["Hostname"]] + cfg["Env"])      # docker sets HOSTNAME (and HOME)
         if not any(e.startswith("HOME=") for e in env):
-            env = env + ["HOME=/root"]
+            env = env + ["HOME=" + home]
+        if cfg.get("User"):                 # --user: drop to that uid/gid (after the mounts, before the exec)
+            os.setgroups([gid])
+            os.setgid(gid)
+            os.setuid(uid)
+        os.chdir(workdir)
         exe = find_executable(argv[0], env, workdir)
         if exe is None:
             raise LookupError(127, "exec: \"%s\": executable file not found in $PATH" % argv[0]

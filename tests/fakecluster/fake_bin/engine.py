@@ -101,6 +101,16 @@ def check_perm_enabled():
     return env("MINDIE_CHECK_INPUTFILES_PERMISSION") != "0"
 
 
+# config.json and the rank table: owner (st_uid == getuid()) and mode (<= 640) are checked even with
+# MINDIE_CHECK_INPUTFILES_PERMISSION=0. MindIE-LLM src/config_manager/param_checker.cpp L35-42 (config.json) and
+# src/config_manager/ranktable_config.cpp L43-50 (rank table) call the FileUtils::IsFileValid overload of
+# src/utils/log/file_utils.cpp L293-321, whose failed ConstrainOwner (L342-355) / ConstrainPermission returns
+# false in both branches of `if (!checkPermission)` (L315-320): the env only adds a "[ERROR] ... chmod" line.
+# (param_checker.cpp L139-144 reads the weights' config.json through the same overload; the stand-in keeps the
+# env switch there, as before.)
+OWNER_CHECK_ALWAYS = True
+
+
 # ---- MindIE's file checks (FileUtils::RegularFilePath + IsFileValid) ----------------------------
 
 def file_problem(path, max_mode, check_perm=True, max_size=10 * 1024 * 1024):
@@ -134,8 +144,10 @@ def file_problem(path, max_mode, check_perm=True, max_size=10 * 1024 * 1024):
     return None
 
 
-def read_json_file(path, max_mode, what):
-    problem = file_problem(path, max_mode, check_perm_enabled())
+def read_json_file(path, max_mode, what, always_check=False):
+    """`always_check`: owner + mode checked whatever MINDIE_CHECK_INPUTFILES_PERMISSION says (see
+    OWNER_CHECK_ALWAYS)."""
+    problem = file_problem(path, max_mode, True if always_check else check_perm_enabled())
     if problem:
         fail(problem, "file_utils.cpp:0", code="MIE04E010102")
     try:
@@ -320,7 +332,7 @@ def parse_ranktable(devices_here, join_timeout):
     if not path:
         fail("Ranktable file is not exist, please set a valid ranktable file path with RANK_TABLE_FILE environment.",
              plain=True)
-    problem = file_problem(path, 0o640, check_perm_enabled())
+    problem = file_problem(path, 0o640, OWNER_CHECK_ALWAYS or check_perm_enabled())  # ranktable_config.cpp L43-50
     if problem:
         out(problem)
         fail("Ranktable file path is invalid.", "ranktable_config.cpp:0", comp="llm")
@@ -836,6 +848,270 @@ def rendezvous_worker(master, local, port, timeout, digest, started):
             return
 
 
+# ---- upstream rules --------------------------------------------------------------------------------
+# What the real MindIE / MindIE-MS refuse, read from their sources (MindIE-LLM @8b4871ad = v3.0.0, MindIE-Motor
+# @5dfb024e) independently of deployctl's renderer. Each check names its source next to it. Pure functions of
+# (config dicts, env mapping, ...) so tests can call them without a container.
+
+def _int(value, default):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def torch_runtime_problem(mc, world):
+    """backendType "torch" (mindie_llm/runtime): the exception ParallelInfoManager.__init__ raises, or None.
+    `world` is torch.distributed.get_world_size(): the rank table's device count on multi-node (worldSize and
+    npuDeviceIds are overwritten from it: src/config_manager/backend_config.cpp L241-262 UpdateMultiNodesInfer),
+    else worldSize. models.deepseekv2.parallel_options (o_proj/lm_head local TP) is never read by mindie_llm/runtime
+    (parallel_info_manager.py L234-237 ties ATTN_O_PROJ_TP to attn_tp and LM_HEAD_TP to mlp_tp): ignored here."""
+    def even_divide(n, d):      # mindie_llm/runtime/utils/distributed/utils.py L58-76
+        if d == 0 or n % d:
+            raise ValueError("%d is not evenly divisible by %d." % (n, d))
+        return n // d
+
+    def tp_size(v):              # parallel_info_manager.py L360-368 _init_tp_parallel_info: -1 -> world
+        v = _int(v, -1)
+        size = world if v == -1 else v
+        even_divide(world, size)
+        return size
+
+    def dp_size(v):              # parallel_info_manager.py L389-393 _init_dp_parallel_info: -1 -> 1
+        v = _int(v, -1)
+        size = 1 if v == -1 else v
+        even_divide(world, size)
+        return size
+
+    try:
+        tp_size(mc.get("tp", world))         # L200 attn_tp
+        dp_size(mc.get("dp", -1))            # L201 attn_dp
+        dp_size(mc.get("cp", -1))            # L202 attn_cp
+        moe_tp = tp_size(mc.get("moe_tp", -1))   # L205
+        moe_ep = dp_size(mc.get("moe_ep", -1))   # L207
+    except ValueError as e:
+        return "ValueError: %s" % e
+    # parallel_info_manager.py L210-216
+    if moe_tp * moe_ep != world:
+        return ("ValueError: MoE parallel strategy process number mismatch: global world_size(%d) != "
+                "moe_tp.group_size(%d) \u00d7 moe_ep.group_size(%d)" % (world, moe_tp, moe_ep))
+    # Pipeline parallel. NOT an upstream raise: parallel_info_manager.py L248-260 only documents it ("Pipeline
+    # parallelism is not currently implemented", L252; has_pp() always False) and model_wrapper/utils/config.py
+    # L89 parses `pp` without using it, so the real torch runtime silently runs every layer on every rank (a
+    # plan split by pp is wrong, and its moe_ep sized for one stage usually trips L210 above). The stand-in
+    # refuses pp > 1 outright (stand-in policy, text borrowed from L252) so such a plan cannot pass unnoticed.
+    pp = _int(mc.get("pp", 1), 1)
+    if pp > 1:
+        return ("ValueError: Pipeline parallelism is not currently implemented (pp=%d) in the torch runtime "
+                "[fake MindIE: stand-in refusal, upstream ignores pp]" % pp)
+    return None
+
+
+DEEPSEEK_TYPES = ("deepseek_v3", "deepseek_v2", "deepseekv3")     # atb_llm/models/__init__.py L71
+
+
+def atb_deepseek_problem(mc, weights_cfg, environ):
+    """backendType "atb", DeepSeek (router deepseekv2): the ValueError of FlashDeepseekv2ForCausalLM, or None.
+    lm_head local TP comes from ModelConfig.models[<model_type>|deepseekv2].parallel_options.lm_head_local_tp
+    (atb_llm/models/__init__.py L70-82 renames the model_type key to deepseekv2 and merges models.deepseekv2
+    into llm; utils/configuration_utils.py L91-101), enabled when > 1 (atb_llm/utils/mapping.py L81-84)."""
+    model_type = str(weights_cfg.get("model_type", "")).lower()
+    routed = {"deepseek_v2": "deepseekv2", "deepseek_v3": "deepseekv2"}.get(model_type, model_type)  # L144-145
+    if routed != "deepseekv2" and model_type not in DEEPSEEK_TYPES:
+        return None
+    models = mc.get("models")
+    if isinstance(models, str):
+        try:
+            models = json.loads(models)
+        except ValueError:
+            models = None
+    models = dict(models) if isinstance(models, dict) else {}
+    if model_type in DEEPSEEK_TYPES and model_type in models:
+        models["deepseekv2"] = models.pop(model_type)
+    ds = models.get("deepseekv2") if isinstance(models.get("deepseekv2"), dict) else {}
+    po = ds.get("parallel_options") if isinstance(ds.get("parallel_options"), dict) else {}
+    lm = po.get("lm_head_local_tp", -1)
+    enabled = isinstance(lm, int) and not isinstance(lm, bool) and lm > 1            # mapping.py L81-84
+    # atb_llm/utils/env.py L85: enable_dp_partition_up = DP_PARTITION_UP_ENABLE == "1"
+    # atb_llm/models/deepseekv2/flash_causal_deepseekv2.py L1080-1085
+    if enabled and environ.get("DP_PARTITION_UP_ENABLE", "0") != "1":
+        return ("ValueError: If LmHeadLocalTp is enabled, DpPartitionUp should also be enabled. \n"
+                "                   If LM_HEAD_LOCAL_TP=1 and DEEPSEEK_MTP=1,                    please unset one "
+                "of them. (lm_head_local_tp=%d, DP_PARTITION_UP_ENABLE=%s)"
+                % (lm, environ.get("DP_PARTITION_UP_ENABLE", "unset")))
+    return None
+
+
+def interface_addresses():
+    """{interface name: IPv4 address or None} of this network namespace (the node's: veth `eth0` + `lo`)."""
+    import fcntl
+    import struct
+    found = {}
+    for _, name in socket.if_nameindex():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))   # SIOCGIFADDR
+            found[name] = socket.inet_ntoa(packed[20:24])
+        except OSError:
+            found[name] = None
+        finally:
+            s.close()
+    return found
+
+
+def gloo_problem(environ, container_ip, ifaces, rank=0, size=2, master="", port=0):
+    """Multi-node torch runtime: the lines gloo logs when its rendezvous cannot work, or None.
+    MindIE-LLM docs/zh/user_guide/models/deepseek/deepseek_v3.2.md L138/L147: set GLOO_SOCKET_IFNAME to the NIC
+    carrying MIES_CONTAINER_IP; docs/zh/faq/faq.md L889-936: otherwise gloo picks a wrong interface and fails
+    "failed to connect ... error=SO_ERROR: Connection refused". The stand-in treats unset as that failure (the
+    hostname fallback that may work on some hosts is not modelled)."""
+    name = environ.get("GLOO_SOCKET_IFNAME", "")
+    names = [n.strip() for n in name.split(",") if n.strip()]
+    for n in names:
+        if n not in ifaces:      # torch's gloo tcp device (device.cc) for an interface that is not there
+            return ["RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != "
+                    "nullptr. Unable to find address for: %s" % n]
+    local = next((ifaces[n] for n in names if ifaces.get(n)), None)
+    if names and container_ip in [ifaces.get(n) for n in names]:
+        return None
+    local = local or "127.0.0.1"
+    why = ("GLOO_SOCKET_IFNAME is not set" if not names else
+           "GLOO_SOCKET_IFNAME=%s carries %s, not MIES_CONTAINER_IP %s" % (name, local, container_ip or "(unset)"))
+    return ["[E ProcessGroupGloo.cpp] ERROR failed to connect, willRetry=1, retry=3, retryLimit=3, rank=%d, size=%d, "
+            "local=[%s]:%d, remote=[%s]:%d, error=SO_ERROR: Connection refused (%s)"
+            % (rank, size, local, 29500 + rank, master or "?", port or 29500, why),
+            "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] "
+            "no error"]
+
+
+# MindIE-MS: what the dynamic loader must find (Motor mindie_motor/src/controller/CMakeLists.txt L106 and
+# coordinator/CMakeLists.txt L133 link crypto ssl boundscheck; the docs name the rest:
+# docs/zh/user_guide/cluster_management_component/controller.md L621 libmie_role_manager.so, coordinator.md L305
+# libmie_digs.so), all in <MindIE>/latest/mindie-service/lib, found only through LD_LIBRARY_PATH
+# (controller.md L622, coordinator.md L313-316; 2.2-era boot.sh 7be35ef L27, L40 export $MIES_INSTALL_PATH/lib).
+MS_NEEDED = {"ms_controller": ("libcrypto.so.3", "libssl.so.3", "libboundscheck.so", "libmie_role_manager.so"),
+             "ms_coordinator": ("libcrypto.so.3", "libssl.so.3", "libboundscheck.so", "libmie_digs.so")}
+SYSTEM_LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                   "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+
+
+def ms_missing_library(role, environ, cwd=None):
+    """The first library of `role` ld.so cannot find (LD_LIBRARY_PATH, empty entries = cwd, then the system
+    directories), or None."""
+    cwd = cwd or os.getcwd()
+    entries = environ.get("LD_LIBRARY_PATH", "").split(":") if environ.get("LD_LIBRARY_PATH") else []
+    dirs = [os.path.join(cwd, e) if not e.startswith("/") else e for e in entries] + list(SYSTEM_LIB_DIRS)
+    for lib in MS_NEEDED[role]:
+        if not any(os.path.isfile(os.path.join(d, lib)) for d in dirs):
+            return lib
+    return None
+
+
+def ms_kmc_problem(role, cfg, environ):
+    """HSECEASY_PATH (KMC's libhse_cryption.so): needed with TLS on (coordinator.md L301 "开启tls校验时必须设置")
+    and, for the controller, also when logging to a file (controller.md L623-627). The message is a guess."""
+    tls = [k for k, v in (cfg.get("tls_config") or {}).items() if k.endswith("_tls_enable") and v is True]
+    to_file = role == "ms_controller" and (cfg.get("log_info") or {}).get("to_file") is True
+    if not tls and not to_file:
+        return None
+    path = environ.get("HSECEASY_PATH", "")
+    if path and os.path.isfile(os.path.join(path, "libhse_cryption.so")):
+        return None
+    return ("Failed to load the KMC library libhse_cryption.so from HSECEASY_PATH=%s (needed for %s): set "
+            "HSECEASY_PATH=<MindIE>/latest/mindie-service/lib" % (path or "(unset)",
+                                                                 ", ".join(tls + (["log_info.to_file"] if to_file
+                                                                                  else []))))
+
+
+PREFILL, DECODE, UNDEF = "prefill", "decode", "UN_DEF_INSTANCE"
+
+
+def pd_init_role(deploy_server, p_dist, d_dist):
+    """Motor controller/constant/ControllerConfig.cpp L611-628 GetPDInitRole (g_prefillServer = 2,
+    g_decodeServer = 1: L38-39)."""
+    if p_dist == d_dist:
+        return {2: PREFILL, 1: DECODE}.get(deploy_server, UNDEF)
+    return PREFILL if bool(deploy_server) == p_dist else DECODE
+
+
+def assign_roles(instances, ctl_cfg):
+    """Roles and endpoints of the server groups as the MindIE-MS controller derives them -> (instances, errors).
+    Each instance gets role, distributed, endpoints [{ip, port, mgmt}] (the servers the controller talks to)."""
+    mnic = ctl_cfg.get("multi_node_infer_config") if isinstance(ctl_cfg.get("multi_node_infer_config"), dict) else {}
+    errors, out_ = [], []
+    if not mnic.get("multi_node_infer_enable"):
+        # not multi-node mode: RankTableLoader.cpp L446-452 ParseServerNodes, the role manager decides. Not
+        # modelled: the stand-in takes deploy_server "0" as prefill, "1" as decode (guess, as before).
+        for inst in instances:
+            out_.append(dict(inst, role={"0": PREFILL, "1": DECODE}.get(inst.get("deploy_server"), PREFILL),
+                             distributed=False,
+                             endpoints=[{"ip": inst["ip"], "port": inst["port"], "mgmt": inst["mgmt"]}]))
+        return out_, errors
+    pcfg, dcfg = mnic.get("p_node_config") or {}, mnic.get("d_node_config") or {}
+    # ControllerConfig.cpp L336-349 InitMultiNodeConfig
+    p_dist, d_dist = bool(pcfg.get("enable_dist_dp_server")), bool(dcfg.get("enable_dist_dp_server"))
+    first_port = _int(ctl_cfg.get("initial_dist_server_port", 10000), 10000)
+    for inst in instances:
+        # RankTableLoader.cpp L366-376 GetDeployConfig: isDistribute = bool(stoi(deploy_server)),
+        # initRole = GetPDInitRole(stoi(deploy_server)); no deploy_server: centralized, UN_DEF
+        ds = inst.get("deploy_server")
+        code = _int(ds, None) if ds is not None else None
+        if ds is not None and code is None:
+            errors.append("group %s: deploy_server %r is not an integer (std::stoi throws)" % (inst["group"], ds))
+            continue
+        distributed = bool(code) if code is not None else False
+        role = pd_init_role(code, p_dist, d_dist) if code is not None else UNDEF
+        if distributed:
+            # RankTableLoader.cpp L215-277 ParseDistributeNodeInfo + L128-146 UpdateNodeInfo: per server entry the
+            # port restarts at initial_dist_server_port; one node per npuNumPerDp = cp_size * tp_size devices of
+            # the role's node config (1 for UN_DEF), at port p (predict), p+1 (mgmt), p+2 (metric), p+3 (inter
+            # comm); the next one at p+4.
+            ncfg = pcfg if role == PREFILL else dcfg if role == DECODE else {}
+            per_dp = max(1, _int(ncfg.get("cp_size", 1), 1) * _int(ncfg.get("tp_size", 1), 1)) if ncfg else 1
+            eps = []
+            for ip, ndev in inst["server_devices"]:
+                p = first_port
+                for _ in range(0, ndev, per_dp):
+                    eps.append({"ip": ip, "port": p, "mgmt": p + 1})
+                    p += 4
+        else:
+            eps = [{"ip": inst["ip"], "port": inst["port"], "mgmt": inst["mgmt"]}]
+        out_.append(dict(inst, role=role, distributed=distributed, endpoints=eps))
+    # Who settles a group left UN_DEF_INSTANCE: InstanceRoleManager::Init (role_manager/InstanceRoleManager.cpp
+    # L118-147). With different P/D node_machine_num (is_skip_decision_for_cross_node_mode,
+    # node_scheduler/role_manager_initializer/RoleManagerInitializer.cpp L186-190) AssignRoleForCrossNodeSize
+    # (L196-216) keeps the rank-table roles: UN_DEF stays, the instance is never used. With equal counts the role
+    # manager assigns roles by ratio / DIGS (L131-147); the stand-in approximates that by giving UN_DEF groups
+    # the role still missing (prefill first).
+    if _int(pcfg.get("node_machine_num"), 0) == _int(dcfg.get("node_machine_num"), 0):
+        for inst in out_:
+            if inst["role"] == UNDEF:
+                have = {i["role"] for i in out_}
+                inst["role"] = PREFILL if PREFILL not in have else DECODE
+                inst["role_note"] = "assigned by the role manager (equal node_machine_num)"
+    else:
+        for inst in out_:
+            if inst["role"] == UNDEF:
+                errors.append("group %s: deploy_server %r gives role UN_DEF_INSTANCE (p_node_config."
+                              "enable_dist_dp_server=%s, d_node_config.enable_dist_dp_server=%s: only \"2\" is "
+                              "prefill and \"1\" decode when they are equal); the instance gets no role"
+                              % (inst["group"], inst.get("deploy_server"), str(p_dist).lower(), str(d_dist).lower()))
+    return out_, errors
+
+
+def model_init_failure(lines):
+    """A Python exception while the model initializes, as MindIE logs it (text of the crash fault)."""
+    log("ERROR", "[Model]\t>>> Exception:%s" % lines[-1].split(": ", 1)[-1], "model.py:40")
+    for line in lines:
+        out(line)
+    log("ERROR", "[Model]\t>>> return initialize error result: {'status': 'error', 'npuBlockNum': '0', "
+                 "'cpuBlockNum': '0'}", "model.py:43", code="MIE04E13030A")
+    log("ERROR", "[daemon] Daemon wait pid with %d exit, Please check the service log or python log." % PID,
+        "llm_daemon.cpp:76", code="MIE04E010109")
+    out("Daemon is killing...")
+    raise Fatal(1)
+
+
 # ---- daemon -------------------------------------------------------------------------------------
 
 def wait_stop():
@@ -866,7 +1142,7 @@ def daemon():
     if not install or not os.path.isdir(install):
         install = os.getcwd()
     cfg_path = env("MIES_CONFIG_JSON_PATH") or os.path.join(install, "conf", "config.json")
-    cfg = read_json_file(cfg_path, 0o640, "config.json")
+    cfg = read_json_file(cfg_path, 0o640, "config.json", always_check=OWNER_CHECK_ALWAYS)  # param_checker.cpp L42
     if faults.get("reject_config"):
         reason = faults["reject_config"] if isinstance(faults["reject_config"], str) else \
             "BackendConfig.ModelDeployConfig is not supported by this MindIE version"
@@ -981,25 +1257,31 @@ def daemon():
         msg = faults["crash"] if isinstance(faults["crash"], str) else (
             "NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 60.97 GiB total capacity; 14.67 GiB already "
             "allocated; 14.67 GiB current active; 22.66 MiB free; 14.71 GiB reserved in total by PyTorch)")
-        log("ERROR", "[Model]\t>>> Exception:%s" % msg, "model.py:40")
-        out("RuntimeError: %s" % msg)
-        log("ERROR", "[Model]\t>>> return initialize error result: {'status': 'error', 'npuBlockNum': '0', "
-                     "'cpuBlockNum': '0'}", "model.py:43", code="MIE04E13030A")
-        log("ERROR", "[daemon] Daemon wait pid with %d exit, Please check the service log or python log." % PID,
-            "llm_daemon.cpp:76", code="MIE04E010109")
-        out("Daemon is killing...")
-        raise Fatal(1)
+        model_init_failure(["RuntimeError: %s" % msg])
     slow = float(faults.get("slow_start") or 0)
     if slow > 0:
         NOT_READY_REASON[0] = "loading the weights"
         log("INFO", "Loading the weights of %s from %s ..." % (mc["modelName"], wpath), "model_runner.py:0")
         sleep_or_stop(slow)
+    backend = mc.get("backendType", "atb")
+    if multi and backend == "torch":
+        # the torch runtime's gloo groups need GLOO_SOCKET_IFNAME on the NIC of MIES_CONTAINER_IP (gloo_problem)
+        rank = min(int(d["rank_id"]) for d in local.devices)
+        problem = gloo_problem(os.environ, ip, interface_addresses(), rank=rank, size=world,
+                               master=master.addr, port=_int(env("MASTER_PORT"), 0))
+        if problem:
+            model_init_failure(problem)
     if multi:
         NOT_READY_REASON[0] = "waiting for the multi-node communicator"
         if is_master:
             rendezvous_master(lsock, servers, local, join_timeout, digest, t0)
         else:
             rendezvous_worker(master, local, int(bc.get("multiNodesInferPort", 1120)), join_timeout, digest, t0)
+    # the model runtime's own checks, once the communicator is up (every rank raises the same)
+    problem = torch_runtime_problem(mc, world) if backend == "torch" else \
+        atb_deepseek_problem(mc, wcfg, os.environ) if backend == "atb" else None
+    if problem:
+        model_init_failure([problem])
     if faults.get("never_ready"):
         NOT_READY_REASON[0] = "the model has not finished warming up"
         log("INFO", "Warming up the model ...", "generator.py:0")
@@ -1061,10 +1343,10 @@ def global_table():
                 probs.append("group %s: %d servers hold rank_id \"0\"" % (gid, len(masters)))
             else:
                 m = masters[0]
-                instances.append({"group": gid, "role": {"0": "prefill", "1": "decode"}.get(g.get("deploy_server"),
-                                                                                           "server"),
+                instances.append({"group": gid, "deploy_server": g.get("deploy_server"),
                                   "ip": m.get("server_ip"), "port": int(m.get("predict_port") or 0),
-                                  "mgmt": int(m.get("mgmt_port") or 0), "servers": len(sl)})
+                                  "mgmt": int(m.get("mgmt_port") or 0), "servers": len(sl),
+                                  "server_devices": [(s.get("server_ip"), len(s.get("device") or [])) for s in sl]})
     for gid in ("0", "1"):
         if gid not in by_id:
             probs.append("group %s (%s) is missing" % (gid, "coordinator" if gid == "0" else "controller"))
@@ -1075,35 +1357,92 @@ def global_table():
     if probs:
         fail("Failed to load the global ranktable %s." % path, "global_ranktable.cpp:0", comp="ms",
              code="MIE03E000002")
-    return instances
+    coordinators = [s.get("server_ip") for s in by_id["0"].get("server_list") or []]
+    return instances, coordinators
 
 
-def instance_ready(inst):
+def endpoint_ready(ep):
+    """True (ready), False (answers, not ready) or None (nothing listens there)."""
     try:
-        with urllib.request.urlopen("http://%s:%d/v2/health/ready" % (inst["ip"], inst["mgmt"]), timeout=1) as r:
+        with urllib.request.urlopen("http://%s:%d/v2/health/ready" % (ep["ip"], ep["mgmt"]), timeout=1) as r:
             return r.status == 200
-    except (OSError, urllib.error.URLError):
+    except urllib.error.HTTPError:
         return False
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def ms_loader_check(role):
+    """Before main() runs: ld.so must find the MindIE-MS libraries (MS_NEEDED) or the process exits 127."""
+    missing = ms_missing_library(role, os.environ)
+    if missing:
+        sys.stderr.write("%s: error while loading shared libraries: %s: cannot open shared object file: No such "
+                         "file or directory\n" % (env("FAKECLUSTER_ARGV0") or "./bin/" + role, missing))
+        sys.stderr.flush()
+        raise Fatal(127)
+
+
+def ms_start_checks(role, cfg_path_env, cfg_name):
+    """The config file (as before), then KMC (HSECEASY_PATH, ms_kmc_problem)."""
+    path = env(cfg_path_env)
+    if not path:
+        fail("%s is not set." % cfg_path_env, comp=role, code="MIE03E000001")
+    cfg = read_json_file(path, 0o640, cfg_name)
+    problem = ms_kmc_problem(role, cfg, os.environ)
+    if problem:
+        fail(problem, comp=role, code="MIE03E000001")
+    return cfg
 
 
 def ms_controller():
-    path = env("MINDIE_MS_CONTROLLER_CONFIG_FILE_PATH")
-    if not path:
-        fail("MINDIE_MS_CONTROLLER_CONFIG_FILE_PATH is not set.", comp="ms_controller", code="MIE03E000001")
-    cfg = read_json_file(path, 0o640, "ms_controller.json")
+    cfg = ms_start_checks("ms_controller", "MINDIE_MS_CONTROLLER_CONFIG_FILE_PATH", "ms_controller.json")
     for key in ("deploy_mode", "http_server"):
         if key not in cfg:
             fail("ms_controller.json lacks %s." % key, comp="ms_controller", code="MIE03E000001")
-    instances = global_table()
+    table, coordinators = global_table()
+    instances, errors = assign_roles(table, cfg)
+    for e in errors:
+        log("ERROR", "[RankTableLoader] " + e, "RankTableLoader.cpp:0", "ms_controller")
     hs = cfg["http_server"]
     MsHandler.ctx = {"instances": instances}
     bind_http(hs.get("ip"), int(hs.get("port")), MsHandler, "controller http server", "controller")
     ms_log("INFO", "MindIE-MS controller started: %s, %d instance(s): %s" % (
-        cfg["deploy_mode"], len(instances),
-        ", ".join("%s %s:%d" % (i["role"], i["ip"], i["port"]) for i in instances)))
-    announced = False
+        cfg["deploy_mode"], len(instances), "; ".join(
+            "group %s %s%s %s" % (i["group"], i["role"], " (distributed DP, %d servers)" % len(i["endpoints"])
+                                  if i["distributed"] else "", ", ".join("%s:%d" % (e["ip"], e["port"])
+                                                                         for e in i["endpoints"]))
+            for i in instances)))
+    # the controller pushes the instances it can use to the coordinator (ControllerConstant.cpp L44
+    # POST /v1/instances/refresh, on mindie_ms_coordinator_port of the coordinator group "0")
+    cport = _int(cfg.get("mindie_ms_coordinator_port"), 0)
+    announced, unreachable = False, set()
     while not STOP.wait(0.3):
-        ok = all(instance_ready(i) for i in instances)
+        usable = []
+        for inst in instances:
+            states = [endpoint_ready(ep) for ep in inst["endpoints"]]
+            for ep, st in zip(inst["endpoints"], states):
+                key = (ep["ip"], ep["mgmt"])
+                if st is None and key not in unreachable:
+                    unreachable.add(key)
+                    ms_log("WARN", "group %s (%s%s): no server answers at %s:%d (mgmt %d)%s" % (
+                        inst["group"], inst["role"], ", distributed DP" if inst["distributed"] else "", ep["ip"],
+                        ep["port"], ep["mgmt"], "; a distributed DP instance needs one server per DP rank on ports "
+                        "from initial_dist_server_port" if inst["distributed"] else ""))
+                elif st is not None:
+                    unreachable.discard(key)
+            if inst["role"] in (PREFILL, DECODE) and all(st is True for st in states):
+                usable.append(inst)
+        roles = {i["role"] for i in usable}
+        ok = len(usable) == len(instances) and {PREFILL, DECODE} <= roles
+        for ip_ in coordinators:
+            if cport:
+                try:
+                    body = json.dumps({"ids": [int(i["group"]) for i in usable], "instances": usable}).encode()
+                    req = urllib.request.Request("http://%s:%d/v1/instances/refresh" % (ip_, cport), data=body,
+                                                 method="POST", headers={"Content-Type": "application/json"})
+                    urllib.request.urlopen(req, timeout=1).read()
+                except (OSError, urllib.error.URLError):
+                    pass
         if ok and not announced:
             ms_log("INFO", "All instances are ready; the cluster status is normal.")
             READY.set()
@@ -1133,6 +1472,15 @@ class MsHandler(ApiHandler):
 
     def do_POST(self):
         path = self.path.split("?")[0]
+        if self.server.role == "manage" and path == "/v1/instances/refresh":
+            # from the controller (coordinator ControllerListener.cpp L110-140): the instances to use
+            try:
+                doc = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                self.ctx["instances"] = list(doc["instances"])
+                self.ctx["refreshed"] = time.time()
+            except (ValueError, KeyError, TypeError):
+                return self._error(400, "bad refresh request")
+            return self._json(200, {})
         if self.server.role != "predict" or path not in ("/v1/chat/completions", "/v1/completions"):
             return self._error(404, "Not Found: %s" % path, typ="not_found")
         if not READY.is_set():
@@ -1145,8 +1493,8 @@ class MsHandler(ApiHandler):
     def _relay(self, method, path, body):
         """Prefill on the P instance, then the answer from the D instance (streamed through as it comes)."""
         insts = self.ctx["instances"]
-        p = next((i for i in insts if i["role"] == "prefill"), insts[0])
-        d = next((i for i in insts if i["role"] == "decode"), insts[-1])
+        p = dict(next(i for i in insts if i["role"] == PREFILL)["endpoints"][0])
+        d = dict(next(i for i in insts if i["role"] == DECODE)["endpoints"][0])
         try:
             if method == "POST":
                 req = json.loads(body or b"null")
@@ -1204,32 +1552,35 @@ def ms_coordinator(argv):
     for port in (pport, mport):
         if not port.isdigit() or not 1024 <= int(port) <= 65535:
             fail("port %r is out of allow range [1024, 65535]." % port, comp="ms_coordinator", code="MIE03E000001")
-    path = env("MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH")
-    if not path:
-        fail("MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH is not set.", comp="ms_coordinator", code="MIE03E000001")
-    cfg = read_json_file(path, 0o640, "ms_coordinator.json")
+    cfg = ms_start_checks("ms_coordinator", "MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH", "ms_coordinator.json")
     if "http_config" not in cfg:
         fail("ms_coordinator.json lacks http_config.", comp="ms_coordinator", code="MIE03E000001")
-    instances = global_table()
-    MsHandler.ctx = {"instances": instances}
+    global_table()                       # the stand-in checks the table here too; roles come from the controller
+    MsHandler.ctx = {"instances": []}
     for ip_, port, role in ((pip, int(pport), "predict"), (mip, int(mport), "manage")):
         bind_http(ip_, port, MsHandler, "coordinator %s server" % role, role)
-    NOT_READY_REASON[0] = "waiting for the instances"
-    ms_log("INFO", "MindIE-MS coordinator listening on %s:%s (predict) and %s:%s (manage); waiting for %s" % (
-        pip, pport, mip, mport, ", ".join("%s %s:%d" % (i["role"], i["ip"], i["mgmt"]) for i in instances)),
-        comp="ms_coordinator")
+    NOT_READY_REASON[0] = "waiting for the instances from the controller"
+    ms_log("INFO", "MindIE-MS coordinator listening on %s:%s (predict) and %s:%s (manage); waiting for the "
+                   "controller's instances" % (pip, pport, mip, mport), comp="ms_coordinator")
+    # ready with at least one prefill and one decode instance (pd modes): coordinator
+    # cluster_monitor/ClusterNodes.cpp L305-334 IsAvailable; log texts ControllerListener.cpp L136-139
+    out("MindIE-MS coordinator is not ready...")
     announced = False
     while not STOP.wait(0.25):
-        ok = all(instance_ready(i) for i in instances)
+        roles = {i.get("role") for i in MsHandler.ctx.get("instances") or []}
+        missing = [r for r in (PREFILL, DECODE) if r not in roles]
+        ok = not missing
         if ok and not announced:
             READY.set()
-            out("MindIE-MS coordinator is ready!")
+            out("MindIE-MS coordinator is ready!!!")
             announced = True
-        elif not ok and announced:
-            READY.clear()
-            NOT_READY_REASON[0] = "an instance is not ready"
-            ms_log("WARN", "An instance is not ready any more; requests are refused.", comp="ms_coordinator")
-            announced = False
+        elif not ok:
+            NOT_READY_REASON[0] = "no available %s instance" % " or ".join(missing)
+            if announced:
+                READY.clear()
+                out("MindIE-MS coordinator is not ready...")
+                ms_log("WARN", "An instance is not ready any more; requests are refused.", comp="ms_coordinator")
+                announced = False
     raise Fatal(0)
 
 
@@ -1241,8 +1592,10 @@ def main():
         if role == "daemon":
             daemon()
         elif role == "ms_controller":
+            ms_loader_check(role)
             ms_controller()
         elif role == "ms_coordinator":
+            ms_loader_check(role)
             ms_coordinator(sys.argv[2:])
         else:
             out("unknown role %r" % role)

@@ -12,6 +12,14 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
 fi
+# MindIE reads these only when the engine's uid owns them and their mode is at most 640 (ConstrainOwner,
+# file_utils.cpp L342-386). The engine runs as the image's user: root in MindIE's images (implied
+# by deepseek_v3.2.md L97, "root can skip the chown"; set engine.run_as_uid for another user).
+ENGINE_UID=0
+for f in "$HERE" "$HERE/"config.json; do
+  if [ "$(stat -c %u "$f")" != "$ENGINE_UID" ]; then chown "$ENGINE_UID" "$f"; fi
+done
+chmod 640 "$HERE/"config.json
 docker run -d --name "$NAME" \
   --net=host --ipc=host --shm-size=500g \
   --device=/dev/davinci0 \
@@ -31,6 +39,8 @@ docker run -d --name "$NAME" \
   -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
   -v /etc/hccn.conf:/etc/hccn.conf:ro \
   -v /data/models/DeepSeek-R1-W4A8:/data/models/DeepSeek-R1-W4A8:ro \
+  -v /var/log/npu/slog:/var/log/npu/slog:rw \
+  -v /var/log/npu/plog:/root/ascend/log:rw \
   -v "$HERE:"/etc/deployctl:ro \
   --env-file "$HERE/env" \
   -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \

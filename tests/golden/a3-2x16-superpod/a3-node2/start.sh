@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deployctl 0.1.0: start MindIE on node a3-node2 (mixed, instance mixed).
-# Run it on a3-node2 from the folder holding config.json and env and ranktable.json.
+# Run it on a3-node2 from the folder holding config.json, ranktable.json and env.
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
@@ -12,8 +12,14 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
 fi
-# MindIE refuses a rank table whose mode is not 640.
-chmod 640 "$HERE/ranktable.json"
+# MindIE reads these only when the engine's uid owns them and their mode is at most 640 (ConstrainOwner,
+# file_utils.cpp L342-386). The engine runs as the image's user: root in MindIE's images (implied
+# by deepseek_v3.2.md L97, "root can skip the chown"; set engine.run_as_uid for another user).
+ENGINE_UID=0
+for f in "$HERE" "$HERE/"config.json "$HERE/"ranktable.json; do
+  if [ "$(stat -c %u "$f")" != "$ENGINE_UID" ]; then chown "$ENGINE_UID" "$f"; fi
+done
+chmod 640 "$HERE/"config.json "$HERE/"ranktable.json
 docker run -d --name "$NAME" \
   --net=host --ipc=host --shm-size=500g \
   --device=/dev/davinci0 \
@@ -41,6 +47,8 @@ docker run -d --name "$NAME" \
   -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
   -v /etc/hccn.conf:/etc/hccn.conf:ro \
   -v /data/models/DeepSeek-R1-W8A8:/data/models/DeepSeek-R1-W8A8:ro \
+  -v /var/log/npu/slog:/var/log/npu/slog:rw \
+  -v /var/log/npu/plog:/root/ascend/log:rw \
   -v "$HERE:"/etc/deployctl:ro \
   --env-file "$HERE/env" \
   -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \

@@ -15,8 +15,8 @@ import json
 
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
-from deployctl.render.engine_config import deep_merge
-from deployctl.render.ranktable import to_json, uses_super_pod
+from deployctl.engines.mindie.ranktable import uses_super_pod
+from deployctl.render.merge import deep_merge, to_json
 
 
 def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
@@ -40,7 +40,7 @@ def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
 
 
 def global_ranktable_doc(plan: Plan) -> dict:
-    ms = next(n for n in plan.nodes if n.runs_ms)
+    ms = next(n for n in plan.nodes if n.runs_router)
     groups = [
         {"group_id": "0", "server_count": "1",
          "server_list": [{"server_id": "coordinator", "server_ip": ms.container_ip}]},
@@ -48,7 +48,9 @@ def global_ranktable_doc(plan: Plan) -> dict:
          "server_list": [{"server_id": "controller", "server_ip": ms.container_ip}]},
     ]
     for gid, inst in enumerate(plan.instances, start=2):
-        group = {"group_id": str(gid), "deploy_server": "0" if inst.role == "prefill" else "1",
+        # prefill centralized, decode distributed: the flags differ, so deploy_server is each side's flag
+        # (Motor deploy_ac_job.py L1340-1346; ControllerConfig.cpp GetPDInitRole L611-628)
+        group = {"group_id": str(gid), "deploy_server": "1" if _distributed(inst) else "0",
                  "server_count": str(len(inst.nodes)), "server_list": _group_servers(plan, inst)}
         if uses_super_pod(plan):
             pods: dict[str, list] = {}
@@ -61,10 +63,14 @@ def global_ranktable_doc(plan: Plan) -> dict:
             "server_group_list": groups}
 
 
+def _distributed(inst: Instance) -> bool:
+    return inst.role == "decode"
+
+
 def _defaults(name: str) -> dict:
     from importlib import resources
 
-    return json.loads(resources.files("deployctl.catalog").joinpath(f"{name}.json").read_text())
+    return json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
 
 
 def _tls_switches(doc: dict, enabled: bool) -> dict:
@@ -75,12 +81,14 @@ def _tls_switches(doc: dict, enabled: bool) -> dict:
 def controller_doc(plan: Plan) -> dict:
     """Motor's shipped ms_controller.json with the plan's ports, paths and instance shapes."""
     e = plan.inventory.engine
-    ms = next(n for n in plan.nodes if n.runs_ms)
+    ms = next(n for n in plan.nodes if n.runs_router)
     prefill, decode = plan.instance("prefill"), plan.instance("decode")
 
     def node_cfg(inst: Instance) -> dict:
-        d = inst.degrees
-        return {"enable_dist_dp_server": False, "node_machine_num": len(inst.nodes),
+        # Motor deploy_ac_job.py update_ms_controller_config L1677-1710: a distributed side counts its DP
+        # ranks as machines (node_machine_num = dp, L1701-1703)
+        d, dist = inst.degrees, _distributed(inst)
+        return {"enable_dist_dp_server": dist, "node_machine_num": d.dp if dist else len(inst.nodes),
                 "tp_size": d.tp, "dp_size": d.dp, "sp_size": 1, "cp_size": d.cp}
 
     base = _defaults("ms_controller")
@@ -92,7 +100,8 @@ def controller_doc(plan: Plan) -> dict:
         "mindie_server_metric_port": e.ports.metrics, "controller_alarm_port": e.ports.coordinator + 2,
         "mindie_ms_coordinator_port": e.ports.coordinator + 1,
         "mindie_ms_coordinator_external_port": e.ports.coordinator + 3,
-        "multi_node_infer_config": {"multi_node_infer_enable": prefill.multi_node or decode.multi_node,
+        "initial_dist_server_port": e.ports.dist_base,   # RankTableLoader.cpp L239 (controller.md L191)
+        "multi_node_infer_config": {"multi_node_infer_enable": True,   # Motor user_config.json L94
                                     "p_node_config": node_cfg(prefill), "d_node_config": node_cfg(decode)},
         "http_server": {"ip": ms.container_ip, "port": e.ports.controller},
         "tls_config": _tls_switches(base, e.tls),
@@ -102,7 +111,7 @@ def controller_doc(plan: Plan) -> dict:
 def coordinator_doc(plan: Plan) -> dict:
     """Motor's shipped ms_coordinator.json with the plan's IPs and ports (5 from engine.ports.coordinator)."""
     e = plan.inventory.engine
-    ms = next(n for n in plan.nodes if n.runs_ms)
+    ms = next(n for n in plan.nodes if n.runs_router)
     port = e.ports.coordinator
     base = _defaults("ms_coordinator")
     return deep_merge(base, {
@@ -115,7 +124,7 @@ def coordinator_doc(plan: Plan) -> dict:
 
 
 def render_ms(plan: Plan) -> list[Artifact]:
-    ms = [n for n in plan.nodes if n.runs_ms]
+    ms = [n for n in plan.nodes if n.runs_router]
     if not ms:
         return []
     folder = ms[0].name

@@ -11,10 +11,9 @@ A3 with cluster.super_pod adds `super_device_id` per device and `super_pod_list`
 
 from __future__ import annotations
 
-import json
-
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
+from deployctl.render.merge import to_json
 
 
 def uses_super_pod(plan: Plan) -> bool:
@@ -50,10 +49,6 @@ def ranktable_doc(plan: Plan, inst: Instance) -> dict:
         doc["super_pod_list"] = [{"super_pod_id": pid, "server_list": members}
                                  for pid, members in pods.items()]
     return doc
-
-
-def to_json(doc) -> bytes:
-    return (json.dumps(doc, indent=4, ensure_ascii=False) + "\n").encode()
 
 
 def render_ranktables(plan: Plan) -> list[Artifact]:

@@ -16,24 +16,13 @@ Example (2 x 8 A2, tp-pp; abridged)::
 
 from __future__ import annotations
 
-import copy
-
 from deployctl import catalog
+from deployctl.engines.mindie.processes import dp_ports, dp_servers, is_distributed
+from deployctl.engines.mindie.support import backend
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan, PlanNode
 from deployctl.planning.plan import max_prefill_tokens
-from deployctl.render.ranktable import to_json
-
-
-def deep_merge(base: dict, override: dict) -> dict:
-    """Return base with override merged in: mappings recurse, everything else replaces."""
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+from deployctl.render.merge import deep_merge, to_json
 
 
 def _tls_paths(prefix: str, base: str) -> dict:
@@ -64,7 +53,8 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         "interCommTlsCert": "security/grpc/certs/server.pem", "interCommPk": "security/grpc/keys/server.key.pem",
         "interCommTlsCrlPath": "security/grpc/certs/", "interCommTlsCrlFiles": ["server_crl.pem"],
         "openAiSupport": "vllm", "tokenTimeout": 600, "e2eTimeout": 600,
-        "distDPServerEnabled": False,
+        # pd-split decode: one server per DP rank (Motor user_config_base_A3.json L203-278; mindie-upstream-rules §1.1)
+        "distDPServerEnabled": is_distributed(plan, node),
         "HealthCheckConfig": {"npuUsageThreshold": 0},
     }
     return cfg
@@ -74,17 +64,20 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = plan.inventory
     info = catalog.models()[inv.model.name]
     d = inst.degrees
+    # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803)
+    world = d.tp * d.cp if is_distributed(plan, node) else inst.world_size
     mc = {
         "modelInstanceType": "Standard", "modelName": inv.model.served_name,
-        "modelWeightPath": inv.model.weights_path, "worldSize": inst.world_size,
-        "cpuMemSize": 5, "npuMemSize": -1, "backendType": info.backend_type, "trustRemoteCode": False,
+        "modelWeightPath": inv.model.weights_path, "worldSize": world,
+        "cpuMemSize": 5, "npuMemSize": -1, "backendType": backend(inv.model.name), "trustRemoteCode": False,
         "tp": d.tp, "dp": d.dp, "pp": d.pp, "cp": d.cp, "sp": 1, "moe_tp": d.moe_tp, "moe_ep": d.moe_ep,
     }
     if node.role != "mixed":
         mc["kv_link_timeout"] = 1080
         if node.role == "decode":
             mc["kv_trans_timeout"] = 10
-    if info.kv.kind == "mla" and (d.o_proj_tp or d.lm_head_tp):
+    # local TP keys exist on the atb runtime only (torch: parallel_info_manager.py L226-243 reads none)
+    if info.kv.kind == "mla" and (d.o_proj_tp or d.lm_head_tp) and backend(inv.model.name) == "atb":
         opts = {}
         if d.lm_head_tp:
             opts["lm_head_local_tp"] = d.lm_head_tp
@@ -98,11 +91,14 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = plan.inventory
     m = inv.model
     e = inv.engine
+    dist = is_distributed(plan, node)
+    devices = inst.degrees.tp * inst.degrees.cp if dist else len(node.device_ids)
+    schedule = {"distributedEnable": True} if dist else {}   # schedule_config.cpp L51, L210-211
     return {
         "backendName": "mindieservice_llm_engine", "modelInstanceNumber": 1,
-        "npuDeviceIds": [list(range(len(node.device_ids)))],
+        "npuDeviceIds": [list(range(devices))],
         "tokenizerProcessNumber": 8,
-        "multiNodesInferEnabled": inst.multi_node,
+        "multiNodesInferEnabled": inst.multi_node and not dist,
         "multiNodesInferPort": e.ports.multi_node,
         "interNodeTLSEnabled": e.tls,
         "interNodeTlsCaPath": "security/grpc/ca/", "interNodeTlsCaFiles": ["ca.pem"],
@@ -120,7 +116,7 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
             "decodeTimeMsPerReq": 50, "decodePolicyType": 0,
             "maxBatchSize": m.max_batch_size, "maxIterTimes": m.max_seq_len - m.max_input_len,
             "maxPreemptCount": 0, "supportSelectBatch": False,
-            "maxQueueDelayMicroseconds": 5000, "maxFirstTokenWaitTime": 2500,
+            "maxQueueDelayMicroseconds": 5000, "maxFirstTokenWaitTime": 2500, **schedule,
         },
     }
 
@@ -138,7 +134,20 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
     return deep_merge(doc, plan.inventory.engine.config)
 
 
+def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:
+    """File name -> document: config.json, or config1..N.json on a distributed-decode node, identical but for
+    the four ports of each DP rank (Motor gen_config_single_container.py __update_server_env L438-461)."""
+    doc = config_doc(plan, node)
+    if not is_distributed(plan, node):
+        return {"config.json": doc}
+    out = {}
+    for k in range(dp_servers(plan, node)):
+        server = dict(doc["ServerConfig"], **dp_ports(plan, k))
+        out[f"config{k + 1}.json"] = dict(doc, ServerConfig=server)
+    return out
+
+
 def render_configs(plan: Plan) -> list[Artifact]:
-    """One config.json per node (mode 640)."""
-    return [Artifact(kind="config", path=f"{n.name}/config.json", content=to_json(config_doc(plan, n)),
-                     mode=0o640) for n in plan.nodes]
+    """The config files of every node (mode 640, ConstrainOwner: file_utils.cpp L342-386)."""
+    return [Artifact(kind="config", path=f"{n.name}/{name}", content=to_json(doc), mode=0o640)
+            for n in plan.nodes for name, doc in config_files(plan, n).items()]

@@ -18,12 +18,13 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
+from deployctl.engines.mindie.chart_values import ChartValues, Image, Instance, Ms, Npu, Ports, RankTable, Service
+from deployctl.engines.mindie.env import node_env
 from deployctl.errors import RenderError, UsageError
+from deployctl.k8s.nodes import k8s_node
 from deployctl.models.artifact import Artifact
-from deployctl.models.helm_values import ChartValues, Image, Instance, Ms, Npu, Ports, RankTable, Service
 from deployctl.models.plan import Plan
-from deployctl.render.engine_config import deep_merge
-from deployctl.render.env import node_env
+from deployctl.render.merge import deep_merge
 
 CHART_NAME = "mindie"
 # Differ per server; the chart sets them from the downward API (status.podIP / status.hostIP).
@@ -59,10 +60,6 @@ def accelerator_type(plan: Plan) -> str:
     return "module-a3-16-super-pod" if cluster.super_pod else "module-a3-16"
 
 
-def k8s_node(plan: Plan, name: str) -> str:
-    return plan.inventory.node(name).k8s_node or name
-
-
 def fullname(inv) -> str:
     """The chart's resource name prefix (templates/_helpers.tpl "mindie.fullname", without overrides)."""
     release = inv.helm_release
@@ -91,6 +88,10 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
     if not inv.helm_release[0].isalpha():
         raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
                          "with a letter)", hint="set kubernetes.release in the inventory")
+    if plan.preset == "pd-split":
+        raise UsageError("pd-split is not rendered for Kubernetes yet: the chart runs one MindIE server per pod, and "
+                         "MindIE's decode runs one server per DP rank (distributed DP, Motor boot.sh L115-142)",
+                         hint="deploy pd-split with --target hosts, or use a colocated layout on Kubernetes")
     by_path = {a.path: a for a in artifacts}
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []
@@ -104,7 +105,7 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
             env=_shared_env(plan, inst.nodes, f"instance {inst.name}"),
             files=_files(by_path, inst.master, names)))
     ms = Ms()
-    ms_node = next((n for n in plan.nodes if n.runs_ms), None)
+    ms_node = next((n for n in plan.nodes if n.runs_router), None)
     if ms_node is not None:
         ms = Ms(enabled=True, node=k8s_node(plan, ms_node.name),
                 env=_shared_env(plan, [ms_node.name], "the MindIE-MS node", drop=()),

@@ -1,0 +1,114 @@
+"""The interface every engine driver implements, and the plain records it hands to the core.
+
+A driver answers, for one engine kind:
+
+* ``settings``: the pydantic model of the inventory's ``engine`` block (``kind`` is its discriminator);
+* ``version(inv)``: the engine version in use and where it was read (engine.version or the image tag);
+* ``validate(inv, raw)``: inventory problems only this engine knows (keys it owns, its config sections);
+* ``role_preset(inv, preset, role)``: the degrees of a role on this engine's runtime (None: the catalog's);
+* ``check(plan)``: the support matrix: refusals (exit 2, with the source) and warnings (unverified);
+* ``memory(inv, role, degrees)``: what the memory plan needs from the engine (usable fraction, buffers,
+  how this runtime really splits the weights);
+* ``render(plan)``: every file of every node;
+* ``processes(plan, node)``: what runs on a node (containers, start files, readiness, ports);
+* ``host_ports(inv)``: ports that must be free on every node before a launch;
+* ``helm_values(plan)``: the engine's part of the chart values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+
+@dataclass(frozen=True)
+class EngineVersion:
+    version: str | None      # "2.2", "3.0", None when neither engine.version nor the image tag says
+    source: str              # "engine.version", "image tag 2.2.RC1-800I-A2-...", "unknown"
+
+    def describe(self) -> str:
+        return f"{self.version} (from {self.source})" if self.version else f"unknown ({self.source})"
+
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    fraction: float                  # share of HBM the engine may use
+    comm_buffer_mb: int              # the widest communicator's buffer (HCCL_BUFFSIZE)
+    o_proj_tp: int | None = None     # how this runtime really splits o_proj / lm_head (None: by tp)
+    lm_head_tp: int | None = None
+    notes: tuple[str, ...] = ()      # e.g. "local TP keys have no effect on the torch runtime (source)"
+
+
+@dataclass(frozen=True)
+class Process:
+    """The containers one start file creates on a node, and how to tell that they are ready."""
+
+    containers: tuple[str, ...]          # docker container names the start file creates
+    start: str                           # start file in the revision folder
+    ready_container: str                 # whose log shows ready_line
+    ready_line: str                      # log line the engine prints when it serves
+    ready_count: int = 1                 # how many times (one per server process in the container)
+    health_urls: tuple[str, ...] = ()    # GET -> 200 when ready
+    ports: tuple[int, ...] = ()          # host ports it listens on
+    restart_files: tuple[str, ...] = ()  # revision files whose change restarts it (the router's own files)
+
+
+@dataclass(frozen=True)
+class NodeProcesses:
+    """What runs on one node: the engine and, on at most one node, the router in front of the instances."""
+
+    engine: Process
+    router: Process | None = None        # started after every engine is ready (e.g. a P/D coordinator)
+    serves: str | None = None            # the OpenAI base URL clients use on this node, if any
+    smoke: bool = False                  # `up` sends its chat completion to `serves`
+
+    @property
+    def containers(self) -> tuple[str, ...]:
+        return self.engine.containers + (self.router.containers if self.router else ())
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A support-matrix answer: refused (error) or allowed but unverified (warning)."""
+
+    level: str                           # "error" | "warning" | "note"
+    path: str                            # inventory key, e.g. "layout.pp"
+    message: str
+    source: str = ""                     # repo path:line or doc section
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Chart:
+    """The engine's Helm chart (charts/<name>) and how its values are made from a plan."""
+
+    name: str                            # the chart directory under charts/
+    values_model: type                   # pydantic model of its values (values.schema.json is generated from it)
+    owned_values: tuple[str, ...]        # keys rendered from the plan: kubernetes.values may not set them
+    values: Callable                     # (plan, bare-metal artifacts) -> values_model
+    fullname: Callable                   # inventory -> the chart's resource name prefix
+
+
+class EngineDriver(Protocol):
+    kind: str
+    display: str
+    settings: type
+
+    max_servers: int | None     # servers one instance (one HCCL world) may span
+    chart: Chart                # for --target k8s
+
+    def version(self, inv) -> EngineVersion: ...
+
+    def validate(self, inv, raw) -> list: ...
+
+    def role_preset(self, inv, preset: str, role: str) -> dict | None: ...
+
+    def check(self, plan) -> list[Finding]: ...
+
+    def memory(self, inv, role: str, degrees) -> MemoryInputs: ...
+
+    def render(self, plan) -> list: ...
+
+    def processes(self, plan, node) -> NodeProcesses: ...
+
+    def host_ports(self, inv) -> dict[str, int]: ...

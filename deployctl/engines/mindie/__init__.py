@@ -1,0 +1,81 @@
+"""The MindIE engine driver (engine.kind: mindie): MindIE Service on every node, MindIE-MS for pd-split.
+
+Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs, named next to it
+(../shared/reference/mindie-upstream-rules.md collects them); the support matrix is data (support.yaml).
+Submodules are imported when a method needs them, so loading an inventory stays fast.
+"""
+
+from __future__ import annotations
+
+from deployctl.engines.base import EngineVersion, MemoryInputs, NodeProcesses
+
+
+class MindieDriver:
+    kind = "mindie"
+    display = "MindIE"
+    max_servers = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc, ranktable_config.cpp)
+
+    @property
+    def settings(self):
+        from deployctl.engines.mindie.settings import MindieSettings
+
+        return MindieSettings
+
+    def version(self, inv) -> EngineVersion:
+        from deployctl.engines.mindie.support import engine_version
+
+        return engine_version(inv.engine)
+
+    def validate(self, inv, raw) -> list:
+        from deployctl.engines.mindie.validate import engine_problems
+
+        return engine_problems(inv, raw)
+
+    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+        from deployctl.engines.mindie.support import role_preset
+
+        return role_preset(inv.model.name, role) if preset == "pd-split" else None
+
+    def check(self, plan) -> list:
+        from deployctl.engines.mindie.support import check
+
+        return check(plan)
+
+    def memory(self, inv, role: str, degrees) -> MemoryInputs:
+        from deployctl.engines.mindie.support import memory_inputs
+
+        return memory_inputs(inv, role, degrees)
+
+    def render(self, plan) -> list:
+        from deployctl.engines.mindie.config import render_configs
+        from deployctl.engines.mindie.env import render_envs
+        from deployctl.engines.mindie.ms import render_ms
+        from deployctl.engines.mindie.ranktable import render_ranktables
+        from deployctl.engines.mindie.start import render_starts
+
+        out = []
+        for render in (render_configs, render_envs, render_starts, render_ranktables, render_ms):
+            out += render(plan)
+        return out
+
+    def processes(self, plan, node) -> NodeProcesses:
+        from deployctl.engines.mindie.processes import node_processes
+
+        return node_processes(plan, node)
+
+    def host_ports(self, inv) -> dict[str, int]:
+        from deployctl.engines.mindie.processes import host_ports
+
+        return host_ports(inv)
+
+    @property
+    def chart(self):
+        from deployctl.engines.base import Chart
+        from deployctl.engines.mindie.chart_values import OWNED_VALUES, ChartValues
+        from deployctl.engines.mindie.helm import CHART_NAME, chart_values, fullname
+
+        return Chart(name=CHART_NAME, values_model=ChartValues, owned_values=OWNED_VALUES, values=chart_values,
+                     fullname=fullname)
+
+
+DRIVER = MindieDriver()

@@ -1,0 +1,39 @@
+"""The inventory's `engine` block for engine.kind: mindie (spec/inventory.md §engine)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deployctl.models.base import Strict
+from deployctl.models.engine import EngineBase
+
+SERVICE = "/usr/local/Ascend/mindie/latest/mindie-service"
+
+
+class Ports(Strict):
+    """MindIE ports (its defaults). Host network: every port must be free on every node."""
+
+    http: int = Field(1025, ge=1024, le=65535)          # ServerConfig.port (OpenAI endpoint)
+    management: int = Field(1026, ge=1024, le=65535)    # ServerConfig.managementPort (health)
+    metrics: int = Field(1027, ge=1024, le=65535)       # ServerConfig.metricsPort
+    inter_comm: int = Field(1121, ge=1024, le=65535)    # ServerConfig.interCommPort (PD KV links)
+    multi_node: int = Field(1120, ge=1024, le=65535)    # BackendConfig.multiNodesInferPort
+    master: int = Field(7008, ge=1024, le=65535)        # MASTER_PORT (seed guide)
+    coordinator: int = Field(1035, ge=1024, le=65535)   # pd-split: MindIE-MS coordinator, 5 ports from here
+    controller: int = Field(1045, ge=1024, le=65535)    # pd-split: MindIE-MS controller http server
+    cluster: int = Field(8899, ge=1024, le=65535)       # pd-split: controller cluster_port
+    dist_base: int = Field(10000, ge=1024, le=65000)
+    # pd-split distributed decode: DP rank r of a node serves on dist_base + 4*r .. +3 (see ms.py)
+
+
+class MindieSettings(EngineBase):
+    kind: Literal["mindie"] = "mindie"
+    config: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered config.json
+    ports: Ports = Field(default_factory=Ports)
+    tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
+    daemon: str = Field(f"{SERVICE}/bin/mindieservice_daemon", pattern=r"^/[A-Za-z0-9._/-]+$")
+    ms_home: str = Field(SERVICE, pattern=r"^/[A-Za-z0-9._/-]+$")
+    # pd-split: where bin/ms_controller and bin/ms_coordinator live in the image (MIES_INSTALL_PATH)
+SETTINGS = MindieSettings

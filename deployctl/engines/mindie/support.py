@@ -1,0 +1,153 @@
+"""MindIE's support matrix (support.yaml): the engine version, and what this version runs.
+
+``check(plan)`` answers every combination of version x model x quantization x backend x parallel layout
+x role with ``Finding``s: ``error`` (refused, with the source and a supported alternative), ``warning``
+(allowed, but no source covers it, or upstream never validated it) or ``note``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from deployctl.engines.base import EngineVersion, Finding, MemoryInputs
+
+TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+@cache
+def matrix() -> dict:
+    import yaml
+
+    data = yaml.safe_load(resources.files(__package__).joinpath("support.yaml").read_text(encoding="utf-8"))
+    return _words(data)
+
+
+def _words(node):
+    """YAML 1.1 reads yes/no as booleans: the matrix says yes/no as words."""
+    if isinstance(node, dict):
+        return {k: _words(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_words(v) for v in node]
+    if isinstance(node, bool):
+        return "yes" if node else "no"
+    return node
+
+
+def engine_version(engine) -> EngineVersion:
+    """engine.version, else major.minor of the image tag (`mindie:2.2.RC1-800I-A2-...` -> 2.2)."""
+    if engine.version:
+        m = TAG_VERSION.match(engine.version)
+        return EngineVersion(f"{m.group(1)}.{m.group(2)}" if m else engine.version, "engine.version")
+    image = engine.image.split("@", 1)[0]
+    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
+    m = TAG_VERSION.match(tag)
+    if m:
+        return EngineVersion(f"{m.group(1)}.{m.group(2)}", f"image tag {tag}")
+    return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
+
+
+def model_entry(model: str) -> tuple[dict, str]:
+    """(support entry, note) of a catalog model; `same_as` entries resolve to their twin."""
+    models = matrix()["models"]
+    entry = models.get(model, {})
+    if "same_as" in entry:
+        return models[entry["same_as"]], entry.get("note", "")
+    return entry, ""
+
+
+def backend(model: str) -> str:
+    entry, _ = model_entry(model)
+    return entry.get("backend", {}).get("value", "atb")
+
+
+def role_preset(model: str, role: str) -> dict | None:
+    """The degrees of a pd-split role on this model's backend (support.yaml role_presets)."""
+    return matrix()["role_presets"].get(backend(model), {}).get(role)
+
+
+def distributed_decode(plan) -> bool:
+    """pd-split decode runs distributed DP: one server per DP rank (mindie-upstream-rules.md §1.1)."""
+    return plan.preset == "pd-split"
+
+
+def needs_gloo_interface(plan, inst) -> bool:
+    """The torch runtime's gloo groups span servers: every node must name its interface (GLOO_SOCKET_IFNAME)."""
+    return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or distributed_decode(plan))
+
+
+def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
+    from deployctl.engines.mindie.presets import preset_env
+
+    env = preset_env(inv.cluster.hardware, role, inv.engine.env, model=inv.model.name)
+    notes = ()
+    o_proj, lm_head = degrees.o_proj_tp, degrees.lm_head_tp
+    if backend(inv.model.name) == "torch":
+        feat = matrix()["features"]["local_tp"]["torch"]
+        o_proj = lm_head = None   # o_proj follows attention tp, lm_head the MLP tp (= tp)
+        notes = (f"torch runtime: o_proj and lm_head split by tp; local TP keys have no effect ({feat['source']})",)
+    return MemoryInputs(fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
+                        comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
+                        o_proj_tp=o_proj, lm_head_tp=lm_head, notes=notes)
+
+
+def _value(entry: dict | None, version: str | None) -> tuple[str, str]:
+    """(yes|no|unverified|..., source) of a per-version entry."""
+    if not entry or version is None or version not in entry:
+        return "unverified", ""
+    v = entry[version]
+    return v["value"], v.get("source", "")
+
+
+def check(plan) -> list[Finding]:
+    from deployctl.engines.mindie.rules import layout_findings
+
+    inv = plan.inventory
+    ver = plan.engine.version
+    out: list[Finding] = []
+    data = matrix()
+    if ver is None:
+        out.append(Finding("warning", "engine.version", f"the MindIE version is unknown ({plan.engine.version_source}): "
+                           "nothing below is verified against a version", hint="set engine.version, e.g. 2.2 or 3.0"))
+    elif ver not in data["versions"]:
+        out.append(Finding("warning", "engine.version", f"MindIE {ver} is not in the support matrix (known: "
+                           f"{', '.join(data['versions'])}): unverified"))
+    elif data["versions"][ver]["sources"].startswith("none"):
+        out.append(Finding("warning", "engine.version", f"MindIE {ver}: no public source covers this version; "
+                           "every rule below is unverified for it"))
+    entry, note = model_entry(inv.model.name)
+    name = plan.model_display
+    if note:
+        out.append(Finding("warning", "model.name", note))
+    if not entry:
+        out.append(Finding("warning", "model.name", f"{name} is not in MindIE's support matrix: unverified"))
+        return out + layout_findings(plan)
+    ok, src = _value(entry.get("versions"), ver)
+    if ok == "no":
+        out.append(Finding("error", "model.name", f"{name} does not run on MindIE {ver}", src,
+                           hint=_versions_with(entry)))
+    elif ok == "unverified" and ver in data["versions"]:
+        out.append(Finding("warning", "model.name", f"{name} on MindIE {ver}: no source covers it (unverified)"))
+    be = entry["backend"]["value"]
+    b_ok, b_src = _value(data["backends"].get(be), ver)
+    if b_ok == "no" and ok != "no":
+        out.append(Finding("error", "model.name", f"{name} needs MindIE's {be} runtime, which MindIE {ver} does "
+                           "not have", b_src, hint=_versions_with(entry)))
+    q = entry.get("quants", {}).get(inv.model.quant)
+    if q is None:
+        out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE: no source covers it "
+                           "(unverified)"))
+    elif q["value"] == "no":
+        ok_q = [k for k, v in entry["quants"].items() if v["value"] == "yes"]
+        out.append(Finding("error", "model.quant", f"MindIE does not run {name} in {inv.model.quant}", q["source"],
+                           hint=f"use quant {' or '.join(ok_q)}" if ok_q else ""))
+    elif q["value"] == "unverified":
+        out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE is unverified",
+                           q.get("source", "")))
+    return out + layout_findings(plan)
+
+
+def _versions_with(entry: dict) -> str:
+    good = [v for v, e in entry.get("versions", {}).items() if e["value"] == "yes"]
+    return f"use MindIE {' or '.join(good)} (engine.version or an image of that version)" if good else ""

@@ -1,0 +1,92 @@
+"""Inventory checks only MindIE needs: keys deployctl owns in config.json and env, env ranges, ports."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from deployctl.errors import Problem
+
+# engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
+# make config.json disagree with the rank table, the env and the plan.
+OWNED_CONFIG_KEYS = {
+    ("ServerConfig", "ipAddress"): "nodes[].container_ip (set per node through MIES_CONTAINER_IP)",
+    ("ServerConfig", "port"): "engine.ports.http",
+    ("ServerConfig", "managementPort"): "engine.ports.management",
+    ("ServerConfig", "metricsPort"): "engine.ports.metrics",
+    ("ServerConfig", "interCommPort"): "engine.ports.inter_comm",
+    ("ServerConfig", "inferMode"): "layout.preset (pd-split sets dmi)",
+    ("ServerConfig", "distDPServerEnabled"): "layout.preset (pd-split decode runs distributed DP)",
+    ("BackendConfig", "multiNodesInferEnabled"): "the node count of the instance",
+    ("BackendConfig", "multiNodesInferPort"): "engine.ports.multi_node",
+    ("BackendConfig", "modelInstanceNumber"): "the layout (must be 1 for multi-node)",
+    ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
+}
+# env deployctl computes per node; overriding them in engine.env would break the rank-table match
+OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
+                  "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH",
+                  "GLOO_SOCKET_IFNAME", "MINDIE_ENABLE_DP_DISTRIBUTED")
+# (low, high, integer?) for env values the planner reads or HCCL checks on every rank
+ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False), "HCCL_BUFFSIZE": (1, 65536, True),
+              "HCCL_CONNECT_TIMEOUT": (120, 7200, True), "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
+
+
+def _env_values(env: dict, raw) -> list[Problem]:
+    out = []
+    for key in OWNED_ENV_KEYS:
+        if key in env:
+            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
+                                   "remove it: set nodes[].container_ip, nodes[].interface or the layout instead"))
+    for key, (low, high, integer) in ENV_RANGES.items():
+        if key not in env:
+            continue
+        value = env[key]
+        kind = "an integer" if integer else "a number"
+        bounds = f"({low}, {high}]" if key == "NPU_MEMORY_FRACTION" else f"[{low}, {high}]"
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = int(value) if integer else float(value)
+        except (TypeError, ValueError):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
+                                   f"{key} takes {kind} in {bounds}"))
+            continue
+        if not ((number > low if key == "NPU_MEMORY_FRACTION" else number >= low) and number <= high):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
+                                   f"{key} takes {kind} in {bounds}"))
+    return out
+
+
+def _ports(e, raw) -> list[Problem]:
+    ports = e.ports.model_dump()
+    fixed = {k: v for k, v in ports.items() if k not in ("coordinator", "dist_base")}
+    spans = dict(fixed, **{f"coordinator+{i}": ports["coordinator"] + i for i in range(5)})
+    clash = [p for p, n in Counter(spans.values()).items() if n > 1]
+    if not clash:
+        return []
+    names = sorted(k for k, v in spans.items() if v in clash)
+    user_set = [k for k in names if ("engine", "ports", k.split("+")[0]) in raw.lines]
+    key = ("engine", "ports", user_set[0].split("+")[0]) if user_set else ("engine", "ports")
+    return [raw.problem(key, f"ports collide: {', '.join(names)} use {clash[0]}",
+                        "every engine port needs its own number (host network); "
+                        "the coordinator uses 5 ports from engine.ports.coordinator")]
+
+
+def engine_problems(inv, raw) -> list[Problem]:
+    e = inv.engine
+    out = _env_values(e.env, raw)
+    for section in ("ServerConfig", "BackendConfig", "LogConfig"):
+        if section in e.config and not isinstance(e.config[section], dict):
+            out.append(raw.problem(("engine", "config", section), f"{section} must be a mapping, got "
+                                   f"{e.config[section]!r}", "engine.config is deep-merged into config.json: "
+                                   f"give only the keys to change under {section}"))
+    for (section, key), instead in OWNED_CONFIG_KEYS.items():
+        block = e.config.get(section)
+        if isinstance(block, dict) and key in block:
+            out.append(raw.problem(("engine", "config", section, key),
+                                   f"{section}.{key} is set by deployctl", f"set {instead} instead"))
+    out += _ports(e, raw)
+    if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
+        out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",
+                               "MindIE-MS's global rank table names every server's IP, so deployctl must "
+                               "place the pods: use rank_table: deployctl"))
+    return out

@@ -1,1 +1,0 @@
-"""Text templates (Jinja2, StrictUndefined) shipped as package data `deployctl.templates`."""
