@@ -14,13 +14,14 @@ from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, Fac
 
 app = typer.Typer(
     name="deployctl",
-    help="Plan, render and launch MindIE deployments of large MoE models on Ascend A2/A3 clusters.\n\n"
+    help="Plan, render and launch deployments of large MoE models on Ascend A2/A3 clusters (engines: "
+         "`deployctl engines` shows each one's supported combinations).\n\n"
          "Start with `deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
          "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs. "
          "`deployctl preflight` probes the hosts (and discovers their device IPs); `up`, `status`, `diff`, "
          "`history`, `rollback`, `logs`, `down` run the deployment, verified on the hosts. "
          "Kubernetes: `render --target k8s` and `up|status|diff|history|rollback|down --target k8s` "
-         "(the mindie Helm chart). Errors and fixes: docs/troubleshooting.md.",
+         "(the engine's Helm chart). Errors and fixes: docs/troubleshooting.md.",
     no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -311,6 +312,29 @@ def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     from deployctl.cli.deploy import run_diff_hosts
 
     run_diff_hosts(inventory, output.value, facts, run_dir)
+
+
+@app.command("engines")
+def engines_cmd(
+    output: OutputOpt = OutputFormat.text,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of the README's "
+                                                              "\"Supported combinations\" section.")] = False,
+):
+    """Show what each engine runs: per model and engine version, the runtime, whether it is supported
+    (yes, no, unverified), the quantizations, the servers upstream validated and the source of each entry.
+
+    `no` is refused by plan/render/up (exit 2); a combination no source covers is allowed with a WARN.
+
+    Examples:
+
+    \b
+      deployctl engines
+      deployctl engines --output json
+      deployctl engines --markdown      # the README's "Supported combinations" block
+    """
+    from deployctl.cli.engines import run_engines
+
+    run_engines(output.value, markdown)
 
 
 def main() -> None:

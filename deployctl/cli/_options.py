@@ -64,7 +64,7 @@ _TARGET_NAMES = "(bare-metal and helm are the old names of hosts and k8s and sti
 
 TargetOpt = Annotated[Target, typer.Option(
     "--target", "-t", callback=_render_target, show_default="hosts",
-    help="hosts: per-node files for docker on the servers; k8s: values.yaml for the mindie Helm chart, the "
+    help="hosts: per-node files for docker on the servers; k8s: values.yaml for the engine's Helm chart, the "
     f"chart, and the manifests helm renders from them {_TARGET_NAMES}.")]
 DeployTargetOpt = Annotated[DeployTarget, typer.Option(
     "--target", "-t", callback=_deploy_target, show_default="hosts",

@@ -46,7 +46,7 @@ class CliReporter:
                 kinds[f.kind] = kinds.get(f.kind, 0) + 1
             files = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
             rev = h.rev if h.current_rev == h.rev else f"{h.current_rev or '-'} -> {h.rev}"
-            action = h.action + (f" (+ MindIE-MS {h.ms_action})" if h.ms_action else "")
+            action = h.action + (f" (+ router {h.ms_action})" if h.ms_action else "")
             t.add_row(*(esc(v) for v in (h.node, h.instance, rev, files, action, h.reason)))
         self.con.print(t)
         for h in changes.hosts:

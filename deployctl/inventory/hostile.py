@@ -111,13 +111,13 @@ def hostile_problems(raw: RawInventory) -> list[Problem]:
         elif isinstance(value, int):
             if not INT64[0] <= value <= INT64[1]:
                 out.append(_hostile_problem(raw, path, "integer is outside the 64-bit range",
-                                            "MindIE, HCCL and Kubernetes read 64-bit integers: use a smaller "
+                                            "the engines, HCCL and Kubernetes read 64-bit integers: use a smaller "
                                             "number, or quote it if it is meant as text"))
         elif isinstance(value, float):
             if not math.isfinite(value):
                 text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
                 out.append(_hostile_problem(raw, path, f"{text} is not a finite number",
-                                            "JSON has no Infinity or NaN (MindIE cannot parse them): write a "
+                                            "JSON has no Infinity or NaN (engines cannot parse them): write a "
                                             "number, or quote it if it is meant as text"))
         else:
             kind = _YAML_TYPES.get(type(value).__name__, f"a YAML {type(value).__name__}")
@@ -165,7 +165,7 @@ def zone_problem(raw: RawInventory, key: KeyPath, value: str) -> Problem | None:
 def check_image(raw: RawInventory, image: str) -> list[Problem]:
     """engine.image is one Docker image reference (and so never a `docker run` option)."""
     key, hint = ("engine", "image"), "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
-        "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
+        "quay.io/ascend/vllm-ascend:v0.11.0 or swr.cn-south-1.myhuaweicloud.com/ascendhub/<engine>:<tag>"
     if image.startswith("-"):
         return [raw.problem(key, f"image {image!r} starts with '-'",
                             "`docker run` would read it as an option: " + hint[0].lower() + hint[1:])]

@@ -426,6 +426,19 @@ def _check_mount_path(raw: RawInventory, key: KeyPath, path: str, what: str) -> 
     return []
 
 
+def _check_container_path(raw: RawInventory, key: KeyPath, path: str) -> list[Problem]:
+    """engine.mounts[].container: absolute, plain, and not a whole system tree (a package directory under
+    /usr/local is what patched operator packages replace, so subdirectories are fine)."""
+    if not path.startswith("/") or BIND_UNSAFE.search(path):
+        return [raw.problem(key, f"container path '{path}' must be absolute, without ':', ',' or whitespace",
+                            "give the path inside the container, e.g. /usr/local/Ascend/atb-models")]
+    clean = "/" + path.strip("/")
+    if clean in SYSTEM_DIRS or clean in SYSTEM_TREES or clean in ("/usr/local", "/proc", "/sys", "/dev"):
+        return [raw.problem(key, f"container path '{path}' is a system directory",
+                            "mounting over it would hide the image's own files: mount a directory below it")]
+    return []
+
+
 def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     """The keys every engine has; the engine's driver checks its own (engines/<kind>/validate.py)."""
     e = inv.engine
@@ -443,7 +456,7 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     for i, m in enumerate(e.mounts):
         key = ("engine", "mounts", i)
         out += _check_mount_path(raw, key + ("host",), m.host, "the host directory or file to mount")
-        out += _check_mount_path(raw, key + ("container",), m.container, "the path inside the container")
+        out += _check_container_path(raw, key + ("container",), m.container)
         inside = "/" + m.container.strip("/")
         if inside in targets:
             out.append(raw.problem(key + ("container",), f"'{m.container}' is mounted twice (also "

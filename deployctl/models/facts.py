@@ -191,14 +191,6 @@ class VersionInfo(Frozen):
         return self.package_version or self.version
 
 
-class MindieVersion(Frozen):
-    """`mindie/latest/version.info` (`Ascend-mindie : MindIE 2.1.RC2.B080`, one line per component)."""
-
-    version: str                          # 2.1.RC2.B080
-    components: dict[str, str]            # mindie-rt, mindie-llm, ... -> version
-    platform: str | None = None
-
-
 # --------------------------------------------------------------------------- hccn_tool
 
 

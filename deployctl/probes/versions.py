@@ -1,4 +1,4 @@
-"""Parsers for the driver, firmware, CANN and MindIE version files, and the compatibility checks.
+"""Parsers for the driver, firmware and CANN version files, and the compatibility checks.
 
 Owns the version ordering used by deployctl (``version_key``) and the driver <-> firmware rules of
 ascend-facts §4.2: the firmware must sit in the driver's ``compatible_version_fw``, the driver in the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from deployctl.models.facts import MindieVersion, VersionInfo, VersionRange
+from deployctl.models.facts import VersionInfo, VersionRange
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_LIST = re.compile(r"^\s*\[[^\[\]]*\](\s*,\s*\[[^\[\]]*\])*\s*$")
@@ -71,36 +71,6 @@ def _ranges(value: str, key: str) -> tuple[VersionRange, ...]:
             raise ValueError(f"version.info {key}: expected `[lo,hi]` or `[x]`, got [{inner}]")
         out.append((parts[0], parts[-1]))
     return tuple(out)
-
-
-def parse_mindie_version(text: str) -> MindieVersion:
-    """Parse ``/usr/local/Ascend/mindie/latest/version.info``.
-
-    Expected: ``Ascend-mindie : MindIE 2.1.RC2.B080``, then ``<component>: <version>`` lines and
-    ``Platform : aarch64``.
-    """
-    version: str | None = None
-    platform: str | None = None
-    components: dict[str, str] = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        key, colon, value = (p.strip() for p in s.partition(":"))
-        if not colon:
-            raise ValueError(f"mindie version.info: expected `key : value`, got {s[:80]!r}")
-        if key == "Ascend-mindie":
-            version = value.removeprefix("MindIE").strip()
-        elif key == "Platform":
-            platform = value
-        else:
-            components[key] = value
-    if not version:
-        raise ValueError(f"mindie version.info: expected `Ascend-mindie : MindIE <version>`, got {_snippet(text)}")
-    return MindieVersion(version=version, components=components, platform=platform)
-
-
-# --------------------------------------------------------------------------- ordering
 
 
 def version_key(version: str) -> tuple[tuple[int, int], ...]:

@@ -27,7 +27,7 @@ def running(plan, bundles, engine, ms, **overrides):
     out = {}
     for node in plan.nodes:
         b = bundles[node.name]
-        names = [engine] + (list(ms) if node.runs_ms else [])
+        names = [engine] + (list(ms) if node.runs_router else [])
         state = DeployedState(node=node.name, current_rev=b.rev, files=b.digests,
                               containers={n: ContainerState(name=n, status="running") for n in names})
         out[node.name] = state.model_copy(update=overrides.get(node.name, {}))

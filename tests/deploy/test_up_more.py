@@ -203,13 +203,13 @@ model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: d
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
 layout:
   preset: pd-split
-  prefill: {{nodes: [node1, node2], cp: 32, moe_ep: 32}}
-  decode:  {{nodes: [node3, node4], dp: 32, moe_ep: 32, o_proj_tp: {o_proj_tp}, lm_head_tp: 16}}
+  prefill: {{nodes: [node1, node2]}}
+  decode:  {{nodes: [node3, node4], o_proj_tp: {o_proj_tp}}}
 """
 COORDINATOR = 1035
 
 
-def a3_inventory(fc: FakeCluster, path: Path, o_proj_tp: int = 4) -> Path:
+def a3_inventory(fc: FakeCluster, path: Path, o_proj_tp: int = 2) -> Path:
     path.write_text(fc.inventory_snippet() + A3_TAIL.format(image=DEFAULT_IMAGES["a3"], weights=DEFAULT_WEIGHTS_DIR,
                                                             o_proj_tp=o_proj_tp))
     return path
@@ -265,14 +265,16 @@ def test_pd_split_decode_change_restarts_only_decode(a3_pd, tmp_path):
     res, doc = up(inv, a3_pd.runs, "--skip-preflight")          # back to the fixture's revision if needed
     assert res.returncode == 0 and doc["status"] in ("nothing-to-do", "successful"), res.stdout + res.stderr
     before = {n: started_at(fc, n, a3_pd.engine) for n in ("node1", "node2", "node3", "node4")}
-    changed = a3_inventory(fc, tmp_path / "inv.yaml", o_proj_tp=8)   # decode's o_proj TP only
+    changed = a3_inventory(fc, tmp_path / "inv.yaml", o_proj_tp=8)   # decode's o_proj TP only (default 2)
     res, doc = up(changed, a3_pd.runs, "--skip-preflight")
     assert res.returncode == 0, res.stdout + res.stderr
     hosts = {h["node"]: h for h in doc["changes"]["hosts"]}
     assert {n: h["action"] for n, h in hosts.items()} == {
         "node1": "keep", "node2": "keep", "node3": "restart", "node4": "restart"}
-    assert {n: [f["path"] for f in h["files"] if f["kind"] != "unchanged"] for n, h in hosts.items()} == {
-        "node1": [], "node2": [], "node3": ["config.json"], "node4": ["config.json"]}
+    # decode is distributed DP (deepseek-r1 on atb: tp1 -> 16 DP servers per A3 node, config1..16.json)
+    dp_configs = {f"config{i}.json" for i in range(1, 17)}
+    assert {n: {f["path"] for f in h["files"] if f["kind"] != "unchanged"} for n, h in hosts.items()} == {
+        "node1": set(), "node2": set(), "node3": dp_configs, "node4": dp_configs}
     # MindIE-MS restarts with a restarted instance (the coordinator reconnects to the new decode master)
     assert hosts["node1"]["ms_action"] == "restart"
     after = {n: started_at(fc, n, a3_pd.engine) for n in ("node1", "node2", "node3", "node4")}

@@ -327,20 +327,27 @@ def test_ranktable_with_mode_644_is_refused(cluster):
     assert "Check path: ranktable.json failed, by: Check Other group permission failed" in text
     assert "Required permisssion is 640, but got permission is 644" in text
     assert "Daemon start success!" not in text and "Start to parse ranktable file" not in text
-    # MINDIE_CHECK_INPUTFILES_PERMISSION=0 switches the check off
+    # MINDIE_CHECK_INPUTFILES_PERMISSION=0 does not switch it off for the rank table: the IsFileValid overload
+    # ranktable_config.cpp L50 calls returns false on a failed permission check either way (file_utils.cpp L312-320)
     r = sh(fc, "node1", f"docker rm {NAME} >/dev/null && echo MINDIE_CHECK_INPUTFILES_PERMISSION=0 >> {dest}/env "
                         f"&& bash {dest}/start.sh")
     assert r.returncode == 0, r.stderr
-    wait_log(fc, "node1", "Finished parsing ranktable file.")
+    wait_for("exit", lambda: exited(fc, "node1"))
+    status, code, text = outcome(fc, "node1")
+    assert (status, code) == ("exited", 1)
+    assert "Required permisssion is 640, but got permission is 644" in text
+    assert "Finished parsing ranktable file." not in text and "Daemon start success!" not in text
 
 
 def test_config_json_mode_and_owner_are_checked_too(cluster):
-    """MindIE checks config.json like the rank table (at most 640, owned by the engine's user), but start.sh
-    only fixes the rank table's mode: the files must arrive with their rendered modes and owner."""
+    """MindIE checks config.json like the rank table (at most 640, owned by the engine's user). start.sh fixes
+    both (chown to ENGINE_UID, chmod 640); a hand-edited copy without those lines shows MindIE's refusals."""
     fc, _, single = cluster
     dest = "/var/lib/deployctl/test/cfgmode"
     name = "fake-a2-1-mindie"
-    push(fc, "node1", single / "node1", dest, then=f"chmod 644 {dest}/config.json && bash {dest}/start.sh")
+    strip = f"sed -i '/^chmod 640/d; s/chown \"\\$ENGINE_UID\" \"\\$f\"/:/' {dest}/start.sh"
+    push(fc, "node1", single / "node1", dest, then=f"{strip} && grep -q '; then :; fi' {dest}/start.sh && "
+                                                   f"chmod 644 {dest}/config.json && bash {dest}/start.sh")
     wait_for("exit", lambda: exited(fc, "node1", name))
     status, code, text = outcome(fc, "node1", name)
     assert (status, code) == ("exited", 1)
@@ -550,7 +557,9 @@ def test_pd_split_2p2d_a3_with_mindie_ms(tmp_path_factory):
         t0 = time.monotonic()
         up(fc, tree, dest, nodes=("node1", "node3", "node2", "node4"))
         ips = {n.name: n.ip for n in fc.nodes}
-        wait_for("P and D ready", lambda: all(ready(ip) == 200 for ip in ips.values()))
+        n_dp = len(list((tree / "node3").glob("config*.json")))
+        wait_for("P and D ready", lambda: all(ready(ips[n]) == 200 for n in ("node1", "node2")) and all(
+            ready(ips[n], 10001 + 4 * k) == 200 for n in ("node3", "node4") for k in range(n_dp)), timeout=30)
         r = start(fc, "node1", dest, "start-ms.sh")
         assert r.returncode == 0, r.stderr
         base = "fake-a3-4-mindie"
@@ -559,15 +568,26 @@ def test_pd_split_2p2d_a3_with_mindie_ms(tmp_path_factory):
         r = sh(fc, "node1", "docker ps --format '{{.Names}}'")
         assert sorted(r.stdout.split()) == [base, base + "-ms-controller", base + "-ms-coordinator"]
         wait_log(fc, "node1", "All instances are ready", base + "-ms-controller")
-        for n in ("node1", "node2", "node3", "node4"):
-            assert "Daemon start success!" in logs(fc, n, base)
-        # the prefill and decode instances are separate: each master has its own rendezvous
+        for n in ("node1", "node2"):
+            assert logs(fc, n, base).count("Daemon start success!") == 1
+        # prefill: one centralized instance, its master holds the multiNodesInfer rendezvous
         assert "All 2 servers of the ranktable joined" in host_logs(fc, "node1", base)
-        assert "All 2 servers of the ranktable joined" in host_logs(fc, "node3", base)
+        # decode: distributed DP, one container per node running one daemon per DP rank (tp1 -> 16 per A3
+        # node), each with its own config<i>.json and ports 10000+4k..+3; no rendezvous
+        assert n_dp == 16 and not (tree / "node3" / "config.json").exists()
+        for n in ("node3", "node4"):
+            text = logs(fc, n, base)
+            assert text.count("Daemon start success!") == n_dp, text[-3000:]
+            assert "ranktable joined" not in text and "Finished parsing ranktable file." in text
+            for k in range(n_dp):
+                assert http(ips[n], 10001 + 4 * k, "/v2/health/ready")[0] == 200, (n, k)
+            pids = {line.split("] [")[1] for line in text.splitlines() if "Daemon start success" not in line
+                    and "distributed DP server on" in line}
+            assert len(pids) == n_dp, pids          # each daemon logs under its own pid
         code, body = chat(ips["node1"], 1035)
         assert code == 200, body
         doc = json.loads(body)
-        assert "answering from node3" in doc["choices"][0]["message"]["content"]     # the decode master
+        assert "answering from node3" in doc["choices"][0]["message"]["content"]     # decode DP server 0
         assert " dmi," in doc["choices"][0]["message"]["content"]
         code, body = chat(ips["node1"], 1035, stream=True, max_tokens=3)
         assert code == 200 and sse_events(body)[-1] == "[DONE]"
@@ -576,6 +596,12 @@ def test_pd_split_2p2d_a3_with_mindie_ms(tmp_path_factory):
         sh(fc, "node3", f"docker stop {base}")
         wait_for("coordinator not ready", lambda: http(ips["node1"], 1036, "/v1/readiness")[0] == 503)
         assert chat(ips["node1"], 1035)[0] == 503
+        # docker stop / rm -f end every daemon of the container (one process group: bash -c runs its background
+        # jobs without job control)
+        sh(fc, "node4", f"docker rm -f {base}")
+        for n in ("node3", "node4"):
+            wait_for(f"{n} DP servers gone", lambda: not any(tcp_port_open(ips[n], 10001 + 4 * k, 0.2) is True
+                                                                     for k in range(n_dp)))
     finally:
         fc.stop()
 
@@ -628,7 +654,8 @@ def test_engine_faults_parse_and_reach_the_node_state():
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 
-@pytest.mark.parametrize("node_dir", sorted(p.parent for p in GOLDEN.glob("*/*/config.json")),
+@pytest.mark.parametrize("node_dir", sorted({p.parent for p in GOLDEN.glob("*/*/config.json")} |
+                                             {p.parent for p in GOLDEN.glob("*/*/config1.json")}),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_golden_trees_pass_the_engine_checks(node_dir, tmp_path, monkeypatch, capsys):
     """Every rendered golden node folder passes the stand-in MindIE's config and rank-table checks, with the
@@ -639,9 +666,12 @@ def test_golden_trees_pass_the_engine_checks(node_dir, tmp_path, monkeypatch, ca
     spec = importlib.util.spec_from_file_location("fake_engine", Path(fake_docker.__file__).with_name("engine.py"))
     engine = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(engine)
-    cfg = json.loads((node_dir / "config.json").read_text())
-    assert engine.config_problems(cfg) == []
-    if not cfg["BackendConfig"]["multiNodesInferEnabled"]:
+    configs = sorted(node_dir.glob("config*.json"))        # config.json, or config1..N.json (distributed DP)
+    for c in configs:
+        assert engine.config_problems(json.loads(c.read_text())) == [], c
+    cfg = json.loads(configs[0].read_text())
+    if not cfg["BackendConfig"]["multiNodesInferEnabled"] and \
+            not cfg["BackendConfig"]["ScheduleConfig"].get("distributedEnable"):
         assert not (node_dir / "ranktable.json").exists()
         return
     table = tmp_path / "ranktable.json"

@@ -446,6 +446,19 @@ def test_torch_multinode_needs_gloo_socket_ifname(engine):
 
 # ---- 6. docker run --user (needs a fake node) -----------------------------------------------------------
 
+def test_daemon_takes_config_file_and_expert_parallel_on_the_command_line(engine, capsys):
+    """Motor's node_manager starts each distributed DP server as `mindieservice_daemon --config-file configI.json
+    --expert-parallel true` (llm_daemon_starter.py L38-47): the path given there replaces MIES_CONFIG_JSON_PATH."""
+    assert engine.daemon_args([]) == {"config_file": None, "expert_parallel": False}
+    assert engine.daemon_args(["--config-file", "/c/config3.json", "--expert-parallel", "true"]) == {
+        "config_file": "/c/config3.json", "expert_parallel": True}
+    assert engine.daemon_args(["--config-file=/c/x.json", "--expert-parallel=false"])["config_file"] == "/c/x.json"
+    for bad in (["--config-file"], ["--expert-parallel", "yes"], ["--bogus"]):
+        with pytest.raises(engine.Fatal):
+            engine.daemon_args(bad)
+    assert "Unknown option '--bogus'" in capsys.readouterr().out
+
+
 def test_docker_run_user_and_config_owner(fake_cluster_factory):
     fc = fake_cluster_factory(n=1)
     node = fc.nodes[0].name

@@ -20,7 +20,9 @@ from conftest import EXAMPLES, HELM, ROOT, check_golden, run_cli
 CHART = ROOT / "charts" / "mindie"
 GOLDEN = ROOT / "charts" / "examples"
 BARE_METAL = ROOT / "tests" / "golden"
-CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+# pd-split is refused for Kubernetes (MindIE's distributed decode needs one server per DP rank; the chart runs
+# one per pod): test_pd_split_is_refused_for_kubernetes
+CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if "pd-split" not in p.read_text())
 K8S_VERSIONS = ("1.28.0", "1.33.0")
 
 
@@ -96,7 +98,7 @@ def test_configmaps_hold_the_bare_metal_files_byte_for_byte(stem, rendered):
             for node in inst["nodes"]:   # the same bytes every node of the instance gets on bare metal
                 assert data[name].encode() == (BARE_METAL / stem / node / name).read_bytes(), (node, name)
                 compared += 1
-    ms = [n for n in plan["nodes"] if n["runs_ms"]]
+    ms = [n for n in plan["nodes"] if n["runs_router"]]
     if ms:
         data = maps[f"{prefix}-ms-files"]["data"]
         for name in ("ms_controller.json", "ms_coordinator.json", "global_ranktable.json"):
@@ -131,25 +133,31 @@ def test_pods_take_whole_servers_with_string_quantities(stem, rendered):
         assert probes["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
 
 
+def test_pd_split_is_refused_for_kubernetes(tmp_path):
+    """The chart runs one MindIE server per pod; upstream decode runs one per DP rank (Motor boot.sh L115-142)."""
+    res = run_cli("render", "--target", "helm", "-i", str(EXAMPLES / "a3-pd-2p2d.yaml"), "-o", str(tmp_path / "t"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "pd-split is not rendered for Kubernetes yet" in res.stdout + res.stderr
+    assert "--target hosts" in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+
+
 def test_pods_are_pinned_to_their_servers_master_first():
     """The rank table names servers by IP: each pod must land on the server the table gives it."""
-    manifests = [d for d in yaml.safe_load_all((GOLDEN / "manifests-a3-pd-2p2d.yaml").read_text()) if d]
+    manifests = [d for d in yaml.safe_load_all((GOLDEN / "manifests-a2-4x8-dp-ep.yaml").read_text()) if d]
     pinned = {}
     for sts in (d for d in manifests if d["kind"] == "StatefulSet"):
         terms = sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        pinned[sts["metadata"]["name"]] = terms[0]["matchExpressions"][0]["values"]
-    assert pinned == {"v32-pd-mindie-prefill-master": ["p1"], "v32-pd-mindie-prefill-worker": ["p2"],
-                      "v32-pd-mindie-decode-master": ["d1"], "v32-pd-mindie-decode-worker": ["d2"]}
-    deployments = {d["metadata"]["name"] for d in manifests if d["kind"] == "Deployment"}
-    assert deployments == {"v32-pd-mindie-ms-controller", "v32-pd-mindie-ms-coordinator"}
-    service = next(d for d in manifests if d["kind"] == "Service" and d["metadata"]["name"] == "v32-pd-mindie")
-    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "ms-coordinator"
+        pinned[sts["metadata"]["name"].rsplit("-", 1)[1]] = terms[0]["matchExpressions"][0]["values"]
+    inv = yaml.safe_load((EXAMPLES / "a2-4x8-dp-ep.yaml").read_text())
+    names = [n["name"] for n in inv["nodes"]]
+    assert pinned == {"master": names[:1], "worker": names[1:]}
 
 
 def test_chart_defaults_are_the_models_defaults():
     """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
-    from deployctl.models.helm_values import ChartValues
+    from deployctl.engines.mindie.chart_values import ChartValues
 
     assert yaml.safe_load((CHART / "values.yaml").read_text()) == ChartValues().model_dump()
 

@@ -115,44 +115,16 @@ def test_pod_that_never_becomes_ready_is_named_and_the_install_is_undone(fake_ku
     assert "ds32-2x8-mindie-mixed-worker-0" in (record / "rollout.json").read_text()
 
 
-def test_decode_change_restarts_only_decode_and_a_crash_rolls_back(fake_kube, kubeconfig, tmp_path):
+def test_pd_split_up_on_kubernetes_is_refused_before_anything_changes(fake_kube, kubeconfig, tmp_path):
+    """MindIE's decode runs one server per DP rank (distributed DP); the chart runs one server per pod, so
+    pd-split is refused for Kubernetes (exit 2, nothing installed) instead of deploying a decode MindIE-MS
+    cannot reach (mindie-upstream-rules.md §1.1)."""
     add_servers(fake_kube, "a3-pd-2p2d")
     inv = inventory(tmp_path, "a3-pd-2p2d", kubeconfig)
     res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "30")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert {d["metadata"]["name"] for d in fake_kube.objects("deployments", NS)} == {
-        "v32-pd-mindie-ms-controller", "v32-pd-mindie-ms-coordinator"}
-    prefill_uids = {p["metadata"]["uid"] for p in fake_kube.objects("pods", NS)
-                    if p["metadata"]["labels"].get("deployctl.io/instance") == "prefill"}
-    old_decode = fake_kube.get_object("configmaps", NS, "v32-pd-mindie-decode-files")["data"]["config.json"]
-    res = cli(tmp_path, "diff", "-t", "k8s", "-i", str(inv), "--output", "json")
-    assert {o["change"] for o in json.loads(res.stdout)["objects"]} == {"unchanged"}, res.stdout
-
-    changed = inv.read_text().replace("o_proj_tp: 4", "o_proj_tp: 8")
-    assert changed != inv.read_text()
-    inv.write_text(changed)
-    res = cli(tmp_path, "diff", "-t", "k8s", "-i", str(inv), "--output", "json")
-    actions = {a["instance"]: a["action"] for a in json.loads(res.stdout)["instances"]}
-    assert actions == {"prefill": "keep", "decode": "restart"}
-
-    res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "30")
-    assert res.returncode == 0, res.stdout + res.stderr
-    deleted = {r["path"].rsplit("/", 1)[1] for r in fake_kube.requests_to("DELETE", f"/namespaces/{NS}/pods/")}
-    assert deleted == {"v32-pd-mindie-decode-master-0", "v32-pd-mindie-decode-worker-0"}
-    assert {p["metadata"]["uid"] for p in fake_kube.objects("pods", NS)
-            if p["metadata"]["labels"].get("deployctl.io/instance") == "prefill"} == prefill_uids
-    new_decode = fake_kube.get_object("configmaps", NS, "v32-pd-mindie-decode-files")["data"]["config.json"]
-    assert new_decode != old_decode
-
-    # a third revision whose decode pods crash: named at once, and the release goes back to revision 2
-    inv.write_text(inv.read_text().replace("o_proj_tp: 8", "o_proj_tp: 2"))
-    fake_kube.crash_loop("v32-pd-mindie-decode-worker-0", exit_code=1, message="HCCL init failed")
-    res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "120")
-    assert res.returncode == 1
-    assert "pod v32-pd-mindie-decode-worker-0 (decode) on d2" in res.stdout
-    assert "CrashLoopBackOff" in res.stdout
-    assert "rolled back to revision 2" in res.stdout
-    assert fake_kube.get_object("configmaps", NS, "v32-pd-mindie-decode-files")["data"]["config.json"] == new_decode
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "pd-split is not rendered for Kubernetes yet" in res.stdout + res.stderr
+    assert fake_kube.objects("statefulsets", NS) == [] and fake_kube.objects("deployments", NS) == []
 
 
 @pytest.mark.parametrize("case, expect", [

@@ -68,6 +68,16 @@ class MindieDriver:
 
         return host_ports(inv)
 
+    def support_rows(self) -> list[dict]:
+        from deployctl.engines.mindie.table import support_rows
+
+        return support_rows()
+
+    def support_table(self) -> str:
+        from deployctl.engines.mindie.table import markdown_table
+
+        return markdown_table()
+
     @property
     def chart(self):
         from deployctl.engines.base import Chart

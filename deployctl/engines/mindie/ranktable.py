@@ -55,7 +55,8 @@ def render_ranktables(plan: Plan) -> list[Artifact]:
     """Every node of a multi-server instance gets the same table, mode 640 (MindIE checks it)."""
     out = []
     for inst in plan.instances:
-        if not inst.multi_node:
+        # a distributed-DP decode loads its instance's table even on one server (schedule_config.cpp L210-211)
+        if not inst.multi_node and not (inst.role == "decode" and plan.preset == "pd-split"):
             continue
         content = to_json(ranktable_doc(plan, inst))
         out += [Artifact(kind="ranktable", path=f"{n}/ranktable.json", content=content, mode=0o640)

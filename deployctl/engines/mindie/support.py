@@ -109,7 +109,7 @@ def check(plan) -> list[Finding]:
     data = matrix()
     if ver is None:
         out.append(Finding("warning", "engine.version", f"the MindIE version is unknown ({plan.engine.version_source}): "
-                           "nothing below is verified against a version", hint="set engine.version, e.g. 2.2 or 3.0"))
+                           "every rule below is unverified for it", hint="set engine.version, e.g. 2.2 or 3.0"))
     elif ver not in data["versions"]:
         out.append(Finding("warning", "engine.version", f"MindIE {ver} is not in the support matrix (known: "
                            f"{', '.join(data['versions'])}): unverified"))

@@ -1133,15 +1133,65 @@ def visible_devices():
     return sorted(int(m.group(1)) for m in (re.fullmatch(r"davinci(\d+)", n) for n in names) if m)
 
 
-def daemon():
+def daemon_args(argv):
+    """mindieservice_daemon's command line: `--config-file PATH` (the config instead of MIES_CONFIG_JSON_PATH, as
+    Motor's node_manager starts each distributed DP server: llm_daemon_starter.py L38-47) and `--expert-parallel
+    true|false`. -> {"config_file": str|None, "expert_parallel": bool}."""
+    opts = {"config_file": None, "expert_parallel": False}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        key, eq, val = a.partition("=")
+        if key in ("--config-file", "--expert-parallel"):
+            if not eq:
+                if i + 1 >= len(argv):
+                    fail("Option %s needs a value." % key, code="MIE04E010101")
+                val = argv[i + 1]
+                i += 1
+            if key == "--config-file":
+                if not val:
+                    fail("--config-file needs a path.", code="MIE04E010101")
+                opts["config_file"] = val
+            else:
+                if val not in ("true", "false"):
+                    fail("--expert-parallel must be true or false, got %r." % val, code="MIE04E010101")
+                opts["expert_parallel"] = val == "true"
+        else:
+            fail("Unknown option %r (mindieservice_daemon takes --config-file PATH and --expert-parallel "
+                 "true|false)." % a, code="MIE04E010101")
+        i += 1
+    return opts
+
+
+class MgmtHandler(ApiHandler):
+    """Management port of a distributed DP server: also takes the controller's role request (Motor
+    ControllerConstant.cpp L58-66 POST /v2/role/{prefill,decode}; the body's local[].dp_inst_list[].device would
+    name this server's devices, llm_manager_impl.cpp L782-803). The stand-in accepts it and keeps serving."""
+    roles = []
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        if self.server.role == "management" and path in ("/v2/role/prefill", "/v2/role/decode"):
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+            except ValueError:
+                return self._error(400, "The request body is not valid JSON.")
+            self.roles.append((path.rsplit("/", 1)[1], body))
+            log("INFO", "Received the role %s from the controller" % path.rsplit("/", 1)[1], "http_handler.cpp:0")
+            return self._json(200, {})
+        return ApiHandler.do_POST(self)
+
+
+def daemon(argv=()):
     settings = load_settings()
     faults = settings.get("engine") or {}
     t0 = time.time()
     out("[%s] [%d] [%d] [mindie-server] ===init log===" % (_now(), PID, PID))
+    opts = daemon_args(list(argv))
     install = env("MIES_INSTALL_PATH") or os.path.abspath(os.path.join(os.path.dirname(sys.argv[0] or "."), ".."))
     if not install or not os.path.isdir(install):
         install = os.getcwd()
-    cfg_path = env("MIES_CONFIG_JSON_PATH") or os.path.join(install, "conf", "config.json")
+    cfg_path = opts["config_file"] or env("MIES_CONFIG_JSON_PATH") or os.path.join(install, "conf", "config.json")
     cfg = read_json_file(cfg_path, 0o640, "config.json", always_check=OWNER_CHECK_ALWAYS)  # param_checker.cpp L42
     if faults.get("reject_config"):
         reason = faults["reject_config"] if isinstance(faults["reject_config"], str) else \
@@ -1168,7 +1218,42 @@ def daemon():
     devices = visible_devices()
     multi = bool(bc.get("multiNodesInferEnabled"))
     join_timeout = float(faults.get("join_timeout") or 15)
-    if multi:
+    # Distributed DP server (Motor boot.sh L115-142 + gen_config_single_container.py: N daemons per node, each
+    # `--config-file configI.json`): ServerConfig.distDPServerEnabled gives this process its own endpoints
+    # (server_config.cpp L58, L311; endpoint.cpp L89); ScheduleConfig.distributedEnable loads the HCCL rank table
+    # (schedule_config.cpp L51, L210-211; config_manager_impl.cpp L129-135) but there is no multiNodesInfer
+    # rendezvous: the devices of this DP rank come from the controller's POST /v2/role/decode
+    # (llm_manager_impl.cpp L782-803), one executor per process (L1357-1358).
+    dist = bool(sc.get("distDPServerEnabled"))
+    sched_dist = bool((bc.get("ScheduleConfig") or {}).get("distributedEnable"))
+    dp_slice = None
+    if dist and multi:
+        fail("distDPServerEnabled with multiNodesInferEnabled: a distributed DP server runs one executor per "
+             "process (llm_manager_impl.cpp L1357-1358) [fake MindIE: stand-in refusal, not modelled]",
+             "config_manager.cpp:0", code="MIE04E010103")
+    if sched_dist and not multi:
+        servers, master, local, world, digest = parse_ranktable(devices, join_timeout)
+        tp, cp = max(1, _int(mc.get("tp", mc.get("worldSize", 1)), 1)), max(1, _int(mc.get("cp", 1), 1))
+        per_dp = tp * cp
+        if len(local.devices) % per_dp:
+            fail("The %d devices of the local server %s in ranktable file are not a multiple of tp*cp = %d*%d: "
+                 "a distributed DP server takes tp*cp devices (RankTableLoader.cpp L215-277 npuNumPerDp)"
+                 % (len(local.devices), local.describe(), tp, cp), "ranktable_config.cpp:0", comp="llm",
+                 code="MIE04E010103")
+        base = _int(env("INITIAL_DP_SERVER_PORT"), 10000)
+        k, off = divmod(int(sc["port"]) - base, 4)
+        if off or not 0 <= k < len(local.devices) // per_dp:
+            log("WARN", "port %d is not a DP server port the controller computes (initial_dist_server_port %d + 4k, "
+                "k < %d): no controller will address this server" % (sc["port"], base, len(local.devices) // per_dp),
+                "config_manager.cpp:0")
+            k = None
+        else:
+            dp_slice = local.devices[k * per_dp:(k + 1) * per_dp]
+        out("Update npuDeviceIds of backend config successfully for distributed DP: %d device(s) per DP rank"
+            "%s" % (per_dp, ", DP rank %d of this node: ranks %s" % (
+                k, ",".join(d["rank_id"] for d in dp_slice)) if dp_slice else ""))
+        is_master = True
+    elif multi:
         servers, master, local, world, digest = parse_ranktable(devices, join_timeout)
         is_master = local is master
         out("Update worldSize and npuDeviceIds of backend config successfully for Multi Nodes Inference.")
@@ -1211,7 +1296,8 @@ def daemon():
     # ports: bind everything before loading, a busy port fails now
     ApiHandler.ctx = {"model": mc["modelName"], "started": t0, "max_input": min(mdc["maxInputTokenLen"],
                                                                                  mdc["maxSeqLen"] - 1),
-                      "max_seq": mdc["maxSeqLen"], "mode": mode, "world": world,
+                      "max_seq": mdc["maxSeqLen"], "mode": mode,
+                      "world": len(dp_slice) if dp_slice else world,
                       "where": settings.get("node") or socket.gethostname(),
                       "master": (master.server_id if master else ip),
                       "config_digest": hashlib.sha256(json.dumps([mdc, bc.get("ScheduleConfig")],
@@ -1232,7 +1318,8 @@ def daemon():
             fail("multi-node master failed to listen on %s:%d: %s (errno %d)" % (
                 ip, int(bc.get("multiNodesInferPort", 1120)), e.strerror, e.errno), "multi_node.cpp:0",
                 code="MIE04E020401")
-    serve(mgmt_ip, sc["managementPort"], "management", "management HttpServer")
+    http_servers.append(bind_http(mgmt_ip, sc["managementPort"], MgmtHandler if sched_dist and not multi else
+                                  ApiHandler, "management HttpServer", "management"))
     serve(mgmt_ip, sc["metricsPort"], "metrics", "metrics HttpServer")
     if is_master:
         serve(ip, sc["port"], "business", "HttpServer")
@@ -1248,7 +1335,9 @@ def daemon():
                     code="MIE04E020401")
     log("INFO", "MindIE Server (fake) %s: model %s, %s, %d device(s) here, world size %d%s"
         % (settings.get("node") or "", mc["modelName"], mode, len(devices), world,
-           ", multi-node %s" % ("master" if is_master else "slave") if multi else ""), "llm_daemon.cpp:0")
+           ", multi-node %s" % ("master" if is_master else "slave") if multi else
+           ", distributed DP server on %s:%d (config %s)" % (ip, sc["port"], cfg_path) if sched_dist else ""),
+        "llm_daemon.cpp:0")
     crash_on = faults.get("crash_on") or ""
     if crash_on and "=" in crash_on and os.environ.get(crash_on.split("=", 1)[0]) == crash_on.split("=", 1)[1]:
         faults = dict(faults, crash="HBM ECC error while loading weights (%s)" % crash_on)
@@ -1264,9 +1353,9 @@ def daemon():
         log("INFO", "Loading the weights of %s from %s ..." % (mc["modelName"], wpath), "model_runner.py:0")
         sleep_or_stop(slow)
     backend = mc.get("backendType", "atb")
-    if multi and backend == "torch":
+    if (multi or sched_dist) and len(servers) > 1 and backend == "torch":
         # the torch runtime's gloo groups need GLOO_SOCKET_IFNAME on the NIC of MIES_CONTAINER_IP (gloo_problem)
-        rank = min(int(d["rank_id"]) for d in local.devices)
+        rank = min(int(d["rank_id"]) for d in (dp_slice or local.devices))
         problem = gloo_problem(os.environ, ip, interface_addresses(), rank=rank, size=world,
                                master=master.addr, port=_int(env("MASTER_PORT"), 0))
         if problem:
@@ -1590,7 +1679,7 @@ def main():
     role = sys.argv[1] if len(sys.argv) > 1 else "daemon"
     try:
         if role == "daemon":
-            daemon()
+            daemon(sys.argv[2:])
         elif role == "ms_controller":
             ms_loader_check(role)
             ms_controller()
