@@ -6,8 +6,20 @@ AssertionError starts with ``[rule-tag]``, so a failure names the rule that brok
 tests at the end feed hand-broken copies of a rendered table to every checker and expect it to fire.
 
 Pipeline, all in-process: hypothesis dict -> yaml.safe_dump -> parse_yaml -> validate_inventory
--> plan_layout -> render_artifacts. A LayoutError for memory is rejected with ``assume``; any other
-error on a generated (valid) inventory is a test failure.
+-> plan_layout -> render_artifacts. A LayoutError for memory, or a support-matrix refusal (a LayoutError
+whose problems cite ``[source: ...]``, i.e. something upstream MindIE refuses), is rejected with
+``assume``; any other error on a generated (valid) inventory is a test failure.
+
+MindIE PD split as upstream runs it (shared/reference/mindie-upstream-rules.md §1.1; Motor
+``deploy_scripts/user_config_base_A3.json``, ``boot_helper/boot.sh`` L115-142,
+``gen_config_single_container.py``): prefill is ONE centralized instance (``multiNodesInferEnabled`` =
+more than one node, one ``config.json`` per node); decode is DISTRIBUTED DP: every decode node runs
+N = devices / (tp*cp) servers, ``config1..N.json``, identical except the four ports 10000+4k..+3, with
+``distDPServerEnabled true``, ``multiNodesInferEnabled false``, ``ScheduleConfig.distributedEnable true``.
+``distributedEnable`` makes MindIE load the instance's HCCL rank table even on one node
+(MindIE-LLM ``src/config_manager/config_manager_impl.cpp`` L129-135, flag read in ``schedule_config.cpp``
+L210-211), but the [2, 60] server_count check (``ranktable_config.cpp`` L258-263) runs only when
+``IsMultiNodeInfer()`` (``config_manager_impl.cpp`` L307-308).
 
 Bugs this file found are kept as regression tests (see the "regressions" section);
 the main generator produces only valid inventories; those tests cover the invalid neighbours.
@@ -44,7 +56,18 @@ EXPERTS = {"deepseek-r1": 256, "deepseek-v3": 256, "deepseek-v3.2-exp": 256, "qw
 # memory planner's refusals are exercised too (rejected via assume)
 MODELS = ([("deepseek-r1", "w4a8")] * 4 + [("qwen3-235b-a22b", "w8a8")] * 4 +
           [("deepseek-v3", "w4a8"), ("deepseek-r1", "w8a8"), ("deepseek-v3", "w8a8"),
-           ("qwen3-235b-a22b", "bf16"), ("deepseek-v3.2-exp", "w8a8c8")])
+           ("qwen3-235b-a22b", "bf16"), ("deepseek-v3.2-exp", "w8a8"), ("deepseek-v3.2-exp", "w8a8c8")])
+# pd-split: upstream large-EP PD is DeepSeek only (Motor user_config*.json; atb deepseekv2 is the model with
+# lm_head/o_proj local TP and DP partition-up) and not with KV-cache int8 (Motor
+# pd_separation_service_deployment.md L63). Mostly accepted models; one refused neighbour each is kept
+# so support-matrix refusals are exercised (rejected via assume, like memory refusals).
+PD_MODELS = ([("deepseek-r1", "w4a8")] * 6 + [("deepseek-v3", "w4a8")] * 2 +
+             [("deepseek-r1", "w8a8"), ("deepseek-v3", "w8a8"), ("deepseek-v3.2-exp", "w8a8"),
+              ("qwen3-235b-a22b", "w8a8"), ("deepseek-v3.2-exp", "w8a8c8")])
+TORCH_MODELS = {"deepseek-v3.2-exp"}   # backendType torch: MindIE 3.0 only (mindie-upstream-rules.md §1.3)
+IMAGE_22 = "swr.example.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
+IMAGE_30 = "swr.example.com/ascendhub/mindie:3.0.0-800I-A3-py311-openeuler24.03-lts"
+DIST_DP_BASE_PORT = 10000   # ms_controller initial_dist_server_port (Motor deploy_ac_job.py INIT_PORT L112)
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
 
@@ -89,13 +112,22 @@ def _pow2_divisors(n: int) -> list[int]:
 
 
 @st.composite
-def full_degrees(draw, nodes: int, per: int, experts: int, role: str) -> dict:
-    """Explicit degrees that satisfy every rule in catalog/layouts.yaml for this instance."""
+def full_degrees(draw, nodes: int, per: int, experts: int, role: str, torch: bool = False) -> dict:
+    """Explicit degrees that satisfy catalog/layouts.yaml and the upstream runtime's own checks.
+
+    atb (``atb_llm/utils/mapping.py``): L354 cp with dp refused, L360 pp with dp refused,
+    ``feature/context_parallel.md`` L32 cp in [1, 2]. torch (``parallel_info_manager.py`` L252): no pp.
+    Decode (distributed DP) is drawn mostly as the upstream A3 preset tp 1 (``user_config_base_A3.json``).
+    """
     devices = nodes * per
     tp = draw(st.sampled_from(_divisors(per)))
-    pp = 1 if role != "mixed" else draw(st.sampled_from(_divisors(nodes)))
+    if role == "decode" and draw(st.integers(0, 3)):
+        tp = 1
+    pp = 1
+    if role == "mixed" and not torch and nodes > 1 and draw(st.integers(0, 2)) == 0:
+        pp, tp = nodes, per   # pp > 1 only with dp 1 (mapping.py L360): tp * pp == world
     rest = devices // (tp * pp)
-    cp = draw(st.sampled_from(_divisors(rest))) if role == "prefill" else 1
+    cp = 2 if role == "prefill" and rest == 2 and draw(st.booleans()) else 1   # cp only with dp 1 (L354)
     dp = rest // cp
     stage = devices // pp
     eps = [d for d in _pow2_divisors(stage) if experts % d == 0]
@@ -156,7 +188,8 @@ def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kind
         combos = [("a3", True, "pd-split")]
     hw, super_pod, kind = draw(st.sampled_from(combos))
     per = PER_NODE[hw]
-    model, quant = draw(st.sampled_from(MODELS))
+    model, quant = draw(st.sampled_from(PD_MODELS if kind == "pd-split" else MODELS))
+    torch = model in TORCH_MODELS
     experts = EXPERTS[model]
 
     # ---- node names and instances
@@ -192,10 +225,10 @@ def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kind
         for role, members in instances:
             block = {"nodes": list(members)}
             if draw(st.integers(0, 3)) == 0:
-                block.update(draw(full_degrees(len(members), per, experts, role)))
+                block.update(draw(full_degrees(len(members), per, experts, role, torch)))
             layout[role] = block
     else:
-        layout = draw(full_degrees(n, per, experts, "mixed"))
+        layout = draw(full_degrees(n, per, experts, "mixed", torch))
         if preset_for_degrees:
             presets = ["dp-ep"] + (["single"] if n == 1 else ["tp-pp"])
             layout["preset"] = draw(st.sampled_from(presets))
@@ -237,7 +270,9 @@ def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kind
     single_mixed = kind != "pd-split" and n == 1
     nodes_yaml, files, exp = [], {}, {}
     for i, name in enumerate(names):
-        node: dict = {"name": name}
+        # the torch runtime needs GLOO_SOCKET_IFNAME on every node of a multi-node instance
+        # (deepseek_v3.2.md; mindie-upstream-rules.md §2): set it mostly everywhere
+        node: dict = {"name": name, **({"interface": "eth0"} if torch or draw(st.integers(0, 3)) else {})}
         addr_mode = draw(st.sampled_from(["ip", "ip", "ip+container", "ip+same", "host+container"]))
         address = host_ips[2 * i] if addr_mode != "host+container" else f"{name}.dc.example.com"
         node["address"] = address
@@ -284,7 +319,8 @@ def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kind
         nodes_yaml.append(node)
 
     seq = draw(st.sampled_from([4096, 8192, 16384]))
-    engine: dict = {"image": "swr.example.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"}
+    # DeepSeek-V3.2 exists only on MindIE 3.0's torch runtime (mindie-upstream-rules.md version caveat)
+    engine: dict = {"image": IMAGE_30, "version": "3.0"} if torch else {"image": IMAGE_22}
     if draw(st.booleans()):
         engine["env"] = draw(st.fixed_dictionaries({}, optional={
             "HCCL_CONNECT_TIMEOUT": st.sampled_from([600, 1200, 7200]),
@@ -327,6 +363,10 @@ def run_pipeline(case: Case) -> list:
     except LayoutError as exc:
         if "does not fit in memory" in exc.message:
             event("rejected: memory")
+            assume(False)
+        if any("[source:" in p.message for p in exc.problems):
+            # the engine's support matrix: upstream MindIE would refuse this combination
+            event("rejected: support matrix")
             assume(False)
         raise AssertionError(f"[plan-accepts-valid-layout] {exc.render()}\n---\n{text}") from None
     event("accepted")
@@ -626,13 +666,22 @@ def check_ranktable(doc: dict, case: Case | None, *, hardware: str, super_pod: b
 
 
 # =========================================================================== cross-file rules
+def needs_table(role: str, members: list[str]) -> bool:
+    """MindIE loads RANK_TABLE_FILE when multiNodesInferEnabled (a multi-node centralized instance) or
+    ScheduleConfig.distributedEnable (distributed-DP decode, even on ONE node): config_manager_impl.cpp
+    L129-135. A single-node centralized instance loads none; were it marked multi-node to use one,
+    RanktableConfigManager::CheckParam refuses server_count 1 (ranktable_config.cpp L258-263)."""
+    return role == "decode" or len(members) > 1
+
+
 def check_tables_per_instance(case: Case, arts: dict[str, bytes]):
-    """Every node of a multi-node instance has the same ranktable.json; single-node instances none."""
+    """Every node of an instance that loads a table has the same ranktable.json; the others none."""
     for role, members in case.instances:
         paths = [f"{m}/ranktable.json" for m in members]
-        if len(members) == 1:
+        if not needs_table(role, members):
             if paths[0] in arts:
-                fail("single-node-no-table", f"single-node {role} instance got {paths[0]}")
+                fail("single-node-no-table", f"single-node centralized {role} instance got {paths[0]}: MindIE "
+                                             "loads no table there, and a 1-server table fails CheckParam")
             continue
         missing = [p for p in paths if p not in arts]
         if missing:
@@ -644,7 +693,7 @@ def check_tables_per_instance(case: Case, arts: dict[str, bytes]):
         got = [s["server_id"] for s in doc["server_list"]]
         if sorted(got) != sorted(want):
             fail("table-servers", f"{role} instance table lists {got}, its nodes are {want}")
-    expected = {f"{m}/ranktable.json" for _, ms in case.instances if len(ms) > 1 for m in ms}
+    expected = {f"{m}/ranktable.json" for r, ms in case.instances if needs_table(r, ms) for m in ms}
     extra = {p for p in arts if p.endswith("ranktable.json") and not p.endswith("global_ranktable.json")} - expected
     if extra:
         fail("table-per-node", f"unexpected rank tables {sorted(extra)}")
@@ -654,8 +703,9 @@ def check_env_vs_table(node: str, env: dict[str, str], doc: dict | None, server_
     """MIES_CONTAINER_IP, WORLD_SIZE, MASTER_IP and RANK_TABLE_FILE agree with the table."""
     if doc is None:
         if "RANK_TABLE_FILE" in env:
-            fail("env-ranktable", f"{node}: single-node instance but RANK_TABLE_FILE={env['RANK_TABLE_FILE']} "
-                                  "(MindIE would demand a 2-60 server table)")
+            fail("env-ranktable", f"{node}: single-node centralized instance but RANK_TABLE_FILE="
+                                  f"{env['RANK_TABLE_FILE']} (with multiNodesInferEnabled MindIE would demand a "
+                                  "2-60 server table, ranktable_config.cpp L258-263)")
         if env.get("WORLD_SIZE") != str(devices):
             fail("env-world-size", f"{node}: WORLD_SIZE={env.get('WORLD_SIZE')} but the node has {devices} devices")
         if env.get("MIES_CONTAINER_IP") != server_ip:
@@ -720,6 +770,9 @@ def check_global_ranktable(doc: dict, case: Case, tables: dict[str, dict], ms_ip
     if dup:
         fail("global-instance-group", f"device_ip used in more than one place of the global table: {dup}")
     for g, (role, members) in zip(groups[2:], case.instances):
+        # P centralized + D distributed: the flags differ, so deploy_server = each flag, P "0" / D "1"
+        # (Motor deploy_ac_job.py L1340-1346; ControllerConfig.cpp GetPDInitRole L611-628). "2" would be
+        # the equal-flags convention and, with differing flags, parses as DECODE.
         want = "0" if role == "prefill" else "1"
         if g.get("deploy_server") != want:
             fail("global-groups", f"group {g['group_id']} ({role}) has deploy_server {g.get('deploy_server')!r}")
@@ -740,25 +793,132 @@ def check_global_ranktable(doc: dict, case: Case, tables: dict[str, dict], ms_ip
             if logical != [str(i) for i in range(len(logical))]:
                 fail("global-instance-group", f"group {g['group_id']} {s['server_id']}: device_logical_id "
                                               f"{logical} is not 0..{len(logical) - 1} in device_id order")
-        if len(members) > 1:
+        if members[0] in tables:   # every instance with a table (decode: even one node)
             own = tables[members[0]]
             if pseudo["server_list"] != own["server_list"] or pseudo.get("super_pod_list") != own.get("super_pod_list"):
                 fail("global-matches-instance", f"group {g['group_id']} ({role}) disagrees with "
                                                 f"{members[0]}/ranktable.json")
 
 
+def check_ms_controller(doc: dict, decode_tp_cp: tuple[int, int] | None):
+    """ms_controller.json multi_node_infer_config (Motor deploy_ac_job.py update_ms_controller_config
+    L1677-1710): P enable_dist_dp_server false, D true; with deploy_server "0"/"1" equal flags leave
+    prefill UN_DEF (ControllerConfig.cpp GetPDInitRole L611-628). MS slices each decode server entry into
+    DP servers of d cp_size*tp_size devices (RankTableLoader.cpp ParseDistributeNodeInfo L215-277), so
+    those must be the decode configs' tp/cp."""
+    cfg = doc.get("multi_node_infer_config")
+    if not isinstance(cfg, dict):
+        fail("ms-controller-flags", f"ms_controller.json has no multi_node_infer_config: {cfg!r:.200}")
+    p, d = cfg.get("p_node_config") or {}, cfg.get("d_node_config") or {}
+    if cfg.get("multi_node_infer_enable") is not True:
+        fail("ms-controller-flags", "multi_node_infer_enable must be true (user_config_base_A3.json L105)")
+    if p.get("enable_dist_dp_server") is not False or d.get("enable_dist_dp_server") is not True:
+        fail("ms-controller-flags", f"enable_dist_dp_server P {p.get('enable_dist_dp_server')!r} / D "
+                                    f"{d.get('enable_dist_dp_server')!r}; upstream P false, D true")
+    if decode_tp_cp is not None and (d.get("tp_size"), d.get("cp_size")) != decode_tp_cp:
+        fail("ms-controller-flags", f"d_node_config tp_size/cp_size {d.get('tp_size')}/{d.get('cp_size')} but the "
+                                    f"decode servers run tp/cp {decode_tp_cp[0]}/{decode_tp_cp[1]}")
+
+
+_DP_PORTS = ("port", "managementPort", "metricsPort", "interCommPort")
+
+
+def _model_config(doc: dict) -> dict:
+    return doc["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+
+
+def check_server_configs(case: Case, arts: dict[str, bytes], modes: dict[str, int]) -> tuple[int, int] | None:
+    """config.json (centralized) or config1..N.json (distributed-DP decode) per node; returns decode (tp, cp).
+
+    Centralized (Motor boot.sh non-distributed path): one config.json; distDPServerEnabled false,
+    distributedEnable false, multiNodesInferEnabled = more than one node (needs_table).
+    Distributed DP (boot.sh L115-142; gen_config_single_container.py get_server_num L147-162,
+    prepare_json_files L196-227, __update_server_env L438-461): N = node devices / (tp*cp) copies
+    config1..N.json, no config.json; identical but port/managementPort/metricsPort/interCommPort =
+    10000+4k..+3 for k = 0..N-1 (what MS computes: ParseDistributeNodeInfo L239-262); distDPServerEnabled
+    true, multiNodesInferEnabled false (llm_manager_impl.cpp L1357-1358: one executor per process),
+    distributedEnable true (forces the rank table: config_manager_impl.cpp L129-135), worldSize tp*cp."""
+    decode_tp_cp = None
+    for role, members in case.instances:
+        for m in members:
+            numbered = sorted((p for p in arts if p.startswith(f"{m}/config") and p != f"{m}/config.json"
+                               and p.endswith(".json")), key=lambda p: (len(p), p))
+            if role != "decode":
+                if f"{m}/config.json" not in arts or numbered:
+                    fail("dist-dp-configs", f"{m} ({role}, centralized) needs exactly config.json, got "
+                                            f"{[p for p in arts if p.startswith(m + '/config')]}")
+                check_file_mode(f"{m}/config.json", modes[f"{m}/config.json"])
+                doc = check_valid_json(f"{m}/config.json", arts[f"{m}/config.json"])
+                backend = doc.get("BackendConfig", {})
+                if doc.get("ServerConfig", {}).get("distDPServerEnabled", False) is not False or \
+                        backend.get("ScheduleConfig", {}).get("distributedEnable", False) is not False:
+                    fail("config-centralized", f"{m}/config.json: a centralized {role} server must not be "
+                                               "distributed DP")
+                if backend.get("multiNodesInferEnabled") is not needs_table(role, members):
+                    fail("config-multinode", f"{m}/config.json: multiNodesInferEnabled "
+                                             f"{backend.get('multiNodesInferEnabled')!r} for a {len(members)}-node "
+                                             f"{role} instance")
+                continue
+            if f"{m}/config.json" in arts:
+                fail("dist-dp-configs", f"{m} (distributed-DP decode) got config.json; upstream runs config1..N.json")
+            if not numbered:
+                fail("dist-dp-configs", f"{m} (distributed-DP decode) has no config<i>.json")
+            docs = [check_valid_json(p, arts[p]) for p in numbered]
+            for p in numbered:
+                check_file_mode(p, modes[p])
+            mc = _model_config(docs[0])
+            tp, cp = int(mc.get("tp", 1)), int(mc.get("cp", 1))
+            devices = len(case.nodes[m].devices) or case.per_node
+            n = devices // (tp * cp)
+            want_paths = [f"{m}/config{i}.json" for i in range(1, n + 1)]
+            if devices % (tp * cp) or numbered != want_paths:
+                fail("dist-dp-configs", f"{m}: {devices} devices / (tp {tp} * cp {cp}) -> expected {want_paths}, "
+                                        f"got {numbered}")
+            if decode_tp_cp not in (None, (tp, cp)):
+                fail("dist-dp-config", f"{m}: decode tp/cp {tp}/{cp} differ from {decode_tp_cp}")
+            decode_tp_cp = (tp, cp)
+            stripped = []
+            for k, (p, doc) in enumerate(zip(numbered, docs)):
+                server, backend = doc.get("ServerConfig", {}), doc.get("BackendConfig", {})
+                if server.get("distDPServerEnabled") is not True:
+                    fail("dist-dp-config", f"{p}: ServerConfig.distDPServerEnabled must be true")
+                if backend.get("multiNodesInferEnabled") is not False:
+                    fail("dist-dp-config", f"{p}: BackendConfig.multiNodesInferEnabled must be false")
+                if backend.get("ScheduleConfig", {}).get("distributedEnable") is not True:
+                    fail("dist-dp-config", f"{p}: ScheduleConfig.distributedEnable must be true")
+                if int(_model_config(doc).get("worldSize", -1)) != tp * cp:
+                    fail("dist-dp-config", f"{p}: worldSize {_model_config(doc).get('worldSize')} != tp*cp {tp * cp}")
+                got = [server.get(key) for key in _DP_PORTS]
+                want = [DIST_DP_BASE_PORT + 4 * k + j for j in range(4)]
+                if got != want:
+                    fail("dist-dp-ports", f"{p}: ports {dict(zip(_DP_PORTS, got))}, MS expects {want}")
+                copy_ = copy.deepcopy(doc)
+                for key in _DP_PORTS:
+                    copy_["ServerConfig"].pop(key, None)
+                stripped.append(copy_)
+            if any(x != stripped[0] for x in stripped):
+                fail("dist-dp-config", f"{m}: config<i>.json differ in more than the four ports")
+    return decode_tp_cp
+
+
 # =========================================================================== the check-everything driver
 def check_rendered_tree(case: Case, arts: list, again: list | None = None):
     by_path = {a.path: a for a in arts}
     contents = {p: a.content for p, a in by_path.items()}
+    check_tables_per_instance(case, contents)
+    # MindIE's [2, 60] server_count range applies only to centralized (multiNodesInferEnabled) instances:
+    # config_manager_impl.cpp L307-308; a distributed-DP decode table may list one server (HCCL: >= 1)
+    centralized = {m: len(ms) > 1 and r != "decode" for r, ms in case.instances for m in ms}
     tables: dict[str, dict] = {}
     for a in arts:
         if a.path.endswith("/ranktable.json"):
             check_file_mode(a.path, a.mode)
             doc = check_valid_json(a.path, a.content)
-            check_ranktable(doc, case, hardware=case.hardware, super_pod=case.super_pod)
-            tables[a.path.split("/")[0]] = doc
-    check_tables_per_instance(case, contents)
+            node = a.path.split("/")[0]
+            check_ranktable(doc, case, hardware=case.hardware, super_pod=case.super_pod,
+                            mindie_range=centralized.get(node, True))
+            tables[node] = doc
+    decode_tp_cp = check_server_configs(case, contents, {p: a.mode for p, a in by_path.items()})
     envs = {}
     for role, members in case.instances:
         for m in members:
@@ -776,6 +936,10 @@ def check_rendered_tree(case: Case, arts: list, again: list | None = None):
         check_file_mode(art.path, art.mode)
         doc = check_valid_json(art.path, art.content)
         check_global_ranktable(doc, case, tables, case.nodes[ms_node].server_ip)
+        ms_path = f"{ms_node}/ms_controller.json"
+        if ms_path not in contents:
+            fail("ms-controller-flags", f"pd-split: {ms_path} not rendered")
+        check_ms_controller(check_valid_json(ms_path, contents[ms_path]), decode_tp_cp)
         gpath = envs[ms_node].get("GLOBAL_RANK_TABLE_FILE_PATH", "")
         if not gpath.endswith("/global_ranktable.json"):
             fail("global-ranktable", f"{ms_node}: GLOBAL_RANK_TABLE_FILE_PATH={gpath!r}")
@@ -845,7 +1009,7 @@ def _simple_case(hw: str, names: list[str], layout: dict, *, pods: dict[str, str
         if pods:
             for d in devs:
                 d["sdid"] = (i << 16) + d["id"]  # unique within (and across) pods
-        node = {"name": name, "address": f"10.0.0.{i + 1}", "devices": devs}
+        node = {"name": name, "address": f"10.0.0.{i + 1}", "interface": "eth0", "devices": devs}
         if container and name in container:
             node["container_ip"] = container[name]
         if pods:
@@ -918,18 +1082,34 @@ def good_a3_superpod():
 
 @pytest.fixture(scope="module")
 def good_a2_pd():
-    """A2 pd-split, prefill 2 nodes + decode 1 node: 1.0 tables, a single-node instance, MS files."""
+    """A2 pd-split (DeepSeek-R1 W4A8: PD is DeepSeek-only upstream), prefill 2 nodes centralized + decode
+    1 node distributed DP: 1.0 tables, a single-node decode WITH its table (distributedEnable), MS files."""
     case = _simple_case("a2", ["n0", "n1", "n2"], {"preset": "pd-split", "prefill": {"nodes": ["n0", "n1"]},
-                                                   "decode": {"nodes": ["n2"]}},
-                        model=("qwen3-235b-a22b", "w8a8"))
+                                                   "decode": {"nodes": ["n2"]}})
     arts = _pipeline_strict(case)
     doc = json.loads(next(a.content for a in arts if a.path == "n0/ranktable.json"))
     return case, arts, doc
 
 
-def test_known_good_trees_pass(good_a3_superpod, good_a2_pd):
-    for case, arts, _ in (good_a3_superpod, good_a2_pd):
+@pytest.fixture(scope="module")
+def good_a2_single():
+    """One A2 node, one centralized MIXED instance: config.json, no rank table, no RANK_TABLE_FILE."""
+    case = _simple_case("a2", ["n0"], {"preset": "single"})
+    return case, _pipeline_strict(case), None
+
+
+def test_known_good_trees_pass(good_a3_superpod, good_a2_pd, good_a2_single):
+    for case, arts, _ in (good_a3_superpod, good_a2_pd, good_a2_single):
         check_rendered_tree(case, arts, list(arts))
+
+
+def test_single_node_decode_has_table_and_dp_configs(good_a2_pd):
+    """Upstream distributed DP on one node: the table is loaded anyway (config_manager_impl.cpp L129-135)."""
+    case, arts, _ = good_a2_pd
+    paths = {a.path for a in arts}
+    assert "n2/ranktable.json" in paths and "n2/config.json" not in paths and "n2/config1.json" in paths
+    assert "n0/config.json" in paths and "n0/config1.json" not in paths
+    assert env_of(next(a.content for a in arts if a.path == "n2/env"))["RANK_TABLE_FILE"].endswith("/ranktable.json")
 
 
 def _dev(doc, s=0, d=0):
@@ -1059,6 +1239,15 @@ def _edit_env(arts, path, key, value) -> list:
     return _with(arts, path, ("\n".join(lines) + "\n").encode())
 
 
+def _add_env(arts, path, line) -> list:
+    art = next(a for a in arts if a.path == path)
+    return _with(arts, path, art.content + f"{line}\n".encode())
+
+
+def _rename(arts, old, new) -> list:
+    return [a.model_copy(update={"path": new}) if a.path == old else a for a in arts]
+
+
 def _edit_json(arts, path, mutate) -> list:
     art = next(a for a in arts if a.path == path)
     doc = json.loads(art.content)
@@ -1066,14 +1255,45 @@ def _edit_json(arts, path, mutate) -> list:
     return _with(arts, path, json.dumps(doc, indent=4).encode())
 
 
+# Fixtures: "sp" = 2 x A3 tp-pp (one multi-node centralized instance), "pd" = A2 prefill n0+n1 (centralized)
+# + decode n2 (distributed DP, single node), "single" = one A2 node, centralized mixed. Each mutation breaks
+# something upstream MindIE / MindIE-MS refuses or mis-wires (source in the checker's docstring).
 TREE_MUTATIONS = {  # (fixture, rule tag, mutation of the artifact list)
     "table-not-identical": ("sp", "table-identical",
                             lambda a: _with(a, "n1/ranktable.json", next(
                                 x.content for x in a if x.path == "n1/ranktable.json").replace(b"    ", b"  "))),
     "table-missing": ("sp", "table-per-node", lambda a: [x for x in a if x.path != "n1/ranktable.json"]),
-    "table-for-single-node": ("pd", "single-node-no-table",
-                              lambda a: a + [next(x for x in a if x.path == "n0/ranktable.json").model_copy(
-                                  update={"path": "n2/ranktable.json"})]),
+    # a single-node MIXED (centralized) instance with a table: no upstream pattern loads it, and marked
+    # multi-node it fails CheckParam's [2, 60] (ranktable_config.cpp L258-263)
+    "table-for-single-node": ("single", "single-node-no-table",
+                              lambda a: a + [next(x for x in a if x.path == "n0/config.json").model_copy(
+                                  update={"path": "n0/ranktable.json"})]),
+    "single-node-multinode-infer": ("single", "config-multinode", lambda a: _edit_json(
+        a, "n0/config.json", lambda d: d["BackendConfig"].update(multiNodesInferEnabled=True))),
+    "multinode-not-multinode-infer": ("sp", "config-multinode", lambda a: _edit_json(
+        a, "n1/config.json", lambda d: d["BackendConfig"].update(multiNodesInferEnabled=False))),
+    # distributed-DP decode on one node still needs its table (distributedEnable: config_manager_impl.cpp
+    # L129-133 throws "init rank table config error" without one)
+    "decode-table-missing": ("pd", "table-per-node", lambda a: [x for x in a if x.path != "n2/ranktable.json"]),
+    "decode-env-no-ranktable": ("pd", "env-ranktable", lambda a: _edit_env(a, "n2/env", "RANK_TABLE_FILE", None)),
+    "decode-config-json": ("pd", "dist-dp-configs", lambda a: _rename(a, "n2/config1.json", "n2/config.json")),
+    "decode-config-missing": ("pd", "dist-dp-configs", lambda a: [
+        x for x in a if x.path != max((y.path for y in a if y.path.startswith("n2/config")), key=len)]),
+    "decode-port-reuse": ("pd", "dist-dp-ports", lambda a: _edit_json(
+        a, "n2/config2.json", lambda d: d["ServerConfig"].update(port=10000))),
+    "decode-not-distributed": ("pd", "dist-dp-config", lambda a: _edit_json(
+        a, "n2/config1.json", lambda d: d["BackendConfig"]["ScheduleConfig"].update(distributedEnable=False))),
+    "decode-multinode-infer": ("pd", "dist-dp-config", lambda a: _edit_json(
+        a, "n2/config1.json", lambda d: d["BackendConfig"].update(multiNodesInferEnabled=True))),
+    "decode-no-dist-dp-server": ("pd", "dist-dp-config", lambda a: _edit_json(
+        a, "n2/config1.json", lambda d: d["ServerConfig"].update(distDPServerEnabled=False))),
+    "prefill-dist-dp": ("pd", "config-centralized", lambda a: _edit_json(
+        a, "n0/config.json", lambda d: d["ServerConfig"].update(distDPServerEnabled=True))),
+    "ms-flags-equal": ("pd", "ms-controller-flags", lambda a: _edit_json(
+        a, "n0/ms_controller.json",
+        lambda d: d["multi_node_infer_config"]["d_node_config"].update(enable_dist_dp_server=False))),
+    "ms-decode-tp": ("pd", "ms-controller-flags", lambda a: _edit_json(
+        a, "n0/ms_controller.json", lambda d: d["multi_node_infer_config"]["d_node_config"].update(tp_size=8))),
     "table-mode-644": ("sp", "file-mode-640", lambda a: _with(a, "n1/ranktable.json", mode=0o644)),
     "env-container-ip": ("sp", "env-container-ip", lambda a: _edit_env(a, "n1/env", "MIES_CONTAINER_IP", "10.0.0.1")),
     "env-world-size": ("sp", "env-world-size", lambda a: _edit_env(a, "n0/env", "WORLD_SIZE", "16")),
@@ -1081,9 +1301,8 @@ TREE_MUTATIONS = {  # (fixture, rule tag, mutation of the artifact list)
     "env-no-ranktable": ("sp", "env-ranktable", lambda a: _edit_env(a, "n1/env", "RANK_TABLE_FILE", None)),
     "env-ranktable-yaml": ("sp", "env-ranktable",
                            lambda a: _edit_env(a, "n1/env", "RANK_TABLE_FILE", "/etc/deployctl/ranktable.yaml")),
-    "env-single-node-ranktable": ("pd", "env-ranktable",
-                                  lambda a: _edit_env(a, "n2/env", "MIES_CONFIG_JSON_PATH",
-                                                      "x\nRANK_TABLE_FILE=/etc/deployctl/ranktable.json")),
+    "env-single-node-ranktable": ("single", "env-ranktable",
+                                  lambda a: _add_env(a, "n0/env", "RANK_TABLE_FILE=/etc/deployctl/ranktable.json")),
     "env-connect-timeout": ("pd", "hccl-timeouts-uniform",
                             lambda a: _edit_env(a, "n2/env", "HCCL_CONNECT_TIMEOUT", "600")),
     "env-exec-timeout-missing": ("sp", "hccl-timeouts-uniform",
@@ -1094,8 +1313,12 @@ TREE_MUTATIONS = {  # (fixture, rule tag, mutation of the artifact list)
         a, "n0/global_ranktable.json", lambda d: d["server_group_list"][3].update(server_count="2"))),
     "global-group-order": ("pd", "global-groups", lambda a: _edit_json(
         a, "n0/global_ranktable.json", lambda d: d["server_group_list"].reverse())),
+    # D "0" with D enable_dist_dp_server true parses as PREFILL (GetPDInitRole): no decode instance
     "global-deploy-server": ("pd", "global-groups", lambda a: _edit_json(
         a, "n0/global_ranktable.json", lambda d: d["server_group_list"][3].update(deploy_server="0"))),
+    # P "2" is the equal-flags convention; with differing flags bool("2") == D's flag -> DECODE
+    "global-deploy-server-p2": ("pd", "global-groups", lambda a: _edit_json(
+        a, "n0/global_ranktable.json", lambda d: d["server_group_list"][2].update(deploy_server="2"))),
     "global-dup-device-ip": ("pd", "global-instance-group", lambda a: _edit_json(
         a, "n0/global_ranktable.json", lambda d: d["server_group_list"][2]["server_list"][1]["device"][0].update(
             device_ip=d["server_group_list"][2]["server_list"][0]["device"][0]["device_ip"]))),
@@ -1110,9 +1333,9 @@ TREE_MUTATIONS = {  # (fixture, rule tag, mutation of the artifact list)
 
 
 @pytest.mark.parametrize("name", sorted(TREE_MUTATIONS))
-def test_checker_rejects_broken_tree(good_a3_superpod, good_a2_pd, name):
+def test_checker_rejects_broken_tree(good_a3_superpod, good_a2_pd, good_a2_single, name):
     which, tag, mutate = TREE_MUTATIONS[name]
-    case, arts, _ = good_a3_superpod if which == "sp" else good_a2_pd
+    case, arts, _ = {"sp": good_a3_superpod, "pd": good_a2_pd, "single": good_a2_single}[which]
     with pytest.raises(AssertionError, match=rf"^\[{tag}\]"):
         check_rendered_tree(case, mutate(list(arts)))
 
