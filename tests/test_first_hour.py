@@ -345,7 +345,7 @@ def test_piped_plan_keeps_long_lines_whole(tmp_path):
     r = _piped("plan", "-i", str(EXAMPLES / "a3-pd-2p2d.yaml"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     ports = next(x for x in r.stdout.splitlines() if x.startswith("Ports:"))
-    assert len(ports) > 80 and ports.endswith("controller 1045")
+    assert len(ports) > 80 and ports.endswith("router on p1: 1035, 1036, 1037, 1038, 1039, 1045, 8899")
     assert "│ p1 " in r.stdout and "┏" in r.stdout        # the tables are still tables
 
 

@@ -211,7 +211,7 @@ def test_image_regex_linear_on_long_input():
      "is not a valid environment variable name"),
     ("weights_path: /data/models/DeepSeek-R1-W8A8", "weights_path: -v/:/host", "model.weights_path",
      "is not absolute"),
-    ("served_name: ds-r1", "served_name: --help", "model.served_name", "is not a valid MindIE modelName"),
+    ("served_name: ds-r1", "served_name: --help", "model.served_name", "is not a valid served model name"),
     ("address: 10.200.2.2", "address: -oProxyCommand=touch", "nodes[0].address",
      "is neither an IP address nor a host name"),
     ("key: ~/.ssh/id_ed25519", "key: ~/.ssh/id_ed25519\n  user: -oProxyCommand=x", "ssh.user",

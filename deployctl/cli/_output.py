@@ -80,11 +80,12 @@ def print_plan(plan) -> None:
     for w in e.notes:
         con.print(f"  note: {esc(w)}")
     ports = engines.driver(e.kind).host_ports(inv)
-    con.print("Ports: " + ", ".join(f"{k} {v}" for k, v in ports.items()))
     router = next((n for n in plan.nodes if n.runs_router), None)
-    if router is not None:
-        served = engines.driver(e.kind).processes(plan, router).serves
-        con.print(esc(f"Router on {router.name}: clients use {served}"))
+    routed = engines.driver(e.kind).processes(plan, router) if router is not None else None
+    extra = f"; router on {router.name}: {', '.join(map(str, routed.router.ports))}" if routed else ""
+    con.print(esc("Ports: " + ", ".join(f"{k} {v}" for k, v in ports.items()) + extra))
+    if routed is not None:
+        con.print(esc(f"Clients use the router: {routed.serves}"))
     mem = Table(title="Instances and memory fit per die", title_justify="left")
     mem.add_column("")
     for inst in plan.instances:

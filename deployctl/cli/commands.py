@@ -138,9 +138,13 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
     check_target(out, force, keep=(path,))
     plan = make_plan(path, facts)
     if target == "helm":
+        from deployctl.errors import LayoutError
         from deployctl.k8s.render import render_helm
 
-        artifacts = render_helm(plan, with_manifests=not values_only)
+        try:
+            artifacts = render_helm(plan, with_manifests=not values_only)
+        except LayoutError as exc:          # a layout the engine's chart cannot run: point into the inventory
+            raise located(exc, path) from None
     else:
         from deployctl.render import render_artifacts
 

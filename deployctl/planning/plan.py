@@ -102,9 +102,6 @@ def plan_layout(inv: Inventory) -> Plan:
         ranks = assign_ranks(inv, spec.nodes)
         instances.append(Instance(name=spec.name, role=spec.role, nodes=spec.nodes, master=spec.nodes[0],
                                   world_size=len(ranks), degrees=spec.degrees, ranks=ranks, memory=fit))
-    failing = [i for i in instances if not i.memory.fits]
-    if failing:
-        raise _refusal(inv, failing)
     preset = effective_preset(inv)
     nodes = []
     for inst in instances:
@@ -121,7 +118,11 @@ def plan_layout(inv: Inventory) -> Plan:
                        version_source=ver.source)
     plan = Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
                 model_display=info.display, instances=instances, nodes=nodes, engine=info_, inventory=inv)
-    return _checked(plan, driver)
+    plan = _checked(plan, driver)      # what the engine cannot run at all is said before memory
+    failing = [i for i in instances if not i.memory.fits]
+    if failing:
+        raise _refusal(inv, failing)
+    return plan
 
 
 def _checked(plan: Plan, driver) -> Plan:

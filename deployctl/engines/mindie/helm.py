@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from deployctl.engines.mindie.chart_values import ChartValues, Image, Instance, Ms, Npu, Ports, RankTable, Service
 from deployctl.engines.mindie.env import node_env
-from deployctl.errors import RenderError, UsageError
+from deployctl.errors import LayoutError, Problem, RenderError, UsageError
 from deployctl.k8s.nodes import k8s_node
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan
@@ -75,6 +75,14 @@ def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] =
     """The env every pod of ``nodes`` shares; a difference beyond POD_ENV is a bug, not a user error."""
     skip = POD_ENV + drop
     envs = [{k: v for k, v in node_env(plan, plan.node(n)).items() if k not in skip} for n in nodes]
+    ifaces = {n: e.get("GLOO_SOCKET_IFNAME") for n, e in zip(nodes, envs)}
+    if len(set(ifaces.values())) > 1:
+        index = {n.name: i for i, n in enumerate(plan.inventory.nodes)}
+        raise LayoutError(f"the nodes of {what} name different network interfaces; the chart gives every pod of "
+                          "an instance the same env, and GLOO_SOCKET_IFNAME cannot come from the downward API",
+                          problems=[Problem(path=f"nodes[{index[n]}].interface", message=f"{n}: {i}")
+                                    for n, i in ifaces.items()],
+                          hint="use the same interface name on these servers (nodes[].interface), or --target hosts")
     if any(e != envs[0] for e in envs[1:]):
         raise RenderError(f"the env of {what} differs between its nodes beyond {', '.join(POD_ENV)}",
                           hint="this is a deployctl bug; please report it with the inventory")
@@ -89,9 +97,10 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
         raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
                          "with a letter)", hint="set kubernetes.release in the inventory")
     if plan.preset == "pd-split":
-        raise UsageError("pd-split is not rendered for Kubernetes yet: the chart runs one MindIE server per pod, and "
-                         "MindIE's decode runs one server per DP rank (distributed DP, Motor boot.sh L115-142)",
-                         hint="deploy pd-split with --target hosts, or use a colocated layout on Kubernetes")
+        raise LayoutError("pd-split is not rendered for Kubernetes yet", problems=[Problem(
+            path="layout.preset", message="the chart runs one MindIE server per pod, and MindIE's decode runs one "
+            "server per DP rank (distributed DP, Motor boot.sh L115-142)")],
+            hint="deploy pd-split with --target hosts, or use a colocated layout on Kubernetes")
     by_path = {a.path: a for a in artifacts}
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []

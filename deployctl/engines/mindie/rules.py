@@ -26,8 +26,8 @@ def _torch(plan, inst) -> list[Finding]:
     d, out = inst.degrees, []
     if d.pp > 1:
         f = _feature("pp", "torch")
-        out.append(Finding("error", _path(inst, "pp"), f"{plan.model_display} on MindIE {plan.engine.version} (torch "
-                           f"runtime) has no pipeline parallel: pp={d.pp} would not be applied", f["source"],
+        out.append(Finding("error", _path(inst, "pp"), f"{plan.model_display} runs on MindIE's torch runtime, which has no "
+                           f"pipeline parallel: pp={d.pp} would not be applied", f["source"],
                            hint=_alternative(plan, inst)))
     if d.moe_tp * d.moe_ep != inst.world_size:
         f = _feature("moe_world", "torch")

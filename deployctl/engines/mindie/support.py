@@ -100,7 +100,24 @@ def _value(entry: dict | None, version: str | None) -> tuple[str, str]:
     return v["value"], v.get("source", "")
 
 
+# the repositories behind support.yaml's short source names
+REPOS = {"LLM30": "Ascend/MindIE-LLM@8b4871ad (3.0)", "LLM23": "Ascend/MindIE-LLM@40fb063 (2.2-2.3)",
+         "MOT22": "Ascend/MindIE-Motor@7be35ef (2.2)", "MOT": "Ascend/MindIE-Motor@5dfb024e"}
+
+
+def expand_source(source: str) -> str:
+    for short, repo in REPOS.items():
+        source = re.sub(rf"\b{short}\b", repo, source)
+    return source
+
+
 def check(plan) -> list[Finding]:
+    from dataclasses import replace
+
+    return [replace(f, source=expand_source(f.source)) for f in _check(plan)]
+
+
+def _check(plan) -> list[Finding]:
     from deployctl.engines.mindie.rules import layout_findings
 
     inv = plan.inventory
