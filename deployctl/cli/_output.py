@@ -110,6 +110,8 @@ def print_plan(plan) -> None:
     for label, cell in rows:
         mem.add_row(label, *[cell(i) for i in plan.instances])
     con.print(mem)
+    for note in dict.fromkeys(n for i in plan.instances for n in i.memory.notes):
+        con.print(f"  note: {esc(note)}")
     for inst in plan.instances:
         if inst.memory.max_sequences < inv.model.max_batch_size:
             con.print(f"[yellow]! {inst.name}: the KV cache holds {inst.memory.max_sequences} sequences of "

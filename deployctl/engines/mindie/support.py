@@ -86,7 +86,8 @@ def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
     if backend(inv.model.name) == "torch":
         feat = matrix()["features"]["local_tp"]["torch"]
         o_proj = lm_head = None   # o_proj follows attention tp, lm_head the MLP tp (= tp)
-        notes = (f"torch runtime: o_proj and lm_head split by tp; local TP keys have no effect ({feat['source']})",)
+        notes = ("torch runtime: o_proj and lm_head split by tp; local TP keys have no effect ("
+                 f"{expand_source(feat['source'])})",)
     return MemoryInputs(fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
                         o_proj_tp=o_proj, lm_head_tp=lm_head, notes=notes)
