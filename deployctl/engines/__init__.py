@@ -2,7 +2,7 @@
 
 The core (inventory, plan, preflight, up, status, diff, history, the chart values) asks the driver of
 ``engine.kind`` and never names an engine. A driver lives in ``deployctl/engines/<kind>/`` and exposes
-``DRIVER`` (see driver.py for the interface). Drivers are imported lazily, on first use.
+``DRIVER`` (see base.py for the interface). Drivers are imported lazily, on first use.
 """
 
 from __future__ import annotations
