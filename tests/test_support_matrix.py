@@ -1,4 +1,4 @@
-"""The MindIE support matrix: support.yaml is sourced, `deployctl engines` shows it, the README carries it."""
+"""The engines' support matrices: support.yaml is sourced, `deployctl engines` shows them, the README carries them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import json
 import re
 
 from conftest import ROOT, run_cli
+from deployctl import engines
 from deployctl.engines.mindie.support import matrix
-from deployctl.engines.mindie.table import markdown_table, support_rows
+from deployctl.engines.mindie.table import support_rows
+from deployctl.engines.vllm_ascend.support import matrix as vllm_matrix
+
+
+def markdown_table() -> str:
+    """What `deployctl engines --markdown` prints: every engine's table, in kind order."""
+    return "\n\n".join(engines.driver(k).support_table() for k in sorted(engines.KINDS))
 
 BLOCK = re.compile(r"<!-- support-matrix:begin -->\n(.*?)\n<!-- support-matrix:end -->", re.S)
 
@@ -34,9 +41,13 @@ def _entries(node, path=()):
 
 
 def test_every_yes_or_no_has_a_source():
-    data = matrix()
+    for data, least in ((matrix(), 20), (vllm_matrix(), 10)):
+        _sourced(data, least)
+
+
+def _sourced(data, least: int):
     entries = list(_entries(data))
-    assert len(entries) > 20
+    assert len(entries) > least
     missing = [".".join(path) for path, e in entries
                if e["value"] in ("yes", "no") and not str(e.get("source", "")).strip()]
     assert not missing, f"support.yaml entries saying yes/no without a source: {missing}"

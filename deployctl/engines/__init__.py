@@ -14,6 +14,7 @@ from importlib import import_module
 DEFAULT_KIND = "mindie"   # an inventory without engine.kind
 KINDS: dict[str, str] = {
     "mindie": "deployctl.engines.mindie",
+    "vllm-ascend": "deployctl.engines.vllm_ascend",
 }
 
 

@@ -95,6 +95,7 @@ class EngineDriver(Protocol):
     settings: type
 
     max_servers: int | None     # servers one instance (one HCCL world) may span
+    needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
     chart: Chart                # for --target k8s
 
     def version(self, inv) -> EngineVersion: ...

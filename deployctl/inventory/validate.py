@@ -100,6 +100,11 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
         return raw.problem(loc, f"expected {wanted}, got {_describe(value)}")
     if kind == "extra_forbidden":
         model = _model_at(Inventory, loc[:-1])
+        if loc[:1] == ("engine",):     # the engine block is a union: the model of the kind this file names
+            block = raw.data.get("engine") if isinstance(raw.data, dict) else None
+            kind = block.get("kind", engines.DEFAULT_KIND) if isinstance(block, dict) else engines.DEFAULT_KIND
+            if kind in engines.KINDS:
+                model = _model_at(engines.driver(kind).settings, loc[1:-1])
         allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean '{close[0]}'?" if close else (
@@ -476,10 +481,10 @@ def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
 
     from deployctl.render.merge import deep_merge
 
-    chart = engines.for_inventory(inv).chart
-    OWNED_VALUES, ChartValues = chart.owned_values, chart.values_model
-
     values = inv.kubernetes.values
+    # the engine's chart is asked only when there are values to check against it
+    chart = engines.for_inventory(inv).chart if values else None
+    OWNED_VALUES, ChartValues = (chart.owned_values, chart.values_model) if chart else ((), None)
     base = ("kubernetes", "values")
     dashed = [(k, getattr(inv.kubernetes, k)) for k in ("kubeconfig", "context")]
     out = [raw.problem(("kubernetes", k), f"{k} {v!r} starts with '-'",

@@ -173,9 +173,10 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
     hccn_conf); they are not reported again. Missing device IPs are ``NeedsFacts``: preflight discovers them.
     """
     out = []
+    needs_ips = engines.for_inventory(inv).needs_device_ips
     for spec in resolve_instances(inv, raw):
         out += spec.problems
-        if len(spec.nodes) > 1 or effective_preset(inv) == "pd-split":
+        if needs_ips and (len(spec.nodes) > 1 or effective_preset(inv) == "pd-split"):
             out += _missing_ips(inv, raw, spec, skip_ips)
     return out
 

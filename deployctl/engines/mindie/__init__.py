@@ -13,6 +13,7 @@ from deployctl.engines.base import EngineVersion, MemoryInputs, NodeProcesses
 class MindieDriver:
     kind = "mindie"
     display = "MindIE"
+    needs_device_ips = True   # the rank table names every device's IP
     max_servers = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc, ranktable_config.cpp)
 
     @property

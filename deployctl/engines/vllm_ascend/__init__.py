@@ -1,0 +1,81 @@
+"""The vLLM-Ascend engine driver (engine.kind: vllm-ascend): `vllm serve` per node (internal DP), per DP rank
+(external DP, prefill/decode with Mooncake) or across nodes (--nnodes), and the P/D proxy.
+
+Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables (flags/), named next to it
+(../shared/reference/vllm-ascend.md collects them). Submodules are imported when a method needs them.
+"""
+
+from __future__ import annotations
+
+
+class VllmAscendDriver:
+    kind = "vllm-ascend"
+    display = "vLLM-Ascend"
+    max_servers = None     # no rank table: no server-count limit of its own
+    needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
+
+    @property
+    def settings(self):
+        from deployctl.engines.vllm_ascend.settings import VllmAscendSettings
+
+        return VllmAscendSettings
+
+    def version(self, inv):
+        from deployctl.engines.vllm_ascend.catalog import engine_version
+
+        return engine_version(inv.engine)
+
+    def validate(self, inv, raw) -> list:
+        from deployctl.engines.vllm_ascend.validate import engine_problems
+
+        return engine_problems(inv, raw)
+
+    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+        from deployctl.engines.vllm_ascend.support import role_preset
+
+        return role_preset(role) if preset == "pd-split" else None
+
+    def check(self, plan) -> list:
+        from deployctl.engines.vllm_ascend.support import check
+
+        return check(plan)
+
+    def memory(self, inv, role: str, degrees):
+        from deployctl.engines.vllm_ascend.support import memory_inputs
+
+        return memory_inputs(inv, role, degrees)
+
+    def render(self, plan) -> list:
+        from deployctl.engines.vllm_ascend.render import render
+
+        return render(plan)
+
+    def processes(self, plan, node):
+        from deployctl.engines.vllm_ascend.processes import node_processes
+
+        return node_processes(plan, node)
+
+    def host_ports(self, inv) -> dict[str, int]:
+        from deployctl.engines.vllm_ascend.processes import host_ports
+
+        return host_ports(inv)
+
+    def support_rows(self) -> list[dict]:
+        from deployctl.engines.vllm_ascend.table import support_rows
+
+        return support_rows()
+
+    def support_table(self) -> str:
+        from deployctl.engines.vllm_ascend.table import markdown_table
+
+        return markdown_table()
+
+    @property
+    def chart(self):
+        from deployctl.errors import UsageError
+
+        raise UsageError("--target k8s is not available for vllm-ascend yet",
+                         hint="deploy with --target hosts")
+
+
+DRIVER = VllmAscendDriver()

@@ -1,0 +1,50 @@
+"""What runs on a vLLM-Ascend node and how to tell it is ready.
+
+API processes: uvicorn logs "Application startup complete." (vLLM's OpenAI server runs under uvicorn), then
+GET /health and /v1/models answer 200. Headless processes serve no HTTP: each DP engine core logs
+"init engine (profile, create kv cache, warmup model) took ..." (vllm/v1/engine/core.py) when it is ready.
+The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
+(load_balance_proxy_server_example.py@v0.13.0 L873).
+"""
+
+from __future__ import annotations
+
+from deployctl.engines.base import NodeProcesses, Process
+from deployctl.engines.vllm_ascend.launch import launches
+from deployctl.engines.vllm_ascend.render import container_name, proxy_name
+
+API_READY = "Application startup complete."
+ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
+
+
+def node_processes(plan, node) -> NodeProcesses:
+    launch = launches(plan)[node.name]
+    e = plan.inventory.engine
+    ip = node.container_ip
+    api = [s for s in launch.serves if s.port is not None]
+    name = container_name(plan)
+    if api:
+        engine = Process(containers=(name,), start="start.sh", ready_container=name, ready_line=API_READY,
+                         ready_count=len(api),
+                         health_urls=tuple(u for s in api for u in (f"http://{ip}:{s.port}/health",
+                                                                     f"http://{ip}:{s.port}/v1/models")),
+                         ports=tuple(s.port for s in api))
+    else:
+        engines = sum(s.engines for s in launch.serves)
+        engine = Process(containers=(name,), start="start.sh", ready_container=name, ready_line=ENGINE_READY,
+                         ready_count=engines)
+    if launch.proxy is not None:
+        proxy = proxy_name(plan)
+        router = Process(containers=(proxy,), start="start-proxy.sh", ready_container=proxy, ready_line=API_READY,
+                         health_urls=(f"http://{ip}:{e.ports.proxy}/healthcheck",), ports=(e.ports.proxy,),
+                         restart_files=("proxy.args", "start-proxy.sh"))
+        return NodeProcesses(engine=engine, router=router, serves=f"http://{ip}:{e.ports.proxy}", smoke=True)
+    inst = plan.instance(node.instance)
+    colocated = plan.preset != "pd-split"
+    serves = f"http://{ip}:{api[0].port}" if api and colocated else None
+    return NodeProcesses(engine=engine, serves=serves, smoke=colocated and node.name == inst.master)
+
+
+def host_ports(inv) -> dict[str, int]:
+    p = inv.engine.ports
+    return {"api": p.api, "dp_rpc": p.dp_rpc}

@@ -1,0 +1,157 @@
+"""vLLM-Ascend's support matrix (support.yaml) and the layout rules of its launch shapes, with sources."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from deployctl.engines.base import Finding, MemoryInputs
+
+
+@cache
+def matrix() -> dict:
+    import yaml
+
+    def words(node):   # YAML 1.1 reads yes/no as booleans: the matrix says them as words
+        if isinstance(node, dict):
+            return {k: words(v) for k, v in node.items()}
+        if isinstance(node, bool):
+            return "yes" if node else "no"
+        return node
+
+    return words(yaml.safe_load(resources.files(__package__).joinpath("support.yaml").read_text(encoding="utf-8")))
+
+
+def feature(name: str, version: str | None) -> dict:
+    from deployctl.engines.vllm_ascend.catalog import known
+
+    return matrix()["features"][name].get(known(version), {})
+
+
+def is_moe(plan) -> bool:
+    from deployctl import catalog
+
+    return catalog.models()[plan.inventory.model.name].routed_experts > 0
+
+
+@cache
+def presets() -> dict:
+    import yaml
+
+    return yaml.safe_load(resources.files(__package__).joinpath("env.yaml").read_text(encoding="utf-8"))
+
+
+def preset_env(hardware: str, role: str, model: str, user_env: dict | None = None) -> dict[str, str]:
+    from deployctl.render.env import env_value
+
+    p = presets()
+    out: dict[str, str] = {}
+    for layer in (p["common"], p["hardware"].get(hardware, {}), p["role"].get(role, {}),
+                  p.get("models", {}).get(model, {}).get(role, {}), user_env or {}):
+        out.update({k: env_value(v) for k, v in layer.items()})
+    return out
+
+
+def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
+    env = preset_env(inv.cluster.hardware, role, inv.model.name, inv.engine.env)
+    return MemoryInputs(fraction=inv.engine.gpu_memory_utilization,
+                        comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
+                        notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM",))
+
+
+def role_preset(role: str) -> dict | None:
+    return matrix()["role_presets"].get(role)
+
+
+def _path(inst, key: str) -> str:
+    return f"layout.{key}" if inst.role == "mixed" else f"layout.{inst.role}.{key}"
+
+
+def _layout(plan, inst) -> list[Finding]:
+    d, per, out = inst.degrees, plan.inventory.devices_per_node, []
+    version = plan.engine.version
+    if d.cp > 1:
+        out.append(Finding("error", _path(inst, "cp"), "deployctl renders no context parallel for vLLM-Ascend",
+                           hint="use dp x tp (preset dp-ep)"))
+    if d.o_proj_tp or d.lm_head_tp:
+        out.append(Finding("note", _path(inst, "lm_head_tp"), "o_proj_tp / lm_head_tp are MindIE keys; vLLM-Ascend "
+                           "takes finegrained_tp_config in engine.additional_config (not rendered from the layout)"))
+    if d.pp > 1:
+        f = feature("multi_node_tp_pp", version)
+        if f.get("value") == "no":
+            out.append(Finding("error", _path(inst, "pp"), f"pipeline parallel across nodes needs --nnodes/--node-rank/"
+                               f"--master-addr, which vLLM-Ascend {version} does not have", f.get("source", ""),
+                               hint="use vllm-ascend 0.13 or later, or layout dp-ep"))
+        if d.dp > 1:
+            out.append(Finding("error", _path(inst, "dp"), "pp with dp > 1 is not rendered for vLLM-Ascend",
+                               hint="use pp with dp: 1 (preset tp-pp) or dp without pp (preset dp-ep)"))
+        if d.pp != len(inst.nodes) or d.tp != per:
+            out.append(Finding("error", _path(inst, "pp"), f"TP/PP across nodes runs one pipeline stage per server: "
+                               f"tp must be {per} and pp the {len(inst.nodes)} servers", hint="use preset tp-pp"))
+    elif per % d.tp:
+        out.append(Finding("error", _path(inst, "tp"), f"tp={d.tp} does not divide the {per} devices of a server",
+                           hint=f"use a divisor of {per}"))
+    if is_moe(plan) and d.moe_ep > 1 and d.moe_ep != d.dp * d.tp * d.pp and d.pp == 1:
+        out.append(Finding("error", _path(inst, "moe_ep"), f"moe_ep={d.moe_ep}: vLLM's expert parallel spans every "
+                           f"rank of the instance (dp x tp = {d.dp * d.tp})",
+                           "vLLM --enable-expert-parallel: EP size = DP x TP (vllm-ascend.md §1.3)",
+                           hint=f"set moe_ep: {d.dp * d.tp}"))
+    if is_moe(plan) and d.moe_tp > 1 and d.moe_ep > 1:
+        out.append(Finding("error", _path(inst, "moe_tp"), "vLLM-Ascend splits experts by EP or by TP, not both",
+                           hint="set moe_tp: 1 (expert parallel) or moe_ep: 1"))
+    return out
+
+
+def _interfaces(plan, inst) -> list[Finding]:
+    if len(inst.nodes) == 1 and plan.preset != "pd-split":
+        return []
+    out = []
+    for name in inst.nodes:
+        if plan.node(name).interface is None:
+            i = next(i for i, n in enumerate(plan.inventory.nodes) if n.name == name)
+            out.append(Finding("error", f"nodes[{i}].interface", f"node '{name}' has no known network interface for "
+                               f"{plan.node(name).container_ip}: vLLM-Ascend needs GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME "
+                               "and HCCL_SOCKET_IFNAME on every node of a multi-node or P/D deployment",
+                               "VA tests/e2e/nightly/multi_node/scripts/multi_node_config.py (DistEnvBuilder: the NIC "
+                               "carrying the node's IP); every multi-node tutorial",
+                               hint="run `deployctl preflight -i INVENTORY` (it reads `ip -o addr`) and pass its facts, "
+                               f"or set nodes[{i}].interface"))
+    return out
+
+
+def check(plan) -> list[Finding]:
+    data = matrix()
+    version = plan.engine.version
+    out: list[Finding] = []
+    if version is None or version not in data["versions"]:
+        out.append(Finding("warning", "engine.version", f"vLLM-Ascend version {version or 'unknown'} "
+                           f"({plan.engine.version_source}) is not in the support matrix (known: "
+                           f"{', '.join(data['versions'])}): flags are checked against the nearest older table; "
+                           "unverified", hint="set engine.version"))
+    entry = data["models"].get(plan.inventory.model.name, {})
+    note = entry.get("note", "")
+    if "same_as" in entry:
+        entry = data["models"][entry["same_as"]]
+    if note:
+        out.append(Finding("warning", "model.name", note))
+    runs = entry.get("versions", {}).get(version)
+    if not entry:
+        out.append(Finding("warning", "model.name", f"{plan.model_display} is not in vLLM-Ascend's support matrix: "
+                           "unverified"))
+    elif runs is None:
+        out.append(Finding("warning", "model.name", f"{plan.model_display} on vLLM-Ascend {version}: no guide or CI "
+                           "config covers it (unverified)"))
+    elif runs["value"] == "no":
+        out.append(Finding("error", "model.name", f"vLLM-Ascend {version} does not run {plan.model_display}",
+                           runs.get("source", "")))
+    if entry and plan.inventory.model.quant not in entry.get("quants", {}):
+        out.append(Finding("error", "model.quant", f"vLLM-Ascend runs {plan.model_display} in "
+                           f"{', '.join(entry['quants'])}, not {plan.inventory.model.quant}",
+                           "VA tutorials (modelslim W8A8 with --quantization ascend, or BF16)",
+                           hint=f"use quant {next(iter(entry['quants']))}"))
+    if plan.preset == "pd-split" and feature("pd_mooncake", version).get("value") != "yes":
+        out.append(Finding("error", "layout.preset", f"no Mooncake prefill/decode split in vLLM-Ascend {version}",
+                           feature("pd_mooncake", version).get("source", "")))
+    for inst in plan.instances:
+        out += _layout(plan, inst) + _interfaces(plan, inst)
+    return out

@@ -1,0 +1,75 @@
+"""Inventory checks only vLLM-Ascend needs: engine.args against the version's own parser table, the keys of
+engine.additional_config against vllm-ascend's config reader, and the flags deployctl derives."""
+
+from __future__ import annotations
+
+from deployctl.errors import Problem
+
+# flags deployctl renders from the inventory and plan; engine.args may not set them
+OWNED_FLAGS = ("--host", "--port", "--served-model-name", "--max-model-len", "--max-num-seqs",
+               "--max-num-batched-tokens", "--gpu-memory-utilization", "--tensor-parallel-size",
+               "--pipeline-parallel-size", "--data-parallel-size", "--data-parallel-size-local",
+               "--data-parallel-start-rank", "--data-parallel-rank", "--data-parallel-address",
+               "--data-parallel-rpc-port", "--headless", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+               "--kv-transfer-config", "--enable-expert-parallel", "--quantization", "--additional-config", "--model")
+OWNED_ENV = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "ASCEND_RT_VISIBLE_DEVICES")
+
+
+def _args(inv, raw, version: str) -> list[Problem]:
+    from deployctl.engines.vllm_ascend.catalog import option, suggest, takes_value
+
+    out = []
+    args = list(inv.engine.args)
+    i = 0
+    while i < len(args):
+        key = ("engine", "args", i)
+        arg = args[i]
+        flag, eq, _ = arg.partition("=")
+        if not flag.startswith("-"):
+            out.append(raw.problem(key, f"{arg!r} is not a flag", "give flags and their values as separate items, "
+                                   "e.g. [\"--max-num-seqs\", \"16\"]"))
+            i += 1
+            continue
+        canon = option(version, flag)
+        if canon is None:
+            out.append(raw.problem(key, f"vllm serve {version} has no flag {flag}", suggest(version, flag)))
+            i += 1
+            continue
+        if canon in OWNED_FLAGS:
+            out.append(raw.problem(key, f"{flag} is set by deployctl from the inventory",
+                                   "set it through the model, layout, ports or engine.additional_config keys"))
+        i += 1
+        if takes_value(version, flag) and not eq:
+            if i >= len(args):
+                out.append(raw.problem(key, f"{flag} needs a value", f"add the value after {flag}"))
+            i += 1
+    return out
+
+
+def _additional(inv, raw, version: str) -> list[Problem]:
+    import difflib
+
+    from deployctl.engines.vllm_ascend.catalog import additional_keys
+
+    keys = additional_keys(version)
+    out = []
+    for k in inv.engine.additional_config:
+        if k not in keys:
+            close = difflib.get_close_matches(k, list(keys), n=1)
+            out.append(raw.problem(("engine", "additional_config", k), f"vllm-ascend {version} reads no "
+                                   f"--additional-config key {k!r} (it would be ignored)",
+                                   f"did you mean {close[0]!r}?" if close else "see vllm_ascend/ascend_config.py of "
+                                   "that version"))
+    return out
+
+
+def engine_problems(inv, raw) -> list[Problem]:
+    from deployctl.engines.vllm_ascend.catalog import engine_version, known
+
+    version = known(engine_version(inv.engine).version)
+    out = _args(inv, raw, version) + _additional(inv, raw, version)
+    for key in OWNED_ENV:
+        if key in inv.engine.env:
+            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
+                                   "remove it: set nodes[].interface or let preflight find it"))
+    return out
