@@ -71,7 +71,9 @@ def _process_vars(plan, name: str) -> dict:
             "deployctl_router_start": p.router.start if p.router else "",
             "deployctl_router_container": p.router.ready_container if p.router else "",
             "deployctl_router_line": p.router.ready_line if p.router else "",
-            "deployctl_smoke_url": f"{p.serves}/v1/chat/completions" if p.serves else ""}
+            "deployctl_smoke_url": f"{p.serves}/v1/chat/completions" if p.serves else "",
+            "deployctl_smoke_words": p.smoke_words,
+            "deployctl_fatal_log": "|".join(p.engine.fatal_log)}
 
 
 def _hostvars(b, desired, changes, observed) -> dict[str, dict]:

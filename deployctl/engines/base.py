@@ -51,6 +51,7 @@ class Process:
     health_urls: tuple[str, ...] = ()    # GET -> 200 when ready
     ports: tuple[int, ...] = ()          # host ports it listens on
     restart_files: tuple[str, ...] = ()  # revision files whose change restarts it (the router's own files)
+    fatal_log: tuple[str, ...] = ()      # log lines (regular expressions) that mean it failed while it answers
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class NodeProcesses:
     router: Process | None = None        # started after every engine is ready (e.g. a P/D coordinator)
     serves: str | None = None            # the OpenAI base URL clients use on this node, if any
     smoke: bool = False                  # `up` sends its chat completion to `serves`
+    smoke_words: int = 0                 # and then a prompt this long (e.g. to force a P -> D KV transfer)
 
     @property
     def containers(self) -> tuple[str, ...]:

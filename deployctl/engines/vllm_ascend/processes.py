@@ -14,6 +14,10 @@ from deployctl.engines.vllm_ascend.launch import launches
 from deployctl.engines.vllm_ascend.render import container_name, proxy_name
 
 API_READY = "Application startup complete."
+# what users report when Mooncake's KV transfer fails (vllm-ascend issues #4866, #3724: error codes 103900/103902,
+# "Mooncake transfer failed"): the request may still be answered, so the decode logs are read after the smoke
+TRANSFER_ERRORS = ("Mooncake transfer failed", "103900", "103902")
+SMOKE_WORDS = 2000   # a prompt long enough that prefill hands the decode side a KV cache of many blocks
 ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
 
 
@@ -25,20 +29,21 @@ def node_processes(plan, node) -> NodeProcesses:
     name = container_name(plan)
     if api:
         engine = Process(containers=(name,), start="start.sh", ready_container=name, ready_line=API_READY,
-                         ready_count=len(api),
+                         ready_count=len(api), fatal_log=TRANSFER_ERRORS if plan.preset == "pd-split" else (),
                          health_urls=tuple(u for s in api for u in (f"http://{ip}:{s.port}/health",
                                                                      f"http://{ip}:{s.port}/v1/models")),
                          ports=tuple(s.port for s in api))
     else:
         engines = sum(s.engines for s in launch.serves)
         engine = Process(containers=(name,), start="start.sh", ready_container=name, ready_line=ENGINE_READY,
-                         ready_count=engines)
+                         ready_count=engines, fatal_log=TRANSFER_ERRORS if plan.preset == "pd-split" else ())
     if launch.proxy is not None:
         proxy = proxy_name(plan)
         router = Process(containers=(proxy,), start="start-proxy.sh", ready_container=proxy, ready_line=API_READY,
                          health_urls=(f"http://{ip}:{e.ports.proxy}/healthcheck",), ports=(e.ports.proxy,),
                          restart_files=("proxy.args", "start-proxy.sh"))
-        return NodeProcesses(engine=engine, router=router, serves=f"http://{ip}:{e.ports.proxy}", smoke=True)
+        return NodeProcesses(engine=engine, router=router, serves=f"http://{ip}:{e.ports.proxy}", smoke=True,
+                             smoke_words=SMOKE_WORDS)
     inst = plan.instance(node.instance)
     colocated = plan.preset != "pd-split"
     serves = f"http://{ip}:{api[0].port}" if api and colocated else None
