@@ -165,7 +165,7 @@ def zone_problem(raw: RawInventory, key: KeyPath, value: str) -> Problem | None:
 def check_image(raw: RawInventory, image: str) -> list[Problem]:
     """engine.image is one Docker image reference (and so never a `docker run` option)."""
     key, hint = ("engine", "image"), "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
-        "quay.io/ascend/vllm-ascend:v0.11.0 or swr.cn-south-1.myhuaweicloud.com/ascendhub/<engine>:<tag>"
+        "registry.example.com/team/engine:1.0"
     if image.startswith("-"):
         return [raw.problem(key, f"image {image!r} starts with '-'",
                             "`docker run` would read it as an option: " + hint[0].lower() + hint[1:])]
