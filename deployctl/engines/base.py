@@ -33,6 +33,7 @@ class EngineVersion:
 @dataclass(frozen=True)
 class MemoryInputs:
     fraction: float                  # share of HBM the engine may use
+    fraction_name: str               # where that share is set (NPU_MEMORY_FRACTION, --gpu-memory-utilization)
     comm_buffer_mb: int              # the widest communicator's buffer (HCCL_BUFFSIZE)
     o_proj_tp: int | None = None     # how this runtime really splits o_proj / lm_head (None: by tp)
     lm_head_tp: int | None = None

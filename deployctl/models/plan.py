@@ -40,6 +40,7 @@ class MemoryFit(Frozen):
 
     hbm_gb: float
     memory_fraction: float
+    fraction_name: str = "memory fraction"   # the engine setting it comes from
     usable_gb: float
     weights_gb: float
     weights_breakdown_gb: dict[str, float]

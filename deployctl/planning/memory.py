@@ -66,7 +66,7 @@ def comm_groups(d: Degrees) -> int:
 
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
-               notes: tuple[str, ...] = ()) -> MemoryFit:
+               notes: tuple[str, ...] = (), fraction_name: str = "memory fraction") -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (planner-math §4.2).
 
     planner-math §4.2 takes the communication buffers from the KV budget too; that is
@@ -91,7 +91,7 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
         reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
                   f"({max_seq_len:,})")
     return MemoryFit(
-        hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, usable_gb=round(usable / GB, 2),
+        hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, fraction_name=fraction_name, usable_gb=round(usable / GB, 2),
         weights_gb=round(weights / GB, 2),
         weights_breakdown_gb={k: round(v / GB, 2) for k, v in parts.items()},
         workspace_gb=round(workspace / GB, 2), comm_buffers_gb=round(comm / GB, 2),

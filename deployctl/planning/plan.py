@@ -39,7 +39,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     return memory_fit(catalog.models()[inv.model.name], quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv),
-                      notes=mem.notes)
+                      notes=mem.notes, fraction_name=mem.fraction_name)
 
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
@@ -79,7 +79,7 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
             message=f"{inst.name} instance ({len(inst.nodes)} x {hw}, tp={d.tp} dp={d.dp} pp={d.pp} cp={d.cp} "
             f"moe_tp={d.moe_tp} moe_ep={d.moe_ep}): weights {f.weights_gb:.2f} GB + workspace "
             f"{f.workspace_gb:.2f} GB = {need:.2f} GB per die, {f.usable_gb:.2f} GB usable "
-            f"({inv.cluster.hbm_gb} GiB HBM x NPU_MEMORY_FRACTION {f.memory_fraction}): {f.reason}"))
+            f"({inv.cluster.hbm_gb} GiB HBM x {f.fraction_name} {f.memory_fraction}): {f.reason}"))
     return LayoutError(f"{info.display} {inv.model.quant} does not fit in memory on this layout",
                        problems=problems, hint=_suggestions(inv, failing))
 

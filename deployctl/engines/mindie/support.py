@@ -88,7 +88,7 @@ def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
         o_proj = lm_head = None   # o_proj follows attention tp, lm_head the MLP tp (= tp)
         notes = ("torch runtime: o_proj and lm_head split by tp; local TP keys have no effect ("
                  f"{expand_source(feat['source'])})",)
-    return MemoryInputs(fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")),
+    return MemoryInputs(fraction=float(env.get("NPU_MEMORY_FRACTION", "0.8")), fraction_name="NPU_MEMORY_FRACTION",
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
                         o_proj_tp=o_proj, lm_head_tp=lm_head, notes=notes)
 

@@ -54,7 +54,7 @@ def preset_env(hardware: str, role: str, model: str, user_env: dict | None = Non
 
 def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
     env = preset_env(inv.cluster.hardware, role, inv.model.name, inv.engine.env)
-    return MemoryInputs(fraction=inv.engine.gpu_memory_utilization,
+    return MemoryInputs(fraction=inv.engine.gpu_memory_utilization, fraction_name="--gpu-memory-utilization",
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
                         notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM",))
 
