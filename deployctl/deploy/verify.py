@@ -52,7 +52,7 @@ def engine_problems(state: DeployedState, engine: str, want: Want, ms_names: tup
     if state.current_rev != want.rev:
         out.append(f"`current` names revision {state.current_rev or '(none)'}")
     if running and state.ready is False:
-        out.append("health /v2/health/ready is not 200")
+        out.append("a health check of the engine did not answer 200")
     if want.ms:
         for name in ms_names:
             m = state.containers.get(name)

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""OpenAI-style answers shared by the stand-in engines (tests/fakecluster): engine.py (MindIE) and vllm.py
+(vLLM-Ascend). Standard library only; both engines import it from their own directory (in a fake container:
+/.fakecluster/, where the fake docker copies the three files).
+
+* `JsonHandler`: a BaseHTTPRequestHandler with `_json(code, obj)` / `_error(code, message, ...)` (OpenAI's error
+  object) and no access log;
+* `answer(h, req, path, ctx, source=None)`: a deterministic chat/text completion made up from the request
+  (plain JSON, or SSE chunks ending `data: [DONE]`, with the usage chunk on `stream_options.include_usage`).
+  `ctx`: model (the served name; a list of names is accepted), max_input, max_seq, and either `describe`
+  (a callable source -> the sentence the answer starts with) or MindIE's where/mode/world/master.
+* `relay_stream(h, resp)`: copy an upstream SSE response through.
+"""
+
+import http.server
+import json
+import re
+import secrets
+import socketserver
+import time
+
+
+class ThreadingHTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def words(text):
+    return re.findall(r"\S+", text or "")
+
+
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    sys_version = ""
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def _json(self, code, obj, headers=()):
+        body = (json.dumps(obj) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, code, message, typ="invalid_request_error", err_code=None, param=None):
+        self._json(code, {"error": {"message": message, "type": typ, "param": param, "code": err_code}})
+
+    def _body(self):
+        """The request's JSON body, or None after answering 400."""
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+            req = json.loads(self.rfile.read(n) or b"null")
+        except ValueError:
+            self._error(400, "The request body is not valid JSON.")
+            return None
+        if not isinstance(req, dict):
+            self._error(400, "The request body must be a JSON object.")
+            return None
+        return req
+
+
+def _models(ctx):
+    m = ctx["model"]
+    return list(m) if isinstance(m, (list, tuple)) else [m]
+
+
+def prompt_of(req, chat):
+    """(whole prompt text, last user message) of a request, or None when malformed."""
+    if chat:
+        msgs = req.get("messages")
+        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
+            return None
+        prompt = " ".join(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+                          for m in msgs)
+        last = next((m.get("content") for m in reversed(msgs) if m.get("role") == "user"), "")
+        return prompt, last
+    prompt = req.get("prompt")
+    if not isinstance(prompt, str):
+        return None
+    return prompt, prompt
+
+
+def prompt_tokens(req, chat):
+    got = prompt_of(req, chat)
+    if got is None:
+        return 0
+    return len(words(got[0])) + (4 * len(req.get("messages") or []) if chat else 0)
+
+
+def answer(h, req, path, ctx, source=None, extra=None):
+    """An OpenAI-style completion, deterministic, made up from the request. `extra`: more top-level fields of
+    the (non-streamed) response (vLLM's kv_transfer_params)."""
+    chat = path.endswith("/chat/completions")
+    model = req.get("model")
+    names = _models(ctx)
+    if not model:
+        return h._error(400, "you must provide a model parameter", param="model")
+    if model not in names:
+        return h._error(404, "The model `%s` does not exist." % model, err_code="model_not_found", param="model")
+    got = prompt_of(req, chat)
+    if got is None:
+        if chat:
+            return h._error(400, "'messages' must be a non-empty list of {role, content}", param="messages")
+        return h._error(400, "'prompt' must be a string", param="prompt")
+    prompt, last = got
+    ptoks = prompt_tokens(req, chat)
+    if ptoks > ctx["max_input"]:
+        return h._error(400, ctx.get("too_long", "The input length %d exceeds maxInputTokenLen %d.")
+                        % (ptoks, ctx["max_input"]), param="messages" if chat else "prompt")
+    max_tokens = req.get("max_tokens", req.get("max_completion_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        return h._error(400, "max_tokens must be a positive integer", param="max_tokens")
+    said = " ".join(words(last if isinstance(last, str) else json.dumps(last))[:24])
+    if ctx.get("describe"):
+        text = "%s You said: %s" % (ctx["describe"](source), said)
+    else:
+        text = ("This is %s answering from %s (fake MindIE %s, %d devices, instance master %s). You said: %s"
+                % (names[0], source or ctx["where"], ctx["mode"], ctx["world"], ctx["master"], said))
+    toks = words(text)
+    limit = max_tokens if max_tokens is not None else max(1, ctx["max_seq"] - ptoks)
+    finish = "stop"
+    if len(toks) > limit:
+        toks, finish = toks[:limit], "length"
+    created = int(time.time())
+    rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
+    usage = {"prompt_tokens": ptoks, "completion_tokens": len(toks), "total_tokens": ptoks + len(toks)}
+    if not req.get("stream"):
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": " ".join(toks)}, "logprobs": None,
+                      "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": " ".join(toks), "logprobs": None, "finish_reason": finish}
+        doc = {"id": rid, "object": "chat.completion" if chat else "text_completion",
+               "created": created, "model": model, "choices": [choice], "usage": usage}
+        doc.update(extra or {})
+        return h._json(200, doc)
+    h.send_response(200)
+    h.send_header("Content-Type", "text/event-stream")
+    h.send_header("Cache-Control", "no-cache")
+    h.send_header("Connection", "close")
+    h.end_headers()
+    obj = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(delta, finish_reason=None):
+        c = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
+        if chat:
+            c["delta"] = delta
+        else:
+            c["text"] = delta.get("content", "")
+        doc = {"id": rid, "object": obj, "created": created, "model": model, "choices": [c]}
+        h.wfile.write(("data: " + json.dumps(doc) + "\n\n").encode())
+        h.wfile.flush()
+
+    try:
+        if chat:
+            chunk({"role": "assistant", "content": ""})
+        for i, t in enumerate(toks):
+            chunk({"content": (" " if i else "") + t})
+            time.sleep(0.002)
+        chunk({}, finish)
+        if (req.get("stream_options") or {}).get("include_usage"):
+            h.wfile.write(("data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
+                                                  "choices": [], "usage": usage}) + "\n\n").encode())
+        h.wfile.write(b"data: [DONE]\n\n")
+        h.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return None
+
+
+def passthrough(h, code, headers, data):
+    h.send_response(code)
+    h.send_header("Content-Type", headers.get("Content-Type", "application/json"))
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def relay_stream(h, resp):
+    """Copy an upstream response (an urllib response) to the client: SSE line by line, else in one piece."""
+    ctype = resp.headers.get("Content-Type", "application/json")
+    if not ctype.startswith("text/event-stream"):
+        return passthrough(h, resp.status, resp.headers, resp.read())
+    h.send_response(200)
+    h.send_header("Content-Type", ctype)
+    h.send_header("Cache-Control", "no-cache")
+    h.send_header("Connection", "close")
+    h.end_headers()
+    try:
+        for line in resp:
+            h.wfile.write(line)
+            h.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return None
