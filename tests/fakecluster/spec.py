@@ -31,6 +31,10 @@ DEFAULT_IMAGES = {
     "a2": "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts",
     "a3": "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts",
 }
+# vLLM-Ascend's images (quay.io/ascend/vllm-ascend:<ver> on A2, <ver>-a3 on A3; vllm-ascend.md §1.5): present on
+# default nodes next to MindIE's. The fake docker builds a vLLM-Ascend image for any `.../vllm-ascend:vX.Y.Z[-...]`
+# a node lists in docker_images (fake_bin/docker.py make_image_layer).
+VLLM_IMAGES = {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"}
 DEFAULT_NPU_NAME = {"a2": "910B3", "a3": "Ascend910"}
 # Board IDs (MindCluster constants): 0x3c = Atlas 800I A2 (0x33 before 2024-09); 0xb3 = an 800I A3 chip board.
 DEFAULT_BOARD_ID = {"a2": "0x3c", "a3": "0xb3"}
@@ -112,6 +116,8 @@ class NodeSpec:
     engine_reject_config: bool | str = False  # refuses its config.json (a str: the reason it prints)
     engine_slow_start: float = 0.0            # seconds of "weight loading" before joining the rendezvous
     engine_join_timeout: float = 15.0         # seconds the multi-node rendezvous waits (HCCL-like timeout)
+    engine_mooncake_error: bool | str = False  # vLLM stand-in: a kv_consumer logs a Mooncake transfer failure
+                                               # (103902) for a long prompt, and still answers (a str: its text)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -236,7 +242,7 @@ def default_cluster(n: int, hardware: Hardware = "a2", *, subnet: str | None = N
         subnet = free_subnet()
     if first_host + n - 1 > 254 or first_host < 2:
         raise ValueError("first_host..first_host+n-1 must lie in 2..254")
-    imgs = tuple(images) if images is not None else (DEFAULT_IMAGES[hardware],)
+    imgs = tuple(images) if images is not None else (DEFAULT_IMAGES[hardware], VLLM_IMAGES[hardware])
     devices = 16 if hardware == "a3" else 8
     specs = []
     for k in range(1, n + 1):

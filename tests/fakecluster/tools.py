@@ -27,6 +27,9 @@ from pathlib import Path
 from .spec import NodeSpec, a3_sdid
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
+STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py")
+# `vllm serve`'s parser tables, one per vLLM release (scripts/vllm_flags/extract.py made them from each wheel)
+VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "engines" / "vllm_ascend" / "flags"
 
 # Bus-Ids in the order the real samples list them
 A2_BUS_IDS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
@@ -196,7 +199,7 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
         docker=dict(images=list(spec.visible_images), version=spec.docker_version),
         engine=dict(crash=spec.engine_crash, crash_on=spec.engine_crash_on, never_ready=spec.engine_never_ready,
                     reject_config=spec.engine_reject_config, slow_start=spec.engine_slow_start,
-                    join_timeout=spec.engine_join_timeout),
+                    join_timeout=spec.engine_join_timeout, mooncake_error=spec.engine_mooncake_error),
         devices=devices)
 
 
@@ -439,8 +442,15 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
         stale = f"touch {answers_dir(cluster_state)}/.stale" if cluster_state else ":"
         sweep = _SWEEP.format(stale=stale) if tool != "docker" else ""
         _write(dst, _WRAPPER.format(tool=tool, script=script, slow=slow, ping=ping, sweep=sweep), 0o755)
-    # the stand-in MindIE (run inside fake containers; the fake docker copies it into each one)
-    shutil.copyfile(FAKE_BIN / "engine.py", ul / "lib" / "fakecluster" / "engine.py")
+    # the stand-in engines (run inside fake containers; the fake docker copies them into each one): MindIE,
+    # vLLM-Ascend (`vllm` + the P/D proxy), their shared OpenAI answers, and vLLM's own parser tables (the
+    # committed flags/vllm-<version>.json, read as files: the stand-in never imports deployctl)
+    for script in STANDIN_SCRIPTS:
+        shutil.copyfile(FAKE_BIN / script, ul / "lib" / "fakecluster" / script)
+    flags = ul / "lib" / "fakecluster" / "vllm-flags"
+    flags.mkdir(parents=True, exist_ok=True)
+    for table in sorted(VLLM_FLAGS.glob("vllm-[0-9]*.json")):
+        shutil.copyfile(table, flags / table.name)
     dirs.var_lib.mkdir(parents=True, exist_ok=True)
     link = ul / "bin" / "npu-smi"
     if link.is_symlink() or link.exists():

@@ -41,6 +41,9 @@ import time
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from openai_fake import JsonHandler, answer, passthrough, relay_stream, words  # noqa: E402  (shared with vllm.py)
+
 SETTINGS_PATH = "/.fakecluster/settings.json"
 STOP = threading.Event()
 READY = threading.Event()
@@ -513,31 +516,11 @@ def bind_http(ip, port, handler, what, role):
     return srv
 
 
-def words(text):
-    return re.findall(r"\S+", text or "")
-
-
-class ApiHandler(http.server.BaseHTTPRequestHandler):
+class ApiHandler(JsonHandler):
     """Business port (OpenAI API) and management port (health); `self.server.role` says which."""
     server_version = "MindIE-Server"
     sys_version = ""
     ctx = {}
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def _json(self, code, obj, headers=()):
-        body = (json.dumps(obj) + "\n").encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _error(self, code, message, typ="invalid_request_error", err_code=None, param=None):
-        self._json(code, {"error": {"message": message, "type": typ, "param": param, "code": err_code}})
 
     def do_GET(self):
         role, path = self.server.role, self.path.split("?")[0]
@@ -583,88 +566,6 @@ class ApiHandler(http.server.BaseHTTPRequestHandler):
         if not isinstance(req, dict):
             return self._error(400, "The request body must be a JSON object.")
         answer(self, req, path, self.ctx)
-
-
-def answer(h, req, path, ctx, source=None):
-    """An OpenAI-style completion, deterministic, made up from the request."""
-    chat = path.endswith("/chat/completions")
-    model = req.get("model")
-    if not model:
-        return h._error(400, "you must provide a model parameter", param="model")
-    if model != ctx["model"]:
-        return h._error(404, "The model `%s` does not exist." % model, err_code="model_not_found", param="model")
-    if chat:
-        msgs = req.get("messages")
-        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and "role" in m for m in msgs):
-            return h._error(400, "'messages' must be a non-empty list of {role, content}", param="messages")
-        prompt = " ".join(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
-                          for m in msgs)
-        last = next((m.get("content") for m in reversed(msgs) if m.get("role") == "user"), "")
-    else:
-        prompt = req.get("prompt")
-        if not isinstance(prompt, str):
-            return h._error(400, "'prompt' must be a string", param="prompt")
-        last = prompt
-    prompt_tokens = len(words(prompt)) + (4 * len(req.get("messages") or []) if chat else 0)
-    if prompt_tokens > ctx["max_input"]:
-        return h._error(400, "The input length %d exceeds maxInputTokenLen %d." % (prompt_tokens, ctx["max_input"]),
-                        param="messages" if chat else "prompt")
-    max_tokens = req.get("max_tokens", req.get("max_completion_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        return h._error(400, "max_tokens must be a positive integer", param="max_tokens")
-    text = ("This is %s answering from %s (fake MindIE %s, %d devices, instance master %s). You said: %s"
-            % (ctx["model"], source or ctx["where"], ctx["mode"], ctx["world"], ctx["master"],
-               " ".join(words(last if isinstance(last, str) else json.dumps(last))[:24])))
-    toks = words(text)
-    limit = max_tokens if max_tokens is not None else max(1, ctx["max_seq"] - prompt_tokens)
-    finish = "stop"
-    if len(toks) > limit:
-        toks, finish = toks[:limit], "length"
-    created = int(time.time())
-    rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(toks),
-             "total_tokens": prompt_tokens + len(toks)}
-    if not req.get("stream"):
-        if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": " ".join(toks)}, "logprobs": None,
-                      "finish_reason": finish}
-        else:
-            choice = {"index": 0, "text": " ".join(toks), "logprobs": None, "finish_reason": finish}
-        return h._json(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
-                             "created": created, "model": ctx["model"], "choices": [choice], "usage": usage})
-    h.send_response(200)
-    h.send_header("Content-Type", "text/event-stream")
-    h.send_header("Cache-Control", "no-cache")
-    h.send_header("Connection", "close")
-    h.end_headers()
-    obj = "chat.completion.chunk" if chat else "text_completion"
-
-    def chunk(delta, finish_reason=None, extra=None):
-        c = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
-        if chat:
-            c["delta"] = delta
-        else:
-            c["text"] = delta.get("content", "")
-        doc = {"id": rid, "object": obj, "created": created, "model": ctx["model"], "choices": [c]}
-        if extra:
-            doc.update(extra)
-        h.wfile.write(("data: " + json.dumps(doc) + "\n\n").encode())
-        h.wfile.flush()
-
-    try:
-        if chat:
-            chunk({"role": "assistant", "content": ""})
-        for i, t in enumerate(toks):
-            chunk({"content": (" " if i else "") + t})
-            time.sleep(0.002)
-        chunk({}, finish)
-        if (req.get("stream_options") or {}).get("include_usage"):
-            h.wfile.write(("data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": ctx["model"],
-                                                  "choices": [], "usage": usage}) + "\n\n").encode())
-        h.wfile.write(b"data: [DONE]\n\n")
-        h.wfile.flush()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
 
 
 # ---- the multi-node rendezvous (what HCCL's root-info exchange amounts to) -----------------------
