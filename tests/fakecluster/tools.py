@@ -188,7 +188,7 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
         devices.append(d)
     fw = firmware_of(spec)
     return dict(
-        name=spec.name, hardware=spec.hardware, npu_name=spec.name_of_npu,
+        name=spec.name, ip=spec.ip, hardware=spec.hardware, npu_name=spec.name_of_npu,
         chip_name=spec.name_of_npu, chips_per_npu=spec.chips_per_npu,
         driver_version=spec.driver_version, firmware_version=fw.version,
         fw_compatible=fw_compatible(spec.driver_version, fw.version),
@@ -199,7 +199,9 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
         docker=dict(images=list(spec.visible_images), version=spec.docker_version),
         engine=dict(crash=spec.engine_crash, crash_on=spec.engine_crash_on, never_ready=spec.engine_never_ready,
                     reject_config=spec.engine_reject_config, slow_start=spec.engine_slow_start,
-                    join_timeout=spec.engine_join_timeout, mooncake_error=spec.engine_mooncake_error),
+                    join_timeout=spec.engine_join_timeout,
+                    # the vLLM stand-in's fault, only when set (the MindIE keys above stay as they were)
+                    **({"mooncake_error": spec.engine_mooncake_error} if spec.engine_mooncake_error else {})),
         devices=devices)
 
 

@@ -154,4 +154,8 @@ def check(plan) -> list[Finding]:
                            feature("pd_mooncake", version).get("source", "")))
     for inst in plan.instances:
         out += _layout(plan, inst) + _interfaces(plan, inst)
+    if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders
+        from deployctl.engines.vllm_ascend.ports import port_findings
+
+        out += port_findings(plan)
     return out

@@ -22,7 +22,11 @@ A container's command runs in a private mount namespace chrooted into rootfs, in
 namespace (every container behaves as --net=host), supervised by a detached `docker.py __shim NAME`
 process (setsid: it survives the ssh session) that records the logs, the pid and the exit status.
 The fake image is a MindIE image: /usr/local/Ascend/mindie/latest/mindie-service/bin/{mindieservice_daemon,
-mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stand-in MindIE).
+mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stand-in MindIE). An image whose
+repository is `.../vllm-ascend` (any tag) is a vLLM-Ascend image instead: /usr/local/bin/vllm runs
+fake_bin/vllm.py, /vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/
+load_balance_proxy_server_example.py is its stand-in proxy, the CANN set_env.sh files and Mooncake's directory
+exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables.
 
   docker run [-d] [--name N] [--net=host] [--ipc=host] [--shm-size S] [--privileged] [--device D]...
              [-v SRC:DST[:ro]]... [--mount type=bind,source=S,target=T[,readonly]] [--env-file F]...
@@ -1351,8 +1355,51 @@ ENGINE_BINS = {"mindieservice_daemon": "daemon", "mindie_llm_server": "daemon", 
                "ms_coordinator": "ms_coordinator"}
 
 
+VLLM_REPO = re.compile(r"(^|/)vllm-ascend$")
+# where the vLLM-Ascend images keep the repository (Dockerfile.a3@v0.13.0 L24 COPY . /vllm-workspace/vllm-ascend/)
+# and the proxy of the P/D guides in it
+VLLM_PROXY = "vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
+# Mooncake inside the images since v0.11 (vllm-ascend.md §1.4); the guides put it on LD_LIBRARY_PATH
+MOONCAKE_DIR = "Ascend/ascend-toolkit/latest/python/site-packages/mooncake"
+
+
+def is_vllm_image(ref):
+    return bool(VLLM_REPO.search(split_ref(normalize(ref))[0]))
+
+
+def make_vllm_layer(cfg, d):
+    """A vLLM-Ascend image: CANN set_env.sh, Mooncake's libraries, `vllm` on PATH (fake_bin/vllm.py) and the
+    repository's examples with the P/D proxy (the stand-in proxy of vllm.py)."""
+    ul = os.path.join(d, "usr_local")
+    for rel in ("ascend-toolkit/set_env.sh", "nnal/atb/set_env.sh"):
+        p = os.path.join(ul, "Ascend", rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(SET_ENV[rel])
+    moon = os.path.join(ul, MOONCAKE_DIR)
+    os.makedirs(moon, exist_ok=True)
+    for lib in ("libtransfer_engine.so", "engine.so"):
+        open(os.path.join(moon, lib), "w").close()
+    for sub in ("bin", "sbin", "lib", "include", "share"):
+        os.makedirs(os.path.join(ul, sub), exist_ok=True)
+    p = os.path.join(ul, "bin", "vllm")
+    with open(p, "w") as f:
+        f.write("#!/bin/sh\n# fake vLLM (tests/fakecluster/fake_bin/vllm.py)\n"
+                "exec /usr/bin/python3 -u /.fakecluster/vllm.py \"$@\"\n")
+    os.chmod(p, 0o755)
+    proxy = os.path.join(d, "rootfs", VLLM_PROXY)
+    os.makedirs(os.path.dirname(proxy), exist_ok=True)
+    with open(proxy, "w") as f:
+        f.write("# fake load_balance_proxy_server_example.py (tests/fakecluster/fake_bin/vllm.py proxy_main)\n"
+                "import sys\nsys.path.insert(0, '/.fakecluster')\nimport vllm as fake_vllm  # noqa: E402\n"
+                "sys.exit(fake_vllm.proxy_main(sys.argv[1:]))\n")
+
+
 def make_image_layer(cfg, d):
-    """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh."""
+    """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh, or
+    vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image."""
+    if is_vllm_image(cfg.get("ImageRef") or cfg["Image"]):
+        return make_vllm_layer(cfg, d)
     ul = os.path.join(d, "usr_local")
     ver = cfg.get("MindieVersion", "2.2.RC1")
     svc = os.path.join(ul, "Ascend", "mindie", ver, "mindie-service")
@@ -1391,8 +1438,18 @@ def write_settings(st, cfg, d):
     fc = os.path.join(d, "rootfs", ".fakecluster")
     os.makedirs(fc, exist_ok=True)
     shutil.copyfile(ENGINE, os.path.join(fc, "engine.py"))
+    for script in ("vllm.py", "openai_fake.py"):
+        if os.path.exists(os.path.join(HERE, script)):
+            shutil.copyfile(os.path.join(HERE, script), os.path.join(fc, script))
+    flags = os.path.join(HERE, "vllm-flags")
+    if os.path.isdir(flags):
+        os.makedirs(os.path.join(fc, "vllm-flags"), exist_ok=True)
+        for name in os.listdir(flags):
+            shutil.copyfile(os.path.join(flags, name), os.path.join(fc, "vllm-flags", name))
     write_json(os.path.join(fc, "settings.json"), {
-        "node": st.get("name"), "hardware": st.get("hardware"), "container": cfg["Name"], "id": cfg["Id"],
+        "node": st.get("name"), "ip": st.get("ip"), "hardware": st.get("hardware"), "container": cfg["Name"],
+        "id": cfg["Id"],
+        "image": cfg.get("ImageRef") or cfg["Image"],
         "engine": dict(st.get("engine") or {}), "node_devices": sorted(node_devices(st))})
 
 

@@ -108,8 +108,8 @@ def answer(h, req, path, ctx, source=None, extra=None):
     prompt, last = got
     ptoks = prompt_tokens(req, chat)
     if ptoks > ctx["max_input"]:
-        return h._error(400, ctx.get("too_long", "The input length %d exceeds maxInputTokenLen %d.")
-                        % (ptoks, ctx["max_input"]), param="messages" if chat else "prompt")
+        return h._error(400, ctx.get("too_long", "The input length %(tokens)d exceeds maxInputTokenLen %(limit)d.")
+                        % {"tokens": ptoks, "limit": ctx["max_input"]}, param="messages" if chat else "prompt")
     max_tokens = req.get("max_tokens", req.get("max_completion_tokens"))
     if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         return h._error(400, "max_tokens must be a positive integer", param="max_tokens")
