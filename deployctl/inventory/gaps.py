@@ -1,4 +1,4 @@
-"""What an inventory may leave to preflight: device IPs, A3 SDIDs and super pod ids.
+"""What an inventory may leave to preflight: device IPs, A3 SDIDs, super pod ids and network interfaces.
 
 `validate`, `plan` and `render` refuse an inventory with such gaps unless a facts file fills them;
 `preflight` accepts it (the gaps become "needs facts" notes) because it is the command that reads
@@ -12,8 +12,9 @@ from typing import Literal
 
 from deployctl.errors import Problem
 
-What = Literal["ip", "sdid", "super_pod_id"]
-NOUNS = {"ip": "device IPs", "sdid": "SDIDs", "super_pod_id": "super pod id"}
+What = Literal["ip", "sdid", "super_pod_id", "interface"]
+NOUNS = {"ip": "device IPs", "sdid": "SDIDs", "super_pod_id": "super pod id",
+         "interface": "network interfaces (`ip -o addr`)"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,16 @@ def needs_facts(raw, key: tuple, message: str, hint: str, *, node: str, device: 
 
     return NeedsFacts(message=message, path=format_path(key), file=raw.file, line=raw.line_of(key), hint=hint,
                       node=node, device=device, what=what)
+
+
+def interface_gaps(inv, raw, needs: str | None) -> list[NeedsFacts]:
+    """Every node without `interface` when the engine needs one per node (``needs`` says why, None: it does not)."""
+    if needs is None:
+        return []
+    return [needs_facts(raw, ("nodes", i), f"node '{n.name}' has no known network interface for {n.server_ip}: "
+                        f"{needs}", discovery_hint(raw.file, "interface") + f"; or set nodes[{i}].interface",
+                        node=n.name, what="interface")
+            for i, n in enumerate(inv.nodes) if n.interface is None]
 
 
 def discovery_hint(inventory_file: str, what: What = "ip", *, facts_given: bool = False) -> str:

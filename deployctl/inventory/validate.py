@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from deployctl import engines
 from deployctl.errors import InventoryError, Problem
-from deployctl.inventory.gaps import NeedsFacts, discovery_hint, needs_facts
+from deployctl.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
 from deployctl.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, check_image, check_ssh,
                                          hostile_problems, ip_address, zone_problem)
@@ -649,6 +649,7 @@ def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | Non
         problems += check(inv, raw)
     if not any(p.path.startswith("layout") for p in problems):
         problems += layout_problems(inv, raw, skip_ips=bad_hccn)
+        problems += interface_gaps(inv, raw, engines.for_inventory(inv).needs_interfaces(inv))
     if facts is not None:   # the facts were there and still left the gap: "run preflight" would not help
         problems = [dataclasses.replace(p, hint=discovery_hint(raw.file, p.what, facts_given=True))
                     if isinstance(p, NeedsFacts) else p for p in problems]

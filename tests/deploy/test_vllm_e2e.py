@@ -61,16 +61,9 @@ def up(dep: Deployment, *extra: str):
 
 
 def read_inventory(dep: Deployment) -> Path:
-    """For `status`, `history`, `rollback`, `down`: the inventory with `interface: eth0` (what preflight found).
-    Only `up` (and `diff`) fill the inventory from the latest preflight facts; the others plan the bare
-    inventory (cli/deploy.py load_deployed_inventory), and vLLM-Ascend's plan refuses nodes without an interface
-    (deployctl bug, see test_status_reads_an_inventory_without_interfaces)."""
-    doc = yaml.safe_load(dep.inv.read_text())
-    for n in doc["nodes"]:
-        n["interface"] = "eth0"
-    path = dep.inv.with_name("read-" + dep.inv.name)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    """For `status`, `history`, `rollback`, `down`: the inventory as written, without interfaces (they are a gap
+    preflight fills, like device IPs; these commands read what the hosts run and need no facts)."""
+    return dep.inv
 
 
 def status(dep: Deployment, inv: Path | None = None) -> tuple[int, list[dict]]:
@@ -195,11 +188,10 @@ def test_a2_dp_ep_headless_node_joins_the_dp_group(a2):
     assert "Application startup complete." not in logs["node2"]
 
 
-@pytest.mark.xfail(strict=True, reason="deployctl: `status` plans the inventory without preflight facts, and "
-                   "vllm_ascend/support.py _interfaces refuses nodes without `interface:` (LayoutError, exit 2)")
 def test_status_reads_an_inventory_without_interfaces(a2):
     rc, rows = status(a2, a2.inv)
-    assert rc == 0 and [r["ready"] for r in rows] == [True, True]
+    # node2 is headless: no HTTP endpoint to probe, its readiness is its engine cores' log line (up waits for it)
+    assert rc == 0 and [r["ready"] for r in rows] == [True, None], rows
 
 
 def test_a2_dp_ep_lifecycle(a2):

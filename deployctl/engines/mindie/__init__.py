@@ -37,6 +37,11 @@ class MindieDriver:
 
         return role_preset(inv.model.name, role) if preset == "pd-split" else None
 
+    def needs_interfaces(self, inv) -> str | None:
+        from deployctl.engines.mindie.support import needs_interfaces
+
+        return needs_interfaces(inv)
+
     def check(self, plan) -> list:
         from deployctl.engines.mindie.support import check
 

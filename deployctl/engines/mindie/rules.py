@@ -103,26 +103,6 @@ def _pd(plan) -> list[Finding]:
     return out
 
 
-def _interfaces(plan, inst) -> list[Finding]:
-    from deployctl.engines.mindie.support import needs_gloo_interface
-
-    if not needs_gloo_interface(plan, inst):
-        return []
-    out = []
-    for name in inst.nodes:
-        node = plan.node(name)
-        if node.interface is None:
-            i = next(i for i, n in enumerate(plan.inventory.nodes) if n.name == name)
-            out.append(Finding("error", f"nodes[{i}].interface", f"node '{name}' has no known network interface for "
-                               f"{node.container_ip}: the torch runtime's gloo groups need GLOO_SOCKET_IFNAME on every "
-                               "node of a multi-node instance", "MindIE-LLM docs/zh/user_guide/models/deepseek/"
-                               "deepseek_v3.2.md L138; docs/zh/faq/faq.md (gloo picks a wrong interface: Connection "
-                               "refused)", hint="run `deployctl preflight -i INVENTORY` (it reads `ip -o addr` on "
-                               "each node) and pass its facts (--facts, or the latest preflight), or set "
-                               f"nodes[{i}].interface"))
-    return out
-
-
 def layout_findings(plan) -> list[Finding]:
     from deployctl.engines.mindie.support import backend, model_entry
 
@@ -134,7 +114,6 @@ def layout_findings(plan) -> list[Finding]:
         if runtime == "atb":
             out += _partition_up(plan, inst)
         out += _validated_world(plan, inst, entry)
-        out += _interfaces(plan, inst)
         if inst.degrees.cp > 1 and inst.degrees.dp > 1:
             out.append(Finding("error", _path(inst, "cp"), f"cp={inst.degrees.cp} with dp={inst.degrees.dp}: MindIE "
                                "refuses context and data parallel together", _feature("cp_with_dp", runtime)["source"],

@@ -77,6 +77,15 @@ def needs_gloo_interface(plan, inst) -> bool:
     return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or distributed_decode(plan))
 
 
+def needs_interfaces(inv) -> str | None:
+    """GLOO_SOCKET_IFNAME on every node of a multi-node torch-runtime deployment (deepseek_v3.2.md L138)."""
+    spans = len(inv.nodes) > 1 or inv.layout.prefill is not None
+    if backend(inv.model.name) != "torch" or not spans:
+        return None
+    return ("the torch runtime's gloo groups need GLOO_SOCKET_IFNAME on every node of a multi-node instance "
+            "(MindIE-LLM deepseek_v3.2.md L138; faq.md: gloo picks a wrong interface, Connection refused)")
+
+
 def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
     from deployctl.engines.mindie.presets import preset_env
 

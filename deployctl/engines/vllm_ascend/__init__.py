@@ -35,6 +35,11 @@ class VllmAscendDriver:
 
         return role_preset(role) if preset == "pd-split" else None
 
+    def needs_interfaces(self, inv) -> str | None:
+        from deployctl.engines.vllm_ascend.support import needs_interfaces
+
+        return needs_interfaces(inv)
+
     def check(self, plan) -> list:
         from deployctl.engines.vllm_ascend.support import check
 

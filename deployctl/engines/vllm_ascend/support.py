@@ -102,21 +102,12 @@ def _layout(plan, inst) -> list[Finding]:
     return out
 
 
-def _interfaces(plan, inst) -> list[Finding]:
-    if len(inst.nodes) == 1 and plan.preset != "pd-split":
-        return []
-    out = []
-    for name in inst.nodes:
-        if plan.node(name).interface is None:
-            i = next(i for i, n in enumerate(plan.inventory.nodes) if n.name == name)
-            out.append(Finding("error", f"nodes[{i}].interface", f"node '{name}' has no known network interface for "
-                               f"{plan.node(name).container_ip}: vLLM-Ascend needs GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME "
-                               "and HCCL_SOCKET_IFNAME on every node of a multi-node or P/D deployment",
-                               "VA tests/e2e/nightly/multi_node/scripts/multi_node_config.py (DistEnvBuilder: the NIC "
-                               "carrying the node's IP); every multi-node tutorial",
-                               hint="run `deployctl preflight -i INVENTORY` (it reads `ip -o addr`) and pass its facts, "
-                               f"or set nodes[{i}].interface"))
-    return out
+def needs_interfaces(inv) -> str | None:
+    if len(inv.nodes) == 1:
+        return None
+    return ("vLLM-Ascend needs GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME and HCCL_SOCKET_IFNAME on every node of a "
+            "multi-node or P/D deployment (VA tests/e2e/nightly/multi_node/scripts/multi_node_config.py DistEnvBuilder: "
+            "the NIC carrying the node's IP; every multi-node tutorial)")
 
 
 def check(plan) -> list[Finding]:
@@ -153,7 +144,7 @@ def check(plan) -> list[Finding]:
         out.append(Finding("error", "layout.preset", f"no Mooncake prefill/decode split in vLLM-Ascend {version}",
                            feature("pd_mooncake", version).get("source", "")))
     for inst in plan.instances:
-        out += _layout(plan, inst) + _interfaces(plan, inst)
+        out += _layout(plan, inst)
     if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders
         from deployctl.engines.vllm_ascend.ports import port_findings
 
