@@ -168,3 +168,13 @@ def test_flag_new_in_013_accepted_on_013_refused_on_011(tmp_path):
     _check_all_args(out, "0.13")
     for f in out.glob("*/serve-*.args"):
         assert vm.parse("0.13", vm.read_args(f)).stream_interval == "2"
+
+
+def test_validate_unknown_ascend_env_variable_did_you_mean(tmp_path):
+    """vllm-ascend ignores VLLM_ASCEND_* variables it does not read: deployctl refuses them, per version."""
+    r = _validate(tmp_path, env={"VLLM_ASCEND_ENABLE_MLAPOO": 1})
+    text = r.stdout + r.stderr
+    assert r.returncode == 2, text
+    assert "engine.env.VLLM_ASCEND_ENABLE_MLAPOO" in text and "did you mean VLLM_ASCEND_ENABLE_MLAPO?" in text, text
+    ok = _validate(tmp_path, env={"VLLM_ASCEND_ENABLE_MLAPO": 1})
+    assert ok.returncode == 0, ok.stdout + ok.stderr

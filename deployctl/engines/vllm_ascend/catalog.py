@@ -73,5 +73,12 @@ def suggest(version: str, flag: str) -> str:
     return f"did you mean {close[0]}?" if close else "see `vllm serve --help` of that version"
 
 
+def ascend_env(version: str) -> set[str]:
+    """Every VLLM_ASCEND_* (and other) variable vllm-ascend of this version reads (vllm_ascend/envs.py and the
+    other reads the extraction found)."""
+    env = ascend_table(version)["env_vars"]
+    return set(env["declared"]) | set(env.get("read_elsewhere_in_vllm_ascend", {}))
+
+
 def additional_keys(version: str) -> dict:
     return ascend_table(version)["additional_config"]["keys"]

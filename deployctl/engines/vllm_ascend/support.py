@@ -76,6 +76,11 @@ def _layout(plan, inst) -> list[Finding]:
     if d.o_proj_tp or d.lm_head_tp:
         out.append(Finding("note", _path(inst, "lm_head_tp"), "o_proj_tp / lm_head_tp are MindIE keys; vLLM-Ascend "
                            "takes finegrained_tp_config in engine.additional_config (not rendered from the layout)"))
+    if d.pp > 1 and plan.inventory.model.name.startswith("deepseek"):
+        out.append(Finding("warning", _path(inst, "pp"), "no vLLM-Ascend guide runs DeepSeek with pipeline parallel; "
+                           "the 2-node DeepSeek guides use DP2 x TP8 + EP16 (A2) or DP2 x TP16 (A3)",
+                           "VA DeepSeek-V3.2.md §5.2, DeepSeek-V3.1.md §5.2 (vllm-ascend.md §1.1)",
+                           hint="use preset dp-ep"))
     if d.pp > 1:
         f = feature("multi_node_tp_pp", version)
         if f.get("value") == "no":

@@ -63,11 +63,28 @@ def _additional(inv, raw, version: str) -> list[Problem]:
     return out
 
 
+def _ascend_env(inv, raw, version: str) -> list[Problem]:
+    """VLLM_ASCEND_* variables the version does not read are refused (vllm-ascend ignores them silently)."""
+    import difflib
+
+    from deployctl.engines.vllm_ascend.catalog import ascend_env
+
+    known = ascend_env(version)
+    out = []
+    for key in inv.engine.env:
+        if key.startswith("VLLM_ASCEND_") and key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            out.append(raw.problem(("engine", "env", key), f"vllm-ascend {version} reads no {key} (it would be "
+                                   "ignored)", f"did you mean {close[0]}?" if close else "see vllm_ascend/envs.py of "
+                                   "that version; newer releases moved feature switches into engine.additional_config"))
+    return out
+
+
 def engine_problems(inv, raw) -> list[Problem]:
     from deployctl.engines.vllm_ascend.catalog import engine_version, known
 
     version = known(engine_version(inv.engine).version)
-    out = _args(inv, raw, version) + _additional(inv, raw, version)
+    out = _args(inv, raw, version) + _additional(inv, raw, version) + _ascend_env(inv, raw, version)
     for key in OWNED_ENV:
         if key in inv.engine.env:
             out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
