@@ -2,7 +2,8 @@
 
 API processes: uvicorn logs "Application startup complete." (vLLM's OpenAI server runs under uvicorn), then
 GET /health and /v1/models answer 200. Headless processes serve no HTTP: each DP engine core logs
-"init engine (profile, create kv cache, warmup model) took ..." (vllm/v1/engine/core.py) when it is ready.
+"init engine (profile, create kv cache, warmup model) took ..." when it is ready (vllm/v1/engine/core.py
+L210 in vLLM 0.11.0, L260 in 0.13.0, L282 in 0.18.0, read from the PyPI wheels).
 The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 (load_balance_proxy_server_example.py@v0.13.0 L873).
 """
