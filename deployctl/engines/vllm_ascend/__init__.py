@@ -77,10 +77,10 @@ class VllmAscendDriver:
 
     @property
     def chart(self):
-        from deployctl.errors import UsageError
+        from deployctl.errors import LayoutError, Problem
 
-        raise UsageError("--target k8s is not available for vllm-ascend yet",
-                         hint="deploy with --target hosts")
+        raise LayoutError("--target k8s is not available for vllm-ascend yet", problems=[Problem(
+            path="engine.kind", message="the Helm chart runs MindIE only so far")], hint="deploy with --target hosts")
 
 
 DRIVER = VllmAscendDriver()
