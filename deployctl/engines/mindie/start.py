@@ -71,7 +71,6 @@ def engine_files(plan: Plan, node: PlanNode) -> list[str]:
 def start_script(plan: Plan, node: PlanNode) -> str:
     inv = plan.inventory
     e = inv.engine
-    inst = plan.instance(node.instance)
     weights = inv.model.weights_path
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(weights, weights, "ro")]
     mounts += [(m.host, m.container, "rw" if m.rw else "ro") for m in e.mounts]
