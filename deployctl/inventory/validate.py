@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from deployctl import engines
 from deployctl.errors import InventoryError, Problem
+from deployctl.inventory.envcheck import HCCL_RANGES, env_range_problems
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
 from deployctl.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, check_image, check_ssh,
@@ -447,7 +448,8 @@ def _check_container_path(raw: RawInventory, key: KeyPath, path: str) -> list[Pr
 def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     """The keys every engine has; the engine's driver checks its own (engines/<kind>/validate.py)."""
     e = inv.engine
-    out = _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
+    out = env_range_problems(e.env, raw, HCCL_RANGES)
+    out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
     out += check_image(raw, e.image)
     for key, value in e.env.items():

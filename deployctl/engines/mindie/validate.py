@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from deployctl.errors import Problem
+from deployctl.inventory.envcheck import env_range_problems
 
 # engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
 # make config.json disagree with the rank table, the env and the plan.
@@ -25,9 +26,8 @@ OWNED_CONFIG_KEYS = {
 OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
                   "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH",
                   "GLOO_SOCKET_IFNAME", "MINDIE_ENABLE_DP_DISTRIBUTED")
-# (low, high, integer?) for env values the planner reads or HCCL checks on every rank
-ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False), "HCCL_BUFFSIZE": (1, 65536, True),
-              "HCCL_CONNECT_TIMEOUT": (120, 7200, True), "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
+# MindIE's share of HBM (the planner reads it); HCCL's variables are checked for every engine (envcheck.py)
+ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False)}
 
 
 def _env_values(env: dict, raw) -> list[Problem]:
@@ -36,24 +36,7 @@ def _env_values(env: dict, raw) -> list[Problem]:
         if key in env:
             out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
                                    "remove it: set nodes[].container_ip, nodes[].interface or the layout instead"))
-    for key, (low, high, integer) in ENV_RANGES.items():
-        if key not in env:
-            continue
-        value = env[key]
-        kind = "an integer" if integer else "a number"
-        bounds = f"({low}, {high}]" if key == "NPU_MEMORY_FRACTION" else f"[{low}, {high}]"
-        try:
-            if isinstance(value, bool):
-                raise ValueError
-            number = int(value) if integer else float(value)
-        except (TypeError, ValueError):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
-                                   f"{key} takes {kind} in {bounds}"))
-            continue
-        if not ((number > low if key == "NPU_MEMORY_FRACTION" else number >= low) and number <= high):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
-                                   f"{key} takes {kind} in {bounds}"))
-    return out
+    return out + env_range_problems(env, raw, ENV_RANGES)
 
 
 def _ports(e, raw) -> list[Problem]:

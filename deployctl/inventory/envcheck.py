@@ -1,0 +1,32 @@
+"""Numeric engine.env values the planner reads or every rank must agree on, checked before anything uses them."""
+
+from __future__ import annotations
+
+from deployctl.errors import Problem
+
+# (low, high, integer?) for HCCL's variables (CANN, every engine): HCCL_BUFFSIZE feeds the memory plan
+HCCL_RANGES = {"HCCL_BUFFSIZE": (1, 65536, True), "HCCL_CONNECT_TIMEOUT": (120, 7200, True),
+               "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
+
+
+def env_range_problems(env: dict, raw, ranges: dict[str, tuple]) -> list[Problem]:
+    """A value outside ``ranges`` (or not a number) is refused at engine.env.KEY; fractions are (low, high]."""
+    out = []
+    for key, (low, high, integer) in ranges.items():
+        if key not in env:
+            continue
+        value = env[key]
+        kind = "an integer" if integer else "a number"
+        bounds = f"[{low}, {high}]" if integer else f"({low}, {high}]"
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = int(value) if integer else float(value)
+        except (TypeError, ValueError):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
+                                   f"{key} takes {kind} in {bounds}"))
+            continue
+        if not ((number >= low if integer else number > low) and number <= high):
+            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
+                                   f"{key} takes {kind} in {bounds}"))
+    return out
