@@ -70,16 +70,6 @@ class CliReporter:
             self.con.print(("[green]" if u.ok else "[red]") + esc("  " + u.line()) + "[/]")
 
 
-
-def serving_url(plan) -> str:
-    """Where clients go: the router when there is one, else the first instance master (the driver says)."""
-    from deployctl import engines
-
-    driver = engines.driver(plan.engine.kind)
-    urls = [p.serves for p in (driver.processes(plan, n) for n in plan.nodes) if p.serves]
-    routed = [driver.processes(plan, n).serves for n in plan.nodes if n.runs_router]
-    return (routed or urls or ["(no endpoint)"])[0]
-
 def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
     """--break-lock: show who holds the lock, confirm, remove it on every host."""
     from deployctl.deploy.hostlock import break_lock, holders
@@ -174,6 +164,7 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
                "changes": out.changes.model_dump() if out.changes is not None else None}
         typer.echo(json.dumps(doc, indent=2))
         return
+    from deployctl.deploy.remote import entry_url
     from deployctl.planning.plan import plan_layout
 
     con = reporter.con
@@ -182,7 +173,7 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
             con.print(esc(f"✓ down: no engine container left on {len(inv.nodes)} node(s) (read back); "
                           f"record: {out.record.path}"))
             return
-        con.print(esc(f"✓ serving (verified on every node): {serving_url(plan_layout(inv))}/v1/chat/completions "
+        con.print(esc(f"✓ serving (verified on every node): {entry_url(plan_layout(inv))}/v1/chat/completions "
                       f"(model {inv.model.served_name}); record: {out.record.path}"))
     elif out.status == "nothing-to-do":
         con.print("✓ nothing to do: " + ("no engine container runs" if operation == "down" else

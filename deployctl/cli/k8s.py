@@ -110,13 +110,12 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 def _serving(inv) -> str:
     from deployctl import engines
+    from deployctl.deploy.remote import entry_url
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
-    driver = engines.driver(inv.engine.kind)
-    served = next((p.serves for p in (driver.processes(plan, n) for n in plan.nodes) if p.smoke), "")
-    port = served.rsplit(":", 1)[-1]
-    return f"Service {driver.chart.fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
+    port = entry_url(plan_layout(inv)).rsplit(":", 1)[-1]
+    chart = engines.driver(inv.engine.kind).chart
+    return f"Service {chart.fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
 
 
 def _print_failed(con, operation: str, out, backend) -> None:

@@ -39,10 +39,14 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
     moving = [h for h in changes.hosts if h.action != "keep"]
     masters = {i.master for i in plan.instances}
     ms = [h.node for h in changes.hosts if h.ms_action not in (None, "keep")]
-    ms_node = [n.name for n in plan.nodes if n.runs_router]
-    # pd-split serves clients through the MindIE-MS coordinator only; colocated layouts through each
-    # restarted instance master
-    smoke = ms_node if ms_node and (moving or ms) else [h.node for h in moving if h.node in masters]
+    # where the engine's driver says clients go: a router answers for every instance behind it (smoke it when
+    # anything moved); otherwise each restarted instance's entry node
+    from deployctl.deploy.remote import processes
+
+    entries = [n.name for n in plan.nodes if processes(plan, n.name).smoke]
+    routed = any(n.runs_router for n in plan.nodes)
+    moved = {h.node for h in moving}
+    smoke = entries if routed and (moving or ms) else [n for n in entries if n in moved]
     return {"push": [h.node for h in changes.hosts if h.push] if push else [],
             "start_masters": [h.node for h in moving if h.node in masters],
             "start_workers": [h.node for h in moving if h.node not in masters],

@@ -31,6 +31,12 @@ def processes(plan: Plan, node: str):
     return engines.driver(plan.engine.kind).processes(plan, plan.node(node))
 
 
+def entry_url(plan: Plan) -> str:
+    """Where clients go: the endpoint `up` sends its smoke request to (the router, else the first instance's
+    master), as the engine's driver says."""
+    return next((p.serves for p in (processes(plan, n.name) for n in plan.nodes) if p.smoke and p.serves), "")
+
+
 def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
     """(the engine container's name, the router's containers) - the same names on every node."""
     router = next((p.router for p in (processes(plan, n.name) for n in plan.nodes) if p.router), None)

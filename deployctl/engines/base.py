@@ -17,8 +17,11 @@ A driver answers, for one engine kind:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Protocol
+
+TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,40 @@ class EngineVersion:
 
     def describe(self) -> str:
         return f"{self.version} (from {self.source})" if self.version else f"unknown ({self.source})"
+
+
+def version_from(engine) -> EngineVersion:
+    """engine.version, else major.minor of the image tag (`mindie:2.2.RC1-800I-A2-...` -> 2.2,
+    `vllm-ascend:v0.13.0-a3` -> 0.13); a digest-only or untagged image says nothing."""
+    if engine.version:
+        m = TAG_VERSION.match(engine.version)
+        return EngineVersion(f"{m.group(1)}.{m.group(2)}" if m else engine.version, "engine.version")
+    image = engine.image.split("@", 1)[0]
+    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
+    m = TAG_VERSION.match(tag)
+    if m:
+        return EngineVersion(f"{m.group(1)}.{m.group(2)}", f"image tag {tag}")
+    return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
+
+
+def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
+    """A driver's YAML data file. In a support matrix yes/no stay the words yes/no (YAML 1.1 would read them
+    as booleans); env presets keep real booleans (``words_for_booleans=False``)."""
+    from importlib import resources
+
+    import yaml
+
+    def words(node):
+        if isinstance(node, dict):
+            return {k: words(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [words(v) for v in node]
+        if isinstance(node, bool):
+            return "yes" if node else "no"
+        return node
+
+    data = yaml.safe_load(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+    return words(data) if words_for_booleans else data
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ class MindieDriver:
         return MindieSettings
 
     def version(self, inv) -> EngineVersion:
-        from deployctl.engines.mindie.support import engine_version
+        from deployctl.engines.base import version_from
 
-        return engine_version(inv.engine)
+        return version_from(inv.engine)
 
     def validate(self, inv, raw) -> list:
         from deployctl.engines.mindie.validate import engine_problems

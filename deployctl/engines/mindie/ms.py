@@ -16,6 +16,7 @@ import json
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
 from deployctl.engines.mindie.ranktable import uses_super_pod
+from deployctl.engines.mindie.support import distributed
 from deployctl.render.merge import deep_merge, to_json
 
 
@@ -50,7 +51,7 @@ def global_ranktable_doc(plan: Plan) -> dict:
     for gid, inst in enumerate(plan.instances, start=2):
         # prefill centralized, decode distributed: the flags differ, so deploy_server is each side's flag
         # (Motor deploy_ac_job.py L1340-1346; ControllerConfig.cpp GetPDInitRole L611-628)
-        group = {"group_id": str(gid), "deploy_server": "1" if _distributed(inst) else "0",
+        group = {"group_id": str(gid), "deploy_server": "1" if distributed(plan, inst) else "0",
                  "server_count": str(len(inst.nodes)), "server_list": _group_servers(plan, inst)}
         if uses_super_pod(plan):
             pods: dict[str, list] = {}
@@ -61,10 +62,6 @@ def global_ranktable_doc(plan: Plan) -> dict:
         groups.append(group)
     return {"version": "1.2" if uses_super_pod(plan) else "1.0", "status": "completed",
             "server_group_list": groups}
-
-
-def _distributed(inst: Instance) -> bool:
-    return inst.role == "decode"
 
 
 def _defaults(name: str) -> dict:
@@ -87,7 +84,7 @@ def controller_doc(plan: Plan) -> dict:
     def node_cfg(inst: Instance) -> dict:
         # Motor deploy_ac_job.py update_ms_controller_config L1677-1710: a distributed side counts its DP
         # ranks as machines (node_machine_num = dp, L1701-1703)
-        d, dist = inst.degrees, _distributed(inst)
+        d, dist = inst.degrees, distributed(plan, inst)
         return {"enable_dist_dp_server": dist, "node_machine_num": d.dp if dist else len(inst.nodes),
                 "tp_size": d.tp, "dp_size": d.dp, "sp_size": 1, "cp_size": d.cp}
 

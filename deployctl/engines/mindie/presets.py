@@ -8,16 +8,14 @@ The variables deployctl computes per node (env.py) are added between the presets
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
+from deployctl.engines.base import read_data
 from deployctl.render.env import env_value
 
 
 @cache
 def presets() -> dict:
-    import yaml
-
-    return yaml.safe_load(resources.files(__package__).joinpath("env.yaml").read_text(encoding="utf-8"))
+    return read_data(__package__, "env.yaml", words_for_booleans=False)
 
 
 def _layers(hardware: str, role: str, model: str | None) -> list[dict]:

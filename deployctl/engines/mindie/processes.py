@@ -4,7 +4,7 @@ decode) and, on the pd-split router node, MindIE-MS's controller and coordinator
 from __future__ import annotations
 
 from deployctl.engines.base import NodeProcesses, Process
-from deployctl.engines.mindie.support import distributed_decode
+from deployctl.engines.mindie.support import distributed
 
 # the daemon logs this once it serves (MindIE-LLM src/server/daemon/llm_daemon.cpp L323-324)
 READY_LINE = "Daemon start success!"
@@ -31,7 +31,7 @@ def dp_servers(plan, node) -> int:
 
 
 def is_distributed(plan, node) -> bool:
-    return node.role == "decode" and distributed_decode(plan)
+    return distributed(plan, plan.instance(node.instance))
 
 
 def dp_ports(plan, k: int) -> dict[str, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
+from deployctl.engines.mindie.support import distributed
 from deployctl.render.merge import to_json
 
 
@@ -56,7 +57,7 @@ def render_ranktables(plan: Plan) -> list[Artifact]:
     out = []
     for inst in plan.instances:
         # a distributed-DP decode loads its instance's table even on one server (schedule_config.cpp L210-211)
-        if not inst.multi_node and not (inst.role == "decode" and plan.preset == "pd-split"):
+        if not inst.multi_node and not distributed(plan, inst):
             continue
         content = to_json(ranktable_doc(plan, inst))
         out += [Artifact(kind="ranktable", path=f"{n}/ranktable.json", content=content, mode=0o640)

@@ -11,6 +11,7 @@ Example (abridged)::
 from __future__ import annotations
 
 from deployctl import __version__
+from deployctl.engines.container import devices, inventory_mounts
 from deployctl.engines.mindie.config import config_files
 from deployctl.engines.mindie.processes import container_name, dp_servers, is_distributed
 from deployctl.models.artifact import Artifact
@@ -24,10 +25,6 @@ HOST_MOUNTS = (
     "/usr/local/sbin/npu-smi",
     "/etc/hccn.conf",
 )
-CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-# device logs on the host, so they survive `docker rm` (engine.device_logs): slog as the field guide mounts it,
-# plog where CANN writes it in a root container ($HOME/ascend/log, ASCEND_PROCESS_LOG_PATH unset)
-DEVICE_LOGS = (("/var/log/npu/slog", "/var/log/npu/slog"), ("/var/log/npu/plog", "/root/ascend/log"))
 SET_ENV = ('for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh '
            '/usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; '
            'do if [ -f "$f" ]; then source "$f"; fi; done; ')
@@ -73,14 +70,13 @@ def start_script(plan: Plan, node: PlanNode) -> str:
     e = inv.engine
     weights = inv.model.weights_path
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(weights, weights, "ro")]
-    mounts += [(m.host, m.container, "rw" if m.rw else "ro") for m in e.mounts]
-    mounts += [(h, c, "rw") for h, c in DEVICE_LOGS] if e.device_logs else []
+    mounts += inventory_mounts(e)
     dist = is_distributed(plan, node)
     return render_template(
         f"{__package__}/templates/start.sh.j2", version=__version__, node=node.name, role=node.role, instance=node.instance,
         is_master=node.is_master, owned=engine_files(plan, node), uid=e.run_as_uid,
         container_name=container_name(plan), image=e.image, privileged=e.privileged, shm_size=e.shm_size,
-        devices=[f"/dev/davinci{i}" for i in node.device_ids] + list(CONTROL_DEVICES),
+        devices=devices(node),
         mounts=mounts, work_dir=e.work_dir, daemon=e.daemon, launcher=DP_LAUNCHER if dist else LAUNCHER,
         dp_servers=dp_servers(plan, node) if dist else 0)
 

@@ -9,43 +9,13 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 
-from deployctl.engines.base import EngineVersion, Finding, MemoryInputs
-
-TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+from deployctl.engines.base import Finding, MemoryInputs, read_data
 
 
 @cache
 def matrix() -> dict:
-    import yaml
-
-    data = yaml.safe_load(resources.files(__package__).joinpath("support.yaml").read_text(encoding="utf-8"))
-    return _words(data)
-
-
-def _words(node):
-    """YAML 1.1 reads yes/no as booleans: the matrix says yes/no as words."""
-    if isinstance(node, dict):
-        return {k: _words(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_words(v) for v in node]
-    if isinstance(node, bool):
-        return "yes" if node else "no"
-    return node
-
-
-def engine_version(engine) -> EngineVersion:
-    """engine.version, else major.minor of the image tag (`mindie:2.2.RC1-800I-A2-...` -> 2.2)."""
-    if engine.version:
-        m = TAG_VERSION.match(engine.version)
-        return EngineVersion(f"{m.group(1)}.{m.group(2)}" if m else engine.version, "engine.version")
-    image = engine.image.split("@", 1)[0]
-    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
-    m = TAG_VERSION.match(tag)
-    if m:
-        return EngineVersion(f"{m.group(1)}.{m.group(2)}", f"image tag {tag}")
-    return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
+    return read_data(__package__, "support.yaml")
 
 
 def model_entry(model: str) -> tuple[dict, str]:
@@ -67,14 +37,14 @@ def role_preset(model: str, role: str) -> dict | None:
     return matrix()["role_presets"].get(backend(model), {}).get(role)
 
 
-def distributed_decode(plan) -> bool:
-    """pd-split decode runs distributed DP: one server per DP rank (mindie-upstream-rules.md §1.1)."""
-    return plan.preset == "pd-split"
+def distributed(plan, inst) -> bool:
+    """A pd-split decode runs distributed DP: one MindIE server per DP rank (mindie-upstream-rules.md §1.1)."""
+    return inst.role == "decode" and plan.preset == "pd-split"
 
 
 def needs_gloo_interface(plan, inst) -> bool:
     """The torch runtime's gloo groups span servers: every node must name its interface (GLOO_SOCKET_IFNAME)."""
-    return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or distributed_decode(plan))
+    return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or plan.preset == "pd-split")
 
 
 def needs_interfaces(inv) -> str | None:

@@ -21,9 +21,9 @@ class VllmAscendDriver:
         return VllmAscendSettings
 
     def version(self, inv):
-        from deployctl.engines.vllm_ascend.catalog import engine_version
+        from deployctl.engines.base import version_from
 
-        return engine_version(inv.engine)
+        return version_from(inv.engine)
 
     def validate(self, inv, raw) -> list:
         from deployctl.engines.vllm_ascend.validate import engine_problems

@@ -8,31 +8,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from functools import cache
 from importlib import resources
 
-from deployctl.engines.base import EngineVersion
+from deployctl.engines.base import TAG_VERSION
 
 # vllm-ascend minor version -> (vllm-ascend release whose tables we ship, the vLLM release it pairs with:
 # each tag's Dockerfile VLLM_TAG)
 VERSIONS = {"0.11": ("0.11.0", "0.11.0"), "0.13": ("0.13.0", "0.13.0"), "0.18": ("0.18.0", "0.18.0")}
-TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
-
-
-def engine_version(engine) -> EngineVersion:
-    """engine.version, else major.minor of the image tag (`vllm-ascend:v0.13.0-a3` -> 0.13)."""
-    if engine.version:
-        m = TAG_VERSION.match(engine.version)
-        return EngineVersion(f"{m.group(1)}.{m.group(2)}" if m else engine.version, "engine.version")
-    image = engine.image.split("@", 1)[0]
-    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
-    m = TAG_VERSION.match(tag)
-    if m:
-        return EngineVersion(f"{m.group(1)}.{m.group(2)}", f"image tag {tag}")
-    return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
-
-
 def _load(name: str) -> dict:
     return json.loads(resources.files(__package__).joinpath("flags", name).read_text(encoding="utf-8"))
 

@@ -131,6 +131,15 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
     return out
 
 
+def node_launch(plan, name: str) -> NodeLaunch:
+    """One node's launch: only its instance is laid out, unless it is the proxy's node (which lists every
+    endpoint), so asking every node in turn stays linear in the nodes."""
+    node = plan.node(name)
+    if node.runs_router:
+        return launches(plan)[name]
+    return _instance_launch(plan, plan.instance(node.instance))[name]
+
+
 def launches(plan) -> dict[str, NodeLaunch]:
     """Every node's launch; the prefill master also runs the proxy listing every P and D endpoint."""
     out: dict[str, NodeLaunch] = {}

@@ -11,7 +11,7 @@ The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 from __future__ import annotations
 
 from deployctl.engines.base import NodeProcesses, Process
-from deployctl.engines.vllm_ascend.launch import launches
+from deployctl.engines.vllm_ascend.launch import node_launch
 from deployctl.engines.vllm_ascend.render import container_name, proxy_name
 
 API_READY = "Application startup complete."
@@ -23,7 +23,7 @@ ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
 
 
 def node_processes(plan, node) -> NodeProcesses:
-    launch = launches(plan)[node.name]
+    launch = node_launch(plan, node.name)
     e = plan.inventory.engine
     ip = node.container_ip
     api = [s for s in launch.serves if s.port is not None]

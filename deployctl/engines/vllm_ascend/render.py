@@ -6,6 +6,7 @@ No rank table and no config.json: vLLM's processes find each other through the D
 from __future__ import annotations
 
 from deployctl import __version__
+from deployctl.engines.container import devices, inventory_mounts
 from deployctl.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.engines.vllm_ascend.support import preset_env
 from deployctl.models.artifact import Artifact
@@ -16,8 +17,6 @@ from deployctl.render.env import env_file, env_value
 # tree rather than driver/lib64 + version.info + tools/hccn_tool, because lib64 alone misses driver/topo (EI0014,
 # vllm-project/recipes#907)
 HOST_MOUNTS = ("/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver", "/etc/ascend_install.info")
-CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-DEVICE_LOGS = (("/var/log/npu/slog", "/var/log/npu/slog"), ("/var/log/npu/plog", "/root/ascend/log"))
 # Mooncake's libraries on PD nodes: DeepSeek-V3.1.md §5.3 (mindcluster-deploy role.yaml.j2 does the same)
 MOONCAKE_LIB = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages/mooncake"
 # the proxy of the guides, where the image keeps the repository (Dockerfile.a3@v0.13.0 L24 COPY . /vllm-workspace/vllm-ascend/)
@@ -79,8 +78,7 @@ def start_script(plan, node, launch: NodeLaunch) -> str:
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(inv.model.weights_path, inv.model.weights_path, "ro")]
     if plan.preset == "pd-split":
         mounts.append(("/etc/hccn.conf", "/etc/hccn.conf", "ro"))    # the PD guide mounts it
-    mounts += [(m.host, m.container, "rw" if m.rw else "ro") for m in e.mounts]
-    mounts += [(h, c, "rw") for h, c in DEVICE_LOGS] if e.device_logs else []
+    mounts += inventory_mounts(e)
     serves = launch.serves
     shape = (f"{len(serves)} vllm serve processes (external DP)" if len(serves) > 1 else
              "vllm serve (API)" if serves[0].port else "vllm serve --headless")
@@ -89,7 +87,7 @@ def start_script(plan, node, launch: NodeLaunch) -> str:
         instance=node.instance, is_master=node.is_master, shape=shape,
         args=[f"serve-{i}.args" for i in range(len(serves))], container_name=container_name(plan), image=e.image,
         privileged=e.privileged, uid=e.run_as_uid, shm_size=e.shm_size,
-        devices=[f"/dev/davinci{i}" for i in node.device_ids] + list(CONTROL_DEVICES), mounts=mounts,
+        devices=devices(node), mounts=mounts,
         work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER)
 
 

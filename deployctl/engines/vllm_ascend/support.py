@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
-from deployctl.engines.base import Finding, MemoryInputs
+from deployctl.engines.base import Finding, MemoryInputs, read_data
 
 
 @cache
 def matrix() -> dict:
-    import yaml
-
-    def words(node):   # YAML 1.1 reads yes/no as booleans: the matrix says them as words
-        if isinstance(node, dict):
-            return {k: words(v) for k, v in node.items()}
-        if isinstance(node, bool):
-            return "yes" if node else "no"
-        return node
-
-    return words(yaml.safe_load(resources.files(__package__).joinpath("support.yaml").read_text(encoding="utf-8")))
+    return read_data(__package__, "support.yaml")
 
 
 def feature(name: str, version: str | None) -> dict:
@@ -36,9 +26,7 @@ def is_moe(plan) -> bool:
 
 @cache
 def presets() -> dict:
-    import yaml
-
-    return yaml.safe_load(resources.files(__package__).joinpath("env.yaml").read_text(encoding="utf-8"))
+    return read_data(__package__, "env.yaml", words_for_booleans=False)
 
 
 def preset_env(hardware: str, role: str, model: str, user_env: dict | None = None) -> dict[str, str]:

@@ -81,9 +81,10 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
 
 
 def engine_problems(inv, raw) -> list[Problem]:
-    from deployctl.engines.vllm_ascend.catalog import engine_version, known
+    from deployctl.engines.base import version_from
+    from deployctl.engines.vllm_ascend.catalog import known
 
-    version = known(engine_version(inv.engine).version)
+    version = known(version_from(inv.engine).version)
     out = _args(inv, raw, version) + _additional(inv, raw, version) + _ascend_env(inv, raw, version)
     for key in OWNED_ENV:
         if key in inv.engine.env:

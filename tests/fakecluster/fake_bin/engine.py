@@ -31,7 +31,6 @@ import ipaddress
 import json
 import os
 import re
-import secrets
 import signal
 import socket
 import socketserver
@@ -42,7 +41,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_fake import JsonHandler, answer, passthrough, relay_stream, words  # noqa: E402  (shared with vllm.py)
+from openai_fake import (JsonHandler, answer, interface_addresses, passthrough, read_settings,  # noqa: E402
+                         relay_stream)  # (shared with vllm.py)
 
 SETTINGS_PATH = "/.fakecluster/settings.json"
 STOP = threading.Event()
@@ -86,14 +86,6 @@ def fail(msg, src="llm_daemon.cpp:0", comp="mindie-server", code="MIE04E010101",
     else:
         log("ERROR", msg, src, comp, code)
     raise Fatal(1)
-
-
-def load_settings():
-    try:
-        with open(SETTINGS_PATH) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
 
 
 def env(name, default=""):
@@ -843,23 +835,6 @@ def atb_deepseek_problem(mc, weights_cfg, environ):
     return None
 
 
-def interface_addresses():
-    """{interface name: IPv4 address or None} of this network namespace (the node's: veth `eth0` + `lo`)."""
-    import fcntl
-    import struct
-    found = {}
-    for _, name in socket.if_nameindex():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))   # SIOCGIFADDR
-            found[name] = socket.inet_ntoa(packed[20:24])
-        except OSError:
-            found[name] = None
-        finally:
-            s.close()
-    return found
-
-
 def gloo_problem(environ, container_ip, ifaces, rank=0, size=2, master="", port=0):
     """Multi-node torch runtime: the lines gloo logs when its rendezvous cannot work, or None.
     MindIE-LLM docs/zh/user_guide/models/deepseek/deepseek_v3.2.md L138/L147: set GLOO_SOCKET_IFNAME to the NIC
@@ -1084,7 +1059,7 @@ class MgmtHandler(ApiHandler):
 
 
 def daemon(argv=()):
-    settings = load_settings()
+    settings = read_settings(SETTINGS_PATH)
     faults = settings.get("engine") or {}
     t0 = time.time()
     out("[%s] [%d] [%d] [mindie-server] ===init log===" % (_now(), PID, PID))
@@ -1507,28 +1482,10 @@ class MsHandler(ApiHandler):
         except (OSError, urllib.error.URLError) as e:
             return self._json(503, {"error": {"message": "no instance answered: %s" % e, "type": "service_unavailable",
                                               "param": None, "code": 503}})
-        ctype = resp.headers.get("Content-Type", "application/json")
-        if ctype.startswith("text/event-stream"):
-            self.send_response(200)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            try:
-                for line in resp:
-                    self.wfile.write(line)
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            return None
-        return self._passthrough(resp.status, resp.headers, resp.read())
+        return relay_stream(self, resp)
 
     def _passthrough(self, code, headers, data):
-        self.send_response(code)
-        self.send_header("Content-Type", headers.get("Content-Type", "application/json"))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        return passthrough(self, code, headers, data)
 
 
 def ms_coordinator(argv):

@@ -14,6 +14,7 @@
 
 import http.server
 import json
+import socket
 import re
 import secrets
 import socketserver
@@ -196,3 +197,29 @@ def relay_stream(h, resp):
     except (BrokenPipeError, ConnectionResetError):
         pass
     return None
+
+
+def read_settings(path):
+    """The container's fault settings (a JSON object the fake docker writes), {} when absent or unreadable."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def interface_addresses():
+    """{interface name: IPv4 address or None} of this network namespace (the node's: veth `eth0` + `lo`)."""
+    import fcntl
+    import struct
+    found = {}
+    for _, name in socket.if_nameindex():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))   # SIOCGIFADDR
+            found[name] = socket.inet_ntoa(packed[20:24])
+        except OSError:
+            found[name] = None
+        finally:
+            s.close()
+    return found

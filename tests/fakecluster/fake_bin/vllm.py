@@ -62,7 +62,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from openai_fake import JsonHandler, ThreadingHTTPServer, answer, passthrough, prompt_tokens, relay_stream  # noqa: E402
+from openai_fake import (JsonHandler, ThreadingHTTPServer, answer, interface_addresses, passthrough,  # noqa: E402
+                         prompt_tokens, read_settings, relay_stream)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
 STOP = threading.Event()
@@ -103,14 +104,6 @@ def fail(lines, proc="APIServer", src="core.py:0"):
     for line in lines:
         out("(%s pid=%d) ERROR %s [%s] %s" % (proc, PID, time.strftime("%m-%d %H:%M:%S"), src, line))
     raise Fatal(1)
-
-
-def load_settings():
-    try:
-        with open(SETTINGS_PATH) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return {}
 
 
 # ---- the parser, from vLLM's own table ---------------------------------------------------------------
@@ -217,23 +210,6 @@ def container_devices(settings):
     except OSError:
         return []
     return sorted(int(m.group(1)) for m in (re.fullmatch(r"davinci(\d+)", n) for n in names) if m)
-
-
-def interface_addresses():
-    """{interface name: IPv4 address or None} of this network namespace."""
-    import fcntl
-    import struct
-    found = {}
-    for _, name in socket.if_nameindex():
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))   # SIOCGIFADDR
-            found[name] = socket.inet_ntoa(packed[20:24])
-        except OSError:
-            found[name] = None
-        finally:
-            s.close()
-    return found
 
 
 def node_ip(settings, ifaces):
@@ -835,7 +811,7 @@ USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch}
 def main(argv):
     signal.signal(signal.SIGTERM, lambda *_: STOP.set())
     signal.signal(signal.SIGINT, lambda *_: STOP.set())
-    settings = load_settings()
+    settings = read_settings(SETTINGS_PATH)
     if argv and argv[0] in ("-v", "--version"):
         out(table_for(settings).get("vllm_version", "0.0.0"))
         return 0
