@@ -3,7 +3,7 @@
 Hostile input is refused with a line (or byte offset) and a hint, never a traceback or a hang:
 files that are not regular, larger than MAX_BYTES, not UTF-8 or holding control characters; YAML
 tags; nesting deeper than MAX_DEPTH; more than MAX_VALUES values; aliases expanding to more than
-MAX_ALIAS_VALUES values (a "billion laughs" file).
+ALIAS_RATIO times the values written (at least ALIAS_FLOOR, at most MAX_ALIAS_VALUES; "billion laughs").
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ class RawInventory:
 MAX_BYTES = 16 * 1024 * 1024   # refused before reading: an inventory is a few KB (1 MB for thousands of nodes)
 MAX_DEPTH = 64                  # an inventory nests 5 levels; deeper nesting is a fuzzer or a broken generator
 MAX_VALUES = 250_000            # values written in the file (a 1 MB inventory has about 80 000)
-MAX_ALIAS_VALUES = 10_000       # values added by expanding *aliases ("billion laughs" files)
+MAX_ALIAS_VALUES = 10_000       # values added by expanding *aliases ("billion laughs" files), and at most
+ALIAS_RATIO = 1                 # as many as the file writes (at least ALIAS_FLOOR): aliases repeat a value
+ALIAS_FLOOR = 200               # or a block; they do not turn a 500-byte file into a 50 kB plan. (go-yaml
+                                # v2/v3 bound aliases by a ratio too, decode.go allowedAliasRatio, far more
+                                # loosely: a general decoder; an inventory repeats little)
 MAX_NODES = MAX_VALUES          # compatibility name
 
 _YAML_TAG_PREFIX = "tag:yaml.org,2002:"
@@ -148,7 +152,7 @@ def _composer_class():
 class _Builder:
     """Turns composed YAML nodes into plain data, recording the line of each key path."""
 
-    def __init__(self, loader, file: str):
+    def __init__(self, loader, file: str, alias_budget: int = MAX_ALIAS_VALUES):
         import yaml
 
         self.yaml = yaml
@@ -159,6 +163,7 @@ class _Builder:
         self.active: set[int] = set()          # ids of the collections being built (recursive aliases)
         self.seen: set[int] = set()            # ids of the nodes built once: seeing one again is an alias
         self.expanded = 0                      # values built again through aliases
+        self.alias_budget = alias_budget
 
     def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str):
         raise InventoryError(title, problems=[Problem(message, format_path(path), self.file, line, hint=hint)])
@@ -172,9 +177,10 @@ class _Builder:
         if aliased or id(node) in self.seen:
             aliased = True
             self.expanded += 1
-            if self.expanded > MAX_ALIAS_VALUES:
+            if self.expanded > self.alias_budget:
                 self.refuse(f"{self.file} is too large after expanding YAML aliases",
-                            f"YAML aliases expand to more than {MAX_ALIAS_VALUES} values", path, line,
+                            f"YAML aliases expand to more than {self.alias_budget} values (the file "
+                            f"writes {self.loader.values})", path, line,
                             "an inventory repeats a few values through *aliases; check for aliases that "
                             "multiply (a list of aliases of lists of aliases ...)")
         else:
@@ -300,7 +306,7 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
         node = loader.get_single_node()
         if node is None:
             raise InventoryError(f"{file} is empty", hint="start from inventories/sample.yaml")
-        builder = _Builder(loader, file)
+        builder = _Builder(loader, file, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * loader.values)))
         data = builder.build(node, ())
         lines, problems = builder.lines, builder.problems
     except yaml.MarkedYAMLError as exc:
