@@ -78,7 +78,7 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
     """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
     start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
 
-    With --target k8s (or helm): values.yaml for the mindie chart, the chart itself (DIR/chart) and
+    With --target k8s (or helm): values.yaml for the ascend-llm chart, the chart itself (DIR/chart) and
     DIR/manifests.yaml from `helm template`. The rank tables and config.json in its ConfigMaps are the
     same bytes as the bare-metal files.
 

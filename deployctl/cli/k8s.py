@@ -109,13 +109,12 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 
 def _serving(inv) -> str:
-    from deployctl import engines
     from deployctl.deploy.remote import entry_url
+    from deployctl.k8s.chart_values import fullname
     from deployctl.planning.plan import plan_layout
 
     port = entry_url(plan_layout(inv)).rsplit(":", 1)[-1]
-    chart = engines.driver(inv.engine.kind).chart
-    return f"Service {chart.fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
+    return f"Service {fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
 
 
 def _print_failed(con, operation: str, out, backend) -> None:

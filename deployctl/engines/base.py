@@ -120,13 +120,14 @@ class Finding:
 
 @dataclass(frozen=True)
 class Chart:
-    """The engine's Helm chart (charts/<name>) and how its values are made from a plan."""
+    """The engine's part of the `ascend-llm` chart (charts/ascend-llm, templates/<kind>-*.yaml): its block of
+    values and how the values are made from a plan."""
 
-    name: str                            # the chart directory under charts/
-    values_model: type                   # pydantic model of its values (values.schema.json is generated from it)
-    owned_values: tuple[str, ...]        # keys rendered from the plan: kubernetes.values may not set them
-    values: Callable                     # (plan, bare-metal artifacts) -> values_model
-    fullname: Callable                   # inventory -> the chart's resource name prefix
+    block: str                           # the engine's values block: .Values.<block>
+    block_model: type                    # pydantic model of that block (values.schema.json is generated from it)
+    owned_values: tuple[str, ...]        # keys of the block rendered from the plan: kubernetes.values may not set them
+    values: Callable                     # (plan, bare-metal artifacts) -> the values (dict: common keys + block)
+    image: str                           # the chart's default image when this is the default engine
 
 
 class EngineDriver(Protocol):
@@ -136,7 +137,7 @@ class EngineDriver(Protocol):
 
     max_servers: int | None     # servers one instance (one HCCL world) may span
     needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
-    chart: Chart                # for --target k8s
+    chart: Chart                # its part of the chart, for --target k8s
 
     def version(self, inv) -> EngineVersion: ...
 

@@ -479,39 +479,54 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
 
 def _check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
-    from pydantic import ValidationError
-
-    from deployctl.render.merge import deep_merge
-
     values = inv.kubernetes.values
-    # the engine's chart is asked only when there are values to check against it
-    chart = engines.for_inventory(inv).chart if values else None
-    OWNED_VALUES, ChartValues = (chart.owned_values, chart.values_model) if chart else ((), None)
     base = ("kubernetes", "values")
     dashed = [(k, getattr(inv.kubernetes, k)) for k in ("kubeconfig", "context")]
     out = [raw.problem(("kubernetes", k), f"{k} {v!r} starts with '-'",
                        "helm and kubectl would read it as an option: give the file's path (./-name) or the "
                        "context's name") for k, v in dashed if v is not None and v.startswith("-")]
-    owned = [raw.problem(base + (key,), f"kubernetes.values.{key} is rendered by deployctl from the plan",
-                         "change the inventory's nodes/layout/model instead") for key in OWNED_VALUES if key in values]
-    out += owned
-    try:
-        if values and not owned:
-            ChartValues.model_validate(deep_merge(ChartValues().model_dump(), values))
-    except ValidationError as exc:
-        for err in exc.errors():
-            loc = base + tuple(err["loc"])
-            hint = f"see the chart's values.yaml (charts/{chart.name}/values.yaml) for every key and its meaning"
-            if err["type"] == "extra_forbidden":
-                out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
-            else:
-                out.append(raw.problem(loc, err["msg"], hint))
+    if values:
+        out += _check_chart_values(inv, raw, values, base)
     seen: set[str] = set()
     for i, node in enumerate(inv.nodes):
         if node.k8s_node and node.k8s_node in seen:
             out.append(raw.problem(("nodes", i, "k8s_node"), f"k8s_node '{node.k8s_node}' is used twice",
                                    "each server is a different Kubernetes Node"))
         seen.add(node.k8s_node or node.name)
+    return out
+
+
+def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> list[Problem]:
+    """kubernetes.values against the chart's schema (k8s/chart_values.py), leaving the plan's keys alone."""
+    from pydantic import ValidationError
+
+    from deployctl.k8s.chart_values import CHART_NAME, owned_values, values_model
+    from deployctl.render.merge import deep_merge
+
+    def has(tree, dotted: str) -> bool:
+        for part in dotted.split("."):
+            if not isinstance(tree, dict) or part not in tree:
+                return False
+            tree = tree[part]
+        return True
+
+    owned = [raw.problem(base + tuple(key.split(".")), f"kubernetes.values.{key} is rendered by deployctl from "
+                         "the plan", "change the inventory's engine/nodes/layout/model instead")
+             for key in owned_values(inv.engine.kind) if has(values, key)]
+    if owned:
+        return owned
+    model = values_model()
+    out = []
+    try:
+        model.model_validate(deep_merge(model(engine=inv.engine.kind).model_dump(), values))
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = base + tuple(err["loc"])
+            hint = f"see the chart's values.yaml (charts/{CHART_NAME}/values.yaml) for every key and its meaning"
+            if err["type"] == "extra_forbidden":
+                out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
+            else:
+                out.append(raw.problem(loc, err["msg"], hint))
     return out
 
 

@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from deployctl import engines
+from deployctl.k8s.chart_values import CHART_NAME
 from deployctl.deploy.lockinfo import LockOwner
 from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
 from deployctl.deploy.records import RunRecord
@@ -277,7 +277,7 @@ class K8sBackend:
                 from deployctl.k8s.helm import chart_dir
 
                 self.reporter.step(f"helm upgrade --install {self._where()}")
-                self.helm.upgrade_install(self._chart or chart_dir(engines.driver(self.plan.engine.kind).chart.name), desired.values_file,
+                self.helm.upgrade_install(self._chart or chart_dir(CHART_NAME), desired.values_file,
                                           hist.description(self.run_record.run_id, self.user))
             else:
                 self.reporter.step(f"helm rollback {self.name} {desired.revision} (namespace {self.target.namespace})")

@@ -4,7 +4,7 @@ Tree::
 
     DIR/plan.json          the plan (as for bare metal)
     DIR/values.yaml        chart values: instances, files, env, nodes, NPUs, ports
-    DIR/chart/             the engine's chart these values are for (charts/<name>)
+    DIR/chart/             the chart these values are for (charts/ascend-llm)
     DIR/manifests.yaml     `helm template <release> DIR/chart -n <namespace> -f DIR/values.yaml`
 """
 
@@ -14,14 +14,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from deployctl import __version__
+from deployctl import __version__, engines
 from deployctl.models.artifact import Artifact
-from deployctl import engines
+from deployctl.k8s.chart_values import CHART_NAME, chart_values
 from deployctl.models.plan import Plan
 
 
 # Always written out, even when equal to the chart's defaults: what a reviewer checks first.
-ALWAYS_SHOWN = ("image", "npu", "rankTable", "shmSize", "weightsPath", "ports")
+ALWAYS_SHOWN = ("engine", "image", "npu", "shmSize", "weightsPath")
 
 
 def values_yaml(plan: Plan, values) -> str:
@@ -37,14 +37,17 @@ def values_yaml(plan: Plan, values) -> str:
     Dumper.add_representer(str, text)
     k = plan.inventory.kubernetes
     release = plan.inventory.helm_release
-    header = (f"# deployctl {__version__}: values of chart {engines.driver(plan.engine.kind).chart.name} for cluster {plan.inventory.cluster.name} "
+    header = (f"# deployctl {__version__}: values of chart {CHART_NAME} ({plan.engine.kind}) for cluster {plan.inventory.cluster.name} "
               f"({plan.preset}, {len(plan.nodes)} x {plan.hardware.upper()}).\n"
               "# Do not edit by hand: change the inventory and re-render.\n"
               f"# Install: helm upgrade --install {release} chart --namespace {k.namespace} --values values.yaml\n"
               "#   (or: deployctl up --target k8s, which also restarts the instances that changed)\n")
     full = values.model_dump()
     changed = values.model_dump(exclude_defaults=True)
-    shown = {k: v for k, v in full.items() if k in ALWAYS_SHOWN or k in changed}
+    always = ALWAYS_SHOWN + (engines.driver(plan.engine.kind).chart.block,)
+    shown = {k: v for k, v in full.items() if k in always or k in changed}
+    # an instance shows what its engine sets (MindIE: env and files; vLLM-Ascend: pods)
+    shown["instances"] = [i.model_dump(exclude_defaults=True) for i in values.instances]
     body = yaml.dump(shown, Dumper=Dumper, sort_keys=False, width=10_000, allow_unicode=True)
     return header + body
 
@@ -68,7 +71,7 @@ def manifests(plan: Plan, values_text: str) -> str:
     with tempfile.TemporaryDirectory(prefix="deployctl-helm-") as tmp:
         values_file = Path(tmp) / "values.yaml"
         values_file.write_text(values_text, encoding="utf-8")
-        chart = helm.chart_dir(engines.driver(plan.engine.kind).chart.name)
+        chart = helm.chart_dir(CHART_NAME)
         return helm.template(chart, values_file, plan.inventory.helm_release, k.namespace)
 
 
@@ -76,7 +79,7 @@ def manifests(plan: Plan, values_text: str) -> str:
 class Release:
     """What the chart gets for a plan: the values (model and values.yaml text) and, when asked, the manifests."""
 
-    values: object                       # the engine chart's values model
+    values: object                       # the chart's values (k8s.chart_values.values_model())
     values_text: str
     manifests: str | None
 
@@ -84,7 +87,7 @@ class Release:
 def render_release(plan: Plan, with_manifests: bool = True) -> Release:
     from deployctl.render import render_artifacts
 
-    values = engines.driver(plan.engine.kind).chart.values(plan, render_artifacts(plan))
+    values = chart_values(plan, render_artifacts(plan))
     text = values_yaml(plan, values)
     return Release(values, text, manifests(plan, text) if with_manifests else None)
 
@@ -94,7 +97,7 @@ def render_helm(plan: Plan, with_manifests: bool = True) -> list[Artifact]:
 
     release = render_release(plan, with_manifests)
     out = render_plan(plan) + [Artifact(kind="values", path="values.yaml", content=release.values_text.encode())]
-    out += chart_artifacts(engines.driver(plan.engine.kind).chart.name)
+    out += chart_artifacts(CHART_NAME)
     if release.manifests is not None:
         out.append(Artifact(kind="manifests", path="manifests.yaml", content=release.manifests.encode()))
     return sorted(out, key=lambda a: a.path)

@@ -1,6 +1,6 @@
-"""values.schema.json of an engine's chart, generated from its values model (engines.<kind>.chart).
+"""values.schema.json of the chart, generated from its values model (k8s/chart_values.py + every engine's block).
 
-    python -m deployctl.k8s.schema charts/<chart>/values.schema.json [KIND]
+    python -m deployctl.k8s.schema charts/ascend-llm/values.schema.json
 
 Helm validates values against it on install, upgrade, template and lint (JSON Schema draft 7:
 pydantic's `$defs` become `definitions`). A test keeps the committed file equal to this output.
@@ -22,24 +22,24 @@ def _rewrite_refs(node):
     return node
 
 
-def values_schema(kind: str | None = None) -> dict:
-    from deployctl import engines
+def values_schema() -> dict:
+    from deployctl.k8s.chart_values import values_model
 
-    schema = _rewrite_refs(engines.driver(kind or engines.DEFAULT_KIND).chart.values_model.model_json_schema())
+    schema = _rewrite_refs(values_model().model_json_schema())
     defs = schema.pop("$defs", {})
     return {"$schema": "http://json-schema.org/draft-07/schema#", **schema, "definitions": defs}
 
 
-def schema_text(kind: str | None = None) -> str:
-    return json.dumps(values_schema(kind), indent=2, sort_keys=False) + "\n"
+def schema_text() -> str:
+    return json.dumps(values_schema(), indent=2, sort_keys=False) + "\n"
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) not in (1, 2):
-        print("usage: python -m deployctl.k8s.schema OUT.json [ENGINE_KIND]", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: python -m deployctl.k8s.schema OUT.json", file=sys.stderr)
         return 2
     with open(argv[0], "w", encoding="utf-8") as fh:
-        fh.write(schema_text(argv[1] if len(argv) == 2 else None))
+        fh.write(schema_text())
     return 0
 
 

@@ -1,8 +1,10 @@
-"""The mindie Helm chart through a real helm CLI and the Kubernetes schemas.
+"""The ascend-llm Helm chart through a real helm CLI and the Kubernetes schemas.
 
 For every example inventory: `deployctl render --target helm` gives the golden values and manifests
 (charts/examples/), `helm lint --strict` passes, every manifest validates strictly against Kubernetes
-1.28 and 1.33, and the ConfigMaps carry the bare-metal rank table and config.json byte for byte.
+1.28 and 1.33, and the ConfigMaps carry the bare-metal files byte for byte (MindIE: rank table and
+config.json; vLLM-Ascend: each server's serve-<i>.args/.devices, env and the proxy's arguments), and the
+pods run what bare metal's start.sh runs.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ import yaml
 
 from conftest import EXAMPLES, HELM, ROOT, check_golden, run_cli
 
-CHART = ROOT / "charts" / "mindie"
+CHART = ROOT / "charts" / "ascend-llm"
 GOLDEN = ROOT / "charts" / "examples"
 BARE_METAL = ROOT / "tests" / "golden"
-# pd-split is refused for Kubernetes (MindIE's distributed decode needs one server per DP rank; the chart runs
-# one per pod): test_pd_split_is_refused_for_kubernetes
-# vllm-ascend has no chart yet (--target k8s refuses it with a hint)
-CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml")
-               if "pd-split" not in p.read_text() and "kind: vllm-ascend" not in p.read_text())
+# MindIE pd-split is refused for Kubernetes (MindIE's distributed decode needs one server per DP rank; the chart
+# runs one per pod): test_pd_split_is_refused_for_kubernetes
+VLLM_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if "kind: vllm-ascend" in p.read_text())
+MINDIE_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml")
+                      if "pd-split" not in p.read_text() and p.stem not in VLLM_CASES)
+CASES = MINDIE_CASES + VLLM_CASES
 K8S_VERSIONS = ("1.28.0", "1.33.0")
 
 
@@ -85,12 +88,12 @@ def test_every_manifest_validates_strictly(stem, version, rendered):
         kubernetes_validate.validate(doc, version, strict=True)   # raises on any schema violation
 
 
-@pytest.mark.parametrize("stem", CASES)
+@pytest.mark.parametrize("stem", MINDIE_CASES)
 def test_configmaps_hold_the_bare_metal_files_byte_for_byte(stem, rendered):
     plan = json.loads((rendered[stem] / "plan.json").read_text())
     maps = {d["metadata"]["name"]: d for d in docs(rendered[stem] / "manifests.yaml") if d["kind"] == "ConfigMap"}
     release = plan["inventory"]["cluster"]["name"]
-    prefix = release if "mindie" in release else f"{release}-mindie"
+    prefix = release if "ascend-llm" in release else f"{release}-ascend-llm"
     compared = 0
     for inst in plan["instances"]:
         data = maps[f"{prefix}-{inst['name']}-files"]["data"]
@@ -123,16 +126,24 @@ def test_pods_take_whole_servers_with_string_quantities(stem, rendered):
         spec = pod["spec"]
         assert spec["hostNetwork"] is True
         assert spec["nodeSelector"]["accelerator-type"] == accel
-        assert pod["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}     # an instance restarts as a whole
         res = spec["containers"][0]["resources"]
         assert res["requests"]["huawei.com/Ascend910"] == str(per_node)     # a string: client 37 rejects ints
         assert res["limits"]["huawei.com/Ascend910"] == str(per_node)
         shm = next(v for v in spec["volumes"] if v["name"] == "dshm")["emptyDir"]
-        assert shm["medium"] == "Memory" and shm["sizeLimit"] == "500Gi"
+        assert shm["medium"] == "Memory"
         probes = spec["containers"][0]
-        assert probes["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
-        assert probes["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+        if stem in MINDIE_CASES:
+            assert shm["sizeLimit"] == "500Gi"
+            assert pod["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
+            assert probes["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+            assert probes["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
+        elif "ports" in probes:      # vLLM-Ascend: /health on the server's first API port; headless: none
+            assert probes["readinessProbe"]["httpGet"] == {"path": "/health", "port": probes["ports"][0][
+                "containerPort"], "scheme": "HTTP"}
+        else:
+            assert "readinessProbe" not in probes and "startupProbe" not in probes
 
 
 def test_pd_split_is_refused_for_kubernetes(tmp_path):
@@ -159,22 +170,24 @@ def test_pods_are_pinned_to_their_servers_master_first():
 
 def test_chart_defaults_are_the_models_defaults():
     """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
-    from deployctl.engines.mindie.chart_values import ChartValues
+    from deployctl.k8s.chart_values import values_model
 
-    assert yaml.safe_load((CHART / "values.yaml").read_text()) == ChartValues().model_dump()
+    assert yaml.safe_load((CHART / "values.yaml").read_text()) == values_model()().model_dump()
 
 
 def test_values_schema_is_generated_from_the_models():
     from deployctl.k8s.schema import schema_text
 
     assert (CHART / "values.schema.json").read_text() == schema_text(), \
-        "regenerate: python -m deployctl.k8s.schema charts/mindie/values.schema.json"
+        "regenerate: python -m deployctl.k8s.schema charts/ascend-llm/values.schema.json"
 
 
 @pytest.mark.parametrize("bad, message", [
     ("npu.perPod=32", "npu.perPod: Must be less than or equal to 16"),
-    ("ports.htp=1", "Additional property htp is not allowed"),
-    ("rankTable.source=operator", "rankTable.source"),
+    ("mindie.ports.htp=1", "Additional property htp is not allowed"),
+    ("mindie.rankTable.source=operator", "rankTable.source"),
+    ("engine=sglang", "engine"),
+    ("vllm.ports.api=80", "vllm.ports.api"),
 ])
 def test_schema_rejects_bad_values_in_helm(bad, message):
     res = helm("template", "x", str(CHART), "--set", bad)
@@ -195,7 +208,7 @@ def test_cluster_rank_table_mode(tmp_path):
     for doc in manifests:
         kubernetes_validate.validate(doc, "1.33.0", strict=True)
     maps = {d["metadata"]["name"]: d for d in manifests if d["kind"] == "ConfigMap"}
-    assert set(maps["r1-4x8-mindie-mixed-files"]["data"]) == {"config.json"}
+    assert set(maps["r1-4x8-ascend-llm-mixed-files"]["data"]) == {"config.json"}
     assert not any(name.startswith("rings-config-") for name in maps)   # the cluster's generator owns it
     for sts in (d for d in manifests if d["kind"] == "StatefulSet"):
         spec = sts["spec"]["template"]["spec"]
@@ -204,7 +217,7 @@ def test_cluster_rank_table_mode(tmp_path):
         assert {"name": "hccl", "mountPath": "/user/serverid/devindex/config", "readOnly": True} in \
             spec["containers"][0]["volumeMounts"]
         hccl = next(v for v in spec["volumes"] if v["name"] == "hccl")["configMap"]
-        assert hccl == {"name": "rings-config-r1-4x8-mindie-mixed", "defaultMode": 0o640, "optional": True}
+        assert hccl == {"name": "rings-config-r1-4x8-ascend-llm-mixed", "defaultMode": 0o640, "optional": True}
 
 
 def test_cluster_rank_table_is_refused_for_pd_split(tmp_path):

@@ -12,7 +12,7 @@ from conftest import ROOT
 from deployctl.k8s.diff import MAX_DETAILS, ObjectChange, diff_objects, instance_actions
 
 MANIFESTS = ROOT / "charts" / "examples" / "manifests-a2-2x8-tp-pp.yaml"
-PREFIX = "ds32-2x8-mindie"
+PREFIX = "ds32-2x8-ascend-llm"
 
 
 def release() -> list[dict]:

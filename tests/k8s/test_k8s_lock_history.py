@@ -16,7 +16,7 @@ from k8s.test_up_k8s import NS, add_servers, cli, created, inventory
 STEM = "a2-1x8-single"
 RELEASE = "r1-single"
 LEASE = f"deployctl-{RELEASE}"
-FILES = "r1-single-mindie-mixed-files"
+FILES = "r1-single-ascend-llm-mixed-files"
 
 
 def http(api, method: str, path: str, body=None) -> tuple[int, dict]:
@@ -92,7 +92,7 @@ def test_the_lease_refuses_a_second_operator_until_break_lock_and_is_never_left_
 
     # a failing up releases the lock too (the pod never becomes ready: rolled back to revision 2)
     with_batch(inv, 64)
-    fake_kube.never_ready("r1-single-mindie-mixed-master-0")
+    fake_kube.never_ready("r1-single-ascend-llm-mixed-master-0")
     res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "3")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "rolled back to revision 2" in res.stdout

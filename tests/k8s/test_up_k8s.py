@@ -62,19 +62,19 @@ def test_up_creates_exactly_the_rendered_objects_then_status_diff_rerun_down(fak
     add_servers(fake_kube, "a2-2x8-tp-pp")
     inv = inventory(tmp_path, "a2-2x8-tp-pp", kubeconfig)
     expected = rendered_objects(tmp_path, inv)
-    assert ("StatefulSet", "ds32-2x8-mindie-mixed-master") in expected
+    assert ("StatefulSet", "ds32-2x8-ascend-llm-mixed-master") in expected
 
     res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "30")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "✓ serving through Service ds32-2x8-mindie.mindie:1025" in res.stdout
+    assert "✓ serving through Service ds32-2x8-ascend-llm.mindie:1025" in res.stdout
     assert created(fake_kube) == expected
     ns = fake_kube.get_object("namespaces", None, NS)   # created by deployctl, for hostNetwork/hostPath pods
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pods = {p["metadata"]["name"]: p for p in fake_kube.objects("pods", NS)}
-    assert set(pods) == {"ds32-2x8-mindie-mixed-master-0", "ds32-2x8-mindie-mixed-worker-0"}
-    assert pods["ds32-2x8-mindie-mixed-master-0"]["spec"]["nodeName"] == "node1"   # the rank table's master
-    assert pods["ds32-2x8-mindie-mixed-worker-0"]["status"]["podIP"] == "10.200.2.3"
-    files = fake_kube.get_object("configmaps", NS, "ds32-2x8-mindie-mixed-files")["data"]
+    assert set(pods) == {"ds32-2x8-ascend-llm-mixed-master-0", "ds32-2x8-ascend-llm-mixed-worker-0"}
+    assert pods["ds32-2x8-ascend-llm-mixed-master-0"]["spec"]["nodeName"] == "node1"   # the rank table's master
+    assert pods["ds32-2x8-ascend-llm-mixed-worker-0"]["status"]["podIP"] == "10.200.2.3"
+    files = fake_kube.get_object("configmaps", NS, "ds32-2x8-ascend-llm-mixed-files")["data"]
     assert files["ranktable.json"].encode() == (
         Path(__file__).parents[1] / "golden" / "a2-2x8-tp-pp" / "node1" / "ranktable.json").read_bytes()
 
@@ -100,19 +100,19 @@ def test_up_creates_exactly_the_rendered_objects_then_status_diff_rerun_down(fak
 
 def test_pod_that_never_becomes_ready_is_named_and_the_install_is_undone(fake_kube, kubeconfig, tmp_path):
     add_servers(fake_kube, "a2-2x8-tp-pp")
-    fake_kube.never_ready("ds32-2x8-mindie-mixed-worker-0")
+    fake_kube.never_ready("ds32-2x8-ascend-llm-mixed-worker-0")
     inv = inventory(tmp_path, "a2-2x8-tp-pp", kubeconfig)
     res = cli(tmp_path, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "5")
     assert res.returncode == 1
     out = res.stdout
-    assert "pod ds32-2x8-mindie-mixed-worker-0 (mixed) on node2: Running, not ready" in out
+    assert "pod ds32-2x8-ascend-llm-mixed-worker-0 (mixed) on node2: Running, not ready" in out
     assert "Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 503" in out
-    assert "ds32-2x8-mindie-mixed-master-0" not in out.split("not ready", 1)[1].split("uninstall")[0]
+    assert "ds32-2x8-ascend-llm-mixed-master-0" not in out.split("not ready", 1)[1].split("uninstall")[0]
     assert "✗ up failed; the release was uninstalled" in out
     assert fake_kube.objects("statefulsets", NS) == []
     record = next((tmp_path / ".deployctl" / "runs").glob("*-up-k8s"))
     assert (record / "status").read_text() == "failed\n"
-    assert "ds32-2x8-mindie-mixed-worker-0" in (record / "rollout.json").read_text()
+    assert "ds32-2x8-ascend-llm-mixed-worker-0" in (record / "rollout.json").read_text()
 
 
 def test_pd_split_up_on_kubernetes_is_refused_before_anything_changes(fake_kube, kubeconfig, tmp_path):

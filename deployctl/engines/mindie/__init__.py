@@ -87,11 +87,11 @@ class MindieDriver:
     @property
     def chart(self):
         from deployctl.engines.base import Chart
-        from deployctl.engines.mindie.chart_values import OWNED_VALUES, ChartValues
-        from deployctl.engines.mindie.helm import CHART_NAME, chart_values, fullname
+        from deployctl.engines.mindie.chart_values import OWNED_VALUES, MindieValues
+        from deployctl.engines.mindie.helm import chart_values
 
-        return Chart(name=CHART_NAME, values_model=ChartValues, owned_values=OWNED_VALUES, values=chart_values,
-                     fullname=fullname)
+        return Chart(block="mindie", block_model=MindieValues, owned_values=OWNED_VALUES, values=chart_values,
+                     image="swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts")
 
 
 DRIVER = MindieDriver()

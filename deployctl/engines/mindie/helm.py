@@ -18,57 +18,20 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
-from deployctl.engines.mindie.chart_values import ChartValues, Image, Instance, Ms, Npu, Ports, RankTable, Service
+from deployctl.engines.mindie.chart_values import MindieValues, Ms, Ports, RankTable
 from deployctl.engines.mindie.env import node_env
-from deployctl.errors import LayoutError, Problem, RenderError, UsageError
+from deployctl.errors import LayoutError, Problem, RenderError
+from deployctl.k8s.chart_values import Instance, Service, common_values, files_of
 from deployctl.k8s.nodes import k8s_node
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan
-from deployctl.render.merge import deep_merge
 
-CHART_NAME = "mindie"
 # Differ per server; the chart sets them from the downward API (status.podIP / status.hostIP).
 POD_ENV = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP")
 # Set on the MindIE-MS node only (bare metal shares one env file between server and MindIE-MS there).
 MS_ENV = ("GLOBAL_RANK_TABLE_FILE_PATH", "MINDIE_MS_CONTROLLER_CONFIG_FILE_PATH",
           "MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH")
 MS_FILES = ("ms_controller.json", "ms_coordinator.json", "global_ranktable.json")
-
-
-def split_image(image: str) -> tuple[str, str]:
-    """`repo/name:tag` -> (repo/name, tag); a digest stays in the tag as `@sha256:...`."""
-    if "@" in image:
-        repo, digest = image.split("@", 1)
-        return repo, "@" + digest
-    slash = image.rfind("/")
-    colon = image.rfind(":")
-    if colon > slash:
-        return image[:colon], image[colon + 1:]
-    return image, "latest"
-
-
-def shm_quantity(size: str) -> str:
-    """docker --shm-size (500g, 64m, 1024) -> a Kubernetes quantity (500Gi, 64Mi, 1024)."""
-    unit = size[-1].lower()
-    return size[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi"}[unit] if unit in "kmg" else size
-
-
-def accelerator_type(plan: Plan) -> str:
-    cluster = plan.inventory.cluster
-    if cluster.hardware == "a2":
-        return "module-910b-8"
-    return "module-a3-16-super-pod" if cluster.super_pod else "module-a3-16"
-
-
-def fullname(inv) -> str:
-    """The chart's resource name prefix (templates/_helpers.tpl "mindie.fullname", without overrides)."""
-    release = inv.helm_release
-    name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
-    return name[:32].rstrip("-")
-
-
-def _files(artifacts: dict[str, Artifact], node: str, names: tuple[str, ...]) -> dict[str, str]:
-    return {n: artifacts[f"{node}/{n}"].content.decode() for n in names if f"{node}/{n}" in artifacts}
 
 
 def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] = MS_ENV) -> dict[str, str]:
@@ -89,19 +52,15 @@ def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] =
     return envs[0]
 
 
-def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
+def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     inv = plan.inventory
     e = inv.engine
-    if not inv.helm_release[0].isalpha():
-        raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
-                         "with a letter)", hint="set kubernetes.release in the inventory")
     if plan.preset == "pd-split":
         raise LayoutError("pd-split is not rendered for Kubernetes yet", problems=[Problem(
             path="layout.preset", message="the chart runs one MindIE server per pod, and MindIE's decode runs one "
             "server per DP rank (distributed DP, Motor boot.sh L115-142)")],
             hint="deploy pd-split with --target hosts, or use a colocated layout on Kubernetes")
-    by_path = {a.path: a for a in artifacts}
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []
     for inst in plan.instances:
@@ -112,26 +71,18 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> ChartValues:
             nodes=[] if cluster_table else [k8s_node(plan, inst.master)] + [
                 k8s_node(plan, n) for n in inst.nodes if n != inst.master],
             env=_shared_env(plan, inst.nodes, f"instance {inst.name}"),
-            files=_files(by_path, inst.master, names)))
+            files=files_of(artifacts, inst.master, names)))
     ms = Ms()
     ms_node = next((n for n in plan.nodes if n.runs_router), None)
     if ms_node is not None:
         ms = Ms(enabled=True, node=k8s_node(plan, ms_node.name),
                 env=_shared_env(plan, [ms_node.name], "the MindIE-MS node", drop=()),
-                files=_files(by_path, ms_node.name, MS_FILES))
-    repo, tag = split_image(e.image)
+                files=files_of(artifacts, ms_node.name, MS_FILES))
     p = e.ports
-    values = ChartValues(
-        image=Image(repository=repo, tag=tag),
-        schedulerName=inv.kubernetes.scheduler_name or "",
-        npu=Npu(perPod=inv.devices_per_node, acceleratorType=accelerator_type(plan)),
-        rankTable=RankTable(source=inv.kubernetes.rank_table),
-        shmSize=shm_quantity(e.shm_size), workDir=e.work_dir, daemon=e.daemon, msHome=e.ms_home,
-        tls=e.tls, privileged=e.privileged, weightsPath=inv.model.weights_path,
-        ports=Ports(http=p.http, management=p.management, metrics=p.metrics, interComm=p.inter_comm,
-                    multiNode=p.multi_node, coordinator=p.coordinator, controller=p.controller),
-        service=Service(port=p.coordinator if ms_node is not None else p.http),
-        instances=instances, ms=ms)
-    if inv.kubernetes.values:
-        values = ChartValues.model_validate(deep_merge(values.model_dump(), inv.kubernetes.values))
-    return values
+    return common_values(
+        plan, service=Service(port=p.coordinator if ms_node is not None else p.http), instances=instances,
+        mindie=MindieValues(
+            rankTable=RankTable(source=inv.kubernetes.rank_table), daemon=e.daemon, msHome=e.ms_home, tls=e.tls,
+            ports=Ports(http=p.http, management=p.management, metrics=p.metrics, interComm=p.inter_comm,
+                        multiNode=p.multi_node, coordinator=p.coordinator, controller=p.controller),
+            ms=ms))

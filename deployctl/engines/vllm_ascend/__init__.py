@@ -77,10 +77,11 @@ class VllmAscendDriver:
 
     @property
     def chart(self):
-        from deployctl.errors import LayoutError, Problem
+        from deployctl.engines.base import Chart
+        from deployctl.engines.vllm_ascend.chart import OWNED_VALUES, VllmValues, chart_values
 
-        raise LayoutError("--target k8s is not available for vllm-ascend yet", problems=[Problem(
-            path="engine.kind", message="the Helm chart runs MindIE only so far")], hint="deploy with --target hosts")
+        return Chart(block="vllm", block_model=VllmValues, owned_values=OWNED_VALUES, values=chart_values,
+                     image="quay.io/ascend/vllm-ascend:v0.13.0")
 
 
 DRIVER = VllmAscendDriver()
