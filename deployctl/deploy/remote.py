@@ -22,6 +22,9 @@ HTTP_STATUS = ("import sys, urllib.request\n"
                "except Exception as e:\n    print(getattr(e, 'code', 0))\n")
 # every JSON file of a glob, separated (paths come in as arguments, never spliced into the script)
 CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat "$f"; echo; }; done; true'
+# how often the container's log holds its ready line (a process without HTTP, e.g. a headless vLLM rank);
+# container and line are arguments, never spliced into the script
+READY_LINES = 'docker logs "$1" 2>&1 | grep -c -F -- "$2"; true'
 
 
 def processes(plan: Plan, node: str):
@@ -69,8 +72,12 @@ def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple
     cmds += [(f"dep.container.{i}", ["docker", "inspect", "--format", INSPECT_FORMAT, name])
              for i, name in enumerate(names)]
     if health:
+        engine = processes(plan, node).engine
         cmds += [(f"dep.health.{i}", ["python3", "-c", HTTP_STATUS, url])
-                 for i, url in enumerate(processes(plan, node).engine.health_urls)]
+                 for i, url in enumerate(engine.health_urls)]
+        if not engine.health_urls and engine.ready_line:
+            cmds.append(("dep.readylog", ["sh", "-c", READY_LINES, "deployctl", engine.ready_container,
+                                          engine.ready_line]))
     return cmds
 
 
@@ -125,6 +132,11 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
                   for i, name in enumerate(names)}
     checks = [out[k] for k in sorted(out) if k.startswith("dep.health.")]
     ready = None if not checks else all(c.text.strip() == "200" for c in checks)
+    logged = out.get("dep.readylog")
+    if ready is None and logged is not None and logged.rc == 0 and logged.text.strip().isdigit():
+        # no HTTP to ask: ready once the log shows the ready line as often as it has processes, and it runs
+        running = any(c.status == "running" for c in containers.values())
+        ready = running and int(logged.text.strip()) >= processes(plan, node).engine.ready_count
     return DeployedState(node=node, current_rev=current, previous_rev=rev("dep.previous"),
                          files=dict(doc.get("files", {})), run=doc.get("run"), containers=containers, ready=ready,
                          revisions=revisions, history=history,

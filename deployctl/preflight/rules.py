@@ -212,12 +212,31 @@ def check_pings(inv, facts):
                          "check the RoCE switch/VLAN and routes between the two NICs", h.name, p.device)
 
 
+def _ports_per_node(inv) -> dict[str, set[int]]:
+    """The host ports each node's processes listen on, as the engine's driver says (e.g. a distributed MindIE
+    decode node's per-DP-rank ports, the router's on its node), plus the ports every node needs."""
+    from deployctl import engines
+    from deployctl.errors import DeployctlError
+    from deployctl.planning.plan import plan_layout
+
+    driver = engines.for_inventory(inv)
+    common = set(driver.host_ports(inv).values())
+    try:
+        plan = plan_layout(inv)
+    except DeployctlError:          # plan refuses: `plan` says why; check what every node needs
+        return {n.name: common for n in inv.nodes}
+    out = {}
+    for node in plan.nodes:
+        procs = driver.processes(plan, node)
+        out[node.name] = common | set(procs.engine.ports) | set(procs.router.ports if procs.router else ())
+    return out
+
+
 def check_host_basics(inv, facts):
     e = inv.engine
-    from deployctl import engines
-
-    ports = set(engines.for_inventory(inv).host_ports(inv).values())
+    node_ports = _ports_per_node(inv)
     for h in _up(facts):
+        ports = node_ports.get(h.name, set())
         w = h.weights
         if w is not None and (not w.exists or not w.config_json or w.readable is False):
             what = "missing" if not w.exists else ("unreadable" if w.readable is False else "has no config.json")

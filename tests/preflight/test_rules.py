@@ -615,3 +615,22 @@ def test_findings_are_json_ready():
     f = findings(facts)[0]
     assert f.model_dump() == {"rule": "link-up", "severity": "FAIL", "host": "node1", "device": 3,
                               "message": "NPU NIC link DOWN", "hint": f.hint}
+
+
+def test_each_node_is_checked_for_the_ports_its_own_processes_bind():
+    """MindIE's distributed decode binds engine.ports.dist_base + 4k per DP rank on decode nodes only, the
+    MindIE-MS node its controller/coordinator ports: preflight checks those where they will be bound."""
+    from conftest import EXAMPLES
+    from deployctl.inventory.load import load_inventory
+    from deployctl.inventory.validate import validate_inventory
+    from deployctl.preflight.rules import _ports_per_node
+
+    inv = validate_inventory(load_inventory(EXAMPLES / "a3-pd-2p2d.yaml"))
+    ports = _ports_per_node(inv)
+    p = inv.engine.ports
+    roles = {n: ("decode" if n in inv.layout.decode.nodes else "prefill") for n in ports}
+    for node, bound in ports.items():
+        assert (p.dist_base in bound) == (roles[node] == "decode"), node
+        assert p.http in bound                      # every node's engine ports stay checked
+    ms = [n for n in ports if p.coordinator in ports[n]]
+    assert len(ms) == 1
