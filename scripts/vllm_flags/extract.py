@@ -34,6 +34,7 @@ import ast
 import hashlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import json
 import os
 import re
@@ -269,6 +270,29 @@ def _customize_stub(module: "_StubModule") -> None:
         module.iinfo = iinfo
         module.finfo = finfo
         module.__version__ = "2.9.0"
+    elif module.__name__ == "torch.library":
+        # vllm >= 0.23 (vllm/ir/op.py) checks at import time that each provider
+        # implementation of an IR op has the native one's schema, and parses the
+        # return part of that schema.  Stub instances never compare equal, so
+        # give a comparable string: parameter names and defaults, then the return
+        # annotation with module prefixes and quotes dropped ("(Tensor, Tensor)"
+        # style counts of Tensor outputs survive).
+        def infer_schema(fn, *args, **kwargs):
+            try:
+                sig = inspect.signature(fn)
+            except (TypeError, ValueError):
+                return "(...) -> stub"
+            params = ", ".join(
+                p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
+                for p in sig.parameters.values()
+            )
+            ret = sig.return_annotation
+            ret = "stub" if ret is inspect.Signature.empty else (
+                ret if isinstance(ret, str) else inspect.formatannotation(ret))
+            ret = re.sub(r"\b[A-Za-z_][\w.]*\.(?=[A-Za-z_])", "", ret).replace("'", "").replace('"', "")
+            return f"({params}) -> {ret}"
+
+        module.infer_schema = infer_schema
 
 
 class _StubLoader(importlib.abc.Loader):
@@ -917,10 +941,20 @@ def cmd_vllm_ascend(args) -> int:
     vllm_tag = re.search(r"ARG VLLM_TAG=(\S+)", dockerfile)
     conf_py = _show("docs/source/conf.py")
     subs = {k: v for k, v in re.findall(r"['\"](\w*vllm\w*_version)['\"]\s*:\s*['\"]([^'\"]+)['\"]", conf_py)}
-    migrated = re.findall(r"_get_config_value\(\s*[\w.]+,\s*['\"](\w+)['\"],\s*['\"](VLLM_ASCEND_\w+)['\"]", conf)
-    for key, env in migrated:
-        entry = keys_cfg.setdefault(key, {"read_in": ["vllm_ascend/ascend_config.py (_get_config_value)"], "nested": {}})
-        entry["env_fallback"] = env
+    # Keys migrated from env vars (v0.23+): self._get_config_value(additional_config,
+    # "<key>", "<ENV_VAR>", envs.<ENV_VAR>); the env var is the fallback when the key
+    # is absent.  Any env var name counts (MSMONITOR_USE_DAEMON has no VLLM_ASCEND_ prefix).
+    migrated = []
+    for node in ast.walk(ast.parse(conf)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "_get_config_value" and len(node.args) >= 3
+                and _lit(node.args[1]) is not None and _lit(node.args[2]) is not None):
+            migrated.append((_lit(node.args[1]), _lit(node.args[2])))
+            entry = keys_cfg.setdefault(_lit(node.args[1]), {"read_in": [], "nested": {}})
+            ref = f"vllm_ascend/ascend_config.py:{node.args[1].lineno}"
+            if ref not in entry["read_in"]:
+                entry["read_in"] = sorted(entry["read_in"] + [ref])
+            entry["env_fallback"] = _lit(node.args[2])
     quant_sites = sorted(
         f"{p}:{i + 1}"
         for p, src in files.items()

@@ -13,8 +13,10 @@ Rules and their sources (vllm-ascend.md sections):
         HCCL_BUFFSIZE per role, HCCL_OP_EXPANSION_MODE=AIV on A3, HCCL_INTRA_PCIE_ENABLE=1/ROCE=0 on A2 multi-node.
   §1.4 kv_transfer_config: producer (P) / consumer (D), engine_id unique per instance, kv_port >= 28000 (8 NPUs) /
         >= 36000 (16 NPUs), each node uses kv_port..kv_port+NPUs, prefill/decode {dp_size, tp_size} describe both
-        sides identically everywhere, use_ascend_direct true; MooncakeConnectorV1 (>= 0.13) or MooncakeConnector +
-        kv_connector_module_path vllm_ascend.distributed.mooncake_connector (0.11 guide).
+        sides identically everywhere; MooncakeConnectorV1 (>= 0.13) or MooncakeConnector +
+        kv_connector_module_path vllm_ascend.distributed.mooncake_connector (0.11 guide). use_ascend_direct is read by
+        the 0.11 connector only (mooncake_connector.py@v0.11.0 L906; the read was removed by #4547 before 0.13):
+        present (true) on 0.11, absent from 0.13 on.
   §1.7 multi-node TP/PP with --nnodes/--node-rank/--master-addr exists from the MP backend (not in vLLM 0.11).
 """
 
@@ -35,11 +37,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ROOT / "deployctl" / "engines" / "vllm_ascend" / "flags"
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"
 
-VERSIONS = ("0.11", "0.13", "0.18")
+VERSIONS = ("0.11", "0.13", "0.18", "0.23")
 # vllm-ascend minor -> the vLLM release it pairs with (scripts/vllm_flags/README.md "Version pairing": each tag's
 # Dockerfile VLLM_TAG) and the vllm-ascend tag whose config reader was walked
-VLLM_OF = {"0.11": "0.11.0", "0.13": "0.13.0", "0.18": "0.18.0"}
-ASCEND_OF = {"0.11": "0.11.0", "0.13": "0.13.0", "0.18": "0.18.0"}
+VLLM_OF = {"0.11": "0.11.0", "0.13": "0.13.0", "0.18": "0.18.0", "0.23": "0.23.0"}
+ASCEND_OF = {"0.11": "0.11.0", "0.13": "0.13.0", "0.18": "0.18.0", "0.23": "0.23.0"}
 DEVICES = {"a2": 8, "a3": 16}
 MOE = {"deepseek-v3", "deepseek-r1", "deepseek-v3.2", "deepseek-v3.2-exp", "qwen3-235b-a22b"}   # all routed-expert
 JSON_OPTIONS = ("--kv-transfer-config", "--additional-config", "--compilation-config", "--speculative-config")

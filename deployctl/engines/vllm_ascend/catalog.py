@@ -15,7 +15,9 @@ from deployctl.engines.base import TAG_VERSION
 
 # vllm-ascend minor version -> (vllm-ascend release whose tables we ship, the vLLM release it pairs with:
 # each tag's Dockerfile VLLM_TAG)
-VERSIONS = {"0.11": ("0.11.0", "0.11.0"), "0.13": ("0.13.0", "0.13.0"), "0.18": ("0.18.0", "0.18.0")}
+VERSIONS = {"0.11": ("0.11.0", "0.11.0"), "0.13": ("0.13.0", "0.13.0"), "0.18": ("0.18.0", "0.18.0"),
+            "0.23": ("0.23.0", "0.23.0")}
+
 def _load(name: str) -> dict:
     return json.loads(resources.files(__package__).joinpath("flags", name).read_text(encoding="utf-8"))
 

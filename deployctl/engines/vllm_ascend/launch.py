@@ -56,9 +56,10 @@ def kv_transfer(plan, inst) -> dict:
     doc = {"kv_connector": connector, "kv_role": "kv_producer" if inst.role == "prefill" else "kv_consumer",
            "kv_port": str(kv_base(plan) + 100 * engine_id), "engine_id": str(engine_id),
            "kv_connector_extra_config": {
-               "use_ascend_direct": True,   # CANN >= 8.3.RC1 (the images since 0.11): maintainer, issue #5635
                "prefill": {"dp_size": prefill.dp, "tp_size": prefill.tp},
                "decode": {"dp_size": decode.dp, "tp_size": decode.tp}}}
+    if "use_ascend_direct" in pd:    # only where the version's connector reads it (support.yaml pd_mooncake)
+        doc["kv_connector_extra_config"]["use_ascend_direct"] = pd["use_ascend_direct"] in (True, "yes")
     if "module_path" in pd and plan.inventory.engine.connector is None:
         doc["kv_connector_module_path"] = pd["module_path"]
     return doc

@@ -136,6 +136,13 @@ def check(plan) -> list[Finding]:
     if plan.preset == "pd-split" and feature("pd_mooncake", version).get("value") != "yes":
         out.append(Finding("error", "layout.preset", f"no Mooncake prefill/decode split in vLLM-Ascend {version}",
                            feature("pd_mooncake", version).get("source", "")))
+    moved = data.get("moved_env", {}).get(version, {})
+    for key in sorted(set(plan.inventory.engine.env) & set(moved)):
+        m = moved[key]
+        out.append(Finding("warning", f"engine.env.{key}", f"vLLM-Ascend {version} reads {key} only while "
+                           f"--additional-config has no {m['key']!r} (deprecated by PR #9064)",
+                           f"VA vllm_ascend/{m['source']}; ascend_config.py@v0.23.0 L354-365",
+                           hint=f"set engine.additional_config.{m['key']} instead"))
     for inst in plan.instances:
         out += _layout(plan, inst)
     if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders

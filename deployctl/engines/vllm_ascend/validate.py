@@ -69,10 +69,16 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
 
     from deployctl.engines.vllm_ascend.catalog import ascend_env
 
+    from deployctl.engines.vllm_ascend.support import matrix
+
     known = ascend_env(version)
+    removed = matrix().get("removed_env", {}).get(version, {})
     out = []
     for key in inv.engine.env:
-        if key.startswith("VLLM_ASCEND_") and key not in known:
+        if key in removed:
+            out.append(raw.problem(("engine", "env", key), f"vllm-ascend {version} no longer reads {key} "
+                                   f"({removed[key]['source']})", f"use {removed[key]['instead']}"))
+        elif key.startswith("VLLM_ASCEND_") and key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=1)
             out.append(raw.problem(("engine", "env", key), f"vllm-ascend {version} reads no {key} (it would be "
                                    "ignored)", f"did you mean {close[0]}?" if close else "see vllm_ascend/envs.py of "
