@@ -39,6 +39,9 @@ DEFAULT_NPU_NAME = {"a2": "910B3", "a3": "Ascend910"}
 # Board IDs (MindCluster constants): 0x3c = Atlas 800I A2 (0x33 before 2024-09); 0xb3 = an 800I A3 chip board.
 DEFAULT_BOARD_ID = {"a2": "0x3c", "a3": "0xb3"}
 
+# engine_timing keys (milliseconds), as fake_bin/openai_fake.py TIMING_KEYS reads them
+TIMING_KEYS = ("ttft_ms", "ttft_per_token_ms", "tpot_ms", "tpot_per_request_ms")
+
 # How many fake hosts a test bridge subnet holds (host part 2..254; .1 is the bridge).
 SUBNET_PREFIX = "10.200"
 
@@ -118,6 +121,10 @@ class NodeSpec:
     engine_join_timeout: float = 15.0         # seconds the multi-node rendezvous waits (HCCL-like timeout)
     engine_mooncake_error: bool | str = False  # vLLM stand-in: a kv_consumer logs a Mooncake transfer failure
                                                # (103902) for a long prompt, and still answers (a str: its text)
+    # ---- token timing of the stand-in engines (fake_bin/openai_fake.py Timing; read when a container starts) --------
+    # {"ttft_ms": a, "ttft_per_token_ms": b, "tpot_ms": c, "tpot_per_request_ms": d}: TTFT = a + b x prompt tokens,
+    # TPOT = c + d x requests in flight on the engine process. Empty: no delays (the deploy tests stay fast).
+    engine_timing: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -137,6 +144,13 @@ class NodeSpec:
         s(self, "port_busy", tuple(int(p) for p in self.port_busy))
         for name in ("engine_slow_start", "engine_join_timeout"):
             s(self, name, float(getattr(self, name)))
+        timing = dict(self.engine_timing or {})
+        unknown = set(timing) - set(TIMING_KEYS)
+        if unknown:
+            raise ValueError(f"{self.name}: engine_timing keys {sorted(unknown)} unknown, expected {TIMING_KEYS}")
+        if any(float(v) < 0 for v in timing.values()):
+            raise ValueError(f"{self.name}: engine_timing values must be >= 0 (milliseconds)")
+        s(self, "engine_timing", MappingProxyType({k: float(v) for k, v in timing.items()}))
         if self.engine_join_timeout <= 0:
             raise ValueError(f"{self.name}: engine_join_timeout must be > 0")
         if self.unreachable not in (False, True, "refused", "down"):
@@ -274,7 +288,8 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
     Values: `flag` alone -> True; `a=1,2` -> {1, 2} for id-set faults; `npu_health=3:Alarm,4:Warning`;
     `net_health=0:Socket fail`; `foreign_process=2:4242:python:30000`; `port_busy=1025,1026`; `slow=0.5`;
     `engine_slow_start=3`, `engine_join_timeout=5` (seconds); `engine_crash` / `engine_reject_config` alone
-    -> True, with a value other than true/false -> that text as the error message.
+    -> True, with a value other than true/false -> that text as the error message;
+    `engine_timing=ttft_ms:50,ttft_per_token_ms:0.1,tpot_ms:20,tpot_per_request_ms:1` (milliseconds).
     """
     node, sep, rest = text.partition(":")
     if not sep or not rest:
@@ -303,6 +318,12 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
     if key in ("port_busy", "listen_ports", "docker_images"):
         items = [v.strip() for v in value.split(",") if v.strip()]
         return node, key, tuple(items if key == "docker_images" else (int(v) for v in items))
+    if key == "engine_timing":
+        timing = {}
+        for item in value.split(","):
+            k, _, v = item.partition(":")
+            timing[k.strip()] = float(v)
+        return node, key, timing
     if key in ("slow", "engine_slow_start", "engine_join_timeout"):
         return node, key, float(value)
     if key == "unreachable":

@@ -201,7 +201,9 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
                     reject_config=spec.engine_reject_config, slow_start=spec.engine_slow_start,
                     join_timeout=spec.engine_join_timeout,
                     # the vLLM stand-in's fault, only when set (the MindIE keys above stay as they were)
-                    **({"mooncake_error": spec.engine_mooncake_error} if spec.engine_mooncake_error else {})),
+                    **({"mooncake_error": spec.engine_mooncake_error} if spec.engine_mooncake_error else {}),
+                    # token timing of the stand-ins (openai_fake.Timing), only when set
+                    **({"timing": dict(spec.engine_timing)} if spec.engine_timing else {})),
         devices=devices)
 
 

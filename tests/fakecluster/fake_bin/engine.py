@@ -22,7 +22,8 @@ RANK_TABLE_FILE with MindIE's own checks (ranktable_config.cpp: mode <= 640, str
 Then it binds its ports (managementPort + metricsPort on the management IP; on the instance master also
 `port`, and interCommPort in dmi mode; the master's rendezvous port multiNodesInferPort), joins the
 rendezvous (the server holding rank_id "0" waits for every other server of the table; the others connect
-to it), logs `Daemon start success!` and serves until SIGTERM.
+to it), logs `Daemon start success!` and serves until SIGTERM. Settings `engine.timing` (node spec engine_timing)
+paces the answers (openai_fake.Timing); MindIE-MS's coordinator marks its decode request as prefilled.
 """
 
 import hashlib
@@ -41,8 +42,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_fake import (JsonHandler, answer, interface_addresses, passthrough, read_settings,  # noqa: E402
-                         relay_stream)  # (shared with vllm.py)
+from openai_fake import (PREFILLED_HEADER, JsonHandler, Timing, answer, interface_addresses,  # noqa: E402
+                         passthrough, read_settings, relay_stream)  # (shared with vllm.py)
 
 SETTINGS_PATH = "/.fakecluster/settings.json"
 STOP = threading.Event()
@@ -557,7 +558,8 @@ class ApiHandler(JsonHandler):
             return self._error(400, "The request body is not valid JSON.")
         if not isinstance(req, dict):
             return self._error(400, "The request body must be a JSON object.")
-        answer(self, req, path, self.ctx)
+        # MindIE-MS's decode request carries the stand-in's marker: the prompt was prefilled on the P instance
+        answer(self, req, path, self.ctx, prefilled=self.headers.get(PREFILLED_HEADER) == "1")
 
 
 # ---- the multi-node rendezvous (what HCCL's root-info exchange amounts to) -----------------------
@@ -1177,7 +1179,8 @@ def daemon(argv=()):
                       "where": settings.get("node") or socket.gethostname(),
                       "master": (master.server_id if master else ip),
                       "config_digest": hashlib.sha256(json.dumps([mdc, bc.get("ScheduleConfig")],
-                                                                 sort_keys=True).encode()).hexdigest()}
+                                                                 sort_keys=True).encode()).hexdigest(),
+                      "timing": Timing(faults.get("timing"))}
     http_servers = []
 
     def serve(addr, port, role, what):
@@ -1473,8 +1476,11 @@ class MsHandler(ApiHandler):
                         urllib.request.urlopen(r, timeout=30).read()
                     except urllib.error.HTTPError as e:
                         return self._passthrough(e.code, e.headers, e.read())
+            headers = {"Content-Type": "application/json"}
+            if method == "POST":
+                headers[PREFILLED_HEADER] = "1"          # stand-in marker: D skips the prefill delay
             r = urllib.request.Request("http://%s:%d%s" % (d["ip"], d["port"], path), data=body, method=method,
-                                       headers={"Content-Type": "application/json"})
+                                       headers=headers)
             try:
                 resp = urllib.request.urlopen(r, timeout=60)
             except urllib.error.HTTPError as e:

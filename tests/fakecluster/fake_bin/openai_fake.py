@@ -10,6 +10,19 @@
   `ctx`: model (the served name; a list of names is accepted), max_input, max_seq, and either `describe`
   (a callable source -> the sentence the answer starts with) or MindIE's where/mode/world/master.
 * `relay_stream(h, resp)`: copy an upstream SSE response through.
+* `Timing`: when tokens come out (node spec `engine_timing`, settings `engine.timing`): a prefill delay that grows
+  with the prompt, then one token per decode step whose length grows with the requests in flight:
+
+      TTFT = ttft_ms + ttft_per_token_ms x prompt_tokens
+      TPOT = tpot_ms + tpot_per_request_ms x requests in flight on this engine process (this one included)
+
+  `prompt_tokens` is what `usage.prompt_tokens` reports: one token per whitespace-separated word of the prompt
+  (the messages' contents joined), plus 4 per chat message (the chat template's role tokens). The decode step is
+  paced against absolute deadlines (no drift from thread scheduling). Without timing (the default) nothing waits
+  but the old 2 ms between streamed chunks, so the deploy tests stay fast. A request whose prompt was prefilled
+  elsewhere (the P/D split's decode side) skips the prefill delay.
+  `ignore_eos: true` (vLLM's and MindIE's extension: generate until max_tokens) and `min_tokens` make the answer
+  as long as asked, repeating its words.
 """
 
 import http.server
@@ -18,6 +31,7 @@ import socket
 import re
 import secrets
 import socketserver
+import threading
 import time
 
 
@@ -32,6 +46,9 @@ def words(text):
 
 class JsonHandler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
+    # TCP_NODELAY, as uvicorn and MindIE's server set it: a streamed chunk leaves at once instead of waiting for the
+    # client's (delayed) ACK of the previous one, which would add up to 40 ms to the first token
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):
         pass
@@ -63,6 +80,63 @@ class JsonHandler(http.server.BaseHTTPRequestHandler):
         return req
 
 
+# The MindIE-MS stand-in's marker on the request it sends to the decode instance (the KV came from the prefill
+# instance; real MindIE-MS transfers it, the stand-in only says so): no prefill delay there.
+PREFILLED_HEADER = "X-Fakecluster-Prefilled"
+TIMING_KEYS = ("ttft_ms", "ttft_per_token_ms", "tpot_ms", "tpot_per_request_ms")
+STREAM_GAP_S = 0.002      # between streamed chunks when no timing is configured (the stand-ins' old pace)
+
+
+class Timing:
+    """Token timing of one engine process (see the module docstring). `Timing({})` never waits."""
+
+    def __init__(self, cfg=None):
+        cfg = cfg if isinstance(cfg, dict) else {}
+        self.cfg = {k: max(0.0, float(cfg.get(k) or 0)) for k in TIMING_KEYS}
+        self.enabled = any(self.cfg.values())
+        self.active = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        with self._lock:
+            self.active += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.active -= 1
+        return False
+
+    def prefill_s(self, prompt_tokens):
+        return (self.cfg["ttft_ms"] + self.cfg["ttft_per_token_ms"] * prompt_tokens) / 1000.0
+
+    def step_s(self):
+        """The next decode step: the base plus the per-request term for the requests in flight now."""
+        if not self.enabled:
+            return STREAM_GAP_S
+        return (self.cfg["tpot_ms"] + self.cfg["tpot_per_request_ms"] * max(1, self.active)) / 1000.0
+
+    def describe(self):
+        c = self.cfg
+        return ("TTFT %g ms + %g ms/token, TPOT %g ms + %g ms/request in flight"
+                % (c["ttft_ms"], c["ttft_per_token_ms"], c["tpot_ms"], c["tpot_per_request_ms"]))
+
+
+def sleep_until(deadline):
+    left = deadline - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
+NO_TIMING = Timing()
+
+
+def _timing(ctx):
+    """The engine's Timing (engines put one in their ctx at start), else one that never waits."""
+    t = ctx.get("timing")
+    return t if isinstance(t, Timing) else NO_TIMING
+
+
 def _models(ctx):
     m = ctx["model"]
     return list(m) if isinstance(m, (list, tuple)) else [m]
@@ -91,9 +165,16 @@ def prompt_tokens(req, chat):
     return len(words(got[0])) + (4 * len(req.get("messages") or []) if chat else 0)
 
 
-def answer(h, req, path, ctx, source=None, extra=None):
+def answer(h, req, path, ctx, source=None, extra=None, prefilled=False):
     """An OpenAI-style completion, deterministic, made up from the request. `extra`: more top-level fields of
-    the (non-streamed) response (vLLM's kv_transfer_params)."""
+    the (non-streamed) response (vLLM's kv_transfer_params). `prefilled`: the prompt's KV came from a prefill
+    instance (P/D split): no prefill delay here."""
+    timing = _timing(ctx)
+    with timing:
+        return _answer(h, req, path, ctx, source, extra, prefilled, timing)
+
+
+def _answer(h, req, path, ctx, source, extra, prefilled, timing):
     chat = path.endswith("/chat/completions")
     model = req.get("model")
     names = _models(ctx)
@@ -123,12 +204,26 @@ def answer(h, req, path, ctx, source=None, extra=None):
     toks = words(text)
     limit = max_tokens if max_tokens is not None else max(1, ctx["max_seq"] - ptoks)
     finish = "stop"
+    want = limit if req.get("ignore_eos") is True else req.get("min_tokens")
+    if isinstance(want, int) and not isinstance(want, bool) and want > len(toks):
+        base = list(toks)
+        toks = [base[i % len(base)] for i in range(min(want, limit))]
     if len(toks) > limit:
         toks, finish = toks[:limit], "length"
+    elif len(toks) == limit and req.get("ignore_eos") is True:
+        finish = "length"
+    start = time.monotonic()
+    if timing.enabled and not prefilled:
+        sleep_until(start + timing.prefill_s(ptoks))       # prefill: the first token comes out at its end
     created = int(time.time())
     rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
     usage = {"prompt_tokens": ptoks, "completion_tokens": len(toks), "total_tokens": ptoks + len(toks)}
     if not req.get("stream"):
+        if timing.enabled:                                  # the other tokens, one decode step each
+            deadline = time.monotonic()
+            for _ in toks[1:]:
+                deadline += timing.step_s()
+                sleep_until(deadline)
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": " ".join(toks)}, "logprobs": None,
                       "finish_reason": finish}
@@ -158,9 +253,14 @@ def answer(h, req, path, ctx, source=None, extra=None):
     try:
         if chat:
             chunk({"role": "assistant", "content": ""})
+        deadline = time.monotonic()
         for i, t in enumerate(toks):
+            if timing.enabled and i:
+                deadline += timing.step_s()
+                sleep_until(deadline)
             chunk({"content": (" " if i else "") + t})
-            time.sleep(0.002)
+            if not timing.enabled:
+                time.sleep(STREAM_GAP_S)
         chunk({}, finish)
         if (req.get("stream_options") or {}).get("include_usage"):
             h.wfile.write(("data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,

@@ -42,7 +42,9 @@ The fake vLLM-Ascend image (`.../vllm-ascend:TAG`, see docker.py make_vllm_layer
 
 Faults (node state at `docker run`): engine_crash / engine_crash_on (an engine core dies at init with NPU OOM),
 engine_never_ready (joins, never finishes warming up), engine_slow_start, engine_join_timeout, engine_mooncake_error
-(a kv_consumer logs `Mooncake transfer failed ... 103902` for a long prompt and still answers).
+(a kv_consumer logs `Mooncake transfer failed ... 103902` for a long prompt and still answers). engine_timing
+(settings `engine.timing`): tokens come out with a prefill delay and a decode step (openai_fake.Timing); a
+kv_consumer answering a request the prefiller handed over (kv_transfer_params.do_remote_prefill) skips the prefill.
 
 Outside a container (unit tests) FAKE_VLLM_SETTINGS names the settings file; its keys `dev_dir`, `ip`, `image`,
 `flags_dir` stand in for /dev, the node's IP, the image and the tables.
@@ -62,8 +64,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from openai_fake import (JsonHandler, ThreadingHTTPServer, answer, interface_addresses, passthrough,  # noqa: E402
-                         prompt_tokens, read_settings, relay_stream)
+from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
+                         passthrough, prompt_tokens, read_settings, relay_stream)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
 STOP = threading.Event()
@@ -485,7 +487,9 @@ class ApiHandler(JsonHandler):
                 "-1, error code 103902 (transfer timeout); the decode side recomputes the prompt"
                 % (src.get("remote_engine_id", "?"), src.get("remote_host", "?"), src.get("remote_port", "?")))
             log("ERROR", text, "mooncake_connector.py:0", "EngineCore_DP%d" % ctx["ranks"][0])
-        return answer(self, req, path, ctx, extra=extra)
+        # the decode side of a P/D split got the prompt's KV from the prefiller (Mooncake): no prefill delay
+        prefilled = kv.get("kv_role") == "kv_consumer" and bool((kvp or {}).get("do_remote_prefill"))
+        return answer(self, req, path, ctx, extra=extra, prefilled=prefilled)
 
 
 def bind_api(host, port, proc):
@@ -633,7 +637,7 @@ def serve(argv, settings):
     ApiHandler.ctx = {
         "model": names, "root": model, "started": time.time(), "version": version, "max_seq": max_seq,
         "max_input": max_seq, "ip": ip, "kv": kv, "kv_port": kv_port, "tp": tp, "ranks": ranks,
-        "mooncake_error": faults.get("mooncake_error"),
+        "mooncake_error": faults.get("mooncake_error"), "timing": Timing(faults.get("timing")),
         "too_long": "This model's maximum context length is %(limit)d tokens. However, your request has "
                     "%(tokens)d input tokens. Please reduce the length of the input messages.",
         "describe": lambda source: "This is %s answering from %s (fake vLLM-Ascend %s, DP rank %s of %d, TP%d%s)."
