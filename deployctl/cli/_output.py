@@ -120,6 +120,21 @@ def print_plan(plan) -> None:
                       "long requests will queue or be preempted[/]")
 
 
+def print_estimate(est) -> None:
+    """The performance estimate under the plan: labelled estimated, the binding term, each instance's step."""
+    from deployctl.perf.model import describe
+
+    con = _console()
+    lines = describe(est)
+    con.print(f"[bold]Performance (estimated)[/]: {esc(lines[0])}")
+    for line in lines[1:]:
+        con.print(f"  {esc(line)}")
+    for a in est.assumptions:
+        con.print(f"  assumes: {esc(a)}")
+    for w in est.warnings:
+        con.print(f"  [yellow]WARN[/] {esc(w)}")
+
+
 def print_render_helm(plan, out: Path, artifacts) -> None:
     con = _console()
     k = plan.inventory.kubernetes

@@ -123,12 +123,32 @@ def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
     typer.echo(f"  next: deployctl plan -i {path}")
 
 
-def run_plan(path: Path, output: str, facts: Path | None = None) -> None:
+def plan_estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None):
+    """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds)."""
+    from deployctl.errors import UsageError
+    from deployctl.perf.model import default_workload, estimate_plan
+
+    w = default_workload(plan)
+    w = w.model_copy(update={k: v for k, v in (("input_len", input_len), ("output_len", output_len),
+                                                ("concurrency", concurrency)) if v is not None})
+    try:
+        return estimate_plan(plan, w, sku=sku)
+    except ValueError as exc:          # an unknown SKU name
+        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/perf/hardware.yaml)") \
+            from None
+
+
+def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: int | None = None,
+             output_len: int | None = None, concurrency: int | None = None, sku: str | None = None) -> None:
     plan = make_plan(path, facts)
+    est = plan_estimate(plan, input_len, output_len, concurrency, sku)
     if output == "json":
-        typer.echo(plan.model_dump_json(indent=2))
+        doc = json.loads(plan.model_dump_json())
+        doc["estimate"] = json.loads(est.model_dump_json())
+        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     _output.print_plan(plan)
+    _output.print_estimate(est)
 
 
 def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None,

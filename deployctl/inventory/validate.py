@@ -334,6 +334,20 @@ def _check_devices(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
+def _check_sku(inv, raw: RawInventory) -> list[Problem]:
+    """cluster.sku names a SKU (or npu-smi chip name) of the cluster's hardware in the performance catalog."""
+    if inv.cluster.sku is None:
+        return []
+    from deployctl.perf.hardware import sku_for
+
+    try:
+        sku_for(inv.cluster.hardware, inv.cluster.sku)
+    except ValueError as exc:
+        return [raw.problem(("cluster", "sku"), str(exc), "remove it to use the hardware's default, or name one "
+                            "of the SKUs listed (deployctl/perf/hardware.yaml)")]
+    return []
+
+
 def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
     c = inv.cluster
     if c.super_pod and c.hardware != "a3":
@@ -601,10 +615,28 @@ def apply_facts(inv, facts):
         if super_pod and node.super_pod_id is None and len(pods) == 1:
             change["super_pod_id"] = str(pods.pop())
         nodes.append(node.model_copy(update=change))
-    return inv.model_copy(update={"nodes": nodes})
+    return inv.model_copy(update={"nodes": nodes, "cluster": _sku_from_facts(inv, facts)})
 
 
-CHECKS = (_check_nodes, check_ssh, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
+def _sku_from_facts(inv, facts):
+    """cluster.sku from npu-smi's chip name when the inventory names none and every host reports the same
+    known one (910B3, Ascend910_9391, ...); else the cluster as it is."""
+    if inv.cluster.sku is not None:
+        return inv.cluster
+    from deployctl.perf.hardware import sku_for
+
+    names = {c.name for h in facts.hosts.values() if h.reachable and h.npu for c in h.npu.chips}
+    if len(names) != 1:
+        return inv.cluster
+    name = names.pop()
+    try:
+        sku_for(inv.cluster.hardware, name)
+    except ValueError:
+        return inv.cluster
+    return inv.cluster.model_copy(update={"sku": name})
+
+
+CHECKS = (_check_nodes, check_ssh, _check_sku, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
           _check_layout)
 
 

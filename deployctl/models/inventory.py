@@ -25,6 +25,9 @@ class Cluster(Strict):
     hardware: Literal["a2", "a3"]
     hbm_gb: int = Field(64, gt=0, le=1024)
     super_pod: bool = False
+    sku: str | None = Field(None, max_length=40)
+    # NPU SKU for the performance estimate (deployctl/perf/hardware.yaml: 910B1..910B4, 800I-A3, 800T-A3, or an
+    # npu-smi chip name); default: preflight's npu-smi chip name (--facts), else the hardware's default
 
 
 class SshDefaults(Strict):

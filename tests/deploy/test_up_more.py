@@ -485,9 +485,10 @@ def test_ctrl_c_while_waiting_for_readiness_cancels_and_restores(a2x2):
     c = a2x2
     good = deploy_good(c)
     c.fc.update_node("node2", engine_slow_start=60.0)
-    # node1 waits for node2 far longer than the Ctrl-C takes to come, however loaded the machine: the run must
-    # end canceled, not failed by the master's join timeout first
-    c.fc.update_node("node1", engine_join_timeout=90)
+    # the ranks wait for each other far longer than the Ctrl-C takes to come, however loaded the machine: the run
+    # must end canceled, not failed by a join timeout first
+    for n in ("node1", "node2"):
+        c.fc.update_node(n, engine_join_timeout=90)
     clear = clear_when_started(c.fc, "node2", engine_slow_start=0.0)
     sent = []
 
@@ -503,7 +504,8 @@ def test_ctrl_c_while_waiting_for_readiness_cancels_and_restores(a2x2):
                       "--ready-timeout", "120", on_line=on_line)
     finally:
         c.fc.update_node("node2", engine_slow_start=0.0)
-        c.fc.update_node("node1", engine_join_timeout=JOIN_TIMEOUT)
+        for n in ("node1", "node2"):
+            c.fc.update_node(n, engine_join_timeout=JOIN_TIMEOUT)
     assert sent, run.text
     assert run.rc != 0, run.text
     assert run.doc["status"] == "canceled", run.doc

@@ -509,6 +509,9 @@ def bind_kv_ports(ip, ports, proc):
     socks = []
     for p in ports:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # as libzmq's TCP listener (tcp_listener.cpp sets SO_REUSEADDR): a restart may rebind over TIME_WAIT
+        # connections of the previous engine; a port another process listens on still fails (Linux)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((ip, p))
             s.listen(16)
