@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["fakecluster.fixtures", "fakek8s.fixtures"]   # simulated Ascend hosts; fake Kubernetes API
+pytest_plugins = ["fakecluster.fixtures"]   # simulated Ascend hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
@@ -52,3 +52,53 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
     return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True, cwd=cwd or ROOT,
                           env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "DEPLOYCTL_HELM": HELM,
                                **(env or {})})
+
+
+# ------------------------------------------------------------------ Kubernetes: a real control plane
+# tests/k8scluster.py, docs/k8s-test-cluster.md: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+# and kwok built from Go modules (the first run builds them: about 10 minutes on 2 cores), and helm v3.22.
+
+
+_K8S: dict = {}
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster():
+    """One real control plane for the session (started on first use, ~8 s; stopped right after the last
+    test that uses it, so it does not run beside the rest of the suite); tests isolate themselves by
+    namespace (k8s_ns) and register the simulated nodes they need."""
+    from k8scluster import start_cluster
+
+    cluster = start_cluster(watch_pid=os.getpid())
+    _K8S["cluster"] = cluster
+    try:
+        yield cluster
+    finally:
+        _K8S.pop("cluster", None)
+        cluster.stop()                  # fails the run if a process or the directory is left
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    users = [i for i in items if "k8s_cluster" in getattr(i, "fixturenames", ())]
+    _K8S["last"] = users[-1].nodeid if users else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if item.nodeid == _K8S.get("last") and "cluster" in _K8S:
+        _K8S.pop("cluster").stop()      # the session fixture's own teardown is then a no-op
+
+
+@pytest.fixture
+def k8s_ns(k8s_cluster, request):
+    """A namespace name of its own for one test (not created: `deployctl up` creates it). Deleted after the
+    test, waiting until it is gone, so that its pods no longer hold the NPUs and host ports of the shared
+    simulated nodes."""
+    import re
+    import secrets
+
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(2)}"
+    yield name
+    k8s_cluster.delete_namespace(name, wait=True, timeout=300)

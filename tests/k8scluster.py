@@ -22,7 +22,8 @@ the cluster by itself if the test process dies without tearing down.
 The yielded KubeCluster has: kubeconfig (Path, admin user, system:masters), server (https URL), helm (Path),
 version ("v1.36.3"), dir, bin_dir; add_nodes(), remove_nodes(), nodes_from_inventory(), create_namespace(),
 delete_namespace(), request()/get()/create()/patch()/delete() on the API (JSON, stdlib), wait_for(),
-pod(), pods(), events_for(), helm_run(), env().
+pod(), pods(), events_for(), helm_run(), env(), and audit_mark()/writes(): the admin's writes from the API
+server's audit log (what a command created, changed or deleted).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "k8s-test-cluster"
 NPU = "huawei.com/Ascend910"
 FAULT_LABEL = "deployctl.test/fault"        # value crash | never-ready | image-pull (scripts/k8s/stages)
+FAULT_PODS = "deployctl.test/fault-pods"    # annotation "<pod name>=<fault>[,...]": one pod of a StatefulSet
+# audit objectRef.resource -> kind, for what deployctl and helm write
+KINDS = {"configmaps": "ConfigMap", "secrets": "Secret", "services": "Service", "serviceaccounts": "ServiceAccount",
+         "statefulsets": "StatefulSet", "deployments": "Deployment", "poddisruptionbudgets": "PodDisruptionBudget",
+         "pods": "Pod", "leases": "Lease", "namespaces": "Namespace", "events": "Event", "jobs": "Job",
+         "replicasets": "ReplicaSet", "controllerrevisions": "ControllerRevision"}
 BUILD_TIMEOUT = float(os.environ.get("DEPLOYCTL_K8S_BUILD_TIMEOUT", 4 * 3600))
 
 
@@ -128,6 +135,43 @@ class KubeCluster:
             if time.monotonic() > deadline:
                 raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
             time.sleep(interval)
+
+    # ---- the audit log: every write of the admin user (deployctl, helm and the tests) -------------
+    @property
+    def audit_log(self) -> Path:
+        return self.dir / "logs" / "audit.log"
+
+    def audit_mark(self) -> int:
+        """A position in the audit log: writes(since=mark) returns what was written after it."""
+        time.sleep(0.5)                  # let the lines of requests answered just before land first
+        return self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def writes(self, since: int = 0, namespace: str | None = None, settle: float = 1.0) -> list[dict]:
+        """The admin's write requests (create, update, patch, delete) since an audit_mark(), oldest first:
+        dicts with verb, resource, kind, subresource, namespace, name, code, user, uri. The API server
+        logs a request when it completed, which may be just after the client got its answer: ``settle``
+        seconds are waited first."""
+        time.sleep(settle)
+        if not self.audit_log.exists():
+            return []
+        with self.audit_log.open("rb") as f:
+            f.seek(since)
+            lines = f.read().decode(errors="replace").splitlines()
+        out = []
+        for line in lines:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue                  # a line still being written
+            ref = e.get("objectRef") or {}
+            if namespace is not None and ref.get("namespace") != namespace:
+                continue
+            out.append({"verb": e.get("verb"), "resource": ref.get("resource"),
+                        "kind": KINDS.get(ref.get("resource", ""), ref.get("resource")),
+                        "subresource": ref.get("subresource", ""), "namespace": ref.get("namespace"),
+                        "name": ref.get("name"), "code": (e.get("responseStatus") or {}).get("code"),
+                        "user": (e.get("user") or {}).get("username"), "uri": e.get("requestURI")})
+        return out
 
     # ---- nodes ----------------------------------------------------------------------------------
     def add_nodes(self, nodes: Iterable[dict], timeout: float = 180) -> list[dict]:

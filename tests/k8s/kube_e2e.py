@@ -1,0 +1,103 @@
+"""Helpers of the `--target k8s` end-to-end tests: example inventories pointed at the real test cluster
+(tests/k8scluster.py, fixtures k8s_cluster and k8s_ns in tests/conftest.py), its simulated nodes, the
+deployctl CLI with the cluster's kubeconfig and the helm built from modules, and what the API server's
+audit log says was written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from conftest import EXAMPLES, run_cli
+from k8scluster import FAULT_PODS, NPU, KubeCluster  # noqa: F401 - FAULT_PODS, NPU: for the tests
+
+
+READY = "120"      # --ready-timeout of the runs that must succeed: pods are Ready in about a second
+WAIT = 240         # seconds for anything the tests wait for themselves: the machine is small and may be busy
+
+
+def inventory(tmp_path: Path, stem: str, cluster: KubeCluster, ns: str, values: dict | None = None,
+              extra: str = "", name: str | None = None) -> Path:
+    """The example inventory with kubernetes.namespace/kubeconfig of the test cluster (and
+    kubernetes.values, e.g. {"podAnnotations": {FAULT_PODS: "<pod>=never-ready"}})."""
+    text = (EXAMPLES / f"{stem}.yaml").read_text().replace("hccn/", str(EXAMPLES / "hccn") + "/")
+    block = {"namespace": ns, "kubeconfig": str(cluster.kubeconfig)}
+    if values:
+        block["values"] = values
+    path = tmp_path / f"{name or stem}.yaml"
+    path.write_text(text + "\n" + yaml.safe_dump({"kubernetes": block}, sort_keys=False) + extra)
+    return path
+
+
+def servers(cluster: KubeCluster, stem: str, skip: tuple[str, ...] = (), ip_of: dict | None = None,
+            npus: dict | None = None) -> list[dict]:
+    """Register the example's servers as simulated Nodes (replacing earlier nodes of the same names, so
+    each test gets the IPs and NPUs it asks for); the ones in ``skip`` are removed if present."""
+    gone = [n for n in skip if cluster.get(f"/api/v1/nodes/{n}") is not None]
+    if gone:
+        cluster.remove_nodes(gone)
+    items = cluster.nodes_from_inventory(EXAMPLES / f"{stem}.yaml", skip=skip, ip_of=ip_of)
+    for item in items:
+        if item["name"] in (npus or {}):
+            item["npus"] = npus[item["name"]]
+    return cluster.add_nodes(items)
+
+
+def cli(tmp_path: Path, cluster: KubeCluster, *args: str):
+    """deployctl as users run it, with the test cluster's kubeconfig and helm."""
+    return run_cli(*args, cwd=tmp_path, env={"HOME": str(tmp_path / "home"), **cluster.env()})
+
+
+IGNORED = ("Secret", "Pod", "Namespace", "Event", "Lease")
+
+
+def created(writes: list[dict]) -> set[tuple[str, str]]:
+    """(kind, name) of every object created (HTTP 201) in these audit-log writes, helm's release Secrets,
+    pods, the namespace and deployctl's Lease (its lock) aside."""
+    return {(w["kind"], w["name"]) for w in writes
+            if w["verb"] == "create" and w["code"] == 201 and not w["subresource"] and w["kind"] not in IGNORED}
+
+
+def rendered_objects(tmp_path: Path, cluster: KubeCluster, inv: Path) -> set[tuple[str, str]]:
+    res = cli(tmp_path, cluster, "render", "-t", "helm", "-i", str(inv), "-o", str(tmp_path / "r"), "--force")
+    assert res.returncode == 0, res.stderr
+    docs = [d for d in yaml.safe_load_all((tmp_path / "r" / "manifests.yaml").read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"]) for d in docs
+            if "helm.sh/hook" not in (d["metadata"].get("annotations") or {})}
+
+
+PATHS = {"ConfigMap": "/api/v1/namespaces/{ns}/configmaps", "Secret": "/api/v1/namespaces/{ns}/secrets",
+         "Service": "/api/v1/namespaces/{ns}/services", "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+         "Pod": "/api/v1/namespaces/{ns}/pods", "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
+         "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+         "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+         "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"}
+
+
+def objects(cluster: KubeCluster, kind: str, ns: str) -> list[dict]:
+    return (cluster.get(PATHS[kind].format(ns=ns)) or {}).get("items", [])
+
+
+def get(cluster: KubeCluster, kind: str, ns: str, name: str) -> dict | None:
+    return cluster.get(PATHS[kind].format(ns=ns) + "/" + name)
+
+
+def leases(cluster: KubeCluster, ns: str) -> list[dict]:
+    return objects(cluster, "Lease", ns)
+
+
+def helm_revisions(cluster: KubeCluster, ns: str) -> list[int]:
+    """helm's release records (Secrets sh.helm.release.v1.<release>.v<N>, label owner=helm)."""
+    return sorted(int(s["metadata"]["labels"]["version"]) for s in objects(cluster, "Secret", ns)
+                  if (s["metadata"].get("labels") or {}).get("owner") == "helm")
+
+
+def resource_versions(cluster: KubeCluster, ns: str) -> dict[tuple[str, str], tuple[str, int | None]]:
+    """(kind, name) -> (resourceVersion, generation) of everything deployctl and helm write in the namespace."""
+    out = {}
+    for kind in ("ConfigMap", "Secret", "Service", "ServiceAccount", "StatefulSet", "Deployment",
+                 "PodDisruptionBudget", "Lease"):
+        for o in objects(cluster, kind, ns):
+            out[(kind, o["metadata"]["name"])] = (o["metadata"]["resourceVersion"], o["metadata"].get("generation"))
+    return out
