@@ -64,3 +64,25 @@ def test_recommend_with_slo_durations_and_apply(tmp_path):
     assert run_cli("plan", "-i", str(target)).returncode == 0
     res = run_cli("recommend", "-i", str(EXAMPLES / "a2-4x8-dp-ep.yaml"), "--slo-tpot", "fast")
     assert res.returncode == 2 and "--slo-tpot" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cluster_sku_defaults_to_the_chip_name_npu_smi_reports():
+    """With preflight facts, the SKU is the chip name every host's npu-smi shows (910B4: the 32 GB A2 part), unless
+    the inventory names one; mixed or unknown names leave the hardware's default."""
+    from types import SimpleNamespace as NS
+
+    from deployctl.inventory.load import load_inventory
+    from deployctl.inventory.validate import apply_facts, validate_inventory
+
+    inv = validate_inventory(load_inventory(EXAMPLES / "a2-2x8-tp-pp.yaml"))
+
+    def facts(*names):
+        return NS(hosts={n.name: NS(reachable=True, addresses={}, devices={},
+                                    npu=NS(chips=(NS(name=name),)))
+                         for n, name in zip(inv.nodes, names)})
+
+    assert apply_facts(inv, facts("910B4", "910B4")).cluster.sku == "910B4"
+    assert apply_facts(inv, facts("910B4", "910B3")).cluster.sku is None
+    assert apply_facts(inv, facts("Ascend950", "Ascend950")).cluster.sku is None
+    named = inv.model_copy(update={"cluster": inv.cluster.model_copy(update={"sku": "910B1"})})
+    assert apply_facts(named, facts("910B4", "910B4")).cluster.sku == "910B1"
