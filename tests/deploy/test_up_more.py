@@ -489,15 +489,16 @@ def test_ctrl_c_while_waiting_for_readiness_cancels_and_restores(a2x2):
     # must end canceled, not failed by a join timeout first
     for n in ("node1", "node2"):
         c.fc.update_node(n, engine_join_timeout=90)
-    clear = clear_when_started(c.fc, "node2", engine_slow_start=0.0)
     sent = []
 
     def on_line(line: str, proc) -> None:
-        clear(line, proc)
         if "Wait until every node is ready" in line and not sent:
             time.sleep(1.0)
             os.killpg(proc.pid, signal.SIGINT)       # Ctrl-C in a terminal: the foreground process group
             sent.append(time.time())
+            # only now, so the bad revision's engine surely started slow (clearing it when start.sh returned
+            # raced the engine reading its settings on a loaded machine), and the restore starts at full speed
+            c.fc.update_node("node2", engine_slow_start=0.0)
 
     try:
         run = up_live(tagged_inventory(c.fc, c.work / "bad.yaml", "ctrl-c"), c.runs, "--skip-preflight",
