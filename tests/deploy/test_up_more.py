@@ -83,7 +83,11 @@ def up_live(inv: Path, runs: Path, *extra: str, json_out: bool = True, on_line=N
     with tempfile.TemporaryFile("w+") as other:
         proc = subprocess.Popen(args, stdout=other if json_out else subprocess.PIPE,
                                 stderr=subprocess.PIPE if json_out else other, stdin=subprocess.DEVNULL,
-                                text=True, cwd=ROOT, env=ENV, start_new_session=True)
+                                text=True, cwd=ROOT, env=ENV, start_new_session=True,
+                                # as from a terminal: a test run started in the background (`pytest &` in a
+                                # script ignores SIGINT, and children inherit an ignored signal) must not make
+                                # deployctl deaf to the Ctrl-C a test sends
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         guard = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         guard.start()
         try:
