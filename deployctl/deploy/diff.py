@@ -6,7 +6,7 @@ Instances whose nodes are unchanged and running are left alone.
 
 from __future__ import annotations
 
-from deployctl import engines
+from deployctl.deploy.remote import processes
 from deployctl.deploy.revision import NodeBundle
 from deployctl.models.deploy import ChangeSet, DeployedState, FileChange, HostChange
 from deployctl.models.plan import Plan
@@ -43,11 +43,12 @@ def diff_deployment(plan: Plan, bundles: dict[str, NodeBundle], deployed: dict[s
         if action == "keep" and node.instance in moving:
             action, reason = "restart", f"instance {node.instance} restarts (HCCL needs every rank)"
         ms_action = None
-        router = engines.driver(plan.engine.kind).processes(plan, node).router
+        router = processes(plan, node.name).router
         if router is not None:
             changed = any(f.kind != "unchanged" for f in _files(b, s) if f.path in router.restart_files)
             running = all(s.containers.get(n) is not None and s.containers[n].status == "running" for n in ms_names)
-            ms_action = "start" if not running else ("restart" if changed or moving else "keep")
+            follows = bool(moving) and router.restart_with_engines
+            ms_action = "start" if not running else ("restart" if changed or follows else "keep")
         hosts.append(HostChange(node=node.name, instance=node.instance, rev=b.rev, current_rev=s.current_rev,
                                 files=_files(b, s), action=action, reason=reason, ms_action=ms_action))
     return ChangeSet(hosts=hosts)

@@ -29,9 +29,18 @@ READY_LINES = 'docker logs "$1" 2>&1 | grep -c -F -- "$2"; true'
 
 def processes(plan: Plan, node: str):
     """What the engine's driver says runs on this node (engine container, router containers, readiness)."""
+    from dataclasses import replace
+
     from deployctl import engines
 
-    return engines.driver(plan.engine.kind).processes(plan, plan.node(node))
+    procs = engines.driver(plan.engine.kind).processes(plan, plan.node(node))
+    if plan.router is not None and plan.router.node == node:     # several mixed instances: the router in front
+        from deployctl.fleet.router import process
+
+        return replace(procs, router=process(plan), serves=plan.router.url, smoke=True)
+    if plan.router is not None:
+        return replace(procs, smoke=False)        # clients (and the smoke request) go through the router
+    return procs
 
 
 def entry_url(plan: Plan) -> str:

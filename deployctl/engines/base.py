@@ -90,6 +90,8 @@ class Process:
     ports: tuple[int, ...] = ()          # host ports it listens on
     restart_files: tuple[str, ...] = ()  # revision files whose change restarts it (the router's own files)
     fatal_log: tuple[str, ...] = ()      # log lines (regular expressions) that mean it failed while it answers
+    restart_with_engines: bool = True    # a router restarted whenever an instance restarts (MindIE-MS reads the
+                                         # instances at start); deployctl's HAProxy keeps running (health checks)
 
 
 @dataclass(frozen=True)

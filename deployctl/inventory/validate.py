@@ -383,11 +383,14 @@ def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
 
 def _check_pod_sizes(inv, raw: RawInventory) -> list[Problem]:
     """Every rank table must have the same number of servers in each of its super pods."""
+    from deployctl.planning.instances import group_problems, groups as instance_groups, is_split
+
     lay = inv.layout
+    if group_problems(inv, raw) or (is_split(lay) and (lay.prefill is None or lay.decode is None)):
+        return []
     pod_of = {n.name: n.super_pod_id for n in inv.nodes if n.super_pod_id is not None}
-    groups = [(("nodes",), "the cluster", [n.name for n in inv.nodes])]
-    if lay.prefill is not None and lay.decode is not None:
-        groups = [(("layout", r, "nodes"), f"the {r} instance", getattr(lay, r).nodes) for r in ("prefill", "decode")]
+    groups = [(("nodes",), "the cluster", list(g.nodes)) if g.name == "mixed" else
+              (g.key, f"the {g.name} instance", list(g.nodes)) for g in instance_groups(inv)]
     out = []
     for key, what, names in groups:
         sizes = Counter(pod_of[n] for n in names if n in pod_of)
@@ -545,6 +548,8 @@ def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> li
 
 
 def _check_layout(inv, raw: RawInventory) -> list[Problem]:
+    from deployctl.planning.instances import group_problems
+
     lay = inv.layout
     out = []
     names = [n.name for n in inv.nodes]
@@ -562,11 +567,15 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
             if getattr(lay, deg) is not None:
                 out.append(raw.problem(("layout", deg), f"layout.{deg} is ignored by pd-split",
                                        f"set it per role: layout.prefill.{deg} / layout.decode.{deg}"))
+        out += group_problems(inv, raw)
         owner: dict[str, str] = {}
         for role in ("prefill", "decode"):
             rl = getattr(lay, role)
-            for j, name in enumerate(rl.nodes if rl else ()):
-                path = ("layout", role, "nodes", j)
+            listed = [] if rl is None else [(("layout", role, "nodes", j), n) for j, n in enumerate(rl.nodes or ())]
+            if rl is not None and isinstance(rl.instances, list):
+                listed = [(("layout", role, "instances", i, "nodes", j), n)
+                          for i, g in enumerate(rl.instances) for j, n in enumerate(g.nodes)]
+            for path, name in listed:
                 if name not in known:
                     close = difflib.get_close_matches(name, names, n=1)
                     out.append(raw.problem(path, f"node '{name}' is not in nodes",
@@ -580,6 +589,8 @@ def _check_layout(inv, raw: RawInventory) -> list[Problem]:
         if unused and not out:
             out.append(raw.problem(("nodes",), f"nodes in no role: {', '.join(unused)}",
                                    "add them to layout.prefill.nodes or layout.decode.nodes, or remove them"))
+    else:
+        out += group_problems(inv, raw)
     return out
 
 

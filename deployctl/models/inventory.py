@@ -68,14 +68,39 @@ class DegreeFields(Strict):
     lm_head_tp: int | None = Field(None, ge=1)
 
 
-class RoleLayout(DegreeFields):
+class InstanceGroup(Strict):
+    """One instance's servers, named explicitly (its own HCCL world: rank table, ports, engine ids)."""
+
     nodes: list[str] = Field(min_length=1)
+
+
+class RoleLayout(DegreeFields):
+    nodes: list[str] | None = Field(None, min_length=1)
+    # instances: how many instances of this role (the nodes split in order into equal groups), or the
+    # groups themselves ([{nodes: [...]}, ...]; then `nodes` is left out). Default: one instance of all nodes.
+    instances: int | list[InstanceGroup] | None = None
 
 
 class Layout(DegreeFields):
     preset: Literal["single", "tp-pp", "dp-ep", "pd-split"] | None = None
     prefill: RoleLayout | None = None
     decode: RoleLayout | None = None
+    replicas: int | None = Field(None, ge=1, le=1024)
+    # mixed layouts: N identical instances, the nodes split in inventory order (every degree is per instance)
+    instances: list[InstanceGroup] | None = Field(None, min_length=1)
+    # mixed layouts: the instances' servers named explicitly, instead of replicas
+
+
+class Router(Strict):
+    """Several mixed instances: the load balancer clients use (HAProxy, active health checks, drain for rolling
+    updates; why HAProxy: README "Fleets"). pd-split uses the engine's own router (MindIE-MS, the P/D proxy)."""
+
+    node: str | None = None          # the node it runs on; default: the master of the first instance
+    port: int = Field(8080, ge=1024, le=65535)          # where clients connect
+    admin_port: int = Field(8081, ge=1024, le=65535)    # HAProxy's runtime API, on 127.0.0.1 of that node only
+    image: str = Field("haproxy:2.6", min_length=1)
+    # Docker Hub's official image; 2.6 is an LTS branch and what Debian 12 ships (the simulated hosts run it)
+    check_interval_ms: int = Field(1000, ge=100, le=60000)   # active health check period per instance
 
 
 class Device(Strict):
@@ -144,6 +169,7 @@ class Inventory(Strict):
     engine: EngineSettings
     model: ModelSpec
     layout: Layout = Field(default_factory=Layout)
+    router: Router | None = None       # several mixed instances: the load balancer (default settings when left out)
     nodes: list[Node] = Field(min_length=1)
     kubernetes: Kubernetes = Field(default_factory=Kubernetes)
     deploy: Deploy = Field(default_factory=Deploy)

@@ -84,6 +84,22 @@ class PlanNode(Frozen):
     runs_router: bool = False  # pd-split: this node also runs the router in front (the engine says which)
 
 
+class FleetRouter(Frozen):
+    """Several mixed instances: deployctl's load balancer in front of them (inventory `router`)."""
+
+    node: str
+    ip: str                  # the node's container_ip: clients connect to ip:port
+    port: int
+    admin_port: int          # HAProxy runtime API, 127.0.0.1 only
+    image: str
+    check_interval_ms: int
+    container: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.port}"
+
+
 class EngineInfo(Frozen):
     """Which engine, which version (and where that was read), and what its support matrix said."""
 
@@ -105,6 +121,7 @@ class Plan(Frozen):
     instances: list[Instance]
     nodes: list[PlanNode] = Field(description="master first, then instance order, then inventory order")
     engine: EngineInfo
+    router: FleetRouter | None = None
     inventory: Inventory
 
     def node(self, name: str) -> PlanNode:
@@ -112,3 +129,7 @@ class Plan(Frozen):
 
     def instance(self, name: str) -> Instance:
         return next(i for i in self.instances if i.name == name)
+
+    def role(self, role: str) -> list[Instance]:
+        """The instances of one role (mixed, prefill, decode), in plan order."""
+        return [i for i in self.instances if i.role == role]

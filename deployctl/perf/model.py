@@ -47,6 +47,15 @@ class Ctx:
     def prefiller(self):
         return next(i for i in self.plan.instances if i.role in ("mixed", "prefill"))
 
+    @property
+    def decoders(self) -> int:
+        """Instances that decode (mixed replicas or D instances): the fleet's load spreads evenly over them."""
+        return sum(1 for i in self.plan.instances if i.role in ("mixed", "decode"))
+
+    @property
+    def prefillers(self) -> int:
+        return sum(1 for i in self.plan.instances if i.role in ("mixed", "prefill"))
+
 
 def mtp_of(engine) -> tuple[int, str]:
     """MTP drafts named anywhere in the engine settings (vLLM --speculative-config, MindIE plugin_params):
@@ -115,13 +124,13 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
 
 def batch_limit(ctx: Ctx) -> int:
     """model.max_batch_size per DP group of the decoding instance (assumed: one scheduler per DP rank)."""
-    return ctx.plan.inventory.model.max_batch_size * ctx.decoder.degrees.dp
+    return ctx.plan.inventory.model.max_batch_size * ctx.decoder.degrees.dp * ctx.decoders
 
 
 def kv_concurrency(ctx: Ctx, input_len: int, output_len: int) -> int:
     """Sequences of input + output tokens the decoding instance's KV cache holds (plan memory fit)."""
     inst = ctx.decoder
-    return inst.degrees.dp * ((inst.memory.max_tokens * inst.degrees.cp) // (input_len + output_len))
+    return ctx.decoders * inst.degrees.dp * ((inst.memory.max_tokens * inst.degrees.cp) // (input_len + output_len))
 
 
 def _prefill_steps(ctx: Ctx, s_len: int) -> tuple[Step, Step, float]:
@@ -154,20 +163,23 @@ class Numbers:
 
 
 def evaluate(ctx: Ctx, s_len: int, out_len: int, conc: int) -> Numbers:
-    """The deployment at `conc` concurrent sequences (seconds, tokens/s)."""
+    """The deployment at `conc` concurrent sequences (seconds, tokens/s), spread evenly over its decoding
+    instances (the router balances them); prefill capacity adds up over the prefilling instances."""
     dec = ctx.decoder
     sd = ctx.setups[dec.name]
     q, acc = 1 + sd.mtp_drafts, sd.accepted
-    seqs = conc / sd.dp
+    per = conc / ctx.decoders             # sequences on one decoding instance
+    seqs = per / sd.dp
     st = step(sd, "decode", seqs * q, s_len + out_len / 2, ctx.consts, seqs_group=seqs)
     one, full, cap = _prefill_steps(ctx, s_len)
     if dec.role == "mixed":
-        stall = conc * (1 + acc) / out_len * s_len / cap       # prompts entering per step x their prefill time
+        stall = per * (1 + acc) / out_len * s_len / cap       # prompts entering per step x their prefill time
         t_step = st.total + stall
         tpot = t_step / (1 + acc)
         rho = min(stall / t_step, MAX_RHO)
         # a prompt waits for the decode step in flight (when other sequences decode) and for queued prompts
-        parts = {"prefill of the prompt": one.total, "decode step in flight": st.total / 2 * (conc - 1) / conc,
+        parts = {"prefill of the prompt": one.total,
+                 "decode step in flight": st.total / 2 * max(0.0, per - 1) / max(per, 1.0),
                  "queueing behind other prompts (M/D/1)": rho / (2 * (1 - rho)) * one.total}
         ttft = sum(parts.values())
         thr = conc * out_len / (ttft + out_len * tpot)
@@ -180,6 +192,7 @@ def evaluate(ctx: Ctx, s_len: int, out_len: int, conc: int) -> Numbers:
     kv = ln.latency_us * 1e-6 + s_len * ctx.kv_token_bytes / (ln.gbps * 1e9 * efficiency()["eta_link"] * streams)
     tpot = st.total / (1 + acc)
     base = one.total + kv + st.total
+    cap = cap * ctx.prefillers            # prompt tokens/s over every prefill instance
     ttft, limited, thr = base, "decode", conc * out_len / (base + out_len * tpot)
     wait = 0.0
     for _ in range(3):    # closed loop: the prompt rate depends on TTFT, the queueing on the prompt rate
@@ -262,7 +275,8 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         conc = max(1, min(held, limit))
         note = (f"the KV cache holds {held} sequences of {workload.input_len}+{workload.output_len} tokens "
                 f"(plan memory fit), the engine batch limit is {limit} (model.max_batch_size x "
-                f"{ctx.decoder.degrees.dp} DP groups, assumed per DP scheduler)")
+                f"{ctx.decoder.degrees.dp} DP groups{f' x {ctx.decoders} instances' if ctx.decoders > 1 else ''}, assumed "
+                "per DP scheduler)")
         if held == 0:
             warnings.append(f"the KV cache holds no sequence of {workload.input_len}+{workload.output_len} tokens; "
                             "estimated at concurrency 1")
@@ -300,9 +314,9 @@ def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:
     if inst.role in ("mixed", "prefill"):
         base["prefill"] = _step_estimate(n.prefill_one, 1, w.input_len, w.input_len)
         base["ttft_ms"] = round(n.prefill_one.total * 1e3, 3)
-        base["prefill_tokens_per_s"] = round(n.capacity, 1)
+        base["prefill_tokens_per_s"] = round(n.capacity / (ctx.prefillers if inst.role == "prefill" else 1), 1)
     if inst.role in ("mixed", "decode"):
-        seqs = n.concurrency / su.dp
+        seqs = n.concurrency / ctx.decoders / su.dp
         extra = [("colocated prefill stall", n.stall, "stall")] if inst.role == "mixed" else []
         base["decode"] = _step_estimate(n.decode, seqs, seqs * (1 + su.mtp_drafts), w.input_len + w.output_len / 2,
                                         extra)
@@ -348,10 +362,17 @@ def describe(est: PlanEstimate) -> list[str]:
            f"SKU {est.sku}: TPOT {est.tpot_ms:.1f} ms (floor {est.tpot_floor_ms:.1f}), TTFT {est.ttft_ms:,.0f} ms, "
            f"{est.output_tokens_per_s:,.0f} output tokens/s ({est.per_die_tokens_per_s:,.1f} per die)",
            f"binding: {est.binding}"]
+    alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
+        step_ = inst.decode or inst.prefill
+        alike.setdefault((inst.role, inst.dies, step_.step_ms, tuple(sorted(inst.degrees.items()))), []).append(inst)
+    for group in alike.values():
+        inst = group[0]
         step_ = inst.decode or inst.prefill
         top = ", ".join(f"{t.name} {t.ms:.1f} ms ({t.share:.0%})" for t in step_.terms[:4])
         name = inst.instance if inst.instance == inst.role else f"{inst.instance} ({inst.role})"
+        if len(group) > 1:
+            name = f"{group[0].instance} .. {group[-1].instance} ({len(group)} {inst.role} instances, each)"
         out.append(f"{name} instance, {inst.dies} dies, {inst.link_intra} inside / {inst.link_inter} between servers: "
                    f"{step_.phase} step {step_.step_ms:.1f} ms: {top}")
     out += [f"warning: {x}" for x in est.warnings]

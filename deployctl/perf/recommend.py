@@ -68,6 +68,9 @@ def layouts(inv) -> list[dict]:
     from deployctl import catalog
 
     names = [n.name for n in inv.nodes]
+    reps = inv.layout.replicas or 1
+    if reps > 1:      # a fleet of replicas: the layout of one replica (its share of the servers), kept N times
+        names = names[:len(names) // reps]
     n, per = len(names), inv.devices_per_node
     out: list[dict] = []
     if n == 1:
@@ -90,6 +93,8 @@ def layouts(inv) -> list[dict]:
         fit = [t for t in _divisors(per) if dev % t == 0 and experts % (dev // t) == 0]
         return {"moe_tp": fit[0], "moe_ep": dev // fit[0]} if fit else {}
 
+    if reps > 1:
+        return [{**lay, "replicas": reps} for lay in out]
     for p in range(1, n):
         for tp in (None, *_divisors(per)):
             decode: dict = {"nodes": names[p:], **expert_tp(n - p)}

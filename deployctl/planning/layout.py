@@ -27,6 +27,8 @@ class InstanceSpec:
 
 
 def effective_preset(inv) -> str | None:
+    from deployctl.planning.instances import groups
+
     lay = inv.layout
     if lay.preset:
         return lay.preset
@@ -34,8 +36,8 @@ def effective_preset(inv) -> str | None:
         return "pd-split"
     if any(getattr(lay, d) for d in ATTN + MOE):
         return "custom"   # explicit degrees, no preset: unset degrees are 1 (moe_ep fills the stage)
-    if len(inv.nodes) == 1:
-        return "single"
+    if all(len(g.nodes) == 1 for g in groups(inv)):
+        return "single"   # one server per instance
     return None
 
 
@@ -120,12 +122,11 @@ def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, ra
 
 
 def _role_specs(inv) -> list[InstanceSpec]:
+    from deployctl.planning.instances import groups
+
     preset = effective_preset(inv)
-    lay = inv.layout
-    if preset == "pd-split":
-        return [InstanceSpec("prefill", "prefill", list(lay.prefill.nodes), ("layout", "prefill"), preset),
-                InstanceSpec("decode", "decode", list(lay.decode.nodes), ("layout", "decode"), preset)]
-    return [InstanceSpec("mixed", "mixed", [n.name for n in inv.nodes], ("layout",), preset)]
+    return [InstanceSpec(g.name, g.role, list(g.nodes), ("layout", g.role) if g.role != "mixed" else ("layout",),
+                         preset) for g in groups(inv)]
 
 
 def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
@@ -143,10 +144,15 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
                                  "set layout.preset to tp-pp, dp-ep or pd-split (or give tp/dp/pp/moe_ep)"))
         return specs
     meta = catalog.layouts().get(preset)
-    total = sum(len(s.nodes) for s in specs)
-    if meta is not None and not meta.min_nodes <= total <= meta.max_nodes:
+    # a preset's node range is per instance (pd-split: per prefill + decode pair)
+    sizes = [len(s.nodes) for s in specs] if preset != "pd-split" else [
+        max(len(s.nodes) for s in specs if s.role == "prefill") + max(len(s.nodes) for s in specs if s.role == "decode")]
+    many = len(specs) > 1 and preset != "pd-split"
+    bad = next((n for n in sizes if meta is not None and not meta.min_nodes <= n <= meta.max_nodes), None)
+    if bad is not None:
+        where = f"each instance has {bad}" if many else f"the inventory has {bad}"
         specs[0].problems.append(raw.problem(("layout", "preset"), f"preset {preset} needs "
-                                 f"{meta.min_nodes}-{meta.max_nodes} nodes; the inventory has {total}",
+                                 f"{meta.min_nodes}-{meta.max_nodes} nodes; {where}",
                                  "pick the preset for your node count: single (1), tp-pp or dp-ep (2+), "
                                  "pd-split (prefill + decode nodes)"))
         return specs

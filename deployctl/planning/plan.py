@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from deployctl import __version__, catalog, engines
 from deployctl.errors import LayoutError, Problem
-from deployctl.models.inventory import Device, Inventory
-from deployctl.models.plan import Degrees, EngineInfo, Instance, MemoryFit, Plan, PlanNode, Rank
+from deployctl.models.inventory import Device, Inventory, Router as RouterSettings
+from deployctl.models.plan import Degrees, EngineInfo, FleetRouter, Instance, MemoryFit, Plan, PlanNode, Rank
+from deployctl.planning.instances import router_node
 from deployctl.planning.layout import effective_preset, resolve_instances
 from deployctl.planning.memory import memory_fit
 
@@ -117,12 +118,22 @@ def plan_layout(inv: Inventory) -> Plan:
     info_ = EngineInfo(kind=inv.engine.kind, display=driver.display, version=ver.version,
                        version_source=ver.source)
     plan = Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
-                model_display=info.display, instances=instances, nodes=nodes, engine=info_, inventory=inv)
+                model_display=info.display, instances=instances, nodes=nodes, engine=info_,
+                router=_router(inv), inventory=inv)
     plan = _checked(plan, driver)      # what the engine cannot run at all is said before memory
     failing = [i for i in instances if not i.memory.fits]
     if failing:
         raise _refusal(inv, failing)
     return plan
+
+
+def _router(inv: Inventory) -> FleetRouter | None:
+    name = router_node(inv)
+    if name is None:
+        return None
+    r = inv.router or RouterSettings()
+    return FleetRouter(node=name, ip=inv.node(name).server_ip, port=r.port, admin_port=r.admin_port, image=r.image,
+                       check_interval_ms=r.check_interval_ms, container=f"{inv.cluster.name}-router")
 
 
 def _checked(plan: Plan, driver) -> Plan:

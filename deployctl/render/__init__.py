@@ -13,6 +13,7 @@ def render_plan(plan: Plan) -> list[Artifact]:
 def render_artifacts(plan: Plan) -> list[Artifact]:
     """Every file of the rendered tree, sorted by path (byte-stable for the same plan)."""
     from deployctl import engines
+    from deployctl.fleet.router import render_router
 
-    out = render_plan(plan) + engines.driver(plan.engine.kind).render(plan)
+    out = render_plan(plan) + engines.driver(plan.engine.kind).render(plan) + render_router(plan)
     return sorted(out, key=lambda a: a.path)

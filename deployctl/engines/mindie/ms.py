@@ -79,7 +79,9 @@ def controller_doc(plan: Plan) -> dict:
     """Motor's shipped ms_controller.json with the plan's ports, paths and instance shapes."""
     e = plan.inventory.engine
     ms = next(n for n in plan.nodes if n.runs_router)
-    prefill, decode = plan.instance("prefill"), plan.instance("decode")
+    # every instance of a role has the same shape (rules.py refuses others): the first one speaks for all
+    prefill, decode = plan.role("prefill")[0], plan.role("decode")[0]
+    p_count, d_count = len(plan.role("prefill")), len(plan.role("decode"))
 
     def node_cfg(inst: Instance) -> dict:
         # Motor deploy_ac_job.py update_ms_controller_config L1677-1710: a distributed side counts its DP
@@ -92,7 +94,10 @@ def controller_doc(plan: Plan) -> dict:
     return deep_merge(base, {
         "deploy_mode": "pd_separate", "cluster_port": e.ports.cluster,
         "global_rank_table_file_path": f"{e.work_dir}/global_ranktable.json",
-        "default_p_rate": len(prefill.nodes), "default_d_rate": len(decode.nodes),
+        # the P:D ratio, "or the real numbers of P and D" (pd_separation_service_deployment.md L421); sum <= 16
+        # (ControllerConfig.cpp L56-80). One instance each: their server counts; several: the instance counts
+        **({"default_p_rate": len(prefill.nodes), "default_d_rate": len(decode.nodes)} if p_count == d_count == 1
+           else _rates(p_count, d_count)),
         "mindie_server_port": e.ports.http, "mindie_server_control_port": e.ports.management,
         "mindie_server_metric_port": e.ports.metrics, "controller_alarm_port": e.ports.coordinator + 2,
         "mindie_ms_coordinator_port": e.ports.coordinator + 1,
@@ -103,6 +108,16 @@ def controller_doc(plan: Plan) -> dict:
         "http_server": {"ip": ms.container_ip, "port": e.ports.controller},
         "tls_config": _tls_switches(base, e.tls),
     })
+
+
+def _rates(p: int, d: int) -> dict:
+    from math import gcd
+
+    g = gcd(p, d)
+    p, d = p // g, d // g
+    while p + d > 16:            # keep the ratio as close as the controller's bound allows
+        p, d = max(1, round(p / 2)), max(1, round(d / 2))
+    return {"default_p_rate": p, "default_d_rate": d}
 
 
 def coordinator_doc(plan: Plan) -> dict:

@@ -51,7 +51,8 @@ def kv_transfer(plan, inst) -> dict:
     version = plan.engine.version
     pd = feature("pd_mooncake", version)
     engine_id = [i.name for i in plan.instances].index(inst.name)   # unique per instance in the deployment
-    prefill, decode = plan.instance("prefill").degrees, plan.instance("decode").degrees
+    # every instance of a role has the same shape (support.py refuses others): the first one speaks for all
+    prefill, decode = plan.role("prefill")[0].degrees, plan.role("decode")[0].degrees
     connector = plan.inventory.engine.connector or pd.get("connector", "MooncakeConnectorV1")
     doc = {"kv_connector": connector, "kv_role": "kv_producer" if inst.role == "prefill" else "kv_consumer",
            "kv_port": str(kv_base(plan) + 100 * engine_id), "engine_id": str(engine_id),
@@ -148,7 +149,7 @@ def launches(plan) -> dict[str, NodeLaunch]:
         out.update(_instance_launch(plan, inst))
     router = next((n for n in plan.nodes if n.runs_router), None)
     if router is not None:
-        ends = {r: [ep for n in plan.instance(r).nodes for ep in out[n].endpoints] for r in ("prefill", "decode")}
+        ends = {r: [ep for i in plan.role(r) for n in i.nodes for ep in out[n].endpoints] for r in ("prefill", "decode")}
         argv = ("--host", router.container_ip, "--port", str(plan.inventory.engine.ports.proxy),
                 "--prefiller-hosts", *[h for h, _ in ends["prefill"]],
                 "--prefiller-ports", *[str(p) for _, p in ends["prefill"]],

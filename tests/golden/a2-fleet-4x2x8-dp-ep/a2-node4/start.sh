@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# deployctl 0.1.0: start MindIE on node a2-node4 (mixed, instance mixed-1).
+# Run it on a2-node4 from the folder holding config.json, ranktable.json and env.
+# Do not edit by hand: change the inventory and re-render.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
+NAME=r1-fleet-mindie
+IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts
+NODE=a2-node4
+
+if docker container inspect "$NAME" >/dev/null 2>&1; then
+  echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
+  exit 1
+fi
+# MindIE reads these only when the engine's uid owns them and their mode is at most 640 (ConstrainOwner,
+# file_utils.cpp L342-386). The engine runs as the image's user: root in MindIE's images (implied
+# by deepseek_v3.2.md L97, "root can skip the chown"; set engine.run_as_uid for another user).
+ENGINE_UID=0
+for f in "$HERE" "$HERE/"config.json "$HERE/"ranktable.json; do
+  if [ "$(stat -c %u "$f")" != "$ENGINE_UID" ]; then chown "$ENGINE_UID" "$f"; fi
+done
+chmod 640 "$HERE/"config.json "$HERE/"ranktable.json
+docker run -d --name "$NAME" \
+  --net=host --ipc=host --shm-size=500g \
+  --device=/dev/davinci0 \
+  --device=/dev/davinci1 \
+  --device=/dev/davinci2 \
+  --device=/dev/davinci3 \
+  --device=/dev/davinci4 \
+  --device=/dev/davinci5 \
+  --device=/dev/davinci6 \
+  --device=/dev/davinci7 \
+  --device=/dev/davinci_manager \
+  --device=/dev/devmm_svm \
+  --device=/dev/hisi_hdc \
+  -v /usr/local/Ascend/driver:/usr/local/Ascend/driver:ro \
+  -v /usr/local/Ascend/firmware:/usr/local/Ascend/firmware:ro \
+  -v /usr/local/dcmi:/usr/local/dcmi:ro \
+  -v /usr/local/sbin/npu-smi:/usr/local/sbin/npu-smi:ro \
+  -v /etc/hccn.conf:/etc/hccn.conf:ro \
+  -v /data/models/DeepSeek-R1-W8A8:/data/models/DeepSeek-R1-W8A8:ro \
+  -v /var/log/npu/slog:/var/log/npu/slog:rw \
+  -v /var/log/npu/plog:/root/ascend/log:rw \
+  -v "$HERE:"/etc/deployctl:ro \
+  --env-file "$HERE/env" \
+  -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \
+  "$IMAGE" \
+  bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; cd "$(dirname "$DEPLOYCTL_DAEMON")/.." && exec "$DEPLOYCTL_DAEMON"'
+echo "started $NAME on $NODE; follow it with: docker logs -f $NAME"

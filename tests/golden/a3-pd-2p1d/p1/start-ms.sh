@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# deployctl 0.1.0: start MindIE-MS (controller + coordinator) on node p1.
+# Run it after start.sh has been run on every prefill and decode node.
+# Do not edit by hand: change the inventory and re-render.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
+IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:3.0.0-800I-A3-py311-openeuler24.03-lts
+NODE=p1
+MS_URL=http://10.202.1.2:1035
+
+chmod 640 "$HERE/global_ranktable.json" "$HERE/ms_controller.json" "$HERE/ms_coordinator.json"
+NAME=v32-2p1d-mindie-ms-controller
+if docker container inspect "$NAME" >/dev/null 2>&1; then
+  echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
+  exit 1
+fi
+docker run -d --name "$NAME" --net=host \
+  -v "$HERE:"/etc/deployctl:ro \
+  --env-file "$HERE/env" \
+  -e DEPLOYCTL_MS_HOME=/usr/local/Ascend/mindie/latest/mindie-service \
+  -e DEPLOYCTL_MS_IP=10.202.1.2 \
+  -e DEPLOYCTL_MS_PORT=1035 \
+  -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
+  "$IMAGE" \
+  bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; LLM="$(dirname "$DEPLOYCTL_MS_HOME")/mindie-llm"; export LD_LIBRARY_PATH="$LLM/lib:$LLM/lib/grpc:$DEPLOYCTL_MS_HOME/lib:$DEPLOYCTL_MS_HOME/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_controller'
+echo "started $NAME on $NODE"
+NAME=v32-2p1d-mindie-ms-coordinator
+if docker container inspect "$NAME" >/dev/null 2>&1; then
+  echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
+  exit 1
+fi
+docker run -d --name "$NAME" --net=host \
+  -v "$HERE:"/etc/deployctl:ro \
+  --env-file "$HERE/env" \
+  -e DEPLOYCTL_MS_HOME=/usr/local/Ascend/mindie/latest/mindie-service \
+  -e DEPLOYCTL_MS_IP=10.202.1.2 \
+  -e DEPLOYCTL_MS_PORT=1035 \
+  -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
+  "$IMAGE" \
+  bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; LLM="$(dirname "$DEPLOYCTL_MS_HOME")/mindie-llm"; export LD_LIBRARY_PATH="$LLM/lib:$LLM/lib/grpc:$DEPLOYCTL_MS_HOME/lib:$DEPLOYCTL_MS_HOME/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_PORT" "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_MANAGE_PORT"'
+echo "started $NAME on $NODE"
+echo "the coordinator serves the OpenAI API at $MS_URL; it logs 'MindIE-MS coordinator is ready!' when done"
