@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, FactsOpt, ForceOpt, InventoryOpt,
+from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt, ForceOpt, InventoryOpt,
                                    OutputDirOpt, OutputFormat, OutputOpt, Target, TargetOpt)
 
 app = typer.Typer(
@@ -229,6 +229,13 @@ def up(
     facts: FactsOpt = None,
     break_lock: BreakLockOpt = False,
     run_dir: RunDirOpt = Path(".deployctl"),
+    strategy: Annotated[Strategy, typer.Option(
+        help="Several instances behind a router: rolling = a few instances at a time (drained at the router "
+             "first, put back once verified); recreate = every changed instance at once.")] = Strategy.rolling,
+    max_unavailable: Annotated[int, typer.Option("--max-unavailable", min=1,
+                                                 help="Rolling: instances out of the router at once.")] = 1,
+    drain_timeout: Annotated[int, typer.Option("--drain-timeout", min=1, help="Rolling: seconds to wait for the "
+                                               "requests in flight on a drained instance.")] = 600,
 ):
     """Launch the engine on every node: preflight, render, show what changes, lock, apply, verify.
 
@@ -249,6 +256,14 @@ def up(
       deployctl up -i my.yaml -y --output json
       deployctl up -i my.yaml --target k8s
 
+    Fleets (layout.replicas, or several prefill/decode instances): by default one instance at a time is
+    taken out of the router, allowed to finish its requests, restarted, verified and put back, so the
+    service keeps answering (--max-unavailable, --drain-timeout; --strategy recreate: all at once).
+    A failed instance is restored and put back; the rollout stops there.
+
+    \b
+      deployctl up -i fleet.yaml -y --max-unavailable 2
+
     With --target k8s: checks the Nodes, holds a Lease in the namespace, `helm upgrade --install`,
     restarts only the instances whose files or env changed (all their pods together), and follows the
     pods until every one is ready; a failure rolls the release back to its previous revision.
@@ -263,7 +278,8 @@ def up(
 
     run_operation("up", inventory, output.value, run_dir, dry_run=dry_run, yes=yes, skip_preflight=skip_preflight,
                   trust_new_hosts=trust_new_hosts, ready_timeout=ready_timeout, pull=pull, facts=facts,
-                  break_lock=break_lock)
+                  break_lock=break_lock, strategy=strategy.value, max_unavailable=max_unavailable,
+                  drain_timeout=drain_timeout)
 
 
 @app.command()

@@ -43,6 +43,11 @@ class Target(str, Enum):
     helm = "helm"
 
 
+class Strategy(str, Enum):
+    rolling = "rolling"
+    recreate = "recreate"
+
+
 class DeployTarget(str, Enum):
     """up/down/status/diff --target. Callers get hosts or k8s (their values go to run_diff)."""
 

@@ -127,7 +127,8 @@ def _facts(inventory: Path, facts: Path | None, run_root: Path, reporter: CliRep
 def run_operation(operation: str, inventory: Path, output: str, run_root: Path, *, dry_run: bool = False,
                   yes: bool = False, skip_preflight: bool = False, trust_new_hosts: bool = False,
                   ready_timeout: int = 1800, pull: bool = False, to: int | None = None, purge: bool = False,
-                  facts: Path | None = None, break_lock: bool = False) -> None:
+                  facts: Path | None = None, break_lock: bool = False, strategy: str = "rolling",
+                  max_unavailable: int = 1, drain_timeout: int = 600) -> None:
     """up / rollback / down on the hosts, printed for people or as JSON."""
     from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.up import UpOptions, run_operation as run
@@ -141,7 +142,8 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
         _break_lock(inv, inventory, yes, reporter)
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
                      ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
-                     to=to, purge=purge)
+                     to=to, purge=purge, strategy=strategy, max_unavailable=max_unavailable,
+                     drain_timeout=drain_timeout)
     from deployctl.cli.commands import located
     from deployctl.errors import LayoutError
 
@@ -233,7 +235,8 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     code = st.exit_code(expect_up)
     if output == "json":
         typer.echo(json.dumps({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
-                               "note": st.note, "nodes": st.rows}, indent=2))
+                               "note": st.note, "nodes": st.rows, "instances": st.instances,
+                               "router": st.router}, indent=2))
         raise typer.Exit(code)
     from rich.table import Table
 
@@ -248,12 +251,32 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
                                      r["current"] or "-", engine, env, ready, r["problem"])))
     con = _console()
     con.print(t)
+    if len(st.instances) > 1:
+        con.print(_instances_table(st))
+    if st.router and st.router.get("error"):
+        con.print(esc(f"✗ {st.router['what']}: {st.router['error']}"))
     live = f" (history revision {st.live})" if st.live else ""
     line = {"serving": f"[green]✓ serving: every rank is up, ready and on its recorded revision{live}[/]",
             "degraded": "[red]✗ degraded[/]", "unknown": "[red]? unknown: a host could not be read[/]",
             "down": "[yellow]■ down[/]"}[st.state]
     con.print(line + (esc(f" ({st.note})") if st.note else ""))
     raise typer.Exit(code)
+
+
+def _instances_table(st):
+    from rich.table import Table
+
+    t = Table(title="Instances" + (f" behind {st.router['what']}" if st.router else ""), title_justify="left")
+    for col in ("instance", "role", "nodes", "history revision", "state", "router"):
+        t.add_column(col)
+    colour = {"serving": "green", "draining": "yellow", "down": "red", "degraded": "red"}
+    for i in st.instances:
+        nodes = ", ".join(i["nodes"]) if len(i["nodes"]) <= 3 else f"{i['nodes'][0]} .. {i['nodes'][-1]}"
+        rev = "-" if i["history_revision"] is None else str(i["history_revision"]) + (
+            f" ({i['history_result']} run)" if i["history_result"] != "successful" else "")
+        t.add_row(esc(i["instance"]), i["role"], esc(nodes), esc(rev), f"[{colour[i['state']]}]{i['state']}[/]",
+                  esc(i["router"] or "-"))
+    return t
 
 
 def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path) -> None:

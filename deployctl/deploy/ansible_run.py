@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deployctl.deploy import history as hist
 from deployctl.deploy.pipeline import Applied, Outcome
+from deployctl.deploy.remote import has_router
 from deployctl.executors.ansible import PlaybookResult, TaskFailure, prepare, write_inventory
 
 SMOKE_TASK = "POST /v1/chat/completions"
@@ -44,7 +45,7 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
     from deployctl.deploy.remote import processes
 
     entries = [n.name for n in plan.nodes if processes(plan, n.name).smoke]
-    routed = any(n.runs_router for n in plan.nodes)
+    routed = any(has_router(plan, n.name) for n in plan.nodes)
     moved = {h.node for h in moving}
     smoke = entries if routed and (moving or ms) else [n for n in entries if n in moved]
     return {"push": [h.node for h in changes.hosts if h.push] if push else [],
@@ -84,7 +85,6 @@ def _hostvars(b, desired, changes, observed) -> dict[str, dict]:
     out = {}
     packs = b.rec.path / "push"
     for h in changes.hosts:
-        node = b.plan.node(h.node)
         before = observed[h.node]
         archive = ""
         if desired.push and h.push:
@@ -92,7 +92,7 @@ def _hostvars(b, desired, changes, observed) -> dict[str, dict]:
         out[h.node] = {**_process_vars(b.plan, h.node), "deployctl_archive": archive, "deployctl_rev": h.rev,
                        "deployctl_restore_rev": before.current_rev or "",
                        "deployctl_restore_prev": before.previous_rev or "",
-                       "deployctl_restore_ms": bool(node.runs_router and before.current_rev)}
+                       "deployctl_restore_ms": bool(has_router(b.plan, h.node) and before.current_rev)}
     return out
 
 
@@ -156,13 +156,21 @@ def _run(b, playbook: str, groups_: dict, hostvars: dict, ident: str, cancel=Non
     return result, events
 
 
-def run_up(b, desired, changes, observed, cancel) -> Applied:
+def run_up(b, desired, changes, observed, cancel, only: set[str] | None = None) -> Applied:
+    """The up playbook for every changed host, or only for the hosts in ``only`` (a rolling update's batch)."""
     import threading
 
+    from deployctl.models.deploy import ChangeSet
+
+    if only is not None:
+        changes = ChangeSet(hosts=[h for h in changes.hosts if h.node in only])
     g = groups(b.plan, changes, desired.push)
     b.smoke_hosts = list(g["smoke"])
+    hostvars = _hostvars(b, desired, changes, observed)
+    for name in g["smoke"]:                  # the router's node answers for the instances behind it
+        hostvars.setdefault(name, _process_vars(b.plan, name))
     first = threading.Event()
-    result, events = _run(b, "up.yml", g, _hostvars(b, desired, changes, observed), "up", cancel, first)
+    result, events = _run(b, "up.yml", g, hostvars, "up", cancel, first)
     for f in result.failures:
         b.rec.host_log(f.host, "failure.txt", f"{f.task}\n{f.message}\n")
     if events.empty_plays:
@@ -187,7 +195,7 @@ def run_restore(b, observed) -> PlaybookResult:
                           "deployctl_restore_rev": before.current_rev or "",
                           "deployctl_restore_prev": before.previous_rev or "",
                           "deployctl_restore_start": ran,
-                          "deployctl_restore_ms": bool(b.plan.node(node).runs_router and ran)}
+                          "deployctl_restore_ms": bool(has_router(b.plan, node) and ran)}
     g = {"rollback": list(b.moved)}
     result, _ = _run(b, "rollback.yml", g, hostvars, "restore")
     return result

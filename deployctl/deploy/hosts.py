@@ -16,7 +16,7 @@ from deployctl.deploy.hostlock import HostLock
 from deployctl.deploy.lockinfo import LockOwner
 from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
 from deployctl.deploy.records import RunRecord
-from deployctl.deploy.remote import container_names, read_deployed
+from deployctl.deploy.remote import container_names, has_router, read_deployed
 from deployctl.deploy.revision import cluster_dir
 from deployctl.deploy.verify import Want, verify_nodes
 from deployctl.errors import ExecutionError, Problem
@@ -73,6 +73,9 @@ class UpOptions:
     inventory_dir: Path = Path(".")
     to: int | None = None              # rollback --to REV
     purge: bool = False                # down --purge
+    strategy: str = "rolling"          # up with several instances behind a router: rolling | recreate
+    max_unavailable: int = 1           # rolling: instances out of the router at once
+    drain_timeout: int = 600           # rolling: s to wait for the requests in flight on a drained instance
 
 
 Runner = Callable[..., Any]           # deployctl.executors.ansible.run_playbook's signature
@@ -91,6 +94,8 @@ class HostsBackend:
         self.smoke: dict[str, str] = {}        # node -> the smoke request's answer (from the run's events)
         self.smoke_hosts: list[str] = []        # nodes that must answer it in this run
         self.moved: list[str] = []
+        self.rollout = None                     # up, several instances behind a router: fleet.rolling.Rollout
+        self.rolling_batch: list[str] = []      # the instances out of the router right now
 
     # -- read ---------------------------------------------------------------------------------------
     def read(self, health: bool = False) -> dict[str, DeployedState]:
@@ -155,7 +160,34 @@ class HostsBackend:
         if self.operation == "down":
             return run_down(self)
         self.moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
+        if self.operation == "up":
+            from deployctl.fleet.rolling import moving_instances, plan_rollout, roll
+
+            self.rollout, why = plan_rollout(self.plan, changes, self.router_control(), self.opts.strategy,
+                                             self.opts.max_unavailable)
+            if self.rollout is not None:
+                steps = " -> ".join("+".join(b) for b in self.rollout.batches)
+                self.reporter.step(f"rolling update, {self.opts.max_unavailable} instance(s) at a time: {steps}")
+                return roll(self, self.rollout, desired, changes, observed, cancel)
+            if len(moving_instances(self.plan, changes)) > 1 and len(self.plan.instances) > 1:
+                self.reporter.step(f"all changed instances at once: {why}")
         return run_up(self, desired, changes, observed, cancel)
+
+    def router_control(self):
+        """How to take instances out of the router and back (None: no router can)."""
+        from deployctl.fleet.control import Remote, control_for
+
+        return control_for(self.plan, Remote(self.executor, {t.name: t for t in self.targets}, self.opts.ssh_timeout))
+
+    def verify_nodes(self, desired: Desired, nodes: list[str]) -> Verification:
+        """Read back what ``nodes`` run (revision, environment, health) against the intent (a rollout's batch)."""
+        targets = [t for t in self.targets if t.name in nodes]
+        states = read_deployed(self.plan, targets, self.executor, self.cdir, health=True, timeout=self.opts.ssh_timeout)
+        wants = {}
+        for name in nodes:
+            it = desired.nodes[name]
+            wants[name] = Want(it.rev, it.env_digest, it.env_keys, ms=has_router(self.plan, name))
+        return verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=nodes)
 
     # -- verify -------------------------------------------------------------------------------------
     def wants(self, desired: Desired, changes) -> dict[str, Want]:
@@ -166,7 +198,7 @@ class HostsBackend:
                 out[node.name] = Want(None)
                 continue
             it = desired.nodes[node.name]
-            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=node.runs_router, smoke=node.name in smoke)
+            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=has_router(self.plan, node.name), smoke=node.name in smoke)
         return out
 
     def verify(self, desired: Desired, changes) -> Verification:
@@ -179,7 +211,10 @@ class HostsBackend:
     def undo(self, desired: Desired, changes, observed) -> Verification:
         from deployctl.deploy.ansible_run import run_restore
 
+        from deployctl.fleet.rolling import put_back
+
         if self.operation == "down" or not self.moved:
+            put_back(self)
             return Verification([UnitCheck(n, "-", "nothing to restore", True) for n in self.moved])
         self.reporter.step(f"rolling back {', '.join(self.moved)} to what ran before")
         result = run_restore(self, observed)
@@ -191,12 +226,13 @@ class HostsBackend:
             ran = ran_before(before, self.engine)
             man = before.revisions.get(before.current_rev or "", {})
             wants[node] = Want(before.current_rev if ran else None, man.get("env_digest", ""),
-                               tuple(man.get("env_keys", ())), ms=self.plan.node(node).runs_router and bool(ran))
+                               tuple(man.get("env_keys", ())), ms=has_router(self.plan, node) and bool(ran))
         failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
         units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
                            u.cause + (failed_task if not u.ok else ""))
                  for u in verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=self.moved).units]
         self.rec.write_json("restore.json", [u.__dict__ for u in units])
+        put_back(self)
         return Verification(units)
 
     # -- record -------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deployctl.deploy.records import RunRecord
-from deployctl.deploy.remote import container_names
+from deployctl.deploy.remote import container_names, has_router
 from deployctl.errors import UsageError
 from deployctl.preflight.fanout import fan_out
 from deployctl.preflight.run import ssh_targets
@@ -27,7 +27,7 @@ def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | No
         targets = [t for t in targets if t.name in hosts]
 
     def commands(t):
-        names = [engine] + (list(ms) if plan.node(t.name).runs_router else [])
+        names = [engine] + (list(ms) if has_router(plan, t.name) else [])
         extra = ["--since", since] if since else []
         return [(f"log.{i}", ["docker", "logs", "--tail", str(tail), *extra, n]) for i, n in enumerate(names)]
 
@@ -39,7 +39,7 @@ def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | No
         executor.close()
     logs: dict[str, dict[str, str]] = {}
     for name, run in runs.items():
-        names = [engine] + (list(ms) if plan.node(name).runs_router else [])
+        names = [engine] + (list(ms) if has_router(plan, name) else [])
         if run.error:
             logs[name] = {"error": run.error.message}
             continue

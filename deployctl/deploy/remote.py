@@ -43,6 +43,11 @@ def processes(plan: Plan, node: str):
     return procs
 
 
+def has_router(plan: Plan, node: str) -> bool:
+    """This node runs the router in front of the instances (the engine's P/D router, or deployctl's)."""
+    return plan.node(node).runs_router or (plan.router is not None and plan.router.node == node)
+
+
 def entry_url(plan: Plan) -> str:
     """Where clients go: the endpoint `up` sends its smoke request to (the router, else the first instance's
     master), as the engine's driver says."""

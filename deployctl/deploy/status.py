@@ -13,10 +13,10 @@ States of the deployment:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deployctl.deploy import history as hist
-from deployctl.deploy.remote import container_names
+from deployctl.deploy.remote import container_names, has_router
 from deployctl.deploy.verify import Want, container_env_digest, engine_problems
 from deployctl.models.deploy import DeployedState
 from deployctl.models.plan import Plan
@@ -28,6 +28,8 @@ class Status:
     rows: list[dict]
     live: int | None             # the history revision that runs, when the hosts agree on one
     note: str = ""
+    instances: list[dict] = field(default_factory=list)   # per instance: revision, state, what the router says
+    router: dict | None = None   # the router in front: {"what", "error"} (its view is in each instance row)
 
     def exit_code(self, expect_up: bool) -> int:
         if self.state == "serving":
@@ -37,8 +39,38 @@ class Status:
         return 1
 
 
-def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
-    """Pure: rows per node and the deployment's state."""
+def instance_rows(plan: Plan, rows: list[dict], entries: list[dict], view: dict[str, str] | None) -> list[dict]:
+    """Pure: per instance, the revision its nodes run (and its history revision), its state and the router's
+    word: serving (every node runs and answers, the router sends to it), draining (the router sends it nothing
+    new), down (an engine container is not running), degraded (anything else)."""
+    out = []
+    for inst in plan.instances:
+        mine = [r for r in rows if r["instance"] == inst.name]
+        said = (view or {}).get(inst.name)
+        nodes_rev = {r["node"]: r["revision"] for r in mine}
+        # the run that deployed what this instance runs (each node has its own revision id: its own files);
+        # a rollout that stopped part way leaves instances on the failed run's revisions
+        entry = next((e for e in reversed(entries) if e.get("operation") != "down"
+                      and all(e.get("nodes", {}).get(n) == rv for n, rv in nodes_rev.items())), None)
+        if any(r["engine"] != "running" for r in mine):
+            state = "down"
+        elif said is not None and said.split(" ")[0] in ("DRAIN", "MAINT", "NOLB"):
+            state = "draining"
+        elif any(r["problem"] for r in mine) or (said is not None and not said.startswith("UP")):
+            state = "degraded"
+        else:
+            state = "serving"
+        out.append({"instance": inst.name, "role": inst.role, "nodes": list(inst.nodes),
+                    "revision": ", ".join(rv or "-" for rv in nodes_rev.values()),
+                    "history_revision": entry["revision"] if entry else None,
+                    "history_result": entry.get("result") if entry else None, "state": state, "router": said})
+    return out
+
+
+def judge(plan: Plan, states: dict[str, DeployedState], view: dict[str, str] | None = None,
+          router: dict | None = None) -> Status:
+    """Pure: rows per node and per instance, and the deployment's state (``view``: what the router in front
+    says of each instance)."""
     engine, ms = container_names(plan)
     rows, any_problem, unreachable, absent = [], False, False, 0
     for node in plan.nodes:
@@ -56,7 +88,7 @@ def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
             problems.append("no engine container")
         else:
             man = s.revisions.get(mounted or "", {})
-            want = Want(s.current_rev, man.get("env_digest", ""), tuple(man.get("env_keys", ())), ms=node.runs_router)
+            want = Want(s.current_rev, man.get("env_digest", ""), tuple(man.get("env_keys", ())), ms=has_router(plan, node.name))
             problems += [p.replace("`current` names", "drift: `current` names") for p in
                          engine_problems(s, engine, want, ms)]
             if c.status == "running" and mounted and mounted != s.current_rev:
@@ -82,6 +114,21 @@ def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
     entries = hist.merged({n: s for n, s in states.items() if not s.error})
     live = hist.live_entry(entries, states)
     last = entries[-1] if entries else None
+    per_instance = instance_rows(plan, rows, entries, view)
+    if router is not None and router.get("error"):
+        any_problem = True
+    elif any(i["state"] in ("draining", "degraded") for i in per_instance) and view is not None:
+        any_problem = True
+    out = _state(plan, rows, live, last, unreachable, absent, any_problem)
+    out.instances, out.router = per_instance, router
+    revs = {i["history_revision"] for i in per_instance if i["state"] != "down"}
+    if out.state in ("serving", "degraded") and len(revs) > 1 and len(plan.instances) > 1:
+        out.note = ("the instances run different revisions (a rolling update stopped part way?): "
+                    "each instance's revision is in the instances table")
+    return out
+
+
+def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:
     if unreachable:
         return Status("unknown", rows, None, "a host could not be read")
     if absent == len(plan.nodes):
@@ -98,7 +145,26 @@ def judge(plan: Plan, states: dict[str, DeployedState]) -> Status:
 
 
 def cluster_status(inv, inventory_dir) -> Status:
+    from deployctl.deploy.hosts import host_targets_abs
     from deployctl.deploy.up import read_state
+    from deployctl.errors import DeployctlError
+    from deployctl.executors.ssh import SshExecutor
+    from deployctl.fleet.control import Remote, control_for
 
-    plan, states = read_state(inv, inventory_dir, health=True)
-    return judge(plan, states)
+    executor = SshExecutor()
+    try:
+        plan, states = read_state(inv, inventory_dir, health=True, executor=executor)
+        targets = {t.name: t for t in host_targets_abs(inv, inventory_dir)}
+        ctl = control_for(plan, Remote(executor, targets))
+        view = router = None
+        if ctl is not None and len(plan.instances) > 1:
+            router = {"what": ctl.what, "error": ""}
+            running = any(c.status == "running" for s in states.values() for c in s.containers.values())
+            if running:
+                try:
+                    view = ctl.view()
+                except DeployctlError as exc:
+                    router["error"] = exc.message
+    finally:
+        executor.close()
+    return judge(plan, states, view, router)

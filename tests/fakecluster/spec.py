@@ -27,6 +27,7 @@ NET_HEALTH_VALUES = ("Success", "Socket fail", "Receive timeout", "Unreachable",
 DEFAULT_DRIVER = "25.0.rc1.1"
 DEFAULT_FIRMWARE = "7.7.0.1.231"
 DEFAULT_WEIGHTS_DIR = "/data/models/DeepSeek-R1-W8A8"
+ROUTER_IMAGE = "haproxy:2.6"     # deployctl's router (inventory router.image default): runs the host's real HAProxy
 DEFAULT_IMAGES = {
     "a2": "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts",
     "a3": "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A3-py311-openeuler24.03-lts",
@@ -256,7 +257,7 @@ def default_cluster(n: int, hardware: Hardware = "a2", *, subnet: str | None = N
         subnet = free_subnet()
     if first_host + n - 1 > 254 or first_host < 2:
         raise ValueError("first_host..first_host+n-1 must lie in 2..254")
-    imgs = tuple(images) if images is not None else (DEFAULT_IMAGES[hardware], VLLM_IMAGES[hardware])
+    imgs = tuple(images) if images is not None else (DEFAULT_IMAGES[hardware], VLLM_IMAGES[hardware], ROUTER_IMAGE)
     devices = 16 if hardware == "a3" else 8
     specs = []
     for k in range(1, n + 1):

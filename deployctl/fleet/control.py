@@ -1,0 +1,156 @@
+"""Talk to the router in front of the instances during a rolling update and for `status`: take an instance
+out (drain), see when it has no request in flight, put it back, read which instances the router sends to.
+
+Every call runs on a host over the executor (SSH), as `python3 -c SCRIPT ARG...` (Ansible needs python3 on every
+managed host already): values are arguments, never spliced into a shell string.
+
+deployctl's HAProxy is driven through its runtime API on 127.0.0.1:<router.admin_port> (HAProxy 2.6
+management guide §9.3: `set server <backend>/<server> state drain|ready`, `show stat`: CSV with pxname,
+svname, scur (current sessions), qcur (queued), status (UP, DOWN, DRAIN, MAINT, "UP 1/2" while rising)).
+An engine's own P/D router gives its control through its driver (``router_control``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from deployctl.errors import ExecutionError
+from deployctl.executors.base import Executor, HostError, HostTarget
+
+BACKEND = "instances"      # the backend name in haproxy.cfg.j2
+
+# one request/answer over the runtime API socket (the API closes the connection after answering)
+ADMIN = """import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5)
+s.sendall(sys.argv[2].encode() + b"\\n")
+out = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+sys.stdout.write(out.decode(errors="replace"))
+"""
+
+# an HTTP request from that host: METHOD URL [JSON BODY] -> status line then the body
+HTTP = """import sys, urllib.request, urllib.error
+body = sys.argv[3].encode() if len(sys.argv) > 3 else None
+req = urllib.request.Request(sys.argv[2], data=body, method=sys.argv[1],
+                             headers={"Content-Type": "application/json"} if body else {})
+try:
+    with urllib.request.urlopen(req, timeout=10) as r:
+        sys.stdout.write(str(r.status) + "\\n" + r.read().decode(errors="replace"))
+except urllib.error.HTTPError as e:
+    sys.stdout.write(str(e.code) + "\\n" + e.read().decode(errors="replace"))
+except Exception as e:
+    sys.stdout.write("0\\n" + repr(e))
+"""
+
+
+@dataclass
+class Remote:
+    """Runs small python3 programs on the deployment's hosts."""
+
+    executor: Executor
+    targets: dict[str, HostTarget]
+    timeout: float = 30
+
+    def py(self, node: str, script: str, *args: str) -> str:
+        try:
+            res = self.executor.run(self.targets[node], ["python3", "-c", script, *args], self.timeout)
+        except HostError as exc:
+            raise ExecutionError(f"{node}: {exc.message}", hint="check SSH to that host") from None
+        if res.rc != 0:
+            raise ExecutionError(f"{node}: python3 exited {res.rc}: {(res.stderr or res.stdout).strip()[:300]}",
+                                 hint="deployctl needs python3 on the hosts (Ansible does too)")
+        return res.stdout
+
+    def http(self, node: str, method: str, url: str, body: str | None = None) -> tuple[int, str]:
+        out = self.py(node, HTTP, method, url, *([body] if body is not None else []))
+        code, _, text = out.partition("\n")
+        return int(code or 0), text
+
+
+class RouterControl(Protocol):
+    what: str                                   # "HAProxy on node1" (for messages)
+
+    def routed(self) -> list[str]: ...          # the instances it can take out and put back
+    def drain(self, instance: str) -> None: ...
+    def in_flight(self, instance: str) -> int: ...    # requests still running on it (0: idle)
+    def ready(self, instance: str) -> None: ...
+    def serving(self, instance: str) -> bool: ...     # the router sends new requests to it again
+    def view(self) -> dict[str, str]: ...       # instance -> what the router says (UP, DOWN, DRAIN, ...)
+
+
+class HaproxyControl:
+    """deployctl's HAProxy (fleet/router.py) through its runtime API."""
+
+    def __init__(self, plan, remote: Remote):
+        self.plan, self.remote = plan, remote
+        self.node, self.port = plan.router.node, str(plan.router.admin_port)
+        self.what = f"the router (HAProxy on {self.node})"
+
+    def _api(self, command: str) -> str:
+        return self.remote.py(self.node, ADMIN, self.port, command)
+
+    def stats(self) -> dict[str, dict[str, str]]:
+        text = self._api("show stat").lstrip("# ")
+        rows = csv.DictReader(io.StringIO(text))
+        return {r["svname"]: r for r in rows if r.get("pxname") == BACKEND and r.get("svname") not in
+                ("FRONTEND", "BACKEND")}
+
+    def _set(self, instance: str, state: str) -> None:
+        out = self._api(f"set server {BACKEND}/{instance} state {state}").strip()
+        if out:      # the API answers nothing on success
+            raise ExecutionError(f"{self.what}: `set server {BACKEND}/{instance} state {state}`: {out}",
+                                 hint="is the router running this deployment's haproxy.cfg? (deployctl status)")
+
+    def routed(self) -> list[str]:
+        return [i.name for i in self.plan.role("mixed")]
+
+    def drain(self, instance: str) -> None:
+        self._set(instance, "drain")
+
+    def ready(self, instance: str) -> None:
+        self._set(instance, "ready")
+
+    def in_flight(self, instance: str) -> int:
+        row = self.stats().get(instance, {})
+        return int(row.get("scur") or 0) + int(row.get("qcur") or 0)
+
+    def serving(self, instance: str) -> bool:
+        return self.stats().get(instance, {}).get("status", "").split(" ")[0] == "UP"
+
+    def view(self) -> dict[str, str]:
+        stats = self.stats()
+        return {i: stats[i]["status"] if i in stats else "absent" for i in self.routed()}
+
+
+def control_for(plan, remote: Remote) -> RouterControl | None:
+    """The router control of this deployment: deployctl's HAProxy, else the engine's P/D router's (if any)."""
+    if plan.router is not None:
+        return HaproxyControl(plan, remote)
+    from deployctl import engines
+
+    make = getattr(engines.driver(plan.engine.kind), "router_control", None)
+    return make(plan, remote) if make else None
+
+
+def wait_until(check: Callable[[], bool], timeout: float, cancel: threading.Event | None = None,
+               interval: float = 1.0) -> bool:
+    """True once ``check()`` holds; False after ``timeout`` s or on cancel."""
+    end = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        if time.monotonic() >= end or (cancel is not None and cancel.is_set()):
+            return False
+        if cancel is not None:
+            cancel.wait(interval)
+        else:
+            time.sleep(interval)

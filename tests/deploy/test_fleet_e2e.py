@@ -1,0 +1,188 @@
+"""Fleets end to end on the simulated hosts: 3 replicas of a 2-node MindIE instance behind deployctl's router
+(the real HAProxy 2.6 from Debian, run by the fake docker as the official image), a steady request load through
+the router while `up` rolls an env change across the replicas: no request fails, at most one replica is out of
+the router at any time (read from HAProxy's own runtime API), every instance ends on the new revision, and
+`status` says so per instance. A failing replica stops the rollout and is restored and put back.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from conftest import run_cli
+from fakecluster import default_cluster
+from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+
+TAIL = """\
+engine:
+  image: {image}
+  env: {{MINDIE_LOG_LEVEL: {level}}}
+model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
+layout: {{preset: tp-pp, replicas: 3}}
+router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
+"""
+# every answer takes a while (first token 50 ms, then 15 ms per token): requests are in flight when a replica
+# is drained, so the drain has something to wait for
+TIMING = {"ttft_ms": 50, "tpot_ms": 15}
+
+
+def inventory(fc, path: Path, level: str) -> Path:
+    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
+                                                         level=level))
+    return path
+
+
+def up(inv: Path, runs: Path, *extra: str):
+    res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "90",
+                  "--skip-preflight", "--output", "json", *extra)
+    doc = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}
+    return res, doc
+
+
+class Load:
+    """Workers sending chat completions (streamed and not) through the router until stopped; every request
+    must answer 200 with a complete body (a streamed one ends with [DONE])."""
+
+    def __init__(self, url: str, workers: int = 4):
+        self.url, self.ok, self.failures = url, 0, []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.work, args=(k,), daemon=True) for k in range(workers)]
+        self.lock = threading.Lock()
+
+    def one(self, stream: bool) -> None:
+        body = json.dumps({"model": "ds-r1", "messages": [{"role": "user", "content": "hello there"}],
+                           "max_tokens": 12, "stream": stream}).encode()
+        req = urllib.request.Request(f"{self.url}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            text = r.read().decode()
+            assert r.status == 200, r.status
+        if stream:
+            assert text.rstrip().endswith("data: [DONE]"), text[-200:]
+        else:
+            assert json.loads(text)["choices"][0]["message"]["content"]
+
+    def work(self, k: int) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                self.one(stream=(k + n) % 2 == 0)
+                with self.lock:
+                    self.ok += 1
+            except Exception as exc:   # noqa: BLE001 - every failure is the test's business
+                with self.lock:
+                    self.failures.append(f"{type(exc).__name__}: {exc}")
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(90)
+
+
+class RouterWatch:
+    """Samples HAProxy's `show stat` on the router node (its runtime API, from inside the node): how many
+    replicas the router sends to, at every sample."""
+
+    CMD = ("python3", "-c", "import socket,sys\ns=socket.create_connection(('127.0.0.1',8081),5)\n"
+           "s.sendall(b'show stat\\n')\nout=b''\nwhile True:\n d=s.recv(65536)\n if not d: break\n out+=d\n"
+           "sys.stdout.write(out.decode())")
+
+    def __init__(self, fc, node: str):
+        self.fc, self.node, self.samples = fc, node, []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def statuses(self) -> dict[str, str]:
+        import shlex
+
+        out = self.fc.ssh(self.node, shlex.join(self.CMD)).stdout
+        rows = [ln.split(",") for ln in out.splitlines() if ln.startswith("instances,")]
+        head = out.lstrip("# ").splitlines()[0].split(",")
+        col = head.index("status")
+        return {r[1]: r[col] for r in rows if r[1] not in ("FRONTEND", "BACKEND")}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.samples.append(self.statuses())
+            except Exception:   # noqa: BLE001 - a missed sample is only a missed sample
+                pass
+            self.stop.wait(0.3)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(30)
+
+
+def test_rolling_update_of_three_replicas_drops_no_request(fake_cluster_factory, tmp_path):
+    fc = fake_cluster_factory(default_cluster(6))
+    for n in fc.nodes:
+        fc.update_node(n.name, engine_timing=TIMING)
+    runs = tmp_path / "runs"
+    inv = inventory(fc, tmp_path / "inv.yaml", "info")
+    res, first = up(inv, runs)
+    assert res.returncode == 0, res.stdout + res.stderr
+    router = f"http://{fc.node('node1').ip}:8080"
+    st = json.loads(run_cli("status", "-i", str(inv), "--output", "json").stdout)
+    assert [(i["instance"], i["state"], i["router"]) for i in st["instances"]] == [
+        ("mixed-0", "serving", "UP"), ("mixed-1", "serving", "UP"), ("mixed-2", "serving", "UP")]
+
+    inv2 = inventory(fc, tmp_path / "inv2.yaml", "debug")       # an env change on every node
+    with RouterWatch(fc, "node1") as watch, Load(router) as load:
+        time.sleep(2)
+        res, doc = up(inv2, runs)
+        time.sleep(1)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert doc["status"] == "successful"
+    assert load.failures == [], load.failures[:5]
+    assert load.ok > 30, load.ok                               # the load really ran through the rollout
+    # one replica at a time: the router always had two of the three to send to, and each was out once
+    up_counts = [sum(1 for v in s.values() if v.startswith("UP")) for s in watch.samples if len(s) == 3]
+    assert up_counts and min(up_counts) >= 2, up_counts
+    drained = {name for s in watch.samples for name, v in s.items() if not v.startswith("UP")}
+    assert drained == {"mixed-0", "mixed-1", "mixed-2"}, watch.samples[-3:]
+
+    st = json.loads(run_cli("status", "-i", str(inv2), "--output", "json").stdout)
+    assert st["state"] == "serving", st
+    new_revs = {h["node"]: h["rev"] for h in doc["changes"]["hosts"]}
+    assert {r["node"]: r["revision"] for r in st["nodes"]} == new_revs
+    assert {(i["state"], i["router"]) for i in st["instances"]} == {("serving", "UP")}
+    assert len({i["history_revision"] for i in st["instances"]}) == 1
+    rolled = st["instances"][0]["history_revision"]
+    assert rolled == st["live_revision"]
+
+    # a replica whose new revision crashes stops the rollout: it is restored and put back, the replicas before
+    # it keep the new revision, the ones after it the old one, and status says which runs what
+    fc.update_node("node3", engine_crash_on="MINDIE_LOG_LEVEL=warn")
+    inv3 = inventory(fc, tmp_path / "inv3.yaml", "warn")
+    with Load(router) as load:
+        res, doc = up(inv3, runs)
+    assert res.returncode == 1 and doc["status"] == "failed", res.stdout
+    assert doc["failure"].startswith("node3"), doc["failure"]
+    assert load.failures == [], load.failures[:5]
+    st = json.loads(run_cli("status", "-i", str(inv3), "--output", "json").stdout)
+    by = {i["instance"]: i for i in st["instances"]}
+    runs_rev = {r["node"]: r["revision"] for r in st["nodes"]}
+    assert sorted(doc["restored"]) == ["node3", "node4"]
+    for node in ("node3", "node4", "node5", "node6"):                # restored / never touched: the old one
+        assert runs_rev[node] == new_revs[node], node
+    assert runs_rev["node1"] != new_revs["node1"] and runs_rev["node2"] != new_revs["node2"]  # rolled before
+    assert by["mixed-1"]["history_revision"] == by["mixed-2"]["history_revision"] == rolled
+    assert by["mixed-0"]["history_revision"] == rolled + 1 and by["mixed-0"]["history_result"] == "failed"
+    assert {i["state"] for i in st["instances"]} == {"serving"} and {i["router"] for i in st["instances"]} == {"UP"}
+    assert "different revisions" in st["note"]
