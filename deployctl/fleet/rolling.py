@@ -50,16 +50,19 @@ def plan_rollout(plan, changes: ChangeSet, control: RouterControl | None, strate
     routed = set(control.routed())
     if not set(moving) <= routed:
         return None, f"{', '.join(sorted(set(moving) - routed))} cannot be taken out at {control.what}"
+    alone = [r for r in ("mixed", "prefill", "decode")
+             if len(plan.role(r)) == 1 and any(i in moving for i in (x.name for x in plan.role(r)))]
+    if alone:
+        # nothing would serve that role while its only instance restarts: all at once (and all-or-nothing)
+        return None, f"{' and '.join(alone)} has a single instance"
     warnings, batches = [], []
     for role in ("mixed", "prefill", "decode"):
         of_role = [i.name for i in plan.role(role)]
         these = [i for i in moving if i in of_role]
-        if not these:
-            continue
-        if len(of_role) - min(max_unavailable, len(these)) < 1:
-            warnings.append(f"{role} has {len(of_role)} instance(s): requests needing a {role} instance fail "
-                            "while it restarts")
-        step = max(1, min(max_unavailable, len(of_role) - 1)) if len(of_role) > 1 else 1
+        # at least one instance of the role stays in the router
+        step = max(1, min(max_unavailable, len(of_role) - 1))
+        if max_unavailable > step and these:
+            warnings.append(f"{role}: {step} instance(s) at a time (one of its {len(of_role)} keeps serving)")
         batches += [these[k:k + step] for k in range(0, len(these), step)]
     return Rollout(control, batches, warnings), ""
 

@@ -9,6 +9,27 @@ HCCL_RANGES = {"HCCL_BUFFSIZE": (1, 65536, True), "HCCL_CONNECT_TIMEOUT": (120, 
                "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
 
 
+def env_sources(inv) -> list[tuple[tuple, dict]]:
+    """(key path, env) of every env block: engine.env, then layout.prefill.env / layout.decode.env."""
+    out = [(("engine", "env"), inv.engine.env)]
+    for role in ("prefill", "decode"):
+        rl = getattr(inv.layout, role)
+        if rl is not None and rl.env:
+            out.append((("layout", role, "env"), rl.env))
+    return out
+
+
+def role_only_problems(inv, raw, keys) -> list[Problem]:
+    """Variables the plan reads for every role (memory, rank agreement) belong in engine.env, not a role's."""
+    out = []
+    for path, env in env_sources(inv)[1:]:
+        for key in env:
+            if key in keys:
+                out.append(raw.problem(path + (key,), f"{key} is read by the plan for every role",
+                                       f"set it in engine.env instead of {'.'.join(path)}"))
+    return out
+
+
 def env_range_problems(env: dict, raw, ranges: dict[str, tuple]) -> list[Problem]:
     """A value outside ``ranges`` (or not a number) is refused at engine.env.KEY; fractions are (low, high]."""
     out = []

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from deployctl import engines
 from deployctl.errors import InventoryError, Problem
-from deployctl.inventory.envcheck import HCCL_RANGES, env_range_problems
+from deployctl.inventory.envcheck import HCCL_RANGES, env_range_problems, env_sources, role_only_problems
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
 from deployctl.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, check_image, check_ssh,
@@ -469,13 +469,15 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
     out += check_image(raw, e.image)
-    for key, value in e.env.items():
-        if not ENV_NAME.match(key):
-            out.append(raw.problem(("engine", "env", key), f"'{key}' is not a valid environment variable name",
-                                   "use letters, digits and '_', not starting with a digit"))
-        if isinstance(value, str) and ("\n" in value or "\r" in value):
-            out.append(raw.problem(("engine", "env", key), "value contains a newline",
-                                   "docker --env-file takes one line per variable"))
+    out += role_only_problems(inv, raw, HCCL_RANGES)
+    for path, env in env_sources(inv):
+        for key, value in env.items():
+            if not ENV_NAME.match(key):
+                out.append(raw.problem(path + (key,), f"'{key}' is not a valid environment variable name",
+                                       "use letters, digits and '_', not starting with a digit"))
+            if isinstance(value, str) and ("\n" in value or "\r" in value):
+                out.append(raw.problem(path + (key,), "value contains a newline",
+                                       "docker --env-file takes one line per variable"))
     targets: dict[str, int] = {}
     for i, m in enumerate(e.mounts):
         key = ("engine", "mounts", i)

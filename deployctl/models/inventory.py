@@ -79,6 +79,8 @@ class RoleLayout(DegreeFields):
     # instances: how many instances of this role (the nodes split in order into equal groups), or the
     # groups themselves ([{nodes: [...]}, ...]; then `nodes` is left out). Default: one instance of all nodes.
     instances: int | list[InstanceGroup] | None = None
+    env: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # this role's nodes only, over engine.env (e.g. a decode-only setting: only the decode instances restart)
 
 
 class Layout(DegreeFields):

@@ -30,6 +30,13 @@ def env_file(header: list[str], env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def user_env(inv, role: str) -> dict[str, str]:
+    """engine.env, then the role's own layout.<role>.env over it (pd-split), as env-file values."""
+    block = getattr(inv.layout, role, None) if role in ("prefill", "decode") else None
+    merged = {**inv.engine.env, **(block.env if block is not None else {})}
+    return {k: env_value(v) for k, v in merged.items()}
+
+
 def env_value(value) -> str:
     """An inventory env value as its env-file text (YAML booleans as true/false)."""
     if isinstance(value, bool):

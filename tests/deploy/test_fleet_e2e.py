@@ -48,14 +48,14 @@ class Load:
     """Workers sending chat completions (streamed and not) through the router until stopped; every request
     must answer 200 with a complete body (a streamed one ends with [DONE])."""
 
-    def __init__(self, url: str, workers: int = 4):
-        self.url, self.ok, self.failures = url, 0, []
+    def __init__(self, url: str, workers: int = 4, model: str = "ds-r1"):
+        self.url, self.model, self.ok, self.failures = url, model, 0, []
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self.work, args=(k,), daemon=True) for k in range(workers)]
         self.lock = threading.Lock()
 
     def one(self, stream: bool) -> None:
-        body = json.dumps({"model": "ds-r1", "messages": [{"role": "user", "content": "hello there"}],
+        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": "hello there"}],
                            "max_tokens": 12, "stream": stream}).encode()
         req = urllib.request.Request(f"{self.url}/v1/chat/completions", data=body,
                                      headers={"Content-Type": "application/json"})

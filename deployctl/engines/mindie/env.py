@@ -18,7 +18,7 @@ from deployctl.engines.mindie.processes import is_distributed
 from deployctl.engines.mindie.support import needs_gloo_interface
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan, PlanNode
-from deployctl.render.env import env_file, env_value
+from deployctl.render.env import env_file, user_env
 
 
 def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
@@ -55,7 +55,7 @@ def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
 def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     """Computed variables first, then the sorted preset; engine.env overrides either in place."""
     inv = plan.inventory
-    user = {k: env_value(v) for k, v in inv.engine.env.items()}
+    user = user_env(inv, node.role)
     preset = preset_env(inv.cluster.hardware, node.role, model=inv.model.name)
     computed = computed_env(plan, node)
     merged = dict(computed)

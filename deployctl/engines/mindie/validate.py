@@ -30,12 +30,17 @@ OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP"
 ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False)}
 
 
-def _env_values(env: dict, raw) -> list[Problem]:
+def _env_values(env: dict, raw, inv=None) -> list[Problem]:
+    from deployctl.inventory.envcheck import env_sources, role_only_problems
+
     out = []
-    for key in OWNED_ENV_KEYS:
-        if key in env:
-            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
-                                   "remove it: set nodes[].container_ip, nodes[].interface or the layout instead"))
+    for path, block in env_sources(inv) if inv is not None else [(("engine", "env"), env)]:
+        for key in OWNED_ENV_KEYS:
+            if key in block:
+                out.append(raw.problem(path + (key,), f"{key} is computed per node by deployctl",
+                                       "remove it: set nodes[].container_ip, nodes[].interface or the layout instead"))
+    if inv is not None:
+        out += role_only_problems(inv, raw, ENV_RANGES)
     return out + env_range_problems(env, raw, ENV_RANGES)
 
 
@@ -56,7 +61,7 @@ def _ports(e, raw) -> list[Problem]:
 
 def engine_problems(inv, raw) -> list[Problem]:
     e = inv.engine
-    out = _env_values(e.env, raw)
+    out = _env_values(e.env, raw, inv)
     for section in ("ServerConfig", "BackendConfig", "LogConfig"):
         if section in e.config and not isinstance(e.config[section], dict):
             out.append(raw.problem(("engine", "config", section), f"{section} must be a mapping, got "

@@ -60,6 +60,12 @@ class VllmAscendDriver:
 
         return node_processes(plan, node)
 
+    def router_control(self, plan, remote):
+        """Rolling updates of xPyD: the P/D proxy's /instances/remove and /add (None before 0.13)."""
+        from deployctl.engines.vllm_ascend.control import router_control
+
+        return router_control(plan, remote)
+
     def host_ports(self, inv) -> dict[str, int]:
         from deployctl.engines.vllm_ascend.processes import host_ports
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from deployctl.engines.base import NodeProcesses, Process
 from deployctl.engines.vllm_ascend.launch import node_launch
+from deployctl.engines.vllm_ascend.support import feature
 from deployctl.engines.vllm_ascend.render import container_name, proxy_name
 
 API_READY = "Application startup complete."
@@ -42,7 +43,9 @@ def node_processes(plan, node) -> NodeProcesses:
         proxy = proxy_name(plan)
         router = Process(containers=(proxy,), start="start-proxy.sh", ready_container=proxy, ready_line=API_READY,
                          health_urls=(f"http://{ip}:{e.ports.proxy}/healthcheck",), ports=(e.ports.proxy,),
-                         restart_files=("proxy.args", "start-proxy.sh"))
+                         restart_files=("proxy.args", "start-proxy.sh"),
+                         # a proxy that takes instances out and back keeps running while they restart
+                         restart_with_engines=feature("proxy_instances_api", plan.engine.version).get("value") != "yes")
         return NodeProcesses(engine=engine, router=router, serves=f"http://{ip}:{e.ports.proxy}", smoke=True,
                              smoke_words=SMOKE_WORDS)
     inst = plan.instance(node.instance)

@@ -11,7 +11,7 @@ from deployctl.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.engines.vllm_ascend.support import preset_env
 from deployctl.models.artifact import Artifact
 from deployctl.render._jinja import render_template
-from deployctl.render.env import env_file, env_value
+from deployctl.render.env import env_file, user_env
 
 # the docker run of the guides (VA docs/source/installation.md@HEAD, DeepSeek-V3.1.md §4.1): the whole driver
 # tree rather than driver/lib64 + version.info + tools/hccn_tool, because lib64 alone misses driver/topo (EI0014,
@@ -58,7 +58,7 @@ def computed_env(plan, node) -> dict[str, str]:
 
 def node_env(plan, node) -> dict[str, str]:
     inv = plan.inventory
-    user = {k: env_value(v) for k, v in inv.engine.env.items()}
+    user = user_env(inv, node.role)
     preset = preset_env(plan.hardware, node.role, inv.model.name)
     merged = computed_env(plan, node)
     merged.update({k: preset[k] for k in sorted(preset) if k not in merged})

@@ -73,16 +73,19 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
 
     known = ascend_env(version)
     removed = matrix().get("removed_env", {}).get(version, {})
+    from deployctl.inventory.envcheck import env_sources
+
     out = []
-    for key in inv.engine.env:
-        if key in removed:
-            out.append(raw.problem(("engine", "env", key), f"vllm-ascend {version} no longer reads {key} "
-                                   f"({removed[key]['source']})", f"use {removed[key]['instead']}"))
-        elif key.startswith("VLLM_ASCEND_") and key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            out.append(raw.problem(("engine", "env", key), f"vllm-ascend {version} reads no {key} (it would be "
-                                   "ignored)", f"did you mean {close[0]}?" if close else "see vllm_ascend/envs.py of "
-                                   "that version; newer releases moved feature switches into engine.additional_config"))
+    for path, env in env_sources(inv):
+        for key in env:
+            if key in removed:
+                out.append(raw.problem(path + (key,), f"vllm-ascend {version} no longer reads {key} "
+                                       f"({removed[key]['source']})", f"use {removed[key]['instead']}"))
+            elif key.startswith("VLLM_ASCEND_") and key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                out.append(raw.problem(path + (key,), f"vllm-ascend {version} reads no {key} (it would be ignored)",
+                                       f"did you mean {close[0]}?" if close else "see vllm_ascend/envs.py of that "
+                                       "version; newer releases moved feature switches into engine.additional_config"))
     return out
 
 
@@ -92,8 +95,11 @@ def engine_problems(inv, raw) -> list[Problem]:
 
     version = known(version_from(inv.engine).version)
     out = _args(inv, raw, version) + _additional(inv, raw, version) + _ascend_env(inv, raw, version)
-    for key in OWNED_ENV:
-        if key in inv.engine.env:
-            out.append(raw.problem(("engine", "env", key), f"{key} is computed per node by deployctl",
-                                   "remove it: set nodes[].interface or let preflight find it"))
+    from deployctl.inventory.envcheck import env_sources
+
+    for path, env in env_sources(inv):
+        for key in OWNED_ENV:
+            if key in env:
+                out.append(raw.problem(path + (key,), f"{key} is computed per node by deployctl",
+                                       "remove it: set nodes[].interface or let preflight find it"))
     return out

@@ -12,9 +12,9 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
 fi
-# the official image's own command line (docker-library/haproxy docker-entrypoint.sh adds -W -db)
+# the official image's own command: CMD haproxy -f /usr/local/etc/haproxy/haproxy.cfg, which its
+# docker-entrypoint.sh runs as haproxy -W -db ... (master-worker, foreground; docker-library/haproxy)
 docker run -d --name "$NAME" --net=host \
   -v "$HERE/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" \
-  "$IMAGE" \
-  haproxy -W -db -f /usr/local/etc/haproxy/haproxy.cfg
+  "$IMAGE"
 echo "started $NAME: clients use "http://10.200.5.2:8080

@@ -1,0 +1,99 @@
+"""Take P and D instances out of the P/D proxy and back during a rolling update (vLLM-Ascend >= 0.13).
+
+The proxy (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py@v0.13.0):
+* POST /instances/remove {"type": "prefill"|"decode", "instances": ["ip:port", ...]}: the servers leave the
+  selection for new requests (remove_prefillers / remove_decoders, L353-385); requests already on them go on;
+* POST /instances/add: the same body; a server answering GET /v1/models joins at once, else it waits in the
+  node listener (add_instances L317-333, check_instance_status L425-436); both answer with
+  "current_prefill_instances" / "current_decode_instances" (L843-847), servers written "ip:port" (L184);
+* GET /healthcheck: {"status": "ok", "prefill_instances": N, "decode_instances": M} (L873-879): counts only.
+Requests in flight on a server: vLLM's Prometheus gauges on its API port, `vllm:num_requests_running` and
+`vllm:num_requests_waiting` (vllm/v1/metrics/loggers.py, PrometheusStatLogger).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from deployctl.errors import ExecutionError
+
+GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
+
+
+class ProxyControl:
+    def __init__(self, plan, remote):
+        from deployctl.engines.vllm_ascend.launch import launches
+
+        self.plan, self.remote = plan, remote
+        self.node = next(n for n in plan.nodes if n.runs_router)
+        self.url = f"http://{self.node.container_ip}:{plan.inventory.engine.ports.proxy}"
+        self.what = f"the P/D proxy on {self.node.name}"
+        every = launches(plan)
+        self.endpoints = {i.name: [f"{h}:{p}" for n in i.nodes for h, p in every[n].endpoints]
+                          for i in plan.instances}
+
+    def routed(self) -> list[str]:
+        return [i.name for i in self.plan.instances]
+
+    def _adjust(self, mode: str, instance: str) -> dict:
+        role = self.plan.instance(instance).role
+        body = json.dumps({"type": role, "instances": self.endpoints[instance]})
+        code, text = self.remote.http(self.node.name, "POST", f"{self.url}/instances/{mode}", body)
+        try:
+            doc = json.loads(text) if code == 200 else None
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or "error" in doc:
+            raise ExecutionError(f"{self.what}: POST /instances/{mode} for {instance} answered {code}: {text[:300]}",
+                                 hint="the proxy must be vLLM-Ascend >= 0.13's load_balance_proxy_server_example.py")
+        return doc
+
+    def drain(self, instance: str) -> None:
+        doc = self._adjust("remove", instance)
+        still = set(self.endpoints[instance]) & set(doc.get(f"current_{self._role(instance)}_instances", []))
+        if still:
+            raise ExecutionError(f"{self.what} still lists {', '.join(sorted(still))} after removing {instance}")
+
+    def ready(self, instance: str) -> None:
+        self._adjust("add", instance)
+
+    def serving(self, instance: str) -> bool:
+        # adding is idempotent (add_prefillers/add_decoders skip servers already listed): its answer lists them
+        doc = self._adjust("add", instance)
+        return set(self.endpoints[instance]) <= set(doc.get(f"current_{self._role(instance)}_instances", []))
+
+    def in_flight(self, instance: str) -> int:
+        total = 0
+        for ep in self.endpoints[instance]:
+            code, text = self.remote.http(self.node.name, "GET", f"http://{ep}/metrics")
+            if code != 200:
+                return 1 << 30      # cannot tell: not idle (the drain waits, then says so)
+            total += int(sum(float(m.group(3)) for m in GAUGES.finditer(text)))
+        return total
+
+    def view(self) -> dict[str, str]:
+        code, text = self.remote.http(self.node.name, "GET", f"{self.url}/healthcheck")
+        try:
+            doc = json.loads(text) if code == 200 else {}
+        except ValueError:
+            doc = {}
+        out = {}
+        for role in ("prefill", "decode"):
+            want = sum(len(self.endpoints[i.name]) for i in self.plan.role(role))
+            have = doc.get(f"{role}_instances")
+            for i in self.plan.role(role):
+                # the proxy reports counts only: every server of the role listed, or how many are
+                out[i.name] = "UP" if have == want else f"proxy lists {have}/{want} {role} servers"
+        return out
+
+    def _role(self, instance: str) -> str:
+        return self.plan.instance(instance).role
+
+
+def router_control(plan, remote):
+    from deployctl.engines.vllm_ascend.support import feature
+
+    if plan.preset != "pd-split" or feature("proxy_instances_api", plan.engine.version).get("value") != "yes":
+        return None
+    return ProxyControl(plan, remote)

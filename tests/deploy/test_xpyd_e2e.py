@@ -1,0 +1,84 @@
+"""xPyD end to end on simulated A3 hosts: vLLM-Ascend 0.13 with one prefill instance (p1) and two decode instances
+(d1, d2) behind the P/D proxy on p1 (every P and D endpoint in its argv). A decode-only change (layout.decode.env)
+rolls the two decode instances one at a time through the proxy's own API (/instances/remove, wait for the
+engine's vllm:num_requests_running to reach 0, restart, verify, /instances/add) while a steady load runs
+through the proxy: no request fails, prefill is never restarted, both decode instances end on new revisions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from conftest import EXAMPLES, run_cli
+from fakecluster import default_cluster
+from test_fleet_e2e import Load
+
+TIMING = {"ttft_ms": 40, "tpot_ms": 15}
+
+
+def inventory(fc, path: Path, decode_env: dict | None = None) -> Path:
+    doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
+    doc["cluster"]["name"] = "qwen3-xpyd"
+    doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
+    doc["nodes"] = [{"name": n.name, "address": n.ip, "interface": "eth0"} for n in fc.nodes]
+    doc["layout"] = {"preset": "pd-split", "prefill": {"nodes": ["p1"]},
+                     "decode": {"nodes": ["d1", "d2"], "instances": 2, **({"env": decode_env} if decode_env else {})}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def up(inv: Path, runs: Path):
+    res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "90", "--skip-preflight",
+                  "--output", "json")
+    return res, (json.loads(res.stdout) if res.stdout.strip().startswith("{") else {})
+
+
+def started_at(fc, node: str, name: str) -> str:
+    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
+
+
+def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(fake_cluster_factory, tmp_path):
+    specs = default_cluster(3, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
+                            engine_timing=TIMING)
+    fc = fake_cluster_factory([s.replace(name=n) for s, n in zip(specs, ("p1", "d1", "d2"))])
+    runs = tmp_path / "runs"
+    inv = inventory(fc, tmp_path / "inv.yaml")
+    res, first = up(inv, runs)
+    assert res.returncode == 0, res.stdout + res.stderr
+    plan = json.loads(run_cli("plan", "-i", str(inv), "--output", "json").stdout)
+    assert [(i["name"], i["role"]) for i in plan["instances"]] == [
+        ("prefill", "prefill"), ("decode-0", "decode"), ("decode-1", "decode")]
+    engine, proxy = "qwen3-xpyd-vllm", "qwen3-xpyd-vllm-proxy"
+    before = {n: started_at(fc, n, engine) for n in ("p1", "d1", "d2")}
+    proxy_before = started_at(fc, "p1", proxy)
+
+    inv2 = inventory(fc, tmp_path / "inv2.yaml", decode_env={"TEST_DECODE_SETTING": "2"})
+    with Load(f"http://{fc.node('p1').ip}:1999", model="qwen3") as load:
+        res, doc = up(inv2, runs)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert doc["status"] == "successful"
+    assert load.failures == [], load.failures[:5]
+    assert load.ok > 20, load.ok
+    actions = {h["node"]: h["action"] for h in doc["changes"]["hosts"]}
+    assert actions == {"p1": "keep", "d1": "restart", "d2": "restart"}, actions
+    # prefill and the proxy were never restarted; each decode instance was
+    assert started_at(fc, "p1", engine) == before["p1"] and started_at(fc, "p1", proxy) == proxy_before
+    assert all(started_at(fc, n, engine) != before[n] for n in ("d1", "d2"))
+    # one at a time: d2 was restarted only after d1 was back (the proxy log names each removal and addition)
+    log = fc.ssh("p1", f"docker logs {proxy} 2>&1", check=True).stdout
+    events = [ln for ln in log.splitlines() if "decoder instances" in ln]
+    d1, d2 = (f"{fc.node(n).ip}:" for n in ("d1", "d2"))
+    order = [("remove" if ln.startswith("Remove") else "add", "d1" if d1 in ln.split("Status")[0] else "d2")
+             for ln in events]
+    order = order[next(k for k, o in enumerate(order) if o[0] == "remove"):]
+    # adding is idempotent and deployctl asks again until the proxy lists the servers: one "add" per run of them
+    order = [o for k, o in enumerate(order) if k == 0 or o != order[k - 1]]
+    assert order[:4] == [("remove", "d1"), ("add", "d1"), ("remove", "d2"), ("add", "d2")], events
+
+    st = json.loads(run_cli("status", "-i", str(inv2), "--output", "json").stdout)
+    assert st["state"] == "serving", st
+    env_of = {n: fc.ssh(n, f"cat /var/lib/fakedocker/{engine}/env", check=True).stdout for n in ("p1", "d1", "d2")}
+    assert "TEST_DECODE_SETTING=2" in env_of["d1"] and "TEST_DECODE_SETTING=2" in env_of["d2"]
+    assert "TEST_DECODE_SETTING" not in env_of["p1"]
