@@ -272,7 +272,7 @@ def up(
         from deployctl.cli.k8s import run_up_k8s
 
         run_up_k8s(inventory, output.value, dry_run, yes, skip_preflight, ready_timeout, run_dir,
-                   break_lock=break_lock)
+                   break_lock=break_lock, strategy=strategy.value)
         return
     from deployctl.cli.deploy import run_operation
 

@@ -63,15 +63,18 @@ def print_plan(plan) -> None:
     con.print(f"[bold]{esc(inv.cluster.name)}[/]: {plan.model_display} {inv.model.quant} on "
               f"{len(plan.nodes)} x {plan.hardware.upper()} ({inv.devices_per_node} x {inv.cluster.hbm_gb} GiB "
               f"dies per server), preset [bold]{plan.preset}[/]")
-    nodes = Table(title="Nodes (master first)", title_justify="left")
-    for col in ("node", "address", "container_ip", "instance", "role", "ranks", "master"):
-        nodes.add_column(col)
-    for n in plan.nodes:
-        inst = plan.instance(n.instance)
-        master = "yes" + (" + router" if n.runs_router else "") if n.is_master else ""
-        nodes.add_row(*(esc(v) for v in (n.name, n.address, n.container_ip, n.instance, n.role,
-                                          _rank_range(inst, n.name), master)))
-    con.print(nodes)
+    if len(plan.instances) > 2 or len({i.role for i in plan.instances}) < len(plan.instances):
+        con.print(_instance_tree(plan))       # a fleet: instances (each its own world) and their nodes
+    else:
+        nodes = Table(title="Nodes (master first)", title_justify="left")
+        for col in ("node", "address", "container_ip", "instance", "role", "ranks", "master"):
+            nodes.add_column(col)
+        for n in plan.nodes:
+            inst = plan.instance(n.instance)
+            master = "yes" + (" + router" if n.runs_router else "") if n.is_master else ""
+            nodes.add_row(*(esc(v) for v in (n.name, n.address, n.container_ip, n.instance, n.role,
+                                              _rank_range(inst, n.name), master)))
+        con.print(nodes)
     e = plan.engine
     con.print(f"Engine: {esc(e.display)} {esc(e.version or 'unknown')} "
               f"(version from {esc(e.version_source)})")
@@ -79,18 +82,25 @@ def print_plan(plan) -> None:
         con.print(f"  [yellow]WARN[/] {esc(w)}")
     for w in e.notes:
         con.print(f"  note: {esc(w)}")
+    from deployctl.deploy.remote import has_router, processes
+
     ports = engines.driver(e.kind).host_ports(inv)
-    router = next((n for n in plan.nodes if n.runs_router), None)
-    routed = engines.driver(e.kind).processes(plan, router) if router is not None else None
+    router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
+    routed = processes(plan, router.name) if router is not None else None
     extra = f"; router on {router.name}: {', '.join(map(str, routed.router.ports))}" if routed else ""
     con.print(esc("Ports: " + ", ".join(f"{k} {v}" for k, v in ports.items()) + extra))
     if routed is not None:
         con.print(esc(f"Clients use the router: {routed.serves}"))
     mem = Table(title="Instances and memory fit per die", title_justify="left")
     mem.add_column("")
+    alike: dict[tuple, list] = {}        # identical instances of a fleet share one column
     for inst in plan.instances:
-        mem.add_column(f"{inst.name} ({len(inst.nodes)} node{'s' if len(inst.nodes) > 1 else ''})",
-                       justify="right")
+        alike.setdefault((inst.role, len(inst.nodes), inst.degrees), []).append(inst)
+    shown = [group[0] for group in alike.values()]
+    for group in alike.values():
+        inst, n = group[0], len(group[0].nodes)
+        name = inst.name if len(group) == 1 else f"{group[0].name} .. {group[-1].name}: {len(group)} x"
+        mem.add_column(f"{name} ({n} node{'s' if n > 1 else ''})", justify="right")
     rows = [
         ("world size", lambda i: str(i.world_size)),
         ("tp / dp / pp / cp", lambda i: f"{i.degrees.tp} / {i.degrees.dp} / {i.degrees.pp} / {i.degrees.cp}"),
@@ -109,15 +119,36 @@ def print_plan(plan) -> None:
         (f"max sequences @ {inv.model.max_seq_len}", lambda i: f"{i.memory.max_sequences:,}"),
     ]
     for label, cell in rows:
-        mem.add_row(label, *[cell(i) for i in plan.instances])
+        mem.add_row(label, *[cell(i) for i in shown])
     con.print(mem)
     for note in dict.fromkeys(n for i in plan.instances for n in i.memory.notes):
         con.print(f"  note: {esc(note)}")
-    for inst in plan.instances:
+    for inst in shown:
         if inst.memory.max_sequences < inv.model.max_batch_size:
             con.print(f"[yellow]! {inst.name}: the KV cache holds {inst.memory.max_sequences} sequences of "
                       f"{inv.model.max_seq_len} tokens, fewer than max_batch_size {inv.model.max_batch_size}; "
                       "long requests will queue or be preempted[/]")
+
+
+def _instance_tree(plan):
+    from rich.tree import Tree
+
+    from deployctl.deploy.remote import has_router
+
+    roles = {r: len(plan.role(r)) for r in ("mixed", "prefill", "decode") if plan.role(r)}
+    head = " + ".join(f"{n} {r}" for r, n in roles.items())
+    front = f"router {plan.router.url} on {plan.router.node}" if plan.router else next(
+        (f"the engine's router on {n.name}" for n in plan.nodes if n.runs_router), "no router")
+    tree = Tree(esc(f"{len(plan.instances)} instances ({head}) on {len(plan.nodes)} servers, {front}"))
+    for inst in plan.instances:
+        d = inst.degrees
+        branch = tree.add(esc(f"{inst.name} ({inst.role}): {len(inst.nodes)} server(s), world {inst.world_size}, "
+                              f"tp {d.tp} dp {d.dp} pp {d.pp} cp {d.cp}, moe_ep {d.moe_ep}"))
+        for name in inst.nodes:
+            n = plan.node(name)
+            tags = ", ".join(t for t, on in (("master", n.is_master), ("router", has_router(plan, name))) if on)
+            branch.add(esc(f"{name} {n.container_ip} ranks {_rank_range(inst, name)}" + (f" ({tags})" if tags else "")))
+    return tree
 
 
 def print_estimate(est) -> None:
@@ -160,8 +191,10 @@ def print_render(plan, out: Path, artifacts) -> None:
     master = plan.nodes[0]
     con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
                   "there"))
-    router = next((n for n in plan.nodes if n.runs_router), None)
+    from deployctl.deploy.remote import has_router, processes
+
+    router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
     if router is not None:
-        start = engines.driver(plan.engine.kind).processes(plan, router).router.start
+        start = processes(plan, router.name).router.start
         con.print(esc(f"  then, when every node runs, start the router: {out / router.name}/{start} on "
                       f"{router.address}"))

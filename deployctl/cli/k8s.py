@@ -127,7 +127,7 @@ def _print_failed(con, operation: str, out, backend) -> None:
 
 
 def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_checks: bool, ready_timeout: int,
-               run_root: Path, break_lock: bool = False) -> None:
+               run_root: Path, break_lock: bool = False, strategy: str = "rolling") -> None:
     """up --target k8s. Prints the changes, the steps, the read back and one result line (or, with --output
     json, {status, run, failure, restored, revision, objects, instances, verification, after_undo, stages});
     exit 0 (successful, nothing to do, dry run, declined) or 1 (failed, canceled, lock held)."""
@@ -139,7 +139,7 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
     if break_lock and not dry_run:
         _confirm_break_lock(inv, inventory, yes, reporter)
     opts = K8sOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_checks, ready_timeout=ready_timeout,
-                      run_root=run_root, inventory_dir=inventory.parent, break_lock=break_lock)
+                      run_root=run_root, inventory_dir=inventory.parent, break_lock=break_lock, strategy=strategy)
     out, backend = run_up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
     if output == "json":
         typer.echo(json.dumps(_result_doc(out, backend), indent=2))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
 import threading
 import time
@@ -171,6 +172,24 @@ def describe_connect_error(exc: BaseException, t: HostTarget, *, timeout: float,
                      f"see where it stops with {_ssh_cmd(t)}")
 
 
+def _nodelay_transport(sock, **kwargs):
+    """A paramiko Transport over ``sock`` with Nagle's algorithm off.
+
+    With it on, a small SSH packet waits while an earlier one is unacknowledged, and the peer delays its
+    ACK (Linux: 40 ms): every request/response step stalls, i.e. the handshake's round trips and each
+    channel's open and exec (the OpenSSH client turns it off for interactive sessions for this reason).
+    Measured on the simulated hosts: connect 70 -> 20 ms, opening a channel 40 -> 0.3 ms, so a command
+    on a connected host 45 -> 6 ms.
+    """
+    import paramiko
+
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (OSError, AttributeError):     # not a TCP socket
+        pass
+    return paramiko.Transport(sock, **kwargs)
+
+
 class SshExecutor:
     """Runs commands over SSH. Thread-safe across hosts; one paramiko client per host."""
 
@@ -213,7 +232,8 @@ class SshExecutor:
         try:
             client.connect(t.address, port=t.port, username=t.user, key_filename=str(key) if key else None,
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
-                           auth_timeout=self.connect_timeout, allow_agent=agent, look_for_keys=agent)
+                           auth_timeout=self.connect_timeout, allow_agent=agent, look_for_keys=agent,
+                           transport_factory=_nodelay_transport)
         except (paramiko.SSHException, OSError, EOFError) as exc:
             client.close()
             raise describe_connect_error(exc, t, timeout=self.connect_timeout, known_hosts=known, keys=keys,
@@ -240,6 +260,11 @@ class SshExecutor:
             chan.settimeout(timeout)
             chan.exec_command(command)
             out, err = bytearray(), bytearray()
+            # sleep until something arrives instead of polling: many hosts' channels are in flight at once
+            # and each wake-up costs CPU under the GIL. The channel's fileno() is a pipe paramiko makes
+            # readable while output is buffered and forever after EOF; after EOF the exit status is awaited.
+            poller = select.poll()
+            poller.register(chan.fileno(), select.POLLIN)
             while True:
                 if chan.recv_ready():
                     out += chan.recv(65536)
@@ -251,14 +276,17 @@ class SshExecutor:
                     while chan.recv_stderr_ready():
                         err += chan.recv_stderr(65536)
                     break
-                elif time.monotonic() - start > timeout:
+                elif (left := timeout - (time.monotonic() - start)) <= 0:
                     chan.close()
                     raise HostError(target.name, "timeout", f"no answer within {timeout:.0f} s "
                                     f"(running {argv[0]})", "the host is overloaded or a tool hangs; "
                                     "raise --timeout if it is just slow")
+                elif chan.eof_received:
+                    chan.status_event.wait(min(left, 0.2))
                 else:
-                    time.sleep(0.005)
+                    poller.poll(min(left, 0.2) * 1000)
             rc = chan.recv_exit_status()
+            chan.close()                  # also closes the pipe behind fileno()
         except HostError:
             raise
         except Exception as exc:  # paramiko raises many kinds when a connection dies mid-command

@@ -41,7 +41,7 @@ from deployctl.errors import ExecutionError
 from deployctl.k8s import history as hist
 from deployctl.k8s.api import KubeTarget
 from deployctl.k8s.diff import InstanceAction, ObjectChange, diff_objects, instance_actions
-from deployctl.k8s.follow import follow, restart_stale
+from deployctl.k8s.follow import follow, instance_docs, restart_stale
 from deployctl.k8s.lease import RENEW_S, LeaseLock
 from deployctl.k8s.nodes import check_nodes
 from deployctl.k8s.render import Release, render_release
@@ -65,6 +65,7 @@ class K8sOptions:
     verify_settle: float = 30.0      # verify re-reads this long while controllers catch up (0: read once)
     gone_timeout: float = 300.0      # down: how long terminating pods may take to go
     lease_renew: float = RENEW_S
+    strategy: str = "rolling"        # several instances of a role: restart them one at a time (recreate: all)
 
 
 # ------------------------------------------------------------------------------------------ pure helpers
@@ -293,8 +294,13 @@ class K8sBackend:
 
     def _roll(self, docs: list[dict], cancel: threading.Event, record_name: str) -> Applied:
         """Restart the stale instances and follow the pods of ``docs`` until ready, failing or canceled."""
-        restart_stale(self.api, self.name, self.reporter, self.opts)
-        prog, failing, canceled = follow(self.api, docs, self.opts, self.reporter, cancel)
+        for batch in restart_stale(self.api, self.name, self.reporter, self.opts):
+            # rolling: the instances restart one at a time; the Service keeps sending to the others' ready pods
+            prog, failing, canceled = follow(self.api, instance_docs(docs, batch), self.opts, self.reporter, cancel)
+            if failing or canceled:
+                break
+        else:
+            prog, failing, canceled = follow(self.api, docs, self.opts, self.reporter, cancel)
         self.run_record.write_json(record_name, {"expected": prog.expected, "ready": prog.ready,
                                              "pods": [p.__dict__ for p in prog.pods], "failing": failing})
         if canceled:

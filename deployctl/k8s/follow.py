@@ -45,15 +45,46 @@ def follow(api, docs: list[dict], opts, reporter,
             return prog, [], True
 
 
-def restart_stale(api, release: str, reporter, opts) -> list[str]:
-    """Delete all pods of every instance with a pod behind its StatefulSet's update revision (OnDelete)."""
+def restart_stale(api, release: str, reporter, opts):
+    """Delete all pods of every instance with a pod behind its StatefulSet's update revision (OnDelete).
+
+    Yields each batch it restarted, for the caller to follow until ready before the next one: with
+    ``opts.strategy`` rolling and every stale instance's role keeping another instance (the Service sends to
+    its ready pods), one instance per batch; else one batch of all of them."""
     deadline = time.monotonic() + 60
     sets = api.statefulsets()
     while not settled(sets) and time.monotonic() < deadline:   # the controller catches up with the upgrade
         time.sleep(min(opts.poll, 1.0))
         sets = api.statefulsets()
-    stale = sorted(stale_instances(sets, api.pods()))
-    for inst in stale:
-        gone = api.delete_pods(f"{RELEASE_LABEL}={release},{INSTANCE_LABEL}={inst}")
-        reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) together (new revision)")
-    return stale
+    stale = sorted(stale_instances(sets, api.pods()), key=_instance_order)
+    roles = Counter(role for _, role in {(_labels(s).get(INSTANCE_LABEL), _role(s)) for s in sets})
+    rolling = getattr(opts, "strategy", "rolling") == "rolling" and stale and all(
+        roles[_role_of(inst, sets)] > 1 for inst in stale)
+    for batch in ([[i] for i in stale] if rolling else [stale] if stale else []):
+        for inst in batch:
+            gone = api.delete_pods(f"{RELEASE_LABEL}={release},{INSTANCE_LABEL}={inst}")
+            how = "one instance at a time" if rolling else "all its pods together"
+            reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) ({how}, new revision)")
+        yield batch
+
+
+def _instance_order(name: str):
+    base, _, n = name.rpartition("-")
+    return (base, int(n)) if n.isdigit() else (name, -1)
+
+
+def _labels(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _role(sts: dict) -> str:
+    return _labels(sts).get("deployctl.io/role", "")
+
+
+def _role_of(instance: str, sets: list[dict]) -> str:
+    return next((_role(s) for s in sets if _labels(s).get(INSTANCE_LABEL) == instance), "")
+
+
+def instance_docs(docs: list[dict], instances: list[str]) -> list[dict]:
+    """The rendered workloads of these instances (to follow their pods only)."""
+    return [d for d in docs if d.get("kind") != "StatefulSet" or _labels(d).get(INSTANCE_LABEL) in instances]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,7 +37,7 @@ def _clock_offset(executor: Executor, target: HostTarget, timeout: float) -> flo
 
 
 def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeout: float,
-               progress: Progress | None = None, measure_clock: bool = True, parallel: bool = False) -> HostRun:
+               progress: Progress | None = None, measure_clock: bool = True, parallel: bool | int = False) -> HostRun:
     run = HostRun(target)
     start = time.monotonic()
     try:
@@ -62,7 +62,7 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
 
 def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
             timeout: float, workers: int = 32, progress: Progress | None = None,
-            measure_clock: bool = True, parallel: bool = False) -> dict[str, HostRun]:
+            measure_clock: bool = True, parallel: bool | int = False) -> dict[str, HostRun]:
     """Probe all hosts at once (at most ``workers`` in flight); results keep the targets' order.
 
     A host that cannot be reached, authenticated or that times out becomes a HostRun with ``error``;
@@ -74,3 +74,42 @@ def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callabl
         futures = [pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, measure_clock,
                                parallel) for t in targets]
         return {t.name: f.result() for t, f in zip(targets, futures)}
+
+
+# what a first-stage result lets run next: (host, commands) pairs, for that host or for others
+FollowUps = Callable[[HostRun], list[tuple[HostTarget, Commands]]]
+
+
+def fan_out_pipelined(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
+                      follow_ups: FollowUps, timeout: float, workers: int = 32, progress: Progress | None = None,
+                      follow_progress: Progress | None = None, parallel: bool | int = False,
+                      follow_parallel: bool | int = True) -> tuple[dict[str, HostRun], dict[str, HostRun]]:
+    """Two stages without a barrier between them: every host's first stage (clock + ``commands_for``),
+    and second-stage batches (no clock) that start as soon as ``follow_ups`` says they can.
+
+    ``follow_ups`` is called in this thread with each first-stage HostRun as it comes back (in completion
+    order) and returns the second-stage batches that became runnable. One pool of ``workers`` threads
+    runs both stages (first-stage batches are queued first). Returns (first, second) runs, each in the
+    targets' order; the second holds only the hosts that got a second stage.
+    """
+    if not targets:
+        return {}, {}
+    first: dict[str, HostRun] = {}
+    second: dict[str, HostRun] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+        pending: dict[Future, bool] = {   # future -> is it a first stage
+            pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, True, parallel): True
+            for t in targets}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                run = future.result()
+                if not pending.pop(future):
+                    second[run.target.name] = run
+                    continue
+                first[run.target.name] = run
+                for target, commands in follow_ups(run):
+                    pending[pool.submit(probe_host, executor, target, commands, timeout, follow_progress, False,
+                                        follow_parallel)] = False
+    order = [t.name for t in targets]
+    return {n: first[n] for n in order}, {n: second[n] for n in order if n in second}

@@ -133,26 +133,52 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         clock_offset_s=clock_offset, probe_errors=errors, seconds=round(seconds, 3))
 
 
+def device_ips(f: HostFacts) -> list[tuple[int, str]]:
+    """(phy_id, ip) of a reachable host's devices that have an IP, sorted; [] otherwise: what phase 2 pings."""
+    return sorted((d.phy_id, d.ip.ip) for d in f.devices.values() if d.ip) if f.reachable else []
+
+
+def host_ping_checks(name: str, order: list[str], ips: dict[str, list[tuple[int, str]]],
+                     sample: int) -> list[tuple[int, str, int, str]] | None:
+    """Phase 2 for one host, from the phase-1 facts known so far: its entry of ``ping_plan`` over all hosts,
+    or None while that still depends on a host not probed yet.
+
+    ``order``: every host, in inventory order; ``ips``: ``device_ips`` of each host probed so far
+    (``name`` among them). A host pings the next ``sample`` hosts after it (in ``order``, wrapping) that
+    are reachable and have device IPs, so it needs the facts of the hosts up to the last of those, not of
+    the whole cluster: its pings can start while other hosts are still being probed, and they are the
+    same pings.
+    """
+    local = ips[name]
+    if not local:
+        return []
+    i = order.index(name)
+    peers: list[tuple[str, list[tuple[int, str]]]] = []
+    for k in range(1, len(order)):
+        if len(peers) >= sample:
+            break
+        peer = order[(i + k) % len(order)]
+        if peer not in ips:
+            return None
+        if ips[peer]:
+            peers.append((peer, ips[peer]))
+    checks = []
+    for k, (peer, peer_ips) in enumerate(peers):
+        dev, _ = local[k % len(local)]
+        peer_dev, peer_ip = peer_ips[k % len(peer_ips)]
+        checks.append((dev, peer, peer_dev, peer_ip))
+    return checks
+
+
 def ping_plan(facts: dict[str, HostFacts], sample: int) -> dict[str, list[tuple[int, str, int, str]]]:
     """Phase 2: which peer device IPs each host pings, as (device, peer, peer_device, peer_ip).
 
-    Every host pings up to ``sample`` peers (all of them in small clusters), rotating by its own
-    position so that at scale every host is still pinged by someone; local devices take turns.
+    Every host with device IPs pings up to ``sample`` peers (all of them in small clusters), rotating by
+    its own position so that at scale every host is still pinged by someone; local devices take turns.
     """
-    with_ips = {name: sorted((d.phy_id, d.ip.ip) for d in f.devices.values() if d.ip)
-                for name, f in facts.items() if f.reachable}
-    names = [n for n in facts if with_ips.get(n)]
-    plan: dict[str, list[tuple[int, str, int, str]]] = {}
-    for i, name in enumerate(names):
-        peers = [names[(i + k) % len(names)] for k in range(1, len(names))][:sample]
-        local = with_ips[name]
-        checks = []
-        for k, peer in enumerate(peers):
-            dev, _ = local[k % len(local)]
-            peer_dev, peer_ip = with_ips[peer][k % len(with_ips[peer])]
-            checks.append((dev, peer, peer_dev, peer_ip))
-        plan[name] = checks
-    return plan
+    order = list(facts)
+    ips = {name: device_ips(f) for name, f in facts.items()}
+    return {name: host_ping_checks(name, order, ips, sample) for name in order if ips[name]}
 
 
 def ping_commands(checks: list[tuple[int, str, int, str]]) -> list[tuple[str, list[str]]]:

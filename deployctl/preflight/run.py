@@ -12,7 +12,8 @@ from deployctl.executors.base import Executor, HostTarget
 from deployctl.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.models.inventory import Inventory
 from deployctl.preflight import probes
-from deployctl.preflight.fanout import Progress, fan_out
+from deployctl.preflight.batch import PROBE_CONCURRENCY
+from deployctl.preflight.fanout import HostRun, Progress, fan_out_pipelined
 from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
 
 
@@ -57,28 +58,49 @@ class PreflightResult:
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
                   workers: int = 32, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
-    """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions."""
+    """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
+
+    Phase 1 probes each host (at most PROBE_CONCURRENCY probes at once per host); phase 2 has each host
+    ping a sample of its peers' device IPs over the NPU network. A host's pings start as soon as the
+    facts they need are in (its own and those of the peers it pings, probes.host_ping_checks), not after
+    the slowest host's phase 1; they are the pings probes.ping_plan picks from all the facts.
+    """
     hw = inv.cluster.hardware
     targets = ssh_targets(inv, base_dir)
     commands = probes.host_commands(hw, inv.engine.image, inv.model.weights_path)
-    runs = fan_out(executor, targets, lambda t: commands, timeout, workers, progress)
+    order = [t.name for t in targets]
+    by_name = {t.name: t for t in targets}
     facts: dict[str, HostFacts] = {}
-    for name, run in runs.items():
+    ips: dict[str, list] = {}             # device IPs of the hosts probed so far
+    plan: dict[str, list] = {}
+
+    def host_facts(run: HostRun) -> HostFacts:
         if run.error is not None:
-            facts[name] = HostFacts(name=name, address=run.target.address, error_kind=run.error.kind,
-                                    error=run.error.message, error_hint=run.error.hint,
-                                    seconds=round(run.seconds, 3))
-        else:
-            facts[name] = probes.assemble(run.target, hw, run.outputs, run.clock_offset_s, run.seconds)
-    # phase 2: every host pings a sample of its peers' device IPs over the NPU network
-    plan = probes.ping_plan(facts, ping_sample)
-    ping_targets = [t for t in targets if plan.get(t.name)]
+            return HostFacts(name=run.target.name, address=run.target.address, error_kind=run.error.kind,
+                             error=run.error.message, error_hint=run.error.hint, seconds=round(run.seconds, 3))
+        return probes.assemble(run.target, hw, run.outputs, run.clock_offset_s, run.seconds)
+
+    def pings_now(run: HostRun) -> list[tuple[HostTarget, list]]:
+        """Record a host's facts; start the pings of every host whose peers are now known."""
+        facts[run.target.name] = host_facts(run)
+        ips[run.target.name] = probes.device_ips(facts[run.target.name])
+        ready = []
+        for name in order:
+            if name in ips and name not in plan:
+                checks = probes.host_ping_checks(name, order, ips, ping_sample)
+                if checks is not None:
+                    plan[name] = checks
+                    if checks:
+                        ready.append((by_name[name], probes.ping_commands(checks)))
+        return ready
+
     def ping_progress(host: str, what: str) -> None:
         if progress:
             progress(host, f"peer pings: {what}")
 
-    pings = fan_out(executor, ping_targets, lambda t: probes.ping_commands(plan[t.name]), timeout, workers,
-                    ping_progress, measure_clock=False, parallel=True)
+    _, pings = fan_out_pipelined(executor, targets, lambda t: commands, pings_now, timeout, workers, progress,
+                                 ping_progress, parallel=PROBE_CONCURRENCY, follow_parallel=True)
+    facts = {name: facts[name] for name in order}
     for name, run in pings.items():
         if run.error is None:
             facts[name] = facts[name].model_copy(
