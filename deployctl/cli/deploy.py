@@ -164,6 +164,11 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
                "restored": [u["unit"] for u in restored if u["ok"] and u["intended"].startswith("restore: revision")],
                "restore": restored, "stages": [{"stage": n, "seconds": s} for n, s in out.stages],
                "changes": out.changes.model_dump() if out.changes is not None else None}
+        if operation != "down" and out.status in ("successful", "nothing-to-do"):
+            from deployctl.deploy.remote import entry_url
+            from deployctl.planning.plan import plan_layout
+
+            doc["url"] = entry_url(plan_layout(inv))    # where clients go: the router of a fleet
         typer.echo(json.dumps(doc, indent=2))
         return
     from deployctl.deploy.remote import entry_url

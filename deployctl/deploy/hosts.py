@@ -169,7 +169,8 @@ class HostsBackend:
                 steps = " -> ".join("+".join(b) for b in self.rollout.batches)
                 self.reporter.step(f"rolling update, {self.opts.max_unavailable} instance(s) at a time: {steps}")
                 return roll(self, self.rollout, desired, changes, observed, cancel)
-            if len(moving_instances(self.plan, changes)) > 1 and len(self.plan.instances) > 1:
+            running = any(h.action == "restart" for h in changes.hosts)     # a first start has nothing to roll
+            if running and len(moving_instances(self.plan, changes)) > 1 and len(self.plan.instances) > 1:
                 self.reporter.step(f"all changed instances at once: {why}")
         return run_up(self, desired, changes, observed, cancel)
 
@@ -179,7 +180,7 @@ class HostsBackend:
 
         return control_for(self.plan, Remote(self.executor, {t.name: t for t in self.targets}, self.opts.ssh_timeout))
 
-    def verify_nodes(self, desired: Desired, nodes: list[str]) -> Verification:
+    def read_back(self, desired: Desired, nodes: list[str]) -> Verification:
         """Read back what ``nodes`` run (revision, environment, health) against the intent (a rollout's batch)."""
         targets = [t for t in self.targets if t.name in nodes]
         states = read_deployed(self.plan, targets, self.executor, self.cdir, health=True, timeout=self.opts.ssh_timeout)

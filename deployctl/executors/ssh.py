@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket
 import threading
 import time
@@ -260,11 +259,12 @@ class SshExecutor:
             chan.settimeout(timeout)
             chan.exec_command(command)
             out, err = bytearray(), bytearray()
-            # sleep until something arrives instead of polling: many hosts' channels are in flight at once
-            # and each wake-up costs CPU under the GIL. The channel's fileno() is a pipe paramiko makes
-            # readable while output is buffered and forever after EOF; after EOF the exit status is awaited.
-            poller = select.poll()
-            poller.register(chan.fileno(), select.POLLIN)
+            # sleep until something arrives instead of polling every few ms: many hosts' channels are in
+            # flight at once and each wake-up costs CPU under the GIL. paramiko sets `ready` when output is
+            # buffered (and for good at EOF; after EOF the exit status is awaited instead).
+            ready = threading.Event()
+            chan.in_buffer.set_event(ready)
+            chan.in_stderr_buffer.set_event(ready)
             while True:
                 if chan.recv_ready():
                     out += chan.recv(65536)
@@ -284,9 +284,9 @@ class SshExecutor:
                 elif chan.eof_received:
                     chan.status_event.wait(min(left, 0.2))
                 else:
-                    poller.poll(min(left, 0.2) * 1000)
+                    ready.wait(min(left, 0.2))
+                    ready.clear()         # the checks above run again: a wake-up cannot be lost
             rc = chan.recv_exit_status()
-            chan.close()                  # also closes the pipe behind fileno()
         except HostError:
             raise
         except Exception as exc:  # paramiko raises many kinds when a connection dies mid-command

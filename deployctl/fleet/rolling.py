@@ -96,7 +96,7 @@ def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: thr
         applied = run_up(b, desired, changes, observed, cancel, only=set(nodes))
         if not applied.ok:
             return applied
-        check = b.verify_nodes(desired, nodes)
+        check = b.read_back(desired, nodes)
         if not check.ok:
             return Applied(False, f"{names} after its restart: {check.summary()}")
         for i in batch:

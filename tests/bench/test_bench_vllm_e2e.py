@@ -17,16 +17,22 @@ A, B, C, D = 300.0, 0.5, 20.0, 4.0
 TIMING = {"ttft_ms": A, "ttft_per_token_ms": B, "tpot_ms": C, "tpot_per_request_ms": D}
 
 
+# 0.18: the proxy streams text/event-stream (from 0.16); 0.13's labels its SSE lines application/json and AIPerf
+# then reads no token (aiperf/transports/aiohttp_client.py L176-178; docs/troubleshooting.md "bench")
+IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0-a3"
+
+
 @pytest.fixture(scope="module")
 def pd(tmp_path_factory):
     require_fake_cluster_support()
     specs = default_cluster(2, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
-                            engine_timing=TIMING)
+                            engine_timing=TIMING, images=(IMAGE,))
     specs = [specs[0].replace(name="p1"), specs[1].replace(name="d1")]
     fc = FakeCluster(specs, tmp_path_factory.mktemp("fakecluster-bench-pd")).start()
     try:
         work = tmp_path_factory.mktemp("bench-pd")
         doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
+        doc["engine"]["image"] = IMAGE
         doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
         doc["nodes"] = [{"name": n.name, "address": n.ip} for n in fc.nodes]
         inv = work / "inv.yaml"

@@ -138,6 +138,7 @@ def test_rolling_update_of_three_replicas_drops_no_request(fake_cluster_factory,
     res, first = up(inv, runs)
     assert res.returncode == 0, res.stdout + res.stderr
     router = f"http://{fc.node('node1').ip}:8080"
+    assert first["url"] == router                              # up names the router, not an instance
     st = json.loads(run_cli("status", "-i", str(inv), "--output", "json").stdout)
     assert [(i["instance"], i["state"], i["router"]) for i in st["instances"]] == [
         ("mixed-0", "serving", "UP"), ("mixed-1", "serving", "UP"), ("mixed-2", "serving", "UP")]

@@ -1,4 +1,4 @@
-"""xPyD end to end on simulated A3 hosts: vLLM-Ascend 0.13 with one prefill instance (p1) and two decode instances
+"""xPyD end to end on simulated A3 hosts: vLLM-Ascend 0.18 with one prefill instance (p1) and two decode instances
 (d1, d2) behind the P/D proxy on p1 (every P and D endpoint in its argv). A decode-only change (layout.decode.env)
 rolls the two decode instances one at a time through the proxy's own API (/instances/remove, wait for the
 engine's vllm:num_requests_running to reach 0, restart, verify, /instances/add) while a steady load runs
@@ -16,11 +16,14 @@ from fakecluster import default_cluster
 from test_fleet_e2e import Load
 
 TIMING = {"ttft_ms": 40, "tpot_ms": 15}
+# 0.18: its proxy removes servers safely (0.13's does not: support.yaml proxy_instances_api)
+IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0-a3"
 
 
 def inventory(fc, path: Path, decode_env: dict | None = None) -> Path:
     doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
     doc["cluster"]["name"] = "qwen3-xpyd"
+    doc["engine"]["image"] = IMAGE
     doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
     doc["nodes"] = [{"name": n.name, "address": n.ip, "interface": "eth0"} for n in fc.nodes]
     doc["layout"] = {"preset": "pd-split", "prefill": {"nodes": ["p1"]},
@@ -41,7 +44,7 @@ def started_at(fc, node: str, name: str) -> str:
 
 def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(fake_cluster_factory, tmp_path):
     specs = default_cluster(3, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
-                            engine_timing=TIMING)
+                            engine_timing=TIMING, images=(IMAGE,))
     fc = fake_cluster_factory([s.replace(name=n) for s, n in zip(specs, ("p1", "d1", "d2"))])
     runs = tmp_path / "runs"
     inv = inventory(fc, tmp_path / "inv.yaml")

@@ -72,7 +72,7 @@ def free_range(n: int, avoid=()) -> int:
     raise RuntimeError("no free port range")
 
 
-def stream(port: int, words: int, max_tokens: int, model: str = "m", **extra) -> dict:
+def stream(port: int, words: int, max_tokens: int, model: str = "m", sse_media: bool = True, **extra) -> dict:
     """One streamed chat completion: TTFT (first content), mean gap between content chunks, text, usage."""
     body = {"model": model, "messages": [{"role": "user", "content": " ".join(["word"] * words)}],
             "max_tokens": max_tokens, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
@@ -82,7 +82,9 @@ def stream(port: int, words: int, max_tokens: int, model: str = "m", **extra) ->
     t0 = time.perf_counter()
     times, text, usage, done = [], [], None, False
     with urllib.request.urlopen(req, timeout=60) as resp:
-        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        # vLLM's server streams text/event-stream; the P/D proxy before 0.16 sends the same SSE lines as
+        # application/json (FastAPI StreamingResponse without media_type; fake_bin/vllm.py PROXY_SSE_MEDIA)
+        assert resp.headers["Content-Type"].startswith("text/event-stream" if sse_media else "application/json")
         for raw in resp:
             line = raw.decode().strip()
             if line == "data: [DONE]":
@@ -250,7 +252,7 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
         deadline = time.monotonic() + 20
         while True:
             try:
-                got = stream(ports["proxy"], 400, 16)
+                got = stream(ports["proxy"], 400, 16, sse_media=False)
                 break
             except OSError:
                 if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
@@ -259,7 +261,7 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
                     pytest.fail("the stand-ins did not serve: " + "\n".join(p.communicate(timeout=15)[0]
                                                                             for p in procs))
                 time.sleep(0.3)
-        got = stream(ports["proxy"], 400, 16)
+        got = stream(ports["proxy"], 400, 16, sse_media=False)
         assert got["done"] and len(got["text"].split()) == 16 and "kv_consumer" in got["text"]
         assert near(got["ttft_ms"], expected_ttft(404)), got            # prefilled once, on P
         assert near(got["tpot_ms"], expected_tpot(1)), got

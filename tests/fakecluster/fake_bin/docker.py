@@ -26,7 +26,10 @@ mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stan
 repository is `.../vllm-ascend` (any tag) is a vLLM-Ascend image instead: /usr/local/bin/vllm runs
 fake_bin/vllm.py, /vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/
 load_balance_proxy_server_example.py is its stand-in proxy, the CANN set_env.sh files and Mooncake's directory
-exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables.
+exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables. An image whose repository is `haproxy` (`haproxy:TAG`,
+`library/haproxy`, `<registry>/.../haproxy`) is the official HAProxy image (make_haproxy_layer): this machine's
+/usr/sbin/haproxy as /usr/local/sbin/haproxy, the image's ENTRYPOINT docker-entrypoint.sh, CMD, USER haproxy (99) and
+STOPSIGNAL SIGUSR1 (image_config: the run defaults of every image, merged into `docker run` as the daemon does).
 
   docker run [-d] [--name N] [--net=host] [--ipc=host] [--shm-size S] [--privileged] [--device D]...
              [-v SRC:DST[:ro]]... [--mount type=bind,source=S,target=T[,readonly]] [--env-file F]...
@@ -34,7 +37,8 @@ exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables.
              [-l K=V]... [-u/--user NAME|UID[:GROUP|GID]] IMAGE [CMD...]
   (--user: the command runs as that uid/gid, names looked up in the container's /etc/passwd and /etc/group)
   docker create ... (same flags, not started)     docker start|restart NAME...
-  docker stop [-t S] NAME...                      SIGTERM to the container's process group, SIGKILL after S
+  docker stop [-t S] [-s SIG] NAME...             the image's STOPSIGNAL (else SIGTERM) to the container's process
+                                                  group, SIGKILL after S
   docker kill [-s SIG] NAME...                    docker rm [-f] NAME...       docker wait NAME...
   docker ps [-a] [-q] [--no-trunc] [--filter name=X|status=S|id=I|ancestor=IMG] [--format FMT]
   docker inspect / docker container inspect NAME... [-f FMT]
@@ -104,9 +108,41 @@ def image_id(ref):
     return "sha256:" + hashlib.sha256(normalize(ref).encode()).hexdigest()
 
 
+# The official HAProxy image (Docker Hub `haproxy`, docker-library/haproxy 2.6/Dockerfile @ec437dd, the last lines:
+# STOPSIGNAL SIGUSR1, ENTRYPOINT ["docker-entrypoint.sh"], USER haproxy (uid/gid 99, home /var/lib/haproxy, made by
+# groupadd/useradd at the top), CMD ["haproxy", "-f", "/usr/local/etc/haproxy/haproxy.cfg"]; `make install-bin` puts
+# the binary at /usr/local/sbin/haproxy). The fake image runs this machine's Debian HAProxy (/usr/sbin/haproxy from
+# the node's /usr; `apt-get install haproxy`) through a /usr/local/sbin/haproxy symlink.
+HAPROXY_REPO = re.compile(r"(^|/)haproxy$")
+HAPROXY_BIN = "/usr/sbin/haproxy"
+HAPROXY_CFG = "/usr/local/etc/haproxy/haproxy.cfg"
+HAPROXY_UID = 99
+
+
+def is_haproxy_image(ref):
+    return bool(HAPROXY_REPO.search(split_ref(normalize(ref))[0]))
+
+
+def image_config(ref):
+    """The image's run defaults (docker's Config fields): Env, Entrypoint, Cmd, User, WorkingDir, StopSignal.
+    MindIE and vLLM-Ascend images: bash, root, SIGTERM; HAProxy: the official image's (see HAPROXY_REPO)."""
+    if is_haproxy_image(ref):
+        tag = split_ref(normalize(ref))[1]
+        env = [IMAGE_ENV[0]] + (["HAPROXY_VERSION=%s" % tag] if re.fullmatch(r"\d+\.\d+\.\d+", tag) else [])
+        return {"Env": env, "Entrypoint": ["docker-entrypoint.sh"], "Cmd": ["haproxy", "-f", HAPROXY_CFG],
+                "User": "haproxy", "WorkingDir": "", "StopSignal": "SIGUSR1"}
+    return {"Env": list(IMAGE_ENV), "Entrypoint": None, "Cmd": list(IMAGE_CMD), "User": "", "WorkingDir": "/",
+            "StopSignal": None}
+
+
 def image_obj(ref):
     iid = image_id(ref)
     name, _ = split_ref(ref)
+    icfg = image_config(ref)
+    config = {"Env": list(IMAGE_ENV[:1]), "Cmd": list(IMAGE_CMD), "WorkingDir": "/", "Labels": None}
+    if is_haproxy_image(ref):
+        config = {"User": icfg["User"], "Env": icfg["Env"], "Cmd": icfg["Cmd"], "WorkingDir": "",
+                  "Entrypoint": icfg["Entrypoint"], "Labels": None, "StopSignal": icfg["StopSignal"]}
     return {
         "Id": iid,
         "RepoTags": [normalize(ref)],
@@ -116,8 +152,7 @@ def image_obj(ref):
         "Created": "2025-09-30T08:00:00.000000000Z",
         "DockerVersion": "",
         "Author": "",
-        "Config": {"Env": list(IMAGE_ENV[:1]),
-                   "Cmd": list(IMAGE_CMD), "WorkingDir": "/", "Labels": None},
+        "Config": config,
         "Architecture": "arm64",
         "Os": "linux",
         "Size": 21474836480,
@@ -518,7 +553,8 @@ def container_obj(c):
                    "AttachStdout": not cfg["Detach"], "AttachStderr": not cfg["Detach"], "Tty": cfg["Tty"],
                    "OpenStdin": cfg["Interactive"], "StdinOnce": False, "Env": cfg["Env"], "Cmd": cmd,
                    "Image": cfg["Image"], "Volumes": None, "WorkingDir": cfg["WorkingDir"],
-                   "Entrypoint": cfg["Entrypoint"] or None, "OnBuild": None, "Labels": cfg["Labels"]},
+                   "Entrypoint": cfg["Entrypoint"] or None, "OnBuild": None, "Labels": cfg["Labels"],
+                   **({"StopSignal": cfg["StopSignal"]} if cfg.get("StopSignal") else {})},
         "NetworkSettings": {"Networks": {cfg["NetworkMode"]: {"IPAddress": "", "Gateway": ""}}},
     }
 
@@ -838,22 +874,30 @@ def cmd_create(st, args, cmd="create"):
             shutil.rmtree(d, ignore_errors=True)
             raise CliError(125, "docker: Error response from daemon: invalid mount config for type \"bind\": "
                                 "bind source path does not exist: %s.\nSee 'docker %s --help'." % (m["Source"], cmd))
-    entrypoint = [opts["entrypoint"]] if opts.get("entrypoint") else []
-    if entrypoint:
+    # docker's merge of the run config with the image's (daemon/create.go merge): --entrypoint X replaces the
+    # image's entrypoint and drops its Cmd; --entrypoint "" clears the entrypoint; no command: the image's Cmd
+    icfg = image_config(img)
+    if "entrypoint" in opts:
+        entrypoint = [opts["entrypoint"]] if opts["entrypoint"] else []
+    else:
+        entrypoint = list(icfg["Entrypoint"] or [])
+    if entrypoint and "entrypoint" in opts:
         cmdline = command
     else:
-        cmdline = command or list(IMAGE_CMD)
+        cmdline = command or list(icfg["Cmd"] or [])
+    if "user" not in opts:
+        user = icfg["User"]
     cfg = {
         "Id": cid, "Name": name, "Image": image, "ImageRef": img, "CreatedTs": time.time(),
         "Args": ["docker", cmd] + list(args), "Cmd": cmdline, "Entrypoint": entrypoint,
-        "Env": merge_env(IMAGE_ENV + env),
+        "Env": merge_env(icfg["Env"] + env),
         "WorkingDir": opts.get("workdir", ""), "Mounts": mounts,
         "MountMap": {m["Destination"]: m["Source"] for m in mounts},
         "Devices": devices, "NetworkMode": "host" if network == "host" else network, "IpcMode": ipc,
         "ShmSize": shm, "Privileged": bool(opts.get("privileged")), "AutoRemove": bool(opts.get("rm")),
         "Restart": restart, "Detach": bool(opts.get("detach")), "Tty": bool(opts.get("tty")),
         "Interactive": bool(opts.get("interactive")), "Hostname": opts.get("hostname") or os.uname().nodename,
-        "Labels": labels, "MindieVersion": image_version(img), "User": user,
+        "Labels": labels, "MindieVersion": image_version(img), "User": user, "StopSignal": icfg["StopSignal"],
     }
     write_json(os.path.join(d, "config.json"), cfg)
     write_json(os.path.join(d, "state.json"), {"Status": "created", "ExitCode": 0})
@@ -944,15 +988,28 @@ def cmd_start(st, args):
     return (1 if failed else 0), out, err
 
 
+# Signals the whole container gets (the fake has no pid namespace whose end would take the other processes along);
+# any other signal reaches the container's main process only, as docker's kill/stop does (PID 1): a HAProxy master
+# gets its SIGUSR1 (the image's STOPSIGNAL) or SIGHUP/SIGUSR2 (reload) once and passes it on to its workers itself.
+GROUP_SIGNALS = (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGQUIT)
+
+
 def signal_group(c, sig):
     pid = c["state"].get("Pid")
     if not pid or not alive(pid, c["state"].get("PidStart")):
         return False
-    for target in (lambda: os.killpg(pid, sig), lambda: os.kill(pid, sig)):
-        try:
-            target()
-        except (ProcessLookupError, PermissionError):
-            pass
+    try:
+        if sig in GROUP_SIGNALS:
+            os.killpg(pid, sig)         # the container's process group (its main process leads it)
+        else:
+            os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
     return True
 
 
@@ -978,9 +1035,25 @@ def stop_container(c, timeout, sig=signal.SIGTERM):
     return c
 
 
+def parse_signal(name):
+    """`KILL`, `SIGUSR1`, `10` -> the signal number, or None."""
+    name = str(name).upper()
+    if name.isdigit():
+        return int(name)
+    sig = getattr(signal, name if name.startswith("SIG") else "SIG" + name, None)
+    return int(sig) if isinstance(sig, int) else None
+
+
+def stop_signal(c, override=None):
+    """What `docker stop` sends: --signal, else the container's StopSignal (the image's STOPSIGNAL), else SIGTERM."""
+    return parse_signal(override or c["config"].get("StopSignal") or "SIGTERM") or signal.SIGTERM
+
+
 def cmd_stop(st, args, restart=False):
     t = pop_opt(args, "-t", "--time", "--timeout")
-    pop_opt(args, "-s", "--signal")
+    sig_opt = pop_opt(args, "-s", "--signal")
+    if sig_opt is not None and parse_signal(sig_opt) is None:
+        return 1, "", "Error response from daemon: Invalid signal: %s\n" % sig_opt
     try:
         timeout = 10.0 if t is None else float(t)
     except ValueError:
@@ -996,7 +1069,7 @@ def cmd_stop(st, args, restart=False):
             err += no_such(ref) + "\n"
             rc = 1
             continue
-        stop_container(c, timeout)
+        stop_container(c, timeout, stop_signal(c, sig_opt))
         if restart:
             r, msg = start_container(st, c["name"])
             if r:
@@ -1008,12 +1081,9 @@ def cmd_stop(st, args, restart=False):
 
 
 def cmd_kill(st, args):
-    sig_name = pop_opt(args, "-s", "--signal") or "KILL"
-    sig_name = sig_name.upper()
-    try:
-        sig = int(sig_name) if sig_name.isdigit() else getattr(signal, sig_name if sig_name.startswith("SIG")
-                                                                 else "SIG" + sig_name)
-    except AttributeError:
+    sig_name = (pop_opt(args, "-s", "--signal") or "KILL").upper()
+    sig = parse_signal(sig_name)
+    if sig is None:
         return 1, "", "Error response from daemon: Invalid signal: %s\n" % sig_name
     out, err, rc = "", "", 0
     for ref in [a for a in args if not a.startswith("-")]:
@@ -1395,11 +1465,66 @@ def make_vllm_layer(cfg, d):
                 "sys.exit(fake_vllm.proxy_main(sys.argv[1:]))\n")
 
 
+# What the official image's docker-entrypoint.sh does (docker-library/haproxy docker-entrypoint.sh @ec437dd): a first
+# argument that is an option means "haproxy <options>"; `haproxy ...` becomes `haproxy -W -db ...` (master-worker,
+# foreground). Written here in our own words.
+HAPROXY_ENTRYPOINT = """#!/bin/sh
+# fake HAProxy image (tests/fakecluster/fake_bin/docker.py make_haproxy_layer): the official entrypoint's rules
+set -e
+case "$1" in -*) set -- haproxy "$@" ;; esac
+if [ "$1" = haproxy ]; then
+    shift
+    set -- haproxy -W -db "$@"
+fi
+exec "$@"
+"""
+HAPROXY_MISSING = """#!/bin/sh
+echo "[ALERT] fake cluster: the HAProxy image runs this machine's HAProxy (%s), which is not installed:" \
+     "apt-get install -y haproxy" >&2
+exit 127
+""" % HAPROXY_BIN
+
+
+def make_haproxy_layer(cfg, d):
+    """The official HAProxy image (HAPROXY_REPO): /usr/local/sbin/haproxy (-> this machine's /usr/sbin/haproxy),
+    /usr/local/bin/docker-entrypoint.sh, /usr/local/etc/haproxy/, the haproxy user (99:99) in /etc/passwd and
+    /etc/group, /var/lib/haproxy owned by it. Nothing else: no MindIE, no CANN."""
+    ul = os.path.join(d, "usr_local")
+    for sub in ("bin", "sbin", "lib", "include", "share", "etc/haproxy/errors"):
+        os.makedirs(os.path.join(ul, sub), exist_ok=True)
+    binary = os.path.join(ul, "sbin", "haproxy")
+    if os.path.exists(HAPROXY_BIN):
+        os.symlink(HAPROXY_BIN, binary)
+    else:
+        with open(binary, "w") as f:
+            f.write(HAPROXY_MISSING)
+        os.chmod(binary, 0o755)
+    entry = os.path.join(ul, "bin", "docker-entrypoint.sh")
+    with open(entry, "w") as f:
+        f.write(HAPROXY_ENTRYPOINT)
+    os.chmod(entry, 0o755)
+    root = os.path.join(d, "rootfs")
+    os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+    # debian:*-slim's accounts + what the Dockerfile's groupadd/useradd add
+    with open(os.path.join(root, "etc", "passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+                "haproxy:x:%d:%d::/var/lib/haproxy:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:"
+                "/usr/sbin/nologin\n" % (HAPROXY_UID, HAPROXY_UID))
+    with open(os.path.join(root, "etc", "group"), "w") as f:
+        f.write("root:x:0:\ndaemon:x:1:\nhaproxy:x:%d:\nnogroup:x:65534:\n" % HAPROXY_UID)
+    home = os.path.join(root, "var", "lib", "haproxy")
+    os.makedirs(home, exist_ok=True)
+    os.chown(home, HAPROXY_UID, HAPROXY_UID)
+
+
 def make_image_layer(cfg, d):
     """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh, or
-    vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image."""
+    vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image, or HAProxy (make_haproxy_layer) for
+    `haproxy:TAG`."""
     if is_vllm_image(cfg.get("ImageRef") or cfg["Image"]):
         return make_vllm_layer(cfg, d)
+    if is_haproxy_image(cfg.get("ImageRef") or cfg["Image"]):
+        return make_haproxy_layer(cfg, d)
     ul = os.path.join(d, "usr_local")
     ver = cfg.get("MindieVersion", "2.2.RC1")
     svc = os.path.join(ul, "Ascend", "mindie", ver, "mindie-service")

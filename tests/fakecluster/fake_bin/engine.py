@@ -22,8 +22,10 @@ RANK_TABLE_FILE with MindIE's own checks (ranktable_config.cpp: mode <= 640, str
 Then it binds its ports (managementPort + metricsPort on the management IP; on the instance master also
 `port`, and interCommPort in dmi mode; the master's rendezvous port multiNodesInferPort), joins the
 rendezvous (the server holding rank_id "0" waits for every other server of the table; the others connect
-to it), logs `Daemon start success!` and serves until SIGTERM. Settings `engine.timing` (node spec engine_timing)
-paces the answers (openai_fake.Timing); MindIE-MS's coordinator marks its decode request as prefilled.
+to it), logs `Daemon start success!` and serves until SIGTERM. Monitoring: GET /metrics on the metrics port with
+MIES_SERVICE_MONITOR_MODE=1, GET /metrics-json on the management port (see MONITOR_HELP). Settings `engine.timing`
+(node spec engine_timing) paces the answers (openai_fake.Timing); MindIE-MS's coordinator marks its decode request
+as prefilled.
 """
 
 import hashlib
@@ -509,6 +511,60 @@ def bind_http(ip, port, handler, what, role):
     return srv
 
 
+# MindIE Server's monitoring (MindIE-LLM @8b4871a, src/server/endpoint/http_wrapper/): GET /metrics on the metrics
+# server (InitializeMetricsResource, http_handler.cpp L1963-1971; listening on managementIpAddress:metricsPort,
+# http_server.cpp L284) answers only when MIES_SERVICE_MONITOR_MODE=1 (prometheus_metrics.cpp L58-69; else 500
+# {"error": "Environment variable MIES_SERVICE_MONITOR_MODE is not set.", ...}, http_handler.cpp L960-967;
+# environment_variable.md L51), in Prometheus text (prometheus-cpp) with gauges num_requests_running /
+# num_requests_waiting / num_requests_swapped {model_name="<modelName[ & modelName...]>"} (L119-132), set by a
+# collector thread every COLLECT_SLEEP = 1000 ms (L40, L561-570, RecordRequestNums L501-523). GET /metrics-json on
+# the management port (InitializeServiceStatusResource, http_handler.cpp L666-673: 503 while not healthy; JSON of
+# parse_protocol.cpp JsonHttpMetrics L711-757 with TTFT, TBT, waitingInferRequestNum, processingInferRequestNum,
+# remainBlocks; service_APIs_usage_guidance.md L90-91) needs no switch. The stand-in counts a request from its
+# arrival until its last token as running (openai_fake.Timing.active); nothing waits or is swapped; TTFT, TBT and
+# remainBlocks stay 0.
+MONITOR_HELP = (("num_requests_running", "Number of requests currently running on NPU."),
+                ("num_requests_waiting", "Number of requests waiting to be processed."),
+                ("num_requests_swapped", "Number of requests swapped to CPU."))
+COLLECT_SLEEP_S = 1.0
+
+
+def monitor_mode(value):
+    """MIES_SERVICE_MONITOR_MODE through std::stoi (leading digits count) == 1."""
+    m = re.match(r"\s*([+-]?\d+)", value or "")
+    return bool(m) and int(m.group(1)) == 1
+
+
+def start_metrics_collector(ctx):
+    def run():
+        while not STOP.is_set():
+            timing = ctx.get("timing")
+            ctx["sampled"] = (timing.active if isinstance(timing, Timing) else 0, 0, 0)
+            STOP.wait(COLLECT_SLEEP_S)
+    ctx["sampled"] = (0, 0, 0)
+    threading.Thread(target=run, daemon=True).start()
+
+
+def prometheus_text(ctx):
+    label = ctx.get("metric_model", ctx.get("model", "")).replace("\\", "\\\\").replace('"', '\\"')
+    lines = ["# HELP request_received_total Count of received requests.", "# TYPE request_received_total counter",
+             'request_received_total{model_name="%s"} %d' % (label, ctx.get("requests", 0))]
+    for (name, doc), value in zip(MONITOR_HELP, ctx.get("sampled") or (0, 0, 0)):
+        lines += ["# HELP %s %s" % (name, doc), "# TYPE %s gauge" % name,
+                  '%s{model_name="%s"} %d' % (name, label, value)]
+    return "\n".join(lines) + "\n"
+
+
+def metrics_json(ctx, mgmt_ip, mgmt_port):
+    timing = ctx.get("timing")
+    running = timing.active if isinstance(timing, Timing) else 0
+    items = (("TTFT", "%f" % 0), ("TBT", "%f" % 0), ("waitingInferRequestNum", "0"),
+             ("processingInferRequestNum", str(running)), ("remainBlocks", "0"))
+    return {"resultType": "vector", "result": [
+        {"metric": [{"__name__": name, "job": "node", "instance": "%s:%s" % (mgmt_ip, mgmt_port)}], "value": value}
+        for name, value in items]}
+
+
 class ApiHandler(JsonHandler):
     """Business port (OpenAI API) and management port (health); `self.server.role` says which."""
     server_version = "MindIE-Server"
@@ -524,10 +580,25 @@ class ApiHandler(JsonHandler):
                 return self._json(200, {})
             return self._json(503, {"error": NOT_READY_REASON[0]})
         if role == "metrics" and path == "/metrics":
-            body = ("# HELP request_received_total Count of received requests.\n# TYPE request_received_total "
-                    "counter\nrequest_received_total %d\n" % self.ctx.get("requests", 0)).encode()
+            if not self.ctx.get("monitor"):
+                return self._json(500, {"error": "Environment variable MIES_SERVICE_MONITOR_MODE is not set.",
+                                        "error_type": "Incomplete Generation"})
+            body = prometheus_text(self.ctx).encode()
             self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return self.wfile.write(body)
+        if role == "management" and path == "/metrics-json":
+            if not READY.is_set():
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+            addr, port = self.server.server_address[:2]
+            body = json.dumps(metrics_json(self.ctx, addr, port), separators=(",", ":")).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             return self.wfile.write(body)
@@ -1180,7 +1251,11 @@ def daemon(argv=()):
                       "master": (master.server_id if master else ip),
                       "config_digest": hashlib.sha256(json.dumps([mdc, bc.get("ScheduleConfig")],
                                                                  sort_keys=True).encode()).hexdigest(),
-                      "timing": Timing(faults.get("timing"))}
+                      "timing": Timing(faults.get("timing")),
+                      "monitor": monitor_mode(env("MIES_SERVICE_MONITOR_MODE")),
+                      "metric_model": " & ".join(str(m.get("modelName", "")) for m in mdc["ModelConfig"])}
+    if ApiHandler.ctx["monitor"]:
+        start_metrics_collector(ApiHandler.ctx)
     http_servers = []
 
     def serve(addr, port, role, what):

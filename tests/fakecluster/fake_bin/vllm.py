@@ -36,9 +36,15 @@ The fake vLLM-Ascend image (`.../vllm-ascend:TAG`, see docker.py make_vllm_layer
    (vllm_ascend/distributed/mooncake_connector.py side_channel_port), on HCCL_IF_IP; busy ->
    `zmq.error.ZMQError: Address already in use`.
 10. Per DP engine core `init engine (profile, create kv cache, warmup model) took 1.23 seconds`; an API process then
-   logs uvicorn's `Application startup complete.` and serves GET /health, /v1/models, /version, POST
+   logs uvicorn's `Application startup complete.` and serves GET /health, /v1/models, /version, /metrics
+   (vllm:num_requests_running / vllm:num_requests_waiting from the requests in flight, see VLLM_GAUGES), POST
    /v1/chat/completions and /v1/completions (plain and stream, openai_fake.answer). A kv_producer answers a request
    carrying kv_transfer_params.do_remote_decode with kv_transfer_params for the decode side.
+
+The proxy follows load_balance_proxy_server_example.py of the image's tag (see the comments above ProxyState):
+/healthcheck, /v1/(chat/)completions via P then D, and from v0.13 POST /instances/add|remove, with upstream's
+index-based bookkeeping (v0.13/v0.14: a request on a decoder past the end of a shortened list ends without the
+chunked terminator; v0.15+: bounds checks, taint while dispatching) and media types.
 
 Faults (node state at `docker run`): engine_crash / engine_crash_on (an engine core dies at init with NPU OOM),
 engine_never_ready (joins, never finishes warming up), engine_slow_start, engine_join_timeout, engine_mooncake_error
@@ -51,6 +57,7 @@ Outside a container (unit tests) FAKE_VLLM_SETTINGS names the settings file; its
 """
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -61,11 +68,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
-                         passthrough, prompt_tokens, read_settings, relay_stream)
+                         prompt_tokens, read_settings)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
 STOP = threading.Event()
@@ -442,12 +450,49 @@ def rendezvous_worker(addr, port, me, timeout, proc):
 
 # ---- HTTP ----------------------------------------------------------------------------------------------
 
+# vLLM's scheduler gauges (vllm/v1/metrics/loggers.py PrometheusStatLogger: "vllm:num_requests_running" / "Number of
+# requests in model execution batches.", "vllm:num_requests_waiting" / "Number of requests waiting to be processed.",
+# labelnames ["model_name", "engine"]: the served model name and the index of each engine core this API server
+# manages). Registered only with log stats on (vllm/v1/engine/async_llm.py: `if self.log_stats:` StatLoggerManager;
+# --disable-log-stats turns them off). Exposed by prometheus_client on GET /metrics of the API port.
+VLLM_GAUGES = (("vllm:num_requests_running", "Number of requests in model execution batches."),
+               ("vllm:num_requests_waiting", "Number of requests waiting to be processed."))
+
+
+def prom_label(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def metrics_text(ctx):
+    """GET /metrics in prometheus_client's text format (labels sorted, float values). Every request in flight on
+    this API process (openai_fake.Timing.active: from the request until its last token) counts as running on the
+    first engine it reports on; the stand-in has no scheduler queue, so waiting stays 0."""
+    if not ctx.get("log_stats", True):
+        return ""
+    timing = ctx.get("timing")
+    active = timing.active if isinstance(timing, Timing) else 0
+    lines = []
+    for i, (name, doc) in enumerate(VLLM_GAUGES):
+        lines += ["# HELP %s %s" % (name, doc), "# TYPE %s gauge" % name]
+        for k, rank in enumerate(ctx.get("engines") or [0]):
+            value = active if i == 0 and k == 0 else 0
+            lines.append('%s{engine="%d",model_name="%s"} %.1f' % (name, rank, prom_label(ctx["model"][0]), value))
+    return "\n".join(lines) + "\n"
+
+
 class ApiHandler(JsonHandler):
     server_version = "uvicorn"
     ctx = {}
 
     def do_GET(self):
         path = self.path.split("?")[0]
+        if path == "/metrics":
+            body = metrics_text(self.ctx).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return self.wfile.write(body)
         if path in ("/health", "/ping"):
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -641,6 +686,10 @@ def serve(argv, settings):
         "model": names, "root": model, "started": time.time(), "version": version, "max_seq": max_seq,
         "max_input": max_seq, "ip": ip, "kv": kv, "kv_port": kv_port, "tp": tp, "ranks": ranks,
         "mooncake_error": faults.get("mooncake_error"), "timing": Timing(faults.get("timing")),
+        "log_stats": not ns.get("disable_log_stats"),
+        # the engine cores the API server reports on (AsyncLLM engine_ranks_managed): its own rank with external DP
+        # (--data-parallel-rank), every DP rank when it is the front end of internal DP
+        "engines": list(ranks) if external else list(range(dp)),
         "too_long": "This model's maximum context length is %(limit)d tokens. However, your request has "
                     "%(tokens)d input tokens. Please reduce the length of the input messages.",
         "describe": lambda source: "This is %s answering from %s (fake vLLM-Ascend %s, DP rank %s of %d, TP%d%s)."
@@ -711,66 +760,460 @@ def serve(argv, settings):
 
 
 # ---- the P/D proxy (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py) --------------
+#
+# Line numbers are those of the file at vllm-ascend tag v0.13.0 (`L`), unless another tag is named.
+# What the stand-in keeps from the real proxy:
+# * the instance lists and how an in-flight request refers to its servers: by INDEX into the current list
+#   (InstanceInfo L673-681), released after the prefill (release_prefiller L652), at the first decode chunk
+#   (release_prefiller_kv L722-726) and after the last one (release_decoder L801). From v0.13.0 the lists change
+#   (POST /instances/add|remove, PR #5063, first tagged v0.13.0rc1; v0.12.0rc1 and v0.11.0 have no such route),
+#   and until v0.15.0rc1 those releases have no bounds check: a request still streaming from a decoder whose index
+#   is now past the end of the shorter list raises IndexError in release_decoder after its last chunk; uvicorn
+#   then closes the connection without the chunked terminator (the client got every byte, [DONE] included, then
+#   an incomplete chunked read). With a smaller index the request ends normally (another server's counter is
+#   decremented). v0.15.0rc1 adds the bounds checks, and taints servers removed while requests are being
+#   dispatched (request_num: from the start of _handle_completions until its StreamingResponse is returned, i.e.
+#   during the prefill) until the node listener removes them (every --waiting-retry-interval s).
+# * add: each instance is checked with GET /v1/models (check_instance_status L424-435, httpx timeout None: a
+#   server that accepts but does not answer yet holds the call); a failing one waits in the node listener, which
+#   re-checks every --waiting-retry-interval (10) s, --max-waiting-retries (3) times (L398-422).
+# * the answers: FastAPI's (compact JSON; 404 {"detail":"Not Found"}; 405 {"detail":"Method Not Allowed"}; any
+#   exception before the response: 500 text/plain "Internal Server Error"), the streamed response chunked with
+#   media type application/json (text/event-stream; charset=utf-8 for streams from v0.16.0rc1), 200 sent before
+#   the decoder is asked: a decoder that fails all --max-retries attempts gives 200 with an empty body.
+# * P is asked with stream false, max_tokens 1, min_tokens 1 and do_remote_decode kv_transfer_params, up to
+#   --max-retries times on a connection error or an HTTP error status (send_request_to_service L530-577): a
+#   request P refuses (unknown model...) ends as 500 after the retries, as upstream.
+# Not kept (stand-in policy): the selection. Upstream picks the least loaded server from a heap (active tokens,
+# ties to the lowest index: L258-306), so back-to-back requests all go to the first prefiller and decoder; the
+# stand-in goes round robin over the servers (skipping tainted ones), which spreads sequential requests.
+
+PROXY_INSTANCES_API = (0, 13)     # POST /instances/add|remove (v0.13.0rc1, PR #5063)
+PROXY_BOUNDS_CHECKED = (0, 15)    # release_* check the index, removal while dispatching taints (v0.15.0rc1)
+PROXY_SSE_MEDIA = (0, 16)         # streams as text/event-stream; charset=utf-8 (v0.16.0rc1)
+PROXY_SRC = "load_balance_proxy_server_example.py"
+TAINT_PRIORITY = 1e15
+
+
+class ProxyError(Exception):
+    """An exception the real proxy raises while handling a request (-> 500, or a dropped connection); `frame`: the
+    traceback line of the upstream function that raised it."""
+
+    def __init__(self, msg, frame=None):
+        super().__init__(msg)
+        self.frame = frame
+
+
+class ClientGone(Exception):
+    """The client closed the connection while its answer was streamed."""
+
+
+def proxy_log(level, msg, line=0):
+    log(level, msg, "%s:%d" % (PROXY_SRC, line), None)
+
+
+def server_key(server):
+    """ServerState.__eq__/__hash__ (L175-182): localhost and 127.0.0.1 read as 0.0.0.0 (str.replace), the port as
+    a string."""
+    host, port = server
+    return host.replace("localhost", "0.0.0.0").replace("127.0.0.1", "0.0.0.0"), str(port)
+
+
+def server_str(server):
+    return "%s:%s" % server                         # ServerState.__repr__ (L184-185)
+
+
+def servers_repr(servers):
+    return "[%s]" % ", ".join(server_str(s) for s in servers)      # a list of ServerState printed
+
+
+class ProxyState:
+    """The instance lists of the proxy (ProxyState L188-392), the node listener (L398-436); one lock for all."""
+
+    def __init__(self, prefillers, decoders, version, args):
+        self.version, self.args = version, args
+        self.lists = {"prefill": list(prefillers), "decode": list(decoders)}
+        self.tainted = {"prefill": [], "decode": []}
+        self.next = {"prefill": 0, "decode": 0}
+        self.waiting = {}                      # node -> (type, server, check_times)
+        self.request_num = 0
+        self.lock = threading.RLock()
+        threading.Thread(target=self._listener, daemon=True).start()
+
+    def _has(self, kind, server, among=None):
+        key = server_key(server)
+        return any(server_key(s) == key for s in (self.lists[kind] if among is None else among))
+
+    def pick(self, kind):
+        """(index, server) for a new request; round robin over the servers that are not tainted (stand-in policy,
+        see above); none: select_prefiller/select_decoder's RuntimeError (L260-261, L289-290)."""
+        with self.lock:
+            lst = self.lists[kind]
+            if not lst:
+                raise ProxyError("RuntimeError: No %s servers available" % ("prefiller" if kind == "prefill"
+                                                                             else "decoder"))
+            order = [(self.next[kind] + k) % len(lst) for k in range(len(lst))]
+            idx = next((i for i in order if not self._has(kind, lst[i], self.tainted[kind])), order[0])
+            self.next[kind] = (idx + 1) % len(lst)
+            return idx, lst[idx]
+
+    def release(self, kind, idx, func, line):
+        """release_prefiller / release_prefiller_kv / release_decoder / abort_prefiller_request by index: before
+        v0.15 an index past the end of the (shrunk) list raises IndexError (L276, L282, L304, L241)."""
+        with self.lock:
+            if self.version < PROXY_BOUNDS_CHECKED and idx >= len(self.lists[kind]):
+                raise ProxyError("IndexError: list index out of range",
+                                 '  File "%s", line %d, in %s' % (PROXY_SRC, line, func))
+
+    def add(self, kind, server):
+        """add_prefillers / add_decoders (L335-351; from v0.15 a tainted server is only untainted)."""
+        with self.lock:
+            if self._has(kind, server, self.tainted[kind]):
+                self.tainted[kind] = [s for s in self.tainted[kind] if server_key(s) != server_key(server)]
+            elif not self._has(kind, server):
+                self.lists[kind].append(server)
+            self.print_status("Add %s instances: %s." % ("prefiller" if kind == "prefill" else "decoder",
+                                                         servers_repr([server])))
+
+    def remove(self, kind, servers):
+        """remove_prefillers / remove_decoders (L353-385); from v0.15: nothing to do for [], a taint while
+        requests are being dispatched (True: "waiting to be removed")."""
+        with self.lock:
+            if self.version >= PROXY_BOUNDS_CHECKED:
+                if not servers:
+                    return False
+                if self.request_num > 0:
+                    proxy_log("WARNING", "Start to taint %s instances %s." % (kind, servers_repr(servers)), 0)
+                    for s in servers:
+                        if self._has(kind, s) and not self._has(kind, s, self.tainted[kind]):
+                            self.tainted[kind].append(next(x for x in self.lists[kind]
+                                                           if server_key(x) == server_key(s)))
+                    return True
+            keys = {server_key(s) for s in servers}
+            self.lists[kind] = [s for s in self.lists[kind] if server_key(s) not in keys]
+            self.next[kind] = self.next[kind] % max(1, len(self.lists[kind]))
+            self.print_status("Remove %s instances: %s." % ("prefiller" if kind == "prefill" else "decoder",
+                                                            servers_repr(servers)))
+            return False
+
+    def print_status(self, msg):
+        out("%s Status: {'prefill_instances': %r, 'decode_instances': %r}" % (
+            msg, [server_str(s) for s in self.lists["prefill"]], [server_str(s) for s in self.lists["decode"]]))
+
+    def current(self):
+        with self.lock:
+            return {"current_prefill_instances": [server_str(s) for s in self.lists["prefill"]],
+                    "current_decode_instances": [server_str(s) for s in self.lists["decode"]]}
+
+    @staticmethod
+    def check(server):
+        """check_instance_status (L424-435): GET http://host:port/v1/models answers 2xx (no timeout)."""
+        try:
+            with urllib.request.urlopen(urllib.request.Request(
+                    "http://%s:%s/v1/models" % server,
+                    headers={"Authorization": "Bearer %s" % os.environ.get("OPENAI_API_KEY")})) as r:
+                r.read()
+                return 200 <= r.status < 300
+        except (OSError, ValueError, http.client.HTTPException):
+            return False
+
+    def _listener(self):
+        while True:
+            for node, (kind, server, times) in list(self.waiting.items()):
+                ok = self.check(server)
+                out("Checking instance %s..." % node)
+                times += 1
+                if ok:
+                    self.add(kind, server)
+                    self.waiting.pop(node, None)
+                elif times == self.args.max_waiting_retries:
+                    out("Instance %s was not added to the proxy." % node)
+                    self.waiting.pop(node, None)
+                else:
+                    self.waiting[node] = (kind, server, times)
+            with self.lock:
+                for kind in ("prefill", "decode"):
+                    if self.tainted[kind] and not self.request_num:
+                        if not self.remove(kind, list(self.tainted[kind])):
+                            self.tainted[kind] = []
+            time.sleep(self.args.waiting_retry_interval)
+
+
+INTERNAL_ERROR = b"Internal Server Error"
+
 
 class ProxyHandler(JsonHandler):
     server_version = "uvicorn"
-    ctx = {}
-    lock = threading.Lock()
+    protocol_version = "HTTP/1.1"         # uvicorn: keep-alive, the streamed answer chunked
+    state = None
+
+    # -- FastAPI's answers --
+    def _fjson(self, code, obj):
+        body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        self.send_response(code)
+        self.send_header("content-length", str(len(body)))
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _internal_error(self, lines):
+        """An exception out of the route before the response started: uvicorn logs it, Starlette answers 500."""
+        out("ERROR:    Exception in ASGI application")
+        out("Traceback (most recent call last):")
+        for line in lines:
+            out(line)
+        self.send_response(500)
+        self.send_header("content-length", str(len(INTERNAL_ERROR)))
+        self.send_header("content-type", "text/plain; charset=utf-8")
+        self.end_headers()
+        self.wfile.write(INTERNAL_ERROR)
+
+    def _routes(self):
+        routes = {"/v1/completions": "POST", "/v1/chat/completions": "POST", "/healthcheck": "GET"}
+        if self.state.version >= PROXY_INSTANCES_API:
+            routes.update({"/instances/add": "POST", "/instances/remove": "POST"})
+        return routes
+
+    def _route(self, method):
+        path = self.path.split("?")[0]
+        want = self._routes().get(path)
+        if want is None or want != method:           # keep-alive: the body of a refused request is read
+            n = int(self.headers.get("Content-Length") or 0)
+            if n:
+                self.rfile.read(n)
+        if want is None:
+            self._fjson(404, {"detail": "Not Found"})
+            return None
+        if want != method:
+            self._fjson(405, {"detail": "Method Not Allowed"})
+            return None
+        return path
+
+    def _read_json(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw), raw
+        except ValueError as e:
+            raise ProxyError("json.decoder.JSONDecodeError: %s" % e)
 
     def do_GET(self):
-        path = self.path.split("?")[0]
-        if path == "/healthcheck":
-            return self._json(200, {"status": "ok", "prefill_instances": len(self.ctx["p"]),
-                                    "decode_instances": len(self.ctx["d"])})
-        return self._json(404, {"detail": "Not Found"})
+        if self._route("GET") is None:
+            return None
+        with self.state.lock:
+            doc = {"status": "ok", "prefill_instances": len(self.state.lists["prefill"]),
+                   "decode_instances": len(self.state.lists["decode"])}
+        return self._fjson(200, doc)
 
-    def _pick(self, key):
-        with self.lock:
-            i = self.ctx["next_" + key]
-            self.ctx["next_" + key] = (i + 1) % len(self.ctx[key])
-        return self.ctx[key][i]
+    def do_other(self):
+        self._route(self.command)                 # 404, or 405 on a known path
+
+    do_PUT = do_DELETE = do_PATCH = do_other
 
     def do_POST(self):
-        path = self.path.split("?")[0]
-        if path not in ("/v1/chat/completions", "/v1/completions"):
-            return self._json(404, {"detail": "Not Found"})
-        req = self._body()
-        if req is None:
+        path = self._route("POST")
+        if path is None:
             return None
-        p, d = self._pick("p"), self._pick("d")
-        pre = dict(req, stream=False, max_tokens=1, kv_transfer_params={
+        if path.startswith("/instances/"):
+            return self._adjust(path.rsplit("/", 1)[1])
+        return self._completions(path)
+
+    # -- POST /instances/add|remove (_handle_adjust_instances L816-858) --
+    def _adjust(self, mode):
+        st = self.state
+        try:
+            req, _ = self._read_json()
+            if not isinstance(req, dict):
+                raise ProxyError("AttributeError: '%s' object has no attribute 'get'" % type(req).__name__)
+            kind = req.get("type", "")
+            instances = req.get("instances", [])
+            if isinstance(instances, str):
+                instances = [instances]
+            if not isinstance(instances, list):
+                raise ProxyError("TypeError: '%s' object is not iterable" % type(instances).__name__)
+            servers = []
+            for inst in instances:                    # trans_instances L853-858
+                parts = inst.split(":") if isinstance(inst, str) else None
+                if parts is None or len(parts) != 2:
+                    raise ProxyError("ValueError: not enough values to unpack (expected 2, got 1)"
+                                     if parts is not None and len(parts) < 2 else
+                                     "ValueError: too many values to unpack (expected 2)" if parts is not None
+                                     else "AttributeError: '%s' object has no attribute 'split'" % type(inst).__name__)
+                try:
+                    servers.append((parts[0], int(parts[1])))
+                except ValueError:
+                    raise ProxyError("ValueError: invalid literal for int() with base 10: %r" % parts[1])
+        except ProxyError as e:
+            proxy_log("ERROR", "Failed to %s instances: %s" % (mode, str(e).split(": ", 1)[-1]), 849)
+            return self._internal_error(['  File "%s", line 818, in _handle_adjust_instances' % PROXY_SRC, str(e)])
+        msg = "%s %s instances: %r." % (mode, kind, [server_str(s) for s in servers])
+        if kind not in ("prefill", "decode"):
+            return self._fjson(200, {"error": "Instance type %s is not supported. Only support 'prefill' and "
+                                              "'decode'." % kind})
+        if mode == "add":
+            added, waiting = [], []
+            for s in servers:                          # add_instances L317-333
+                if st.check(s):
+                    st.add(kind, s)
+                    added.append(server_str(s))
+                else:
+                    st.waiting[server_str(s)] = (kind, s, 0)
+                    waiting.append(server_str(s))
+            if waiting:
+                msg = "%s %s instances: %r. Instances %r are waiting to be added." % (mode, kind, added, waiting)
+        elif st.remove(kind, servers):
+            msg = "Instances %s are isolated and waiting to be removed." % servers_repr(servers)
+        return self._fjson(200, dict({"message": msg}, **st.current()))
+
+    # -- POST /v1/completions, /v1/chat/completions (_handle_completions L684-813) --
+    def _completions(self, path):
+        st = self.state
+        api = path[len("/v1"):]
+        counted = st.version >= PROXY_BOUNDS_CHECKED
+        if counted:
+            with st.lock:
+                st.request_num += 1
+        try:
+            try:
+                req, raw = self._read_json()
+                if not isinstance(req, dict):
+                    raise ProxyError("AttributeError: '%s' object has no attribute 'get'" % type(req).__name__)
+                p_idx, p = st.pick("prefill")
+                rid = str(uuid.uuid4())                                   # next_req_id L254-256
+                got = self._prefill(p, api, req, rid)
+                st.release("prefill", p_idx, "release_prefiller", 276)     # the prefiller left meanwhile
+                dreq = dict(req)
+                if isinstance(got, dict) and got.get("kv_transfer_params"):
+                    dreq["kv_transfer_params"] = got["kv_transfer_params"]
+                d_idx, d = st.pick("decode")
+            except ProxyError as e:
+                out("Error occurred in disagg prefill proxy server - %s endpoint" % api)
+                out(str(e).split(": ", 1)[-1])
+                return self._internal_error(['  File "%s", line 689, in _handle_completions' % PROXY_SRC]
+                                            + ([e.frame] if e.frame else []) + [str(e)])
+        finally:
+            if counted:
+                with st.lock:
+                    st.request_num -= 1
+        stream = bool(req.get("stream", False))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8" if stream and
+                         st.version >= PROXY_SSE_MEDIA else "application/json")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        try:
+            self._decode(d, api, dreq, rid, p_idx)
+            st.release("decode", d_idx, "release_decoder", 304)        # the list got shorter than d_idx
+        except ProxyError as e:
+            # the body iterator raised after the response started: uvicorn logs it and closes the connection
+            # without the terminating chunk
+            out("ERROR:    Exception in ASGI application")
+            out("Traceback (most recent call last):")
+            out('  File "%s", line 801, in generate_stream' % PROXY_SRC)
+            if e.frame:
+                out(e.frame)
+            out(str(e))
+            self.close_connection = True
+            return None
+        except ClientGone:
+            self.close_connection = True
+            return None
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+        return None
+
+    def _post(self, server, api, body, rid):
+        return urllib.request.urlopen(urllib.request.Request(
+            "http://%s:%s/v1%s" % (server[0], server[1], api), data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json", "X-Request-Id": rid,
+                     "Authorization": "Bearer %s" % os.environ.get("OPENAI_API_KEY")}))
+
+    def _prefill(self, p, api, req, rid):
+        """send_request_to_service (L530-577): the P request, retried on any failure, then raised."""
+        args = self.state.args
+        pre = dict(req, stream=False, max_tokens=1, min_tokens=1, kv_transfer_params={
             "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-            "remote_block_ids": None, "remote_host": None, "remote_port": None})
-        for k in ("max_completion_tokens", "stream_options"):
-            pre.pop(k, None)
+            "remote_block_ids": None, "remote_host": None, "remote_port": None, "aborted_request": []})
+        if "max_completion_tokens" in pre:
+            pre["max_completion_tokens"] = 1
+        pre.pop("stream_options", None)
+        for attempt in range(1, args.max_retries + 1):
+            try:
+                with self._post(p, api, pre, rid) as r:
+                    data = r.read()
+                try:
+                    return json.loads(data)
+                except ValueError as e:
+                    raise ProxyError("json.decoder.JSONDecodeError: %s" % e)
+            except (OSError, http.client.HTTPException) as e:
+                what = ("Client error '%d %s' for url 'http://%s:%s/v1%s'" % (e.code, e.reason, p[0], p[1], api)
+                        if isinstance(e, urllib.error.HTTPError) else str(getattr(e, "reason", e)))
+                proxy_log("WARNING", "Attempt %d failed for %s: %s" % (attempt, api, what), 569)
+                if attempt < args.max_retries:
+                    time.sleep(args.retry_delay * 2 ** (attempt - 1))
+                else:
+                    proxy_log("ERROR", "All %d attempts failed for %s." % (args.max_retries, api), 575)
+                    raise ProxyError("httpx.HTTPStatusError: %s" % what)
+        raise ProxyError("RuntimeError: no attempt made (--max-retries %d)" % args.max_retries)
+
+    def _chunk(self, data):
+        if data:
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            except OSError:
+                raise ClientGone()
+
+    def _decode(self, d, api, dreq, rid, p_idx):
+        """generate_stream (L704-802) + stream_service_response_with_retry (L580-630): D's answer relayed chunk by
+        chunk (one SSE event per chunk); the prefiller's KV released at the first chunk; a decoder failing every
+        attempt ends the (already 200) response empty."""
+        st, args = self.state, self.state.args
+        released = False
         try:
-            r = urllib.request.urlopen(urllib.request.Request(
-                "http://%s:%d%s" % (p[0], p[1], path), data=json.dumps(pre).encode(), method="POST",
-                headers={"Content-Type": "application/json"}), timeout=60)
-            got = json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return passthrough(self, e.code, e.headers, e.read())
-        except (OSError, ValueError) as e:
-            return self._json(502, {"error": {"message": "prefiller %s:%d failed: %s" % (p[0], p[1], e),
-                                              "type": "bad_gateway", "param": None, "code": 502}})
-        dreq = dict(req)
-        if isinstance(got, dict) and got.get("kv_transfer_params"):
-            dreq["kv_transfer_params"] = got["kv_transfer_params"]
-        try:
-            resp = urllib.request.urlopen(urllib.request.Request(
-                "http://%s:%d%s" % (d[0], d[1], path), data=json.dumps(dreq).encode(), method="POST",
-                headers={"Content-Type": "application/json"}), timeout=120)
-        except urllib.error.HTTPError as e:
-            return passthrough(self, e.code, e.headers, e.read())
-        except OSError as e:
-            return self._json(502, {"error": {"message": "decoder %s:%d failed: %s" % (d[0], d[1], e),
-                                              "type": "bad_gateway", "param": None, "code": 502}})
-        return relay_stream(self, resp)
+            for attempt in range(1, args.max_retries + 1):
+                try:
+                    with self._post(d, api, dreq, rid) as resp:
+                        event = b""
+                        for line in resp:
+                            event += line
+                            if line.strip() and resp.headers.get_content_type() == "text/event-stream":
+                                continue
+                            if not released:
+                                st.release("prefill", p_idx, "release_prefiller_kv", 282)
+                                released = True
+                            if event.strip():
+                                self._chunk(event)
+                            event = b""
+                        if event.strip():
+                            self._chunk(event)
+                    return
+                except (OSError, http.client.HTTPException) as e:
+                    what = ("Client error '%d %s' for url 'http://%s:%s/v1%s'" % (e.code, e.reason, d[0], d[1], api)
+                            if isinstance(e, urllib.error.HTTPError) else str(getattr(e, "reason", e)))
+                    if attempt < args.max_retries:
+                        proxy_log("WARNING", "Attempt %d failed for streaming %s: %s" % (attempt, api, what), 604)
+                        time.sleep(args.retry_delay * 2 ** (attempt - 1))
+                    else:
+                        proxy_log("ERROR", "All %d attempts failed for streaming %s." % (args.max_retries, api), 609)
+                        raise ProxyError(what)
+        except ProxyError as e:
+            # generate_stream's except (L791-798): logs, then abort_prefiller_request(idx) and release_prefiller_kv
+            # (idx): with a stale prefiller index (also what failed in release_prefiller_kv) the IndexError escapes
+            proxy_log("ERROR", "Error during streaming from decoder http://%s:%s/v1: %s the aborted request %s will "
+                      "be routing to the target prefiller when new request is ready to dispatch to it"
+                      % (d[0], d[1], str(e).split(": ", 1)[-1] if e.frame else e, rid), 792)
+            st.release("prefill", p_idx, "abort_prefiller_request", 241)
 
 
 def proxy_main(argv):
     signal.signal(signal.SIGTERM, lambda *_: STOP.set())
     signal.signal(signal.SIGINT, lambda *_: STOP.set())
+    version = tag_version(read_settings(SETTINGS_PATH).get("image")) or (0, 13)
     p = argparse.ArgumentParser(prog="load_balance_proxy_server_example.py")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--host", type=str, default="localhost")
@@ -780,6 +1223,9 @@ def proxy_main(argv):
     p.add_argument("--decoder-ports", "--decoder-port", type=int, nargs="+", default=[8200])
     p.add_argument("--max-retries", type=int, default=3)
     p.add_argument("--retry-delay", type=float, default=0.001)
+    if version >= PROXY_INSTANCES_API:           # parse_args L464-472
+        p.add_argument("--max-waiting-retries", type=int, default=3)
+        p.add_argument("--waiting-retry-interval", type=float, default=10)
     args = p.parse_args(argv)
     try:
         if len(args.prefiller_hosts) != len(args.prefiller_ports):
@@ -790,8 +1236,10 @@ def proxy_main(argv):
         out("Traceback (most recent call last):")
         out("ValueError: %s" % e)
         return 1
-    ProxyHandler.ctx = {"p": list(zip(args.prefiller_hosts, args.prefiller_ports)),
-                        "d": list(zip(args.decoder_hosts, args.decoder_ports)), "next_p": 0, "next_d": 0}
+    if version < PROXY_INSTANCES_API:
+        args.max_waiting_retries, args.waiting_retry_interval = 3, 10.0
+    ProxyHandler.state = ProxyState(zip(args.prefiller_hosts, args.prefiller_ports),
+                                    zip(args.decoder_hosts, args.decoder_ports), version, args)
     out("Initialized %d prefill clients and %d decode clients." % (len(args.prefiller_hosts), len(args.decoder_hosts)))
     try:
         srv = ThreadingHTTPServer((args.host, args.port), ProxyHandler)

@@ -1,0 +1,206 @@
+"""Concurrent preflight on simulated hosts (real SSH, fake npu-smi / hccn_tool with a per-call latency).
+
+* a host's probes run PROBE_CONCURRENCY at a time and print exactly what the one-after-another batch
+  prints, in well under (tool calls x latency);
+* the pipelined run (phase-2 pings start once their peers' facts are in) gives the results of the
+  two-phase run (all phase 1, then all pings), and a host's pings do not wait for the slowest host.
+
+Timing asserts use wide margins (half the serial sum); no test depends on the machine being idle.
+These tests never skip: without root/sshd/netns the fixtures fail and say what to install.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from deployctl.cli.commands import load_for_discovery
+from deployctl.executors.base import HostTarget
+from deployctl.executors.ssh import SshExecutor
+from deployctl.models.host_facts import HostFacts
+from deployctl.preflight import probes
+from deployctl.preflight.batch import PROBE_CONCURRENCY
+from deployctl.preflight.fanout import fan_out, probe_host
+from deployctl.preflight.rules import check_facts, not_checked
+from deployctl.preflight.run import run_preflight, ssh_targets
+from fakecluster import FakeCluster, default_cluster, with_faults
+from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+
+TOOLS = ("npu-smi", "hccn_tool")
+# df of /dev/shm and of the weights' disk: this machine's, shared with everything else running on it
+VOLATILE_PROBES = {"host.shm", "host.weights_df"}
+VOLATILE_FACTS = {"seconds", "clock_offset_s", "shm", "weights_disk"}
+ENVIRONMENT_WARNINGS = {"shm", "clock", "disk"}
+
+TAIL = """\
+engine:
+  image: {image}
+model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
+layout: {{preset: {preset}}}
+"""
+
+
+def target(fc: FakeCluster, name: str) -> HostTarget:
+    n = fc.node(name)
+    return HostTarget(n.name, n.ip, key=str(fc.client_key), known_hosts=str(fc.known_hosts))
+
+
+def write_inventory(fc: FakeCluster, path: Path, preset: str = "tp-pp") -> Path:
+    hw = fc.specs[0].hardware
+    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR,
+                                                         preset=preset))
+    return path
+
+
+def stable(facts: HostFacts) -> dict:
+    return facts.model_dump(exclude=VOLATILE_FACTS)
+
+
+def settled_addresses(fc: FakeCluster, name: str) -> None:
+    """Wait until the node's `ip -o addr` stops changing: the IPv6 link-local address of a just started
+    node is `tentative` (duplicate address detection) for a moment, then changes."""
+    last, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        out = fc.ssh(name, "ip -o addr show").stdout
+        if out == last and "tentative" not in out:
+            return
+        last = out
+        time.sleep(0.3)
+
+
+def test_concurrent_probes_print_the_sequential_output_in_a_fraction_of_the_serial_time(fake_cluster_factory):
+    latency = 0.1                                         # every npu-smi / hccn_tool call
+    fc = fake_cluster_factory(default_cluster(1, slow=latency))
+    t = target(fc, "node1")
+    commands = probes.host_commands("a2", DEFAULT_IMAGES["a2"], DEFAULT_WEIGHTS_DIR)
+    serial = sum(1 for _, argv in commands if argv[0] in TOOLS) * latency     # 42 calls: 4.2 s
+    settled_addresses(fc, "node1")
+    ex = SshExecutor(connect_timeout=10)
+    try:
+        ex.run(t, ["true"], 30)                           # connected: the handshake is in neither timing
+        seq = probe_host(ex, t, commands, 60, measure_clock=False, parallel=False)
+        par = probe_host(ex, t, commands, 60, measure_clock=False, parallel=PROBE_CONCURRENCY)
+    finally:
+        ex.close()
+    assert seq.error is None and par.error is None, (seq.error, par.error)
+    assert seq.seconds > serial                           # the latency is really there
+    assert par.seconds < 0.5 * serial, f"{par.seconds:.2f} s concurrent, serial sum {serial:.1f} s"
+    # every probe's output, exit code and order as the one-after-another batch printed them
+    assert list(par.outputs) == list(seq.outputs) == [name for name, _ in commands]
+    for name in seq.outputs:
+        if name not in VOLATILE_PROBES:
+            assert par.outputs[name] == seq.outputs[name], name
+        else:
+            assert par.outputs[name].rc == seq.outputs[name].rc == 0
+            assert par.outputs[name].text.split()[-1] == seq.outputs[name].text.split()[-1]   # mount point
+    assert all(o.rc == 0 for n, o in seq.outputs.items() if not n.startswith("host.image"))
+    a = probes.assemble(t, "a2", seq.outputs, None, seq.seconds)
+    b = probes.assemble(t, "a2", par.outputs, None, par.seconds)
+    assert stable(a) == stable(b) and a.probe_errors == {} and len(a.npu.chips) == 8
+
+
+def two_phase_preflight(inv, base_dir, executor, ping_sample):
+    """Preflight as it ran before the pipelining: every host's probes one after another, then, once all
+    hosts are back, every host's pings (probes.ping_plan over all facts). The reference."""
+    hw = inv.cluster.hardware
+    targets = ssh_targets(inv, base_dir)
+    commands = probes.host_commands(hw, inv.engine.image, inv.model.weights_path)
+    facts = {}
+    for name, run in fan_out(executor, targets, lambda t: commands, 60).items():
+        if run.error is not None:
+            facts[name] = HostFacts(name=name, address=run.target.address, error_kind=run.error.kind,
+                                    error=run.error.message, error_hint=run.error.hint)
+        else:
+            facts[name] = probes.assemble(run.target, hw, run.outputs, run.clock_offset_s, run.seconds)
+    plan = probes.ping_plan(facts, ping_sample)
+    ping_targets = [t for t in targets if plan.get(t.name)]
+    pings = fan_out(executor, ping_targets, lambda t: probes.ping_commands(plan[t.name]), 60, measure_clock=False,
+                    parallel=True)
+    for name, run in pings.items():
+        if run.error is None:
+            facts[name] = facts[name].model_copy(update={"pings": probes.ping_results(plan[name], run.outputs)})
+    return facts, check_facts(inv, facts), not_checked(inv, facts, ping_sample)
+
+
+def test_pipelined_preflight_gives_the_two_phase_results(fake_cluster_factory, tmp_path):
+    # node3 refuses SSH, node4 has no device IP (pings nobody, is pinged by nobody), node6's devices 0 and 1
+    # are down (some pings fail); with a sample of 2 the rotation has to skip node3 and node4
+    specs = with_faults(default_cluster(7), node3={"unreachable": True},
+                        node4={"missing_device_ip": set(range(8))}, node6={"link_down": {0, 1}})
+    fc = fake_cluster_factory(specs)
+    for n in fc.nodes:
+        if n.spec.reachable:
+            settled_addresses(fc, n.name)
+    _, inv, _ = load_for_discovery(write_inventory(fc, tmp_path / "inventory.yaml"))
+    ex = SshExecutor(connect_timeout=2)
+    try:
+        result = run_preflight(inv, tmp_path, ex, timeout=60, ping_sample=2)
+        facts, findings, notes = two_phase_preflight(inv, tmp_path, ex, 2)
+    finally:
+        ex.close()
+    assert list(result.facts) == list(facts) == [f"node{i}" for i in range(1, 8)]
+    for name in facts:
+        assert stable(result.facts[name]) == stable(facts[name]), name
+    pinged = {n: [(p.peer, p.ok) for p in f.pings] for n, f in result.facts.items()}
+    assert pinged["node3"] == pinged["node4"] == []
+    assert [peer for peer, _ in pinged["node2"]] == ["node5", "node6"]    # skips node3 (down), node4 (no IPs)
+    assert any(not ok for checks in pinged.values() for _, ok in checks)  # node6's devices 0, 1 answer nothing
+    judged = lambda fs: [f for f in fs if not (f.severity == "WARN" and f.rule in ENVIRONMENT_WARNINGS)]  # noqa: E731
+    assert judged(result.findings) == judged(findings) and result.not_checked == notes
+    assert {f.rule for f in judged(findings)} >= {"host-reachable", "device-ip", "link-up", "peer-reachable"}
+
+
+def test_a_hosts_pings_do_not_wait_for_the_slowest_host(fake_cluster_factory, tmp_path):
+    # ping sample 1: node1 pings node2, node2 pings node3, node3 pings node1. node3's tools are slow
+    # (its phase 1 takes >= 6 x 0.5 s); node1's pings need node1's and node2's facts only.
+    fc = fake_cluster_factory(with_faults(default_cluster(3), node3={"slow": 0.5}))
+    _, inv, _ = load_for_discovery(write_inventory(fc, tmp_path / "inventory.yaml"))
+    events: list[tuple[float, str, str]] = []
+    ex = SshExecutor(connect_timeout=5)
+    try:
+        result = run_preflight(inv, tmp_path, ex, timeout=60, ping_sample=1,
+                               progress=lambda host, what: events.append((time.monotonic(), host, what)))
+    finally:
+        ex.close()
+    when = {(host, what): t for t, host, what in events}
+    assert when[("node1", "peer pings: done")] < when[("node3", "done")]
+    assert when[("node2", "peer pings: connecting")] > when[("node3", "done")]     # node2 needs node3's IPs
+    assert [(p.peer, p.ok) for p in result.facts["node1"].pings] == [("node2", True)]
+    assert [(p.peer, p.ok) for p in result.facts["node2"].pings] == [("node3", True)]
+    assert [(p.peer, p.ok) for p in result.facts["node3"].pings] == [("node1", True)]
+    assert not [f for f in result.findings if f.severity == "FAIL"]
+
+
+def test_ssh_executor_waits_without_polling_and_loses_nothing(fake_cluster_2a2, monkeypatch):
+    """SshExecutor.run sleeps until output, EOF or the exit status arrives (many hosts' channels are in
+    flight at once): large stdout and stderr (more than the SSH window) both come back whole, exit codes
+    and timeouts hold, and an idle command costs a few wake-ups, not one per 5 ms."""
+    import paramiko
+
+    from deployctl.executors.base import HostError
+
+    fc = fake_cluster_2a2
+    t = target(fc, "node1")
+    ex = SshExecutor(connect_timeout=10)
+    try:
+        ex.run(t, ["true"], 30)
+        big = ex.run(t, ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; head -c 2500000 /dev/zero | "
+                                     "tr '\\0' b >&2; sleep 0.2; echo tail; exit 7"], 60)
+        assert big.rc == 7 and big.stdout == "a" * 3_000_000 + "tail\n" and big.stderr == "b" * 2_500_000
+        checks = []
+        recv_ready = paramiko.Channel.recv_ready
+        monkeypatch.setattr(paramiko.Channel, "recv_ready", lambda self: checks.append(1) or recv_ready(self))
+        idle = ex.run(t, ["sleep", "1.5"], 30)            # 1.5 s with nothing to read
+        monkeypatch.undo()
+        assert idle.rc == 0 and idle.stdout == ""
+        assert len(checks) < 40, len(checks)              # polling every 5 ms looked ~300 times
+        t0 = time.monotonic()
+        try:
+            ex.run(t, ["sleep", "10"], 1)
+            raise AssertionError("no timeout")
+        except HostError as exc:
+            assert exc.kind == "timeout" and time.monotonic() - t0 < 3
+        assert ex.run(t, ["echo", "still usable"], 30).stdout == "still usable\n"
+    finally:
+        ex.close()
