@@ -99,7 +99,9 @@ def print_plan(plan) -> None:
     shown = [group[0] for group in alike.values()]
     for group in alike.values():
         inst, n = group[0], len(group[0].nodes)
-        name = inst.name if len(group) == 1 else f"{group[0].name} .. {group[-1].name}: {len(group)} x"
+        names = [i.name for i in group]
+        name = inst.name if len(group) == 1 else f"{len(group)} x: " + (", ".join(names) if len(group) <= 3 else
+                                                                        f"{names[0]}, {names[1]} .. {names[-1]}")
         mem.add_column(f"{name} ({n} node{'s' if n > 1 else ''})", justify="right")
     rows = [
         ("world size", lambda i: str(i.world_size)),

@@ -196,6 +196,8 @@ def run_restore(b, observed) -> PlaybookResult:
                           "deployctl_restore_prev": before.previous_rev or "",
                           "deployctl_restore_start": ran,
                           "deployctl_restore_ms": bool(has_router(b.plan, node) and ran)}
+        if b.rollout is not None:      # a rolling update never touched the router: it keeps serving the others
+            hostvars[node].update(deployctl_ms_containers=[], deployctl_restore_ms=False)
     g = {"rollback": list(b.moved)}
     result, _ = _run(b, "rollback.yml", g, hostvars, "restore")
     return result

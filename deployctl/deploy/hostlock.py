@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from deployctl.deploy.lockinfo import LockHeld, LockOwner, _now
 from deployctl.errors import ExecutionError
-from deployctl.executors.base import Executor, HostError, HostTarget
+from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
 
 HEARTBEAT_S = 20.0
 
@@ -70,7 +70,7 @@ class HostLock:
         results = [self._take(first)]
         if results[0][1] is None and results[0][2] is None:
             self.held.append(first)
-            with ThreadPoolExecutor(max_workers=max(1, min(32, len(rest)))) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(rest)))) as pool:
                 results += list(pool.map(self._take, rest)) if rest else []
             self.held += [t for t, holder, err in results[1:] if holder is None and err is None]
         for t, holder, err in results:
@@ -100,7 +100,7 @@ class HostLock:
         held, self.held = self.held, []
         if not held:
             return
-        with ThreadPoolExecutor(max_workers=max(1, min(32, len(held)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(held)))) as pool:
             list(pool.map(self._release_one, held))
 
     def _release_one(self, t: HostTarget) -> None:
@@ -129,7 +129,7 @@ def holders(executor: Executor, targets: list[HostTarget], cdir: str, timeout: f
         if res.rc == 0 and res.stdout.strip():
             out[t.name] = res.stdout.strip()
 
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
         list(pool.map(one, targets))
     return out
 
@@ -137,6 +137,6 @@ def holders(executor: Executor, targets: list[HostTarget], cdir: str, timeout: f
 def break_lock(executor: Executor, targets: list[HostTarget], cdir: str, timeout: float = 30) -> list[str]:
     """Remove the lock on every host (the caller has asked for confirmation); returns where one was."""
     found = holders(executor, targets, cdir, timeout)
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
         list(pool.map(lambda t: executor.run(t, _sh(BREAK, cdir), timeout), [t for t in targets if t.name in found]))
     return sorted(found)

@@ -20,7 +20,7 @@ from deployctl.deploy.remote import container_names, has_router, read_deployed
 from deployctl.deploy.revision import cluster_dir
 from deployctl.deploy.verify import Want, verify_nodes
 from deployctl.errors import ExecutionError, Problem
-from deployctl.executors.base import Executor, HostError, HostTarget
+from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
 from deployctl.models.deploy import ChangeSet, DeployedState
 from deployctl.models.plan import Plan
 
@@ -180,6 +180,31 @@ class HostsBackend:
 
         return control_for(self.plan, Remote(self.executor, {t.name: t for t in self.targets}, self.opts.ssh_timeout))
 
+    def smoke_instance(self, instances: list[str]) -> str:
+        """One chat completion to each instance's own endpoint, sent from its master (a rolling update's batch,
+        before the router sends to it again): "" when every one answers with a message, else what went wrong."""
+        import json
+
+        from deployctl import engines
+        from deployctl.fleet.control import Remote
+
+        remote = Remote(self.executor, {t.name: t for t in self.targets}, self.opts.smoke_timeout + 15)
+        body = json.dumps({"model": self.inv.model.served_name, "max_tokens": 16, "stream": False,
+                           "messages": [{"role": "user", "content": "Say hello in one word."}]})
+        for name in instances:
+            master = self.plan.instance(name).master
+            serves = engines.driver(self.plan.engine.kind).processes(self.plan, self.plan.node(master)).serves
+            if not serves:
+                continue       # a P or D instance answers only through the P/D router
+            code, text = remote.http(master, "POST", f"{serves}/v1/chat/completions", body)
+            try:
+                ok = code == 200 and bool(json.loads(text)["choices"][0]["message"]["content"])
+            except (ValueError, KeyError, IndexError, TypeError):
+                ok = False
+            if not ok:
+                return f"its own endpoint {serves} answered a chat completion with {code}: {text.strip()[:200]}"
+        return ""
+
     def read_back(self, desired: Desired, nodes: list[str]) -> Verification:
         """Read back what ``nodes`` run (revision, environment, health) against the intent (a rollout's batch)."""
         targets = [t for t in self.targets if t.name in nodes]
@@ -290,5 +315,5 @@ def run_script(executor: Executor, targets: list[HostTarget], argv_for: Callable
 
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
         return [x for x in pool.map(one, targets) if x]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from deployctl.executors.base import Executor, HostTarget
+from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.deploy import ContainerState, DeployedState
 from deployctl.models.plan import Plan
 from deployctl.preflight.batch import ProbeOutput
@@ -158,7 +158,7 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
 
 
 def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdir: str, *,
-                  health: bool = False, timeout: float = 30, workers: int = 32) -> dict[str, DeployedState]:
+                  health: bool = False, timeout: float = 30, workers: int = FAN_OUT) -> dict[str, DeployedState]:
     """DeployedState per node; an unreachable node gets ``error`` set (and nothing else)."""
     runs = fan_out(executor, targets, lambda t: state_commands(plan, t.name, cdir, health), timeout, workers,
                    measure_clock=False)

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+# hosts contacted at once by every fan-out (reads, locks, history, preflight): a thread and one SSH connection
+# each; 64 covers a 64-server fleet in one wave (preflight --workers overrides it)
+FAN_OUT = 64
+
+
 @dataclass(frozen=True)
 class HostTarget:
     """How to reach one host (resolved from the inventory's ssh defaults and node overrides)."""

@@ -66,8 +66,11 @@ class Remote:
         except HostError as exc:
             raise ExecutionError(f"{node}: {exc.message}", hint="check SSH to that host") from None
         if res.rc != 0:
-            raise ExecutionError(f"{node}: python3 exited {res.rc}: {(res.stderr or res.stdout).strip()[:300]}",
-                                 hint="deployctl needs python3 on the hosts (Ansible does too)")
+            lines = (res.stderr or res.stdout).strip().splitlines() or ["(no output)"]
+            missing = res.rc == 127
+            raise ExecutionError(f"{node}: {lines[-1][:300]}" if not missing else f"{node}: python3 not found",
+                                 hint="deployctl needs python3 on the hosts (Ansible does too)" if missing else
+                                 "is the router running? (`deployctl status`, `deployctl logs`)")
         return res.stdout
 
     def http(self, node: str, method: str, url: str, body: str | None = None) -> tuple[int, str]:

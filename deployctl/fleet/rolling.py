@@ -68,47 +68,68 @@ def plan_rollout(plan, changes: ChangeSet, control: RouterControl | None, strate
 
 
 def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: threading.Event) -> Applied:
-    """Run the batches (see the module docstring). ``b`` is the hosts backend."""
-    from deployctl.deploy.ansible_run import run_up
+    """Run the batches (see the module docstring). ``b`` is the hosts backend. A router or host that cannot be
+    talked to ends the rollout like a failed instance (restored and put back), never with a traceback."""
+    from deployctl.errors import DeployctlError
 
-    ctl, rep, plan = rollout.control, b.reporter, b.plan
     for w in rollout.warnings:
-        rep.failure(f"! {w}")
-    total = len(rollout.batches)
+        b.reporter.failure(f"! {w}")
     all_moved = list(b.moved)
-    for k, batch in enumerate(rollout.batches, start=1):
-        nodes = [n for i in batch for n in plan.instance(i).nodes]
-        names = ", ".join(batch)
-        rep.step(f"rolling update {k}/{total}: {names}: out of {ctl.what}")
-        b.rolling_batch = list(batch)
-        b.moved = [n for n in nodes if n in all_moved]
-        for i in batch:
-            ctl.drain(i)
-        drained = wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), b.opts.drain_timeout, cancel)
-        if not drained:
-            left = {i: ctl.in_flight(i) for i in batch}
-            if cancel.is_set():
-                return Applied(False, "interrupted (Ctrl-C)", canceled=True)
-            return Applied(False, f"{names}: requests still in flight after {b.opts.drain_timeout} s of draining "
-                           f"({', '.join(f'{i}: {n}' for i, n in left.items())}); nothing was restarted "
-                           "(raise --drain-timeout for long generations)")
-        rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
-        applied = run_up(b, desired, changes, observed, cancel, only=set(nodes))
-        if not applied.ok:
-            return applied
-        check = b.read_back(desired, nodes)
-        if not check.ok:
-            return Applied(False, f"{names} after its restart: {check.summary()}")
-        for i in batch:
-            ctl.ready(i)
-        if not wait_until(lambda: all(ctl.serving(i) for i in batch), SERVE_TIMEOUT, cancel):
-            if cancel.is_set():
-                return Applied(False, "interrupted (Ctrl-C)", canceled=True)
-            return Applied(False, f"{names} runs the new revision but {ctl.what} does not send to it after "
-                           f"{SERVE_TIMEOUT} s ({ctl.view()})")
-        rep.step(f"  ✓ {names}: new revision, serving at {ctl.what}")
+    try:
+        for k, batch in enumerate(rollout.batches, start=1):
+            applied = _batch(b, rollout.control, batch, f"{k}/{len(rollout.batches)}", all_moved, desired, changes,
+                             observed, cancel)
+            if not applied.ok:
+                return applied
+    except DeployctlError as exc:
+        return Applied(False, f"rolling update stopped: {exc.message}")
     b.rolling_batch = []
     b.moved = all_moved
+    return Applied(True)
+
+
+def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[str], desired, changes, observed,
+           cancel: threading.Event) -> Applied:
+    from deployctl.deploy.ansible_run import run_up
+
+    plan, rep = b.plan, b.reporter
+    nodes = [n for i in batch for n in plan.instance(i).nodes]
+    names = ", ".join(batch)
+    role = plan.instance(batch[0]).role
+    others = [i.name for i in plan.role(role) if i.name not in batch]
+    if not any(ctl.serving(i) for i in others):
+        return Applied(False, f"{names}: no other {role} instance serves at {ctl.what} ({ctl.view()}): taking it "
+                       "out would stop the service; nothing was restarted (fix or restart the others first, or "
+                       "--strategy recreate)")
+    rep.step(f"rolling update {step}: {names}: out of {ctl.what}")
+    b.rolling_batch, b.moved = list(batch), []       # nothing to restore until its hosts change
+    for i in batch:
+        ctl.drain(i)
+    if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), b.opts.drain_timeout, cancel):
+        if cancel.is_set():
+            return Applied(False, "interrupted (Ctrl-C)", canceled=True)
+        left = ", ".join(f"{i}: {ctl.in_flight(i)}" for i in batch)
+        return Applied(False, f"{names}: requests still in flight after {b.opts.drain_timeout} s of draining "
+                       f"({left}); nothing was restarted (raise --drain-timeout for long generations)")
+    rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
+    b.moved = [n for n in nodes if n in all_moved]
+    applied = run_up(b, desired, changes, observed, cancel, only=set(nodes))
+    if not applied.ok:
+        return applied
+    check = b.read_back(desired, nodes)
+    if not check.ok:
+        return Applied(False, f"{names} after its restart: {check.summary()}")
+    answer = b.smoke_instance(batch)          # its own endpoint answers, before clients reach it again
+    if answer:
+        return Applied(False, f"{names} after its restart: {answer}")
+    for i in batch:
+        ctl.ready(i)
+    if not wait_until(lambda: all(ctl.serving(i) for i in batch), SERVE_TIMEOUT, cancel):
+        if cancel.is_set():
+            return Applied(False, "interrupted (Ctrl-C)", canceled=True)
+        return Applied(False, f"{names} runs the new revision but {ctl.what} does not send to it after "
+                       f"{SERVE_TIMEOUT} s ({ctl.view()})")
+    rep.step(f"  ✓ {names}: new revision, serving at {ctl.what}")
     return Applied(True)
 
 

@@ -162,9 +162,9 @@ def zone_problem(raw: RawInventory, key: KeyPath, value: str) -> Problem | None:
     return raw.problem(key, f"{value!r} has an IPv6 zone id ({value[value.index('%'):]!r})", ZONE_HINT)
 
 
-def check_image(raw: RawInventory, image: str) -> list[Problem]:
-    """engine.image is one Docker image reference (and so never a `docker run` option)."""
-    key, hint = ("engine", "image"), "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
+def check_image(raw: RawInventory, image: str, key: tuple = ("engine", "image")) -> list[Problem]:
+    """engine.image (or another image key) is one Docker image reference (and so never a `docker run` option)."""
+    hint = "give one image reference: [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], e.g. " \
         "registry.example.com/team/engine:1.0"
     if image.startswith("-"):
         return [raw.problem(key, f"image {image!r} starts with '-'",

@@ -88,7 +88,7 @@ class FleetRouter(Frozen):
     """Several mixed instances: deployctl's load balancer in front of them (inventory `router`)."""
 
     node: str
-    ip: str                  # the node's container_ip: clients connect to ip:port
+    ip: str                  # the node's server IP (container_ip, else address): clients connect to ip:port
     port: int
     admin_port: int          # HAProxy runtime API, 127.0.0.1 only
     image: str

@@ -265,6 +265,11 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
 
     ctx = ctx or context(plan, sku)
     warnings = list(ctx.notes)
+    for role in ("mixed", "prefill", "decode"):
+        shapes = {(len(i.nodes), i.degrees) for i in plan.role(role)}
+        if len(shapes) > 1:
+            warnings.append(f"the {role} instances differ in size: the fleet estimate takes the first one's shape "
+                            "for all of them (plan each size on its own for its numbers)")
     held, limit = kv_concurrency(ctx, workload.input_len, workload.output_len), batch_limit(ctx)
     if workload.concurrency is not None:
         conc, note = workload.concurrency, "given"
@@ -372,7 +377,9 @@ def describe(est: PlanEstimate) -> list[str]:
         top = ", ".join(f"{t.name} {t.ms:.1f} ms ({t.share:.0%})" for t in step_.terms[:4])
         name = inst.instance if inst.instance == inst.role else f"{inst.instance} ({inst.role})"
         if len(group) > 1:
-            name = f"{group[0].instance} .. {group[-1].instance} ({len(group)} {inst.role} instances, each)"
+            listed = ", ".join(i.instance for i in group) if len(group) <= 3 else \
+                f"{group[0].instance}, {group[1].instance} .. {group[-1].instance}"
+            name = f"{listed} ({len(group)} {inst.role} instances, each)"
         out.append(f"{name} instance, {inst.dies} dies, {inst.link_intra} inside / {inst.link_inter} between servers: "
                    f"{step_.phase} step {step_.step_ms:.1f} ms: {top}")
     out += [f"warning: {x}" for x in est.warnings]

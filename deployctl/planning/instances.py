@@ -111,6 +111,9 @@ def group_problems(inv, raw) -> list[Problem]:
                 continue
             key = ("layout", role)
             if isinstance(rl.instances, list):
+                if not rl.instances:
+                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances lists no instance",
+                                           "give a count, or [{nodes: [...]}, ...]"))
                 if rl.nodes is not None:
                     out.append(raw.problem(key + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
                                            "instances)", "keep one: instances: [{nodes: [...]}, ...] or "
@@ -158,7 +161,23 @@ def group_problems(inv, raw) -> list[Problem]:
                                    "block, or set layout.replicas"))
         elif inv.router.node is not None and inv.router.node not in names:
             out.append(_unknown(raw, ("router", "node"), inv.router.node, names))
-        if inv.router.port == inv.router.admin_port:
-            out.append(raw.problem(("router", "admin_port"), "router.port and router.admin_port are the same",
-                                   "give the runtime API its own port"))
+        out += _router_problems(inv, raw)
+    return out
+
+
+def _router_problems(inv, raw) -> list[Problem]:
+    from deployctl import engines
+    from deployctl.inventory.hostile import check_image
+
+    r = inv.router
+    out = check_image(raw, r.image, ("router", "image"))
+    if r.port == r.admin_port:
+        out.append(raw.problem(("router", "admin_port"), "router.port and router.admin_port are the same",
+                               "give the runtime API its own port"))
+    taken = {v: k for k, v in engines.for_inventory(inv).host_ports(inv).items()}
+    for key in ("port", "admin_port"):
+        value = getattr(r, key)
+        if value in taken:
+            out.append(raw.problem(("router", key), f"router.{key} {value} is the engine's {taken[value]} port "
+                                   "(host network: one process per port)", "pick a free port, e.g. 8080/8081"))
     return out

@@ -7,7 +7,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from deployctl.executors.base import Executor, HostError, HostTarget
+from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
 from deployctl.preflight.batch import ProbeOutput, batch_argv, split_outputs
 
 Commands = list[tuple[str, list[str]]]
@@ -61,7 +61,7 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
 
 
 def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
-            timeout: float, workers: int = 32, progress: Progress | None = None,
+            timeout: float, workers: int = FAN_OUT, progress: Progress | None = None,
             measure_clock: bool = True, parallel: bool | int = False) -> dict[str, HostRun]:
     """Probe all hosts at once (at most ``workers`` in flight); results keep the targets' order.
 
@@ -81,7 +81,7 @@ FollowUps = Callable[[HostRun], list[tuple[HostTarget, Commands]]]
 
 
 def fan_out_pipelined(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
-                      follow_ups: FollowUps, timeout: float, workers: int = 32, progress: Progress | None = None,
+                      follow_ups: FollowUps, timeout: float, workers: int = FAN_OUT, progress: Progress | None = None,
                       follow_progress: Progress | None = None, parallel: bool | int = False,
                       follow_parallel: bool | int = True) -> tuple[dict[str, HostRun], dict[str, HostRun]]:
     """Two stages without a barrier between them: every host's first stage (clock + ``commands_for``),

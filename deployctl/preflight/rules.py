@@ -226,8 +226,10 @@ def _ports_per_node(inv) -> dict[str, set[int]]:
     except DeployctlError:          # plan refuses: `plan` says why; check what every node needs
         return {n.name: common for n in inv.nodes}
     out = {}
+    from deployctl.deploy.remote import processes
+
     for node in plan.nodes:
-        procs = driver.processes(plan, node)
+        procs = processes(plan, node.name)       # the engine's, and a fleet's router on its node
         out[node.name] = common | set(procs.engine.ports) | set(procs.router.ports if procs.router else ())
     return out
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from deployctl import __version__
-from deployctl.executors.base import Executor, HostTarget
+from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.models.inventory import Inventory
 from deployctl.preflight import probes
@@ -57,7 +57,7 @@ class PreflightResult:
 
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
-                  workers: int = 32, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
+                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
     """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
 
     Phase 1 probes each host (at most PROBE_CONCURRENCY probes at once per host); phase 2 has each host

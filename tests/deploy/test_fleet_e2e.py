@@ -29,12 +29,17 @@ router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
 # every answer takes a while (first token 50 ms, then 15 ms per token): requests are in flight when a replica
 # is drained, so the drain has something to wait for
 TIMING = {"ttft_ms": 50, "tpot_ms": 15}
+ROUTER = "fake-a2-6-router"      # <cluster name>-router: default_cluster(6) names the cluster fake-a2-6
 
 
 def inventory(fc, path: Path, level: str) -> Path:
     path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
                                                          level=level))
     return path
+
+
+def started_at(fc, node: str, name: str) -> str:
+    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
 
 
 def up(inv: Path, runs: Path, *extra: str):
@@ -187,3 +192,17 @@ def test_rolling_update_of_three_replicas_drops_no_request(fake_cluster_factory,
     assert by["mixed-0"]["history_revision"] == rolled + 1 and by["mixed-0"]["history_result"] == "failed"
     assert {i["state"] for i in st["instances"]} == {"serving"} and {i["router"] for i in st["instances"]} == {"UP"}
     assert "different revisions" in st["note"]
+
+    # the replica on the router's node fails: it is restored, and the router (same node) keeps running throughout
+    router_started = started_at(fc, "node1", ROUTER)
+    fc.update_node("node3", engine_crash_on="")
+    fc.update_node("node1", engine_crash_on="MINDIE_LOG_LEVEL=error")
+    inv4 = inventory(fc, tmp_path / "inv4.yaml", "error")
+    with Load(router) as load:
+        res, doc = up(inv4, runs)
+    assert res.returncode == 1 and doc["failure"].startswith("node1"), res.stdout
+    assert load.failures == [], load.failures[:5]
+    assert sorted(doc["restored"]) == ["node1", "node2"]
+    assert started_at(fc, "node1", ROUTER) == router_started
+    st = json.loads(run_cli("status", "-i", str(inv4), "--output", "json").stdout)
+    assert {(i["state"], i["router"]) for i in st["instances"]} == {("serving", "UP")}, st["instances"]

@@ -1,4 +1,5 @@
-"""Take P and D instances out of the P/D proxy and back during a rolling update (vLLM-Ascend >= 0.13).
+"""Take P and D instances out of the P/D proxy and back during a rolling update (vLLM-Ascend where support.yaml
+`proxy_instances_api` says yes: the endpoints exist from 0.13, removal is safe from 0.15; the tables know 0.18, 0.23).
 
 The proxy (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py@v0.13.0):
 * POST /instances/remove {"type": "prefill"|"decode", "instances": ["ip:port", ...]}: the servers leave the
@@ -46,14 +47,19 @@ class ProxyControl:
             doc = None
         if not isinstance(doc, dict) or "error" in doc:
             raise ExecutionError(f"{self.what}: POST /instances/{mode} for {instance} answered {code}: {text[:300]}",
-                                 hint="the proxy must be vLLM-Ascend >= 0.13's load_balance_proxy_server_example.py")
+                                 hint="the proxy must be vLLM-Ascend's load_balance_proxy_server_example.py of "
+                                      "the engine version (0.15 or later)")
         return doc
 
     def drain(self, instance: str) -> None:
+        # from 0.15 a removal while requests are being dispatched "taints" the servers instead (last in the
+        # selection heap, removed by the node listener once the proxy is idle; @v0.18.0 L397-404, L488-491) and
+        # answers that they "are isolated and waiting to be removed": either way no new request goes to them
         doc = self._adjust("remove", instance)
         still = set(self.endpoints[instance]) & set(doc.get(f"current_{self._role(instance)}_instances", []))
-        if still:
-            raise ExecutionError(f"{self.what} still lists {', '.join(sorted(still))} after removing {instance}")
+        if still and "waiting to be removed" not in str(doc.get("message", "")):
+            raise ExecutionError(f"{self.what} still lists {', '.join(sorted(still))} after removing {instance}: "
+                                 f"{doc.get('message', '')}")
 
     def ready(self, instance: str) -> None:
         self._adjust("add", instance)
@@ -67,6 +73,8 @@ class ProxyControl:
         total = 0
         for ep in self.endpoints[instance]:
             code, text = self.remote.http(self.node.name, "GET", f"http://{ep}/metrics")
+            if code == 0:
+                continue            # nothing listens there (the server is down): nothing in flight on it
             if code != 200:
                 return 1 << 30      # cannot tell: not idle (the drain waits, then says so)
             total += int(sum(float(m.group(3)) for m in GAUGES.finditer(text)))
