@@ -3,7 +3,9 @@ runs them (a new process each time), wall time and peak memory (max RSS) of the 
 
 Two layouts per size, generated here (every node with its 16 device IPs, as a real inventory lists them):
   * mixed: DeepSeek-V3 W8A8 on MindIE 2.2, preset dp-ep, `replicas: servers / 16` (64 instances x 16 at 1,024);
-  * xPyD: DeepSeek-V3 W8A8 on vLLM-Ascend 0.13, 16 prefill and 8 decode instances over half the servers each.
+  * xPyD: DeepSeek-V3 W8A8 on vLLM-Ascend 0.13, prefill instances of 8 servers and decode instances of 16 over
+    half the servers each: 16P + 8D at 256 servers, 64P + 32D at 1,024 (16P + 8D over 1,024 servers would make
+    instances of 32 and 64 servers, whose expert parallelism exceeds DeepSeek's 256 routed experts).
 
     .venv/bin/python bench/plan_scale.py [--runs 3] [--sizes 64,256,1024]
 
@@ -37,8 +39,9 @@ def inventory(servers: int, kind: str) -> str:
         half = servers // 2
         names = [f"n{i}" for i in range(servers)]
         lines += ["engine: {kind: vllm-ascend, image: quay.io/ascend/vllm-ascend:v0.13.0-a3}", MODEL, "layout:",
-                  "  preset: pd-split", f"  prefill: {{nodes: [{', '.join(names[:half])}], instances: 16}}",
-                  f"  decode: {{nodes: [{', '.join(names[half:])}], instances: 8}}"]
+                  "  preset: pd-split",
+                  f"  prefill: {{nodes: [{', '.join(names[:half])}], instances: {half // 8}}}",
+                  f"  decode: {{nodes: [{', '.join(names[half:])}], instances: {half // 16}}}"]
     lines.append("nodes:")
     for i in range(servers):
         a, b = divmod(i, 250)
@@ -85,7 +88,7 @@ def main() -> None:
     print("| layout | servers | inventory | command | wall (s) | per 100 servers (s) | peak RSS (MB) | files |")
     print("|---|---:|---:|---|---:|---:|---:|---:|")
     for kind, n, what, wall, rss, files, size in rows:
-        layout = f"{n // 16} x 16 mixed" if kind == "mixed" else "16P + 8D"
+        layout = f"{n // 16} x 16 mixed" if kind == "mixed" else f"{n // 16}P x 8 + {n // 32}D x 16"
         print(f"| {layout} | {n:,} | {size / 1024:,.0f} kB | `{what}` | {wall:.2f} | {100 * wall / n:.2f} | "
               f"{rss:.0f} | {files if files is not None else ''} |")
 

@@ -138,7 +138,7 @@ def _router(inv: Inventory) -> FleetRouter | None:
 
 def _checked(plan: Plan, driver) -> Plan:
     """The engine's support matrix: refusals raise (exit 2, with the source), warnings go into the plan."""
-    findings = driver.check(plan)
+    findings = list(dict.fromkeys(driver.check(plan)))   # a fleet's identical instances say the same once
     errors = [f for f in findings if f.level == "error"]
     if errors:
         raise LayoutError(f"{plan.engine.display} {plan.engine.version or '(unknown version)'} does not run this "
