@@ -183,7 +183,12 @@ class Inventory(Strict):
         return 8 if self.cluster.hardware == "a2" else 16
 
     def node(self, name: str) -> Node:
-        return next(n for n in self.nodes if n.name == name)
+        # indexed with the list it indexes (a model_copy with other nodes builds it again)
+        cached = self.__dict__.get("_node_index")
+        if cached is None or cached[0] != id(self.nodes):
+            cached = (id(self.nodes), {n.name: n for n in self.nodes})
+            self.__dict__["_node_index"] = cached
+        return cached[1][name]
 
     @property
     def helm_release(self) -> str:

@@ -124,11 +124,22 @@ class Plan(Frozen):
     router: FleetRouter | None = None
     inventory: Inventory
 
+    @property
+    def _by_name(self) -> tuple[dict[str, PlanNode], dict[str, Instance]]:
+        # a 1,024-server plan is asked for its nodes thousands of times: look them up, do not scan. Kept with the
+        # lists it indexes (model_copy(update=...) may give a copy other lists: then it is built again)
+        key = (id(self.nodes), id(self.instances))
+        cached = self.__dict__.get("_index")
+        if cached is None or cached[0] != key:
+            cached = (key, ({n.name: n for n in self.nodes}, {i.name: i for i in self.instances}))
+            self.__dict__["_index"] = cached
+        return cached[1]
+
     def node(self, name: str) -> PlanNode:
-        return next(n for n in self.nodes if n.name == name)
+        return self._by_name[0][name]
 
     def instance(self, name: str) -> Instance:
-        return next(i for i in self.instances if i.name == name)
+        return self._by_name[1][name]
 
     def role(self, role: str) -> list[Instance]:
         """The instances of one role (mixed, prefill, decode), in plan order."""
