@@ -372,6 +372,8 @@ def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
 
     serving: exit 0. degraded (something is not running, ready or on its recorded revision): exit 1.
     down (after `deployctl down`): exit 0, 1 with --expect-up. unknown (a host unreachable): exit 1.
+    A fleet (several instances behind a router) adds a table per instance: the history revision it runs,
+    serving / draining / down / degraded, and what the router says of it (HAProxy UP, DOWN, DRAIN).
     With --target k8s: every pod of the release, its node, readiness, restarts and why it is not ready.
     """
     if target == DeployTarget.k8s:
