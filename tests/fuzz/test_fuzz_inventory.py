@@ -39,6 +39,10 @@ N_EXAMPLES = int(os.environ.get("DEPLOYCTL_FUZZ_EXAMPLES", "400"))
 COLLECT = os.environ.get("DEPLOYCTL_FUZZ_COLLECT")
 TRACE = os.environ.get("DEPLOYCTL_FUZZ_TRACE", "1") != "0"
 MAX_OUTPUT = 50_000
+# a plan echoes the inventory and adds a JSON entry per rank (16 per A3 server, with device IP and SDID): a plan
+# is up to ~60x its inventory's bytes (a 1,024-server fleet: 30 MB from 490 kB). Output beyond both bounds is a
+# blow-up (the 547-byte alias bomb printed 51 kB, ~94x)
+OUTPUT_RATIO = 60
 MAX_SECONDS = 30.0          # per command; loose on purpose (CI machines are slow)
 SCRIPT_TIMEOUT = 15
 HERE = Path(__file__).resolve().parent
@@ -249,7 +253,7 @@ def check_command(cmd: str, code, text: str, elapsed: float, inv: Path) -> list[
     if code == 2 and not (re.search(re.escape(inv.name) + r":\d+", text) or re.search(r'"line": \d+', text)
                           or KEY_PATH.search(text) or re.search(r'"path": "[^"]', text)):
         found.append((f"no-location:{cmd}", f"refusal names no file:line or key path: {text[:1500]}"))
-    if len(text.encode("utf-8", "surrogateescape")) >= MAX_OUTPUT:
+    if len(text.encode("utf-8", "surrogateescape")) >= max(MAX_OUTPUT, OUTPUT_RATIO * inv.stat().st_size):
         found.append((f"output-size:{cmd}", f"{len(text)} characters of output: {text[:300]!r}..."))
     if elapsed > MAX_SECONDS:
         found.append((f"slow:{cmd}", f"took {elapsed:.1f}s"))
