@@ -383,10 +383,11 @@ def _check_super_pod(inv, raw: RawInventory) -> list[Problem]:
 
 def _check_pod_sizes(inv, raw: RawInventory) -> list[Problem]:
     """Every rank table must have the same number of servers in each of its super pods."""
-    from deployctl.planning.instances import group_problems, groups as instance_groups, is_split
+    from deployctl.planning.instances import groups as instance_groups, is_split
 
     lay = inv.layout
-    if group_problems(inv, raw) or (is_split(lay) and (lay.prefill is None or lay.decode is None)):
+    # _check_layout reports how nodes form instances; groups() of a faulty layout is still safe to read here
+    if is_split(lay) and (lay.prefill is None or lay.decode is None):
         return []
     pod_of = {n.name: n.super_pod_id for n in inv.nodes if n.super_pod_id is not None}
     groups = [(("nodes",), "the cluster", list(g.nodes)) if g.name == "mixed" else
