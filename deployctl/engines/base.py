@@ -122,7 +122,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Chart:
-    """The engine's part of the `ascend-llm` chart (charts/ascend-llm, templates/<kind>-*.yaml): its block of
+    """The engine's part of the `ascend-llm` chart (deployctl/charts/ascend-llm, templates/<kind>-*.yaml): its block of
     values and how the values are made from a plan."""
 
     block: str                           # the engine's values block: .Values.<block>

@@ -1,4 +1,4 @@
-"""The values of the `ascend-llm` Helm chart (charts/ascend-llm), as pydantic models.
+"""The values of the `ascend-llm` Helm chart (deployctl/charts/ascend-llm), as pydantic models.
 
 One chart serves every engine: the keys here are common to all (image, scheduling, NPUs, mounts, probes,
 resources, the instances); `engine` selects the engine's templates (templates/<engine>-*.yaml), and each

@@ -4,7 +4,7 @@ Tree::
 
     DIR/plan.json          the plan (as for bare metal)
     DIR/values.yaml        chart values: instances, files, env, nodes, NPUs, ports
-    DIR/chart/             the chart these values are for (charts/ascend-llm)
+    DIR/chart/             the chart these values are for (deployctl/charts/ascend-llm)
     DIR/manifests.yaml     `helm template <release> DIR/chart -n <namespace> -f DIR/values.yaml`
 """
 

@@ -1,6 +1,6 @@
 """values.schema.json of the chart, generated from its values model (k8s/chart_values.py + every engine's block).
 
-    python -m deployctl.k8s.schema charts/ascend-llm/values.schema.json
+    python -m deployctl.k8s.schema deployctl/charts/ascend-llm/values.schema.json
 
 Helm validates values against it on install, upgrade, template and lint (JSON Schema draft 7:
 pydantic's `$defs` become `definitions`). A test keeps the committed file equal to this output.

@@ -22,7 +22,7 @@ import yaml
 
 from conftest import EXAMPLES, HELM, ROOT, check_golden, run_cli
 
-CHART = ROOT / "charts" / "ascend-llm"
+CHART = ROOT / "deployctl" / "charts" / "ascend-llm"
 GOLDEN = ROOT / "charts" / "examples"
 BARE_METAL = ROOT / "tests" / "golden"
 # MindIE pd-split is refused for Kubernetes (MindIE's distributed decode needs one server per DP rank; the chart
@@ -203,7 +203,7 @@ def test_values_schema_is_generated_from_the_models():
     from deployctl.k8s.schema import schema_text
 
     assert (CHART / "values.schema.json").read_text() == schema_text(), \
-        "regenerate: python -m deployctl.k8s.schema charts/ascend-llm/values.schema.json"
+        "regenerate: python -m deployctl.k8s.schema deployctl/charts/ascend-llm/values.schema.json"
 
 
 @pytest.mark.parametrize("bad, message, message_current", [

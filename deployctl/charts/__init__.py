@@ -1,0 +1,1 @@
+"""The Helm chart shipped with deployctl (deployctl/charts/ascend-llm, package data of deployctl.charts)."""
