@@ -19,3 +19,24 @@ def inventory_mounts(engine) -> list[tuple[str, str, str]]:
     """(host, container, ro|rw) of engine.mounts, then the device logs unless engine.device_logs is off."""
     out = [(m.host, m.container, "rw" if m.rw else "ro") for m in engine.mounts]
     return out + ([(h, c, "rw") for h, c in DEVICE_LOGS] if engine.device_logs else [])
+
+
+# The variables deployctl sets (every key of the node's env) are listed in this one, so the launcher can put them
+# back after the image's set_env.sh scripts ran: those export defaults of their own, e.g. nnal/atb/set_env.sh
+# `ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=1` (hicann/ascend-transformer-boost scripts/set_env.sh L54-71), which would
+# replace a tuned value that docker's --env-file (or the pod's envFrom) set before. MindIE-Motor's boot.sh
+# does the same in its own order: set_env first (L71), its exports after (L130, L152).
+ENV_KEYS = "DEPLOYCTL_ENV_KEYS"
+
+
+def with_env_keys(env: dict[str, str]) -> dict[str, str]:
+    """The node's env plus DEPLOYCTL_ENV_KEYS naming every variable in it (validated names: no quoting needed)."""
+    return {**env, ENV_KEYS: " ".join(k for k in env if k != ENV_KEYS)}
+
+
+def source_set_env(scripts: tuple[str, ...]) -> str:
+    """bash: source the image's set_env.sh scripts that exist, then restore every variable DEPLOYCTL_ENV_KEYS
+    names to the value it had before (values are never evaluated: `export "NAME=value"` assigns text)."""
+    return ('_keep=(); for _k in ${' + ENV_KEYS + ':-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; '
+            f'done; for f in {" ".join(scripts)}; do if [ -f "$f" ]; then source "$f"; fi; done; '
+            'for _kv in "${_keep[@]}"; do export "$_kv"; done; ')

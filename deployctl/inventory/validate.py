@@ -418,10 +418,12 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
     elif m.quant not in info.quants:
         out.append(raw.problem(("model", "quant"), f"{info.display} does not ship in '{m.quant}'",
                                f"use one of {', '.join(info.quants)}"))
-    if m.max_input_len >= m.max_seq_len:
-        out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} must be "
-                               f"less than max_seq_len {m.max_seq_len}",
-                               "max_seq_len counts input plus output tokens"))
+    # equal is allowed: MindIE range-checks maxInputTokenLen only (model_deploy_config.cpp L448) and caps an input
+    # at maxSeqLen - 1 (llm_manager_impl.cpp L416); published configs run 6000/6000. vLLM takes max_model_len.
+    if m.max_input_len > m.max_seq_len:
+        out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} is more than "
+                               f"max_seq_len {m.max_seq_len}",
+                               "max_seq_len counts input plus output tokens: raise it, or lower max_input_len"))
     if m.max_prefill_tokens is not None and m.max_prefill_tokens < m.max_input_len:
         out.append(raw.problem(("model", "max_prefill_tokens"), f"max_prefill_tokens {m.max_prefill_tokens} "
                                f"is less than max_input_len {m.max_input_len}",

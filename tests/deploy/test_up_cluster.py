@@ -89,6 +89,10 @@ def test_up_status_logs_down_on_two_a2_nodes(fake_cluster_factory, tmp_path):
     assert lg.returncode == 0 and "Daemon start success!" in json.loads(lg.stdout)["logs"]["node2"][
         f"{fc_cluster(inv)}-mindie"]
 
+    # deployctl's env wins over the image's set_env.sh scripts (nnal/atb/set_env.sh exports 1, the preset 3)
+    engine_logs = json.loads(lg.stdout)["logs"]["node2"].values()
+    assert any("[fake] ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=3\n" in text for text in engine_logs), engine_logs
+
     dn = run_cli("down", "-i", str(inv), "--run-dir", str(runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr
     # a deliberate down is not a degraded deployment: status says "down" and exits 0 (1 with --expect-up)

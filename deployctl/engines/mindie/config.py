@@ -64,8 +64,12 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = plan.inventory
     info = catalog.models()[inv.model.name]
     d = inst.degrees
-    # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803)
-    world = d.tp * d.cp if is_distributed(plan, node) else inst.world_size
+    # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803).
+    # Otherwise worldSize is this server's own NPU count, as npuDeviceIds lists them: BackendConfig refuses the
+    # config at load when they differ ("The size of npuDeviceIds (subset) does not equal to worldSize",
+    # MindIE-LLM backend_config.cpp@v3.0.0 L156-165; 40fb063 L175-181), before the rank table would overwrite it
+    # (config_manager_impl.cpp L117-118 vs L134); published: src/server/scripts/A2_double_machine.md.
+    world = d.tp * d.cp if is_distributed(plan, node) else len(node.device_ids)
     mc = {
         "modelInstanceType": "Standard", "modelName": inv.model.served_name,
         "modelWeightPath": inv.model.weights_path, "worldSize": world,
@@ -114,7 +118,7 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
             "maxPrefillBatchSize": min(50, m.max_batch_size), "maxPrefillTokens": max_prefill_tokens(inv),
             "prefillTimeMsPerReq": 150, "prefillPolicyType": 0,
             "decodeTimeMsPerReq": 50, "decodePolicyType": 0,
-            "maxBatchSize": m.max_batch_size, "maxIterTimes": m.max_seq_len - m.max_input_len,
+            "maxBatchSize": m.max_batch_size, "maxIterTimes": max(1, m.max_seq_len - m.max_input_len),
             "maxPreemptCount": 0, "supportSelectBatch": False,
             "maxQueueDelayMicroseconds": 5000, "maxFirstTokenWaitTime": 2500, **schedule,
         },

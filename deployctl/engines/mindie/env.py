@@ -18,6 +18,7 @@ from deployctl.engines.mindie.processes import is_distributed
 from deployctl.engines.mindie.support import needs_gloo_interface
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan, PlanNode
+from deployctl.engines.container import with_env_keys
 from deployctl.render.env import env_file, user_env
 
 
@@ -62,7 +63,7 @@ def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     merged.update({k: preset[k] for k in sorted(preset) if k not in computed})
     merged.update({k: user[k] for k in user if k in merged})
     merged.update({k: user[k] for k in sorted(user) if k not in merged})
-    return merged
+    return with_env_keys(merged)
 
 
 def render_envs(plan: Plan) -> list[Artifact]:

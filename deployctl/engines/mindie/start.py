@@ -11,7 +11,7 @@ Example (abridged)::
 from __future__ import annotations
 
 from deployctl import __version__
-from deployctl.engines.container import devices, inventory_mounts
+from deployctl.engines.container import devices, inventory_mounts, source_set_env
 from deployctl.engines.mindie.config import config_files
 from deployctl.engines.mindie.processes import container_name, dp_servers, is_distributed
 from deployctl.models.artifact import Artifact
@@ -25,10 +25,10 @@ HOST_MOUNTS = (
     "/usr/local/sbin/npu-smi",
     "/etc/hccn.conf",
 )
-SET_ENV = ('for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh '
-           '/usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; '
-           'do if [ -f "$f" ]; then source "$f"; fi; done; ')
-# Sources the CANN/ATB/MindIE set_env.sh scripts that exist in the image, then execs the daemon
+SET_ENV = source_set_env(("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh",
+                          "/usr/local/Ascend/atb-models/set_env.sh", "/usr/local/Ascend/mindie/set_env.sh"))
+# Sources the CANN/ATB/MindIE set_env.sh scripts that exist in the image (deployctl's env wins over theirs),
+# then execs the daemon
 # from its service directory. The daemon path arrives as an env var, never spliced into the script.
 LAUNCHER = SET_ENV + 'cd "$(dirname "$DEPLOYCTL_DAEMON")/.." && exec "$DEPLOYCTL_DAEMON"'
 # A distributed-decode node runs one daemon per DP rank, each with its own config<i>.json (Motor boot.sh

@@ -6,7 +6,7 @@ No rank table and no config.json: vLLM's processes find each other through the D
 from __future__ import annotations
 
 from deployctl import __version__
-from deployctl.engines.container import devices, inventory_mounts
+from deployctl.engines.container import devices, inventory_mounts, source_set_env, with_env_keys
 from deployctl.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.engines.vllm_ascend.support import preset_env
 from deployctl.models.artifact import Artifact
@@ -21,8 +21,8 @@ HOST_MOUNTS = ("/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/d
 MOONCAKE_LIB = "/usr/local/Ascend/ascend-toolkit/latest/python/site-packages/mooncake"
 # the proxy of the guides, where the image keeps the repository (Dockerfile.a3@v0.13.0 L24 COPY . /vllm-workspace/vllm-ascend/)
 PROXY = "/vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
-SET_ENV = ('for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh; '
-           'do if [ -f "$f" ]; then source "$f"; fi; done; ')
+# the image's set_env.sh scripts first, deployctl's env over them (engines/container.py)
+SET_ENV = source_set_env(("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh"))
 # every serve-<i>.args is one `vllm serve` (its devices in serve-<i>.devices, as launch_online_dp.py gives each
 # DP rank); the container lives while all of them do and stops with the first that exits
 LAUNCHER = SET_ENV + (
@@ -65,7 +65,7 @@ def node_env(plan, node) -> dict[str, str]:
     # the guides unset the proxy variables docker may bring in (multi_node_pd_disaggregation_mooncake.md@v0.11.0)
     merged.update({k: "" for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY") if k not in merged})
     merged.update(user)
-    return merged
+    return with_env_keys(merged)
 
 
 def _args_text(argv) -> bytes:

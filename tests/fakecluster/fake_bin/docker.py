@@ -1410,7 +1410,10 @@ SET_ENV = {
                                  "export ASCEND_HOME_PATH=$ASCEND_TOOLKIT_HOME\n"
                                  "export ASCEND_OPP_PATH=$ASCEND_TOOLKIT_HOME/opp\n"
                                  "export LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:${LD_LIBRARY_PATH:-}\n",
-    "nnal/atb/set_env.sh": "export ATB_HOME_PATH=/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1\n",
+    # with the ATB defaults it exports (hicann/ascend-transformer-boost scripts/set_env.sh L54-71), e.g. the
+    # workspace allocator 1 that replaced a tuned 3 set before it when launchers sourced it last
+    "nnal/atb/set_env.sh": "export ATB_HOME_PATH=/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1\n"
+                           "export ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=1\nexport ATB_OPSRUNNER_KERNEL_CACHE_LOCAL_COUNT=1\n",
     "atb-models/set_env.sh": "export ATB_SPEED_HOME_PATH=/usr/local/Ascend/atb-models\n",
     "mindie/set_env.sh": "export MIES_INSTALL_PATH=/usr/local/Ascend/mindie/latest/mindie-service\n"
                          "export MINDIE_LLM_HOME_PATH=/usr/local/Ascend/mindie/latest/mindie-llm\n"

@@ -247,6 +247,10 @@ def config_problems(cfg, multi_expected=None):
         ws = need(mc, "worldSize", w, int)
         if ws is not None and ws < 1:
             probs.append("Parameter %sworldSize is %d, which should be > 0." % (w, ws))
+        # at load, before any rank table is read (MindIE-LLM backend_config.cpp@v3.0.0 L156-165, 40fb063
+        # L175-181; config_manager_impl.cpp L117-118 runs it before UpdateMultiNodesInfer at L134)
+        if ws is not None and isinstance(ids, list) and any(isinstance(x, list) and len(x) != ws for x in ids):
+            probs.append("The size of npuDeviceIds (subset) does not equal to worldSize.")
         if mc.get("backendType", "atb") not in ("atb", "torch", "ms"):
             probs.append("Parameter %sbackendType is %r, which should be atb or torch." % (w, mc.get("backendType")))
         if "npuMemSize" in mc and isinstance(mc["npuMemSize"], int) and mc["npuMemSize"] != -1 and mc["npuMemSize"] < 1:
@@ -1136,6 +1140,8 @@ def daemon(argv=()):
     faults = settings.get("engine") or {}
     t0 = time.time()
     out("[%s] [%d] [%d] [mindie-server] ===init log===" % (_now(), PID, PID))
+    # stand-in instrumentation (not MindIE's): the ATB allocator the daemon really got, after set_env.sh ran
+    out("[fake] ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=%s" % env("ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE", "unset"))
     opts = daemon_args(list(argv))
     install = env("MIES_INSTALL_PATH") or os.path.abspath(os.path.join(os.path.dirname(sys.argv[0] or "."), ".."))
     if not install or not os.path.isdir(install):
