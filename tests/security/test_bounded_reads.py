@@ -81,8 +81,9 @@ class FakeClient:
     def close(self): pass
 
 
-def executor_with(chan, **kw) -> SshExecutor:
-    ex = SshExecutor(**kw)
+def executor_with(chan, output_limit: int = 4 * MB) -> SshExecutor:
+    ex = SshExecutor()
+    ex.output_limit = output_limit
     ex._clients[T.name] = FakeClient(chan)
     return ex
 
@@ -178,7 +179,8 @@ AS_LIMIT = 2048 * MB           # the run before the fix dies here (MemoryError) 
 TIME_BOUND = 120               # seconds; the commands take a few
 
 
-def run_bounded(*args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, int, float]:
+def run_bounded(*args: str, timeout: float = 240, env: dict | None = None
+                ) -> tuple[subprocess.CompletedProcess, int, float]:
     """Run deployctl under RLIMIT_AS in a wrapper whose only child it is: (result, child's max RSS, seconds)."""
     wrapper = ("import resource, subprocess, sys\n"
                f"resource.setrlimit(resource.RLIMIT_AS, ({AS_LIMIT}, {AS_LIMIT}))\n"
@@ -194,7 +196,7 @@ def run_bounded(*args: str, timeout: float = 240) -> tuple[subprocess.CompletedP
         try:
             res = subprocess.run([sys.executable, str(script), str(DEPLOYCTL), *args], capture_output=True,
                                  text=True, timeout=timeout, cwd=ROOT,
-                                 env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+                                 env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", **(env or {})})
         except subprocess.TimeoutExpired:
             pytest.fail(f"deployctl {' '.join(args)} did not finish within {timeout} s")
         seconds = time.monotonic() - start
@@ -264,7 +266,10 @@ def test_logs_of_a_container_that_logs_forever(flooding, tmp_path):
                     "> /usr/local/bin/docker && chmod 755 /usr/local/bin/docker", check=True)
     try:
         res, rss, seconds = run_bounded("logs", "-i", str(inv), "--run-dir", str(tmp_path / "runs"),
-                                        "--max-log-mb", "8")
+                                        env={"DEPLOYCTL_MAX_LOG_MB": "8"})
+        # the option wins over the environment
+        res2, rss2, seconds2 = run_bounded("logs", "-i", str(inv), "--run-dir", str(tmp_path / "runs2"),
+                                           "--max-log-mb", "1", "--output", "json", env={"DEPLOYCTL_MAX_LOG_MB": "8"})
     finally:
         fc.ssh("node1", "mv /usr/local/bin/docker.real /usr/local/bin/docker", check=True)
     _bounded(res, rss, seconds)
@@ -272,7 +277,12 @@ def test_logs_of_a_container_that_logs_forever(flooding, tmp_path):
     assert "node1" in out and "log truncated (longer than 8 MB: only its first 8 MB was saved)" in out, out
     saved = list((tmp_path / "runs").glob("runs/*-logs/hosts/node1/*.log"))
     assert saved and saved[0].stat().st_size == 8 * MB
-    assert (tmp_path / "runs").glob("runs/*-logs/hosts/node2/*.log")
+    assert list((tmp_path / "runs").glob("runs/*-logs/hosts/node2/*.log"))      # node2 was read too
+    _bounded(res2, rss2, seconds2)
+    doc = json.loads(res2.stdout)
+    assert doc["failed"] == [] and set(doc["logs"]) == {"node1", "node2"}
+    assert list(doc["truncated"]) == ["node1"] and "1 MB" in next(iter(doc["truncated"]["node1"].values()))
+    assert len(next(iter(doc["logs"]["node1"].values()))) <= 256 * 1024     # the end shown, not the whole log
 
 
 # ---------------------------------------------------------------- observation 9: --trust-new-hosts
