@@ -63,7 +63,7 @@ class OutputLimitExceeded(HostError):
     which one flooded (``relabel``); it is dropped by ``relabel``, so a kept error holds no output.
     """
 
-    def __init__(self, host: str, command: str, limit: int, output: bytes | None = None):
+    def __init__(self, host: str, command: str, limit: int, output: bytes | bytearray | None = None):
         super().__init__(host, "output-limit", f"output of `{command}` on {host} exceeded {fmt_mb(limit)}",
                          f"something on {host} prints without end (e.g. a file that is a link to /dev/zero, or a "
                          f"runaway tool): check `{command}` there; if that much output is legitimate, raise the "

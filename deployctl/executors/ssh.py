@@ -302,9 +302,9 @@ class SshExecutor:
 
         rc, stop, seconds, command = self._session(target, argv, timeout, keep(out), keep(err))
         if stop == "limit":
-            exc = OutputLimitExceeded(target.name, short_command(argv), self.output_limit, bytes(out + err))
-            del out[:], err[:]
-            raise exc
+            out += err                    # what was read goes with the error (no copy), for the caller to label
+            del err[:]
+            raise OutputLimitExceeded(target.name, short_command(argv), self.output_limit, out)
         if stop == "timeout":
             raise self._timeout(target, argv, timeout)
         return CommandResult(target.name, command, rc, out.decode(errors="replace"), err.decode(errors="replace"),
