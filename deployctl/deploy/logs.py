@@ -63,6 +63,9 @@ def fetch_host_logs(executor, target, names: list[str], host_dir: Path, tail: in
         except HostError as exc:
             out.error = exc.message + (f" ({exc.hint})" if exc.hint else "")
             return out
+        except OSError as exc:             # the run record's disk
+            out.error = f"cannot save the log of {name} to {path}: {exc.strerror or exc}"
+            return out
         out.files[name] = str(path)
         if res.stopped == "limit":
             out.truncated[name] = f"longer than {fmt_mb(max_log)}: only its first {fmt_mb(max_log)} was saved"

@@ -314,16 +314,23 @@ class SshExecutor:
                limit: int) -> StreamResult:
         """Run ``argv`` and write what it prints (stdout and stderr as they arrive) to ``sink``, at most
         ``limit`` bytes and ``timeout`` seconds; past either the channel is closed and the result says why."""
-        written = 0
+        written, failed = 0, []
 
         def write(chunk: bytes) -> bool:
             nonlocal written
             room = limit - written
-            sink.write(chunk[:max(room, 0)])
+            try:
+                sink.write(chunk[:max(room, 0)])
+            except OSError as exc:            # the local disk, not the host: stop, and say so
+                failed.append(exc)
+                return False
             written += min(len(chunk), max(room, 0))
             return len(chunk) <= room
 
         rc, stop, seconds, _ = self._session(target, argv, timeout, write, write)
+        if failed:
+            raise OSError(failed[0].errno, f"cannot write the output of {argv[0]} from {target.name}: "
+                          f"{failed[0].strerror or failed[0]}")
         return StreamResult(rc if stop is None else None, written, stop, seconds)
 
     @staticmethod

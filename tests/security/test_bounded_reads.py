@@ -141,6 +141,14 @@ def test_stream_to_a_file_is_capped(tmp_path):
     assert res.stopped == "limit" and res.nbytes == 3 * MB and path.stat().st_size == 3 * MB and chan.closed
 
 
+def test_stream_reports_a_local_write_failure():
+    class Full:
+        def write(self, b):
+            raise OSError(28, "No space left on device")
+    with pytest.raises(OSError, match="No space left"):
+        executor_with(FakeChannel(lambda n: n < MB)).stream(T, ["docker", "logs", "e"], 30, Full(), 3 * MB)
+
+
 class FloodExecutor:
     """node1's batch floods (the lock probe): the cap is hit mid-batch; node2 answers."""
 
