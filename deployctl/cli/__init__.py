@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt, ForceOpt, InventoryOpt,
-                                   OutputDirOpt, OutputFormat, OutputOpt, Target, TargetOpt)
+                                   MaxOutputOpt, OutputDirOpt, OutputFormat, OutputOpt, Target, TargetOpt)
 
 app = typer.Typer(
     name="deployctl",
@@ -42,8 +42,13 @@ def _root(
     debug: DebugOpt = False,
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
+    max_output_mb: MaxOutputOpt = None,
 ):
     _state["debug"] = debug or os.environ.get("DEPLOYCTL_DEBUG") == "1"
+    if max_output_mb is not None:       # read by every SSH executor (deployctl.executors.base.limit_bytes)
+        from deployctl.executors.base import OUTPUT_ENV
+
+        os.environ[OUTPUT_ENV] = f"{max_output_mb:g}"
 
 
 @app.command()
@@ -394,12 +399,16 @@ def logs(
     since: Annotated[Optional[str], typer.Option(help="Like docker logs --since (e.g. 10m).")] = None,
     tail: Annotated[int, typer.Option(help="Lines per container.", min=1)] = 200,
     run_dir: RunDirOpt = Path(".deployctl"),
+    max_log_mb: Annotated[Optional[float], typer.Option(
+        "--max-log-mb", min=0.001, metavar="MB", help="Keep at most this much of each container's log (streamed "
+        "to the run record; default DEPLOYCTL_MAX_LOG_MB, else 32); a longer log is cut and marked truncated.")]
+    = None,
 ):
     """Collect the engine logs of every node into the run record and show their tail (exit 1 when a
     host could not be read)."""
     from deployctl.cli.deploy import run_logs
 
-    run_logs(inventory, output.value, host or [], since, tail, run_dir)
+    run_logs(inventory, output.value, host or [], since, tail, run_dir, max_log_mb)
 
 
 @app.command()

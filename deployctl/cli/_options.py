@@ -24,6 +24,9 @@ OutputDirOpt = Annotated[Path, typer.Option(
     "-o", "--out", metavar="DIR", help="Directory for the rendered tree (created if missing).",
     file_okay=False)]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace DIR even if deployctl did not write it.")]
+MaxOutputOpt = Annotated[Optional[float], typer.Option(
+    "--max-output-mb", min=0.001, metavar="MB", help="Stop reading a command on a host once it printed this much "
+    "(stdout + stderr) and report that host (default DEPLOYCTL_MAX_OUTPUT_MB, else 4).")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also DEPLOYCTL_DEBUG=1).")]
 FactsOpt = Annotated[Optional[Path], typer.Option(
     "--facts", metavar="FILE", help="facts.json from `deployctl preflight`: fills device IPs and SDIDs the "

@@ -284,15 +284,32 @@ def _instances_table(st):
     return t
 
 
-def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path) -> None:
+def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path,
+             max_log_mb: float | None = None) -> None:
     from deployctl.deploy.logs import collect_logs
 
     inv = load_deployed_inventory(inventory)
-    logs, record = collect_logs(inv, inventory.parent, run_root, hosts=host, since=since, tail=tail)
-    failed = sorted(n for n, c in logs.items() if "error" in c)
+    logs, record = collect_logs(inv, inventory.parent, run_root, hosts=host, since=since, tail=tail,
+                                max_log_mb=max_log_mb)
+    failed = sorted(n for n, r in logs.items() if r.error)
     if output == "json":
-        typer.echo(json.dumps({"run": str(record.path), "failed": failed, "logs": logs}, indent=2))
+        doc = {"run": str(record.path), "failed": failed,
+               "logs": {n: {"error": r.error} if r.error else r.texts for n, r in logs.items()},
+               "truncated": {n: r.truncated for n, r in logs.items() if r.truncated}}
+        typer.echo(json.dumps(doc, indent=2))
         raise typer.Exit(1 if failed else 0)
+    con = _console()
+    for node, r in logs.items():
+        for name, text in ({"error": r.error} if r.error else r.texts).items():
+            con.print(f"[bold]== {esc(node)} {esc(name)}[/]")
+            for line in text.splitlines()[-min(tail, 20):]:
+                con.print(esc(line))
+            if name in r.truncated:
+                con.print(esc(f"! {node} {name}: log truncated ({r.truncated[name]}): {r.files[name]}"))
+    con.print(esc(f"full logs saved under {record.path}/hosts/"))
+    if failed:
+        con.print(esc(f"✗ could not read the logs of: {', '.join(failed)}"))
+    raise typer.Exit(1 if failed else 0)
     con = _console()
     for node, containers in logs.items():
         for name, text in containers.items():

@@ -49,4 +49,4 @@ def run_history(inventory, output: str) -> None:
     print_history(rows, output, f"history of {inv.cluster.name} (hosts)")
     unread = sorted(n for n, s in states.items() if s.error)
     if unread and output != "json":
-        _console().print(esc(f"! not read: {', '.join(unread)}"))
+        _console().print(esc("! not read: " + "; ".join(f"{n} ({states[n].error})" for n in unread)))

@@ -11,32 +11,32 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Callable
 
-from deployctl.executors.base import CommandResult, HostError, HostTarget, join_argv
+from deployctl.executors.base import (DEFAULT_OUTPUT_MB, OUTPUT_ENV, CommandResult, HostError, HostTarget,
+                                      OutputLimitExceeded, join_argv, limit_bytes, short_command)
+from deployctl.executors.knownhosts import TrustNewHost, check_trust_target, load_problem
 
 # what paramiko tries when no key file is given (look_for_keys=True), in its order
 DEFAULT_KEYS = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ed25519", "~/.ssh/id_dsa")
 _BANNER_ERRORS = ("Error reading SSH protocol banner", "Indecipherable protocol version", "Invalid SSH banner",
                   "Incompatible version")
 
+CHUNK = 65536
+Sink = Callable[[bytes], bool]     # takes a chunk of output; False: no more (the cap is reached)
 
-class _TrustNewHost:
-    """Accept a host that known_hosts does not list yet (only with --trust-new-hosts) and remember it.
 
-    A host whose key *changed* is never accepted: paramiko raises BadHostKeyException before any
-    policy is asked.
-    """
+@dataclass(frozen=True)
+class StreamResult:
+    """What `SshExecutor.stream` wrote: rc (None when stopped), bytes kept, why it stopped early (None,
+    "limit", "timeout")."""
 
-    def __init__(self, path: Path, lock: threading.Lock):
-        self.path, self.lock = path, lock
-
-    def missing_host_key(self, client, hostname, key):
-        with self.lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        client.get_host_keys().add(hostname, key.get_name(), key)
+    rc: int | None
+    nbytes: int
+    stopped: str | None
+    seconds: float
 
 
 def _expand(path: str | None) -> Path | None:
@@ -189,10 +189,43 @@ def _nodelay_transport(sock, **kwargs):
     return paramiko.Transport(sock, **kwargs)
 
 
+def pump(chan, deadline: float, on_out: Sink, on_err: Sink) -> str | None:
+    """Feed a channel's stdout/stderr to the sinks until it exits (None), a sink returns False ("limit") or
+    ``deadline`` (time.monotonic) passes ("timeout") - checked before every read, so a host that never
+    stops printing cannot hold the loop past it.
+
+    It sleeps until something arrives instead of polling every few ms: many hosts' channels are in flight at
+    once and each wake-up costs CPU under the GIL. paramiko sets `ready` when output is buffered (and for good
+    at EOF; after EOF the exit status is awaited instead). paramiko buffers at most its window (2 MB) per
+    channel, so what waits unread is bounded as well.
+    """
+    ready = threading.Event()
+    chan.in_buffer.set_event(ready)
+    chan.in_stderr_buffer.set_event(ready)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        if chan.recv_ready():
+            if not on_out(chan.recv(CHUNK)):
+                return "limit"
+        elif chan.recv_stderr_ready():
+            if not on_err(chan.recv_stderr(CHUNK)):
+                return "limit"
+        elif chan.exit_status_ready():
+            return None               # both buffers drained above: everything before the exit status was read
+        elif chan.eof_received:
+            chan.status_event.wait(min(left, 0.2))
+        else:
+            ready.wait(min(left, 0.2))
+            ready.clear()             # the checks above run again: a wake-up cannot be lost
+
+
 class SshExecutor:
     """Runs commands over SSH. Thread-safe across hosts; one paramiko client per host."""
 
-    def __init__(self, trust_new_hosts: bool = False, connect_timeout: float = 10.0):
+    def __init__(self, trust_new_hosts: bool = False, connect_timeout: float = 10.0,
+                 output_limit: int | None = None):
         import logging
 
         # paramiko logs transport failures with tracebacks; deployctl reports them as HostErrors instead
@@ -200,6 +233,8 @@ class SshExecutor:
         logging.getLogger("paramiko").propagate = False
         self.trust_new_hosts = trust_new_hosts
         self.connect_timeout = connect_timeout
+        # bytes one command may print (stdout + stderr); default: DEPLOYCTL_MAX_OUTPUT_MB, else 4 MB
+        self.output_limit = output_limit or limit_bytes(OUTPUT_ENV, DEFAULT_OUTPUT_MB)
         self._clients: dict[str, object] = {}
         self._lock = threading.Lock()
         self._known_lock = threading.Lock()
@@ -209,15 +244,14 @@ class SshExecutor:
 
         client = paramiko.SSHClient()
         known = _expand(t.known_hosts)
-        if known and known.exists():
+        create = self.trust_new_hosts and known is not None and check_trust_target(t, known)
+        if known and known.exists() and not create:
             try:
                 client.load_host_keys(str(known))
-            except (OSError, paramiko.SSHException) as exc:
-                raise HostError(t.name, "host-key-unknown", f"cannot read known_hosts file {known}: {exc}",
-                                "fix its permissions or format (one `host keytype base64` per line), or point "
-                                "ssh.known_hosts at another file") from None
+            except Exception as exc:       # OSError, SSHException, InvalidHostKey, UnicodeDecodeError, ...
+                raise load_problem(t, known, exc) from None
         if self.trust_new_hosts and known:
-            client.set_missing_host_key_policy(_TrustNewHost(known, self._known_lock))
+            client.set_missing_host_key_policy(TrustNewHost(known, self._known_lock, create))
         else:
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
         key = _expand(t.key)
@@ -233,6 +267,9 @@ class SshExecutor:
                            timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
                            auth_timeout=self.connect_timeout, allow_agent=agent, look_for_keys=agent,
                            transport_factory=_nodelay_transport)
+        except HostError as exc:                 # the known_hosts file could not take the new key
+            client.close()
+            raise HostError(t.name, exc.kind, exc.message, exc.hint) from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             client.close()
             raise describe_connect_error(exc, t, timeout=self.connect_timeout, known_hosts=known, keys=keys,
@@ -250,7 +287,63 @@ class SshExecutor:
         return client
 
     def run(self, target: HostTarget, argv: list[str], timeout: float) -> CommandResult:
-        """Run ``argv`` (quoted into one command line) and wait at most ``timeout`` seconds."""
+        """Run ``argv`` (quoted into one command line) and wait at most ``timeout`` seconds.
+
+        At most ``output_limit`` bytes (stdout + stderr) are read: beyond that the channel is closed and
+        OutputLimitExceeded (a HostError, kind "output-limit") names the host and the command.
+        """
+        out, err = bytearray(), bytearray()
+
+        def keep(buf: bytearray):
+            def sink(chunk: bytes) -> bool:
+                buf.extend(chunk)
+                return len(out) + len(err) <= self.output_limit
+            return sink
+
+        rc, stop, seconds, command = self._session(target, argv, timeout, keep(out), keep(err))
+        if stop == "limit":
+            out += err                    # what was read goes with the error (no copy), for the caller to label
+            del err[:]
+            raise OutputLimitExceeded(target.name, short_command(argv), self.output_limit, out)
+        if stop == "timeout":
+            raise self._timeout(target, argv, timeout)
+        return CommandResult(target.name, command, rc, out.decode(errors="replace"), err.decode(errors="replace"),
+                             seconds)
+
+    def stream(self, target: HostTarget, argv: list[str], timeout: float, sink: BinaryIO,
+               limit: int) -> StreamResult:
+        """Run ``argv`` and write what it prints (stdout and stderr as they arrive) to ``sink``, at most
+        ``limit`` bytes and ``timeout`` seconds; past either the channel is closed and the result says why."""
+        written, failed = 0, []
+
+        def write(chunk: bytes) -> bool:
+            nonlocal written
+            room = limit - written
+            try:
+                sink.write(chunk[:max(room, 0)])
+            except OSError as exc:            # the local disk, not the host: stop, and say so
+                failed.append(exc)
+                return False
+            written += min(len(chunk), max(room, 0))
+            return len(chunk) <= room
+
+        rc, stop, seconds, _ = self._session(target, argv, timeout, write, write)
+        if failed:
+            raise OSError(failed[0].errno, f"cannot write the output of {argv[0]} from {target.name}: "
+                          f"{failed[0].strerror or failed[0]}")
+        return StreamResult(rc if stop is None else None, written, stop, seconds)
+
+    @staticmethod
+    def _timeout(target: HostTarget, argv: list[str], timeout: float) -> HostError:
+        return HostError(target.name, "timeout", f"no answer within {timeout:.0f} s (running {argv[0]})",
+                         "the host is overloaded or a tool hangs; raise --timeout if it is just slow")
+
+    def _session(self, target: HostTarget, argv: list[str], timeout: float, on_out: Sink, on_err: Sink):
+        """Run ``argv`` on a new channel, feeding its output to the sinks; (rc, stop, seconds, command).
+
+        ``stop`` is None (the command exited: rc is its status), "limit" (a sink refused more) or "timeout";
+        in both latter cases the channel is closed at once. The deadline holds while data streams too.
+        """
         client = self.client(target)
         command = join_argv(argv)
         start = time.monotonic()
@@ -258,37 +351,12 @@ class SshExecutor:
             chan = client.get_transport().open_session(timeout=timeout)
             chan.settimeout(timeout)
             chan.exec_command(command)
-            out, err = bytearray(), bytearray()
-            # sleep until something arrives instead of polling every few ms: many hosts' channels are in
-            # flight at once and each wake-up costs CPU under the GIL. paramiko sets `ready` when output is
-            # buffered (and for good at EOF; after EOF the exit status is awaited instead).
-            ready = threading.Event()
-            chan.in_buffer.set_event(ready)
-            chan.in_stderr_buffer.set_event(ready)
-            while True:
-                if chan.recv_ready():
-                    out += chan.recv(65536)
-                elif chan.recv_stderr_ready():
-                    err += chan.recv_stderr(65536)
-                elif chan.exit_status_ready():
-                    while chan.recv_ready():
-                        out += chan.recv(65536)
-                    while chan.recv_stderr_ready():
-                        err += chan.recv_stderr(65536)
-                    break
-                elif (left := timeout - (time.monotonic() - start)) <= 0:
-                    chan.close()
-                    raise HostError(target.name, "timeout", f"no answer within {timeout:.0f} s "
-                                    f"(running {argv[0]})", "the host is overloaded or a tool hangs; "
-                                    "raise --timeout if it is just slow")
-                elif chan.eof_received:
-                    chan.status_event.wait(min(left, 0.2))
-                else:
-                    ready.wait(min(left, 0.2))
-                    ready.clear()         # the checks above run again: a wake-up cannot be lost
+            stop = pump(chan, start + timeout, on_out, on_err)
+            if stop is not None:
+                chan.close()
+                return None, stop, time.monotonic() - start, command
             rc = chan.recv_exit_status()
-        except HostError:
-            raise
+            chan.close()
         except Exception as exc:  # paramiko raises many kinds when a connection dies mid-command
             with self._lock:
                 dead = self._clients.pop(target.name, None)
@@ -298,8 +366,7 @@ class SshExecutor:
                             f"{argv[0]}: {str(exc) or type(exc).__name__}",
                             f"the host rebooted, sshd restarted or the network dropped; check that "
                             f"{_ssh_cmd(target)} works, then rerun") from None
-        return CommandResult(target.name, command, rc, out.decode(errors="replace"),
-                             err.decode(errors="replace"), time.monotonic() - start)
+        return rc, None, time.monotonic() - start, command
 
     def close(self) -> None:
         with self._lock:

@@ -7,8 +7,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
-from deployctl.preflight.batch import ProbeOutput, batch_argv, split_outputs
+from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget, OutputLimitExceeded, short_command
+from deployctl.preflight.batch import BEGIN, ProbeOutput, batch_argv, split_outputs
 
 Commands = list[tuple[str, list[str]]]
 Progress = Callable[[str, str], None]
@@ -36,6 +36,16 @@ def _clock_offset(executor: Executor, target: HostTarget, timeout: float) -> flo
         return None
 
 
+def flooding_probe(exc: OutputLimitExceeded, commands: Commands) -> OutputLimitExceeded:
+    """The cap was hit while a batch ran: name the probe that was printing (the last one begun; a parallel
+    batch prints its probes' outputs in order too), without the output read so far."""
+    output = exc.output or b""
+    at = output.rfind(BEGIN.encode() + b" ")
+    name = output[at + len(BEGIN) + 1:].split(b"\n", 1)[0].decode(errors="replace") if at >= 0 else ""
+    argv = dict(commands).get(name)
+    return exc.relabel(short_command(argv) if argv else exc.command)
+
+
 def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeout: float,
                progress: Progress | None = None, measure_clock: bool = True, parallel: bool | int = False) -> HostRun:
     run = HostRun(target)
@@ -53,7 +63,7 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
         if progress:
             progress(target.name, "done")
     except HostError as exc:
-        run.error = exc
+        run.error = flooding_probe(exc, commands) if isinstance(exc, OutputLimitExceeded) else exc
         if progress:
             progress(target.name, f"failed: {exc.kind}")
     run.seconds = time.monotonic() - start
