@@ -241,7 +241,7 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     if output == "json":
         typer.echo(json.dumps({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
                                "note": st.note, "nodes": st.rows, "instances": st.instances,
-                               "router": st.router}, indent=2))
+                               "router": st.router, "findings": st.findings}, indent=2))
         raise typer.Exit(code)
     from rich.table import Table
 
@@ -265,6 +265,8 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
             "degraded": "[red]✗ degraded[/]", "unknown": "[red]? unknown: a host could not be read[/]",
             "down": "[yellow]■ down[/]"}[st.state]
     con.print(line + (esc(f" ({st.note})") if st.note else ""))
+    for finding in st.findings:
+        con.print(esc(f"! {finding}"))
     raise typer.Exit(code)
 
 

@@ -10,15 +10,21 @@ from deployctl.cli._output import esc
 from deployctl.cli._output import run_console as _console
 
 
-def print_history(rows, output: str, title: str) -> None:
+def print_history(rows, output: str, title: str, findings: list[str] | None = None) -> None:
+    """``findings``: what the hosts said that was not used (hosts backend only; printed after the table)."""
     if output == "json":
-        typer.echo(json.dumps({"title": title, "revisions": [r.to_dict() for r in rows]}, indent=2))
+        doc = {"title": title, "revisions": [r.to_dict() for r in rows]}
+        if findings is not None:
+            doc["findings"] = findings
+        typer.echo(json.dumps(doc, indent=2))
         return
     from rich.table import Table
 
     con = _console()
     if not rows:
         con.print(esc(f"{title}: no deployment recorded yet"))
+        for finding in findings or []:
+            con.print(esc(f"! {finding}"))
         return
     t = Table(title=title, title_justify="left")
     for col in ("rev", "", "time", "user", "operation", "result", "what", "changed"):
@@ -30,6 +36,8 @@ def print_history(rows, output: str, title: str) -> None:
     con.print(t)
     con.print(esc("roll back with: deployctl rollback -i INV [--to REV]  (default: the last successful "
                   "revision before the live one)"))
+    for finding in findings or []:
+        con.print(esc(f"! {finding}"))
 
 
 def run_history(inventory, output: str) -> None:
@@ -46,7 +54,7 @@ def run_history(inventory, output: str) -> None:
 
         raise ExecutionError("no host could be read", hint="fix SSH to the hosts (deployctl preflight shows why)")
     rows = hist.rows(hist.merged(ok), ok)
-    print_history(rows, output, f"history of {inv.cluster.name} (hosts)")
+    print_history(rows, output, f"history of {inv.cluster.name} (hosts)", hist.findings(ok))
     unread = sorted(n for n, s in states.items() if s.error)
     if unread and output != "json":
         _console().print(esc("! not read: " + "; ".join(f"{n} ({states[n].error})" for n in unread)))

@@ -269,7 +269,8 @@ def prune(b, plan: hist.Prune) -> None:
     from deployctl.deploy.hosts import run_script
 
     def paths(t):
-        return [f"history/{r}.json" for r in plan.history] + [f"revisions/{r}" for r in plan.revisions.get(t.name, [])]
+        return ([f"history/{r}.json" for r in plan.history.get(t.name, [])]
+                + [f"revisions/{r}" for r in plan.revisions.get(t.name, [])])
 
     run_script(b.executor, [t for t in b.targets if paths(t)],
                lambda t: ["sh", "-c", hist.REMOVE, "deployctl-prune", b.cdir, *paths(t)], b.opts.ssh_timeout)

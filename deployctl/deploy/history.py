@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from deployctl.deploy.historyrow import HistoryRow
 from deployctl.errors import UsageError
+from deployctl.deploy.hostdata import HistoryEntry
 from deployctl.models.deploy import DeployedState
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -25,18 +26,55 @@ REMOVE = 'd="$1"; shift; for x in "$@"; do rm -rf -- "$d/$x"; done'
 DEPLOYS = ("up", "rollback")
 
 
-def merged(states: dict[str, DeployedState]) -> list[dict]:
-    """Every host's copy, one entry per run id (a host that missed an entry does not hide it)."""
-    by_run: dict[str, dict] = {}
-    for s in states.values():
+@dataclass(frozen=True)
+class Merged:
+    entries: list[dict]      # one per run id, taken only where every host holding it holds the same copy
+    findings: list[str]      # per host: copies that disagree, entries some readable hosts lack
+    top: int                 # the highest revision number any host's (parsed) copy names
+
+
+def merge(states: dict[str, DeployedState]) -> Merged:
+    """Every host's copy, one entry per run id (a host that missed an entry does not hide it). An entry whose
+    copies differ between hosts (their content digests) is used from no host: which one lies is unknown."""
+    copies: dict[str, dict[str, HistoryEntry]] = {}
+    for node, s in states.items():
+        if s.error:
+            continue
         for e in s.history:
-            if isinstance(e.get("run_id"), str) and isinstance(e.get("revision"), int):
-                by_run.setdefault(e["run_id"], e)
-    return sorted(by_run.values(), key=lambda e: (e["revision"], e["time"]))
+            copies.setdefault(e.run_id, {})[node] = e
+    entries, findings, top = [], [], 0
+    readable = [n for n, s in states.items() if not s.error]
+    for run, held in copies.items():
+        top = max([top, *(e.revision for e in held.values())])
+        digests = {e.digest for e in held.values()}
+        if len(digests) > 1:
+            for node, e in held.items():
+                others = sorted(n for n, o in held.items() if o.digest != e.digest)
+                findings.append(f"{node}: its copy of history entry {run} (revision {e.revision}) differs from "
+                                f"the copy on {', '.join(others)} - no copy of it is used")
+            continue
+        e = next(iter(held.values()))
+        lacking = [n for n in readable if n not in held and n in e.nodes]
+        if lacking:
+            findings.append(f"{', '.join(sorted(held))}: history entry {run} (revision {e.revision}) is not on "
+                            f"{', '.join(lacking)}")
+        entries.append(e.as_dict())
+    entries.sort(key=lambda e: (e["revision"], e["time"], e["run_id"]))
+    return Merged(entries, findings, top)
 
 
-def next_revision(entries: list[dict]) -> int:
-    return max((e["revision"] for e in entries), default=0) + 1
+def merged(states: dict[str, DeployedState]) -> list[dict]:
+    return merge(states).entries
+
+
+def findings(states: dict[str, DeployedState]) -> list[str]:
+    """Everything the hosts said that was not used: their own findings, then the history merge's."""
+    return [f for s in states.values() for f in s.findings] + merge(states).findings
+
+
+def next_revision(entries: list[dict], top: int = 0) -> int:
+    """After every entry, and after every number a host's copy names (``Merged.top``): never one twice."""
+    return max([top, *(e["revision"] for e in entries)]) + 1
 
 
 def live_entry(entries: list[dict], states: dict[str, DeployedState]) -> dict | None:
@@ -118,6 +156,12 @@ def rollback_target(entries: list[dict], states: dict[str, DeployedState], to: i
         raise UsageError(f"revision {e['revision']} is no longer on every host: missing on {', '.join(missing)}",
                          hint="hosts keep the last deploy.keep_revisions revisions; redeploy it with `up` "
                               "from its inventory instead")
+    untrusted = [f"{n} ({why})" for n, why in ((n, _not_intact(e, states[n], n)) for n in e.get("nodes", {})
+                                               if n in states and not states[n].error) if why]
+    if untrusted:
+        raise UsageError(f"revision {e['revision']} is not held intact by the hosts it would run on: "
+                         f"{'; '.join(untrusted)}", hint="a host's files or history differ from the entry: "
+                         "`deployctl history -i INV` lists what the hosts disagree on; redeploy with `up`")
     if set(e.get("nodes", {})) != set(states):
         raise UsageError(f"revision {e['revision']} ran on {', '.join(sorted(e.get('nodes', {})))}, the inventory "
                          f"names {', '.join(sorted(states))}",
@@ -125,24 +169,43 @@ def rollback_target(entries: list[dict], states: dict[str, DeployedState], to: i
     return e
 
 
+def _not_intact(e: dict, s: DeployedState, node: str) -> str:
+    """Why ``node`` cannot be trusted to go back to entry ``e`` by itself ("" when it can): it must hold the
+    entry in its own history (the same copy) and the revision's manifest with the entry's file digests."""
+    own = next((x for x in s.history if x.run_id == e["run_id"]), None)
+    if own is None or own.digest != e.get("digest"):
+        return "its own history does not hold this entry"
+    man = s.revisions.get(e["nodes"][node])
+    if man is None or man.files != e.get("files", {}).get(node, man.files):
+        return "its revision's manifest does not match the entry's file digests"
+    return ""
+
+
 @dataclass(frozen=True)
 class Prune:
-    history: list[str]                  # run ids whose entries go
+    history: dict[str, list[str]]       # node -> run ids whose entries go there
     revisions: dict[str, list[str]]     # node -> revision directories that go
 
 
-def prune_plan(entries: list[dict], states: dict[str, DeployedState], keep: int) -> Prune:
-    """Keep the last ``keep`` deployments (and every revision `current`/`previous` name); drop the rest."""
-    deploys = [e for e in entries if e.get("operation") in DEPLOYS]
-    kept = deploys[-keep:] if keep > 0 else []
-    oldest = kept[0]["revision"] if kept else None
-    drop_hist = [e["run_id"] for e in entries if oldest is not None and e["revision"] < oldest]
+def prune_plan(entry: dict, states: dict[str, DeployedState], keep: int) -> Prune:
+    """Per host, from that host's own entries (plus ``entry``, the one just written) and links only: keep its
+    last ``keep`` deployments (and every revision `current`/`previous` name); drop the rest. What another host
+    says never deletes anything here."""
+    hist: dict[str, list[str]] = {}
     revs: dict[str, list[str]] = {}
     for node, s in states.items():
         if s.error:
             continue
-        wanted = {e.get("nodes", {}).get(node) for e in kept} | {s.current_rev, s.previous_rev}
+        own = [x.as_dict() for x in s.history if x.run_id != entry["run_id"]] + [entry]
+        own.sort(key=lambda x: (x["revision"], x["run_id"]))
+        deploys = [x for x in own if x.get("operation") in DEPLOYS]
+        kept = deploys[-keep:] if keep > 0 else []
+        oldest = kept[0]["revision"] if kept else None
+        drop = [x["run_id"] for x in own if oldest is not None and x["revision"] < oldest and SAFE.match(x["run_id"])]
+        if drop:
+            hist[node] = drop
+        wanted = {x.get("nodes", {}).get(node) for x in kept} | {s.current_rev, s.previous_rev}
         gone = sorted(r for r in s.revisions if r not in wanted and SAFE.match(r))
         if gone:
             revs[node] = gone
-    return Prune([r for r in drop_hist if SAFE.match(r)], revs)
+    return Prune(hist, revs)

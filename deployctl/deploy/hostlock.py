@@ -33,6 +33,9 @@ RELEASE = 'd="$1"; if grep -qF "\\"run_id\\": \\"$2\\"" "$d/lock" 2>/dev/null; t
 BREAK = 'rm -f "$1/lock"'
 
 
+_UNREADABLE = LockOwner("?", "?", 0, "unreadable lock", "?", "", "")     # a lock file that is not deployctl's
+
+
 def _sh(script: str, *args: str) -> list[str]:
     return ["sh", "-c", script, "deployctl-lock", *args]
 
@@ -59,8 +62,8 @@ class HostLock:
         if res.rc == 0 and lines and lines[0] == "acquired":
             return t, None, None
         if res.rc == 0 and lines and lines[0] == "held":
-            holder = LockOwner.from_json("\n".join(lines[1:]))
-            return t, holder or LockOwner("?", "?", 0, "unreadable lock", "?", "", ""), None
+            holder = LockOwner.from_json("\n".join(lines[1:]))       # the host's file: None when not a lock
+            return t, holder or _UNREADABLE, None
         return t, None, f"could not take the lock (rc {res.rc}): {res.stdout.strip() or res.stderr.strip()}"
 
     def acquire(self) -> None:
@@ -76,7 +79,8 @@ class HostLock:
         for t, holder, err in results:
             if holder is not None:
                 self.release()
-                raise LockHeld(f"{t.name} ({self.cdir}/lock)", holder, holder.gone(), self.break_hint)
+                owner = None if holder is _UNREADABLE else holder
+                raise LockHeld(f"{t.name} ({self.cdir}/lock)", owner, owner is None or owner.gone(), self.break_hint)
             if err is not None:
                 self.release()
                 raise ExecutionError(f"cannot take the deployment lock on {t.name}: {err}: nothing was changed",

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from deployctl.deploy import history as hist
 from deployctl.deploy.diff import diff_deployment
+from deployctl.deploy.hostdata import clean_entry, seal
 from deployctl.deploy.hostlock import HostLock
 from deployctl.deploy.lockinfo import LockOwner
 from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
@@ -96,11 +97,17 @@ class HostsBackend:
         self.moved: list[str] = []
         self.rollout = None                     # up, several instances behind a router: fleet.rolling.Rollout
         self.rolling_batch: list[str] = []      # the instances out of the router right now
+        self.reported: set[str] = set()         # findings about what the hosts said, already shown
 
     # -- read ---------------------------------------------------------------------------------------
     def read(self, health: bool = False) -> dict[str, DeployedState]:
-        return require_readable(read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
-                                              timeout=self.opts.ssh_timeout))
+        states = require_readable(read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
+                                                timeout=self.opts.ssh_timeout))
+        for line in hist.findings(states):
+            if line not in self.reported:           # a host's lies are told once per run, not per read
+                self.reported.add(line)
+                self.reporter.failure(f"! {line}")
+        return states
 
     def preflight(self, observed) -> None:
         if self.operation == "up" and self._preflight is not None:
@@ -115,8 +122,7 @@ class HostsBackend:
             nodes = {}
             for node, rev in entry["nodes"].items():
                 man = observed[node].revisions[rev]
-                nodes[node] = NodeIntent(node, rev, dict(man.get("files", {})), man.get("env_digest", ""),
-                                         tuple(man.get("env_keys", ())))
+                nodes[node] = NodeIntent(node, rev, dict(man.files), man.env_digest, tuple(man.env_keys))
             self.reporter.step(f"rolling back to revision {entry['revision']} (run {entry['run_id']}, "
                                f"{entry.get('time', '')})")
             return Desired(nodes, push=False, entry=entry)
@@ -250,9 +256,9 @@ class HostsBackend:
         for node in self.moved:
             before = observed[node]
             ran = ran_before(before, self.engine)
-            man = before.revisions.get(before.current_rev or "", {})
-            wants[node] = Want(before.current_rev if ran else None, man.get("env_digest", ""),
-                               tuple(man.get("env_keys", ())), ms=has_router(self.plan, node) and bool(ran))
+            man = before.revisions.get(before.current_rev or "")
+            wants[node] = Want(before.current_rev if ran else None, man.env_digest if man else "",
+                               tuple(man.env_keys) if man else (), ms=has_router(self.plan, node) and bool(ran))
         failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
         units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
                            u.cause + (failed_task if not u.ok else ""))
@@ -268,14 +274,14 @@ class HostsBackend:
         if self.operation == "down" and self.opts.purge:
             return          # the deployment's directory (history included) is gone on purpose
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
-        entries = hist.merged(states)
-        entry = entry_for(self, outcome, desired, hist.next_revision(entries))
+        merged = hist.merge(states)
+        entry = seal(clean_entry(entry_for(self, outcome, desired, hist.next_revision(merged.entries, merged.top))))
         problems = write_entry(self, entry)
         if problems:
             self.reporter.failure(f"! history entry not written on: {', '.join(problems)}")
         self.rec.write_json("history-entry.json", entry)
         if outcome.status == "successful" and self.operation != "down":
-            prune(self, hist.prune_plan(entries + [entry], states, self.inv.deploy.keep_revisions))
+            prune(self, hist.prune_plan(entry, states, self.inv.deploy.keep_revisions))
 
 
 def ran_before(state: DeployedState, engine: str) -> bool:

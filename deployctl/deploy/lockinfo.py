@@ -41,12 +41,11 @@ class LockOwner:
 
     @classmethod
     def from_json(cls, text: str) -> "LockOwner | None":
-        try:
-            doc = json.loads(text)
-            return cls(**{k: doc[k] for k in ("user", "host", "pid", "command", "run_id", "started")},
-                       heartbeat=doc.get("heartbeat", ""))
-        except (ValueError, KeyError, TypeError):
-            return None
+        """The holder a lock file names, or None when it is not a deployctl lock (a host's file: untrusted)."""
+        from deployctl.deploy.hostdata import parse_lock
+
+        doc, _ = parse_lock(text, "")
+        return None if doc is None else cls(**doc.model_dump())
 
     def who(self) -> str:
         return f"{self.user}@{self.host} (pid {self.pid}, `{self.command}`, run {self.run_id})"

@@ -6,8 +6,10 @@ directory each one mounts, its environment, its state) and whether the engine an
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 
+from deployctl.deploy.hostdata import (REV, parse_container, parse_count, parse_history, parse_link, parse_lock,
+                                       parse_manifests, printable)
 from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.deploy import ContainerState, DeployedState
 from deployctl.models.plan import Plan
@@ -95,66 +97,55 @@ def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple
     return cmds
 
 
-def _json_files(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for chunk in text.split("@@file ")[1:]:
-        path, _, body = chunk.partition("\n")
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            out.append((path.strip(), doc))
-    return out
-
-
-def _container(name: str, res: ProbeOutput | None, work_dir: str) -> ContainerState:
-    lines = res.text.splitlines() if res and res.rc == 0 else []
-    try:
-        state, mounts, env = (json.loads(x) for x in lines[:3])
-    except (ValueError, TypeError):
-        return ContainerState(name=name, status="absent")
+def _container(name: str, res: ProbeOutput | None, work_dir: str, node: str) -> tuple[ContainerState, list[str]]:
+    if res is None or res.rc != 0:       # docker: no such container (or no answer: the fan-out says why)
+        return ContainerState(name=name, status="absent"), []
+    doc, findings = parse_container(res.text, node, name)
+    if doc is None:
+        return ContainerState(name=name, status="unknown"), findings
     mounted = None
-    for m in mounts or []:
-        if m.get("Destination") == work_dir:
-            mounted = str(m.get("Source", "")).rstrip("/").rsplit("/", 1)[-1] or None
-    pairs = dict(e.partition("=")[::2] for e in env or [])
-    code = state.get("ExitCode")
-    return ContainerState(name=name, status=state.get("Status", "unknown"),
-                          exit_code=code if isinstance(code, int) else None,
-                          started_at=state.get("StartedAt"), mounted_rev=mounted, env=pairs)
+    for m in doc.mounts:
+        if m.Destination == work_dir:
+            folder = m.Source.rstrip("/").rsplit("/", 1)[-1]
+            mounted = folder if re.fullmatch(REV.strip("^$"), folder) else None
+            if mounted is None and folder:
+                findings = [f"{node}: {name} mounts {printable(m.Source, 80)!r}, not a deployctl revision"]
+    pairs = dict(e.partition("=")[::2] for e in doc.env)
+    return ContainerState(name=name, status=doc.state.Status, exit_code=doc.state.ExitCode,
+                          started_at=doc.state.StartedAt, mounted_rev=mounted, env=pairs), findings
+
+
+def _text(out: dict[str, ProbeOutput], key: str) -> str | None:
+    res = out.get(key)
+    return res.text if res is not None and res.rc == 0 else None
 
 
 def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedState:
+    """What ``node`` said, parsed (deployctl.deploy.hostdata): what does not parse is a finding, never an error."""
     names = list(processes(plan, node).containers)
-
-    def rev(key: str) -> str | None:
-        res = out.get(key)
-        return res.text.strip().rstrip("/").rsplit("/", 1)[-1] if res and res.rc == 0 and res.text.strip() else None
-
-    revisions = {}
-    man = out.get("dep.manifests")
-    for path, doc in _json_files(man.text if man else ""):
-        revisions[str(doc.get("revision") or path.rsplit("/", 2)[-2])] = doc
-    hist = out.get("dep.history")
-    history = sorted((doc for _, doc in _json_files(hist.text if hist else "")),
-                     key=lambda d: (d.get("revision", 0), d.get("run_id", "")))
-    current = rev("dep.current")
-    doc = revisions.get(current or "", {})
-    lock = out.get("dep.lock")
-    containers = {name: _container(name, out.get(f"dep.container.{i}"), plan.inventory.engine.work_dir)
-                  for i, name in enumerate(names)}
+    current, findings = parse_link(_text(out, "dep.current"), node, "current")
+    previous, more = parse_link(_text(out, "dep.previous"), node, "previous")
+    revisions, man_findings = parse_manifests(_text(out, "dep.manifests") or "", node)
+    history, hist_findings = parse_history(_text(out, "dep.history") or "", node)
+    lock, lock_findings = parse_lock(_text(out, "dep.lock"), node)
+    findings += more + man_findings + hist_findings + lock_findings
+    containers = {}
+    for i, name in enumerate(names):
+        containers[name], more = _container(name, out.get(f"dep.container.{i}"), plan.inventory.engine.work_dir,
+                                            node)
+        findings += more
     checks = [out[k] for k in sorted(out) if k.startswith("dep.health.")]
     ready = None if not checks else all(c.text.strip() == "200" for c in checks)
-    logged = out.get("dep.readylog")
-    if ready is None and logged is not None and logged.rc == 0 and logged.text.strip().isdigit():
+    logged = _text(out, "dep.readylog")
+    count = parse_count(logged) if logged is not None else None
+    if ready is None and count is not None:
         # no HTTP to ask: ready once the log shows the ready line as often as it has processes, and it runs
         running = any(c.status == "running" for c in containers.values())
-        ready = running and int(logged.text.strip()) >= processes(plan, node).engine.ready_count
-    return DeployedState(node=node, current_rev=current, previous_rev=rev("dep.previous"),
-                         files=dict(doc.get("files", {})), run=doc.get("run"), containers=containers, ready=ready,
-                         revisions=revisions, history=history,
-                         lock=lock.text.strip() if lock and lock.rc == 0 and lock.text.strip() else None)
+        ready = running and count >= processes(plan, node).engine.ready_count
+    man = revisions.get(current or "")
+    return DeployedState(node=node, current_rev=current, previous_rev=previous,
+                         files=dict(man.files) if man else {}, run=man.run if man else None, containers=containers,
+                         ready=ready, revisions=revisions, history=history, lock=lock, findings=findings)
 
 
 def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdir: str, *,

@@ -30,6 +30,7 @@ class Status:
     note: str = ""
     instances: list[dict] = field(default_factory=list)   # per instance: revision, state, what the router says
     router: dict | None = None   # the router in front: {"what", "error"} (its view is in each instance row)
+    findings: list[str] = field(default_factory=list)     # what hosts said that did not parse or agree ("node1: ...")
 
     def exit_code(self, expect_up: bool) -> int:
         if self.state == "serving":
@@ -87,31 +88,32 @@ def judge(plan: Plan, states: dict[str, DeployedState], view: dict[str, str] | N
             absent += 1
             problems.append("no engine container")
         else:
-            man = s.revisions.get(mounted or "", {})
-            want = Want(s.current_rev, man.get("env_digest", ""), tuple(man.get("env_keys", ())), ms=has_router(plan, node.name))
+            man = s.revisions.get(mounted or "")
+            want = Want(s.current_rev, man.env_digest if man else "", tuple(man.env_keys) if man else (),
+                        ms=has_router(plan, node.name))
             problems += [p.replace("`current` names", "drift: `current` names") for p in
                          engine_problems(s, engine, want, ms)]
             if c.status == "running" and mounted and mounted != s.current_rev:
                 problems = [p for p in problems if not p.startswith("the container runs revision")]
                 problems.insert(0, f"drift: the container runs revision {mounted}, `current` names "
                                    f"{s.current_rev or '(none)'}")
-        runs = {states[n].revisions.get(states[n].current_rev or "", {}).get("run") for n in inst.nodes
-                if not states[n].error}
+        runs = {_run(states[n], states[n].current_rev) for n in inst.nodes if not states[n].error}
         if len(runs) > 1 and not s.error:
             problems.append("nodes of this instance were deployed by different `up` runs")
         any_problem |= bool(problems)
         env_ok = env = None
         if c is not None and c.status == "running" and mounted in s.revisions:
             man = s.revisions[mounted]
-            env = container_env_digest(c, tuple(man.get("env_keys", ())))
-            env_ok = env == man.get("env_digest")
+            env = container_env_digest(c, tuple(man.env_keys))
+            env_ok = env == man.env_digest
         rows.append({"node": node.name, "instance": node.instance, "ranks": f"{ranks[0]}-{ranks[-1]}",
                      "revision": mounted, "current": s.current_rev,
-                     "run": s.revisions.get(mounted or "", {}).get("run"),
+                     "run": _run(s, mounted),
                      "engine": "unknown" if s.error else (c.status if c else "absent"),
                      "exit_code": c.exit_code if c and c.status not in ("running", "absent") else None,
                      "env_digest": env, "env_matches": env_ok, "ready": s.ready, "problem": "; ".join(problems)})
-    entries = hist.merged({n: s for n, s in states.items() if not s.error})
+    merged = hist.merge({n: s for n, s in states.items() if not s.error})
+    entries = merged.entries
     live = hist.live_entry(entries, states)
     last = entries[-1] if entries else None
     per_instance = instance_rows(plan, rows, entries, view)
@@ -121,11 +123,17 @@ def judge(plan: Plan, states: dict[str, DeployedState], view: dict[str, str] | N
         any_problem = True
     out = _state(plan, rows, live, last, unreachable, absent, any_problem)
     out.instances, out.router = per_instance, router
+    out.findings = [f for s in states.values() for f in s.findings] + merged.findings
     revs = {i["history_revision"] for i in per_instance if i["state"] != "down"}
     if out.state in ("serving", "degraded") and len(revs) > 1 and len(plan.instances) > 1:
         out.note = ("the instances run different revisions (a rolling update stopped part way?): "
                     "each instance's revision is in the instances table")
     return out
+
+
+def _run(s: DeployedState, rev: str | None) -> str | None:
+    man = s.revisions.get(rev or "")
+    return man.run if man else None
 
 
 def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from deployctl.deploy.hostdata import HistoryEntry, LockDoc, Manifest
 from deployctl.models.base import Frozen
 
 
@@ -27,9 +28,10 @@ class DeployedState(Frozen):
     run: str | None = None            # the `up` run that deployed the current revision
     containers: dict[str, ContainerState] = Field(default_factory=dict)
     ready: bool | None = None         # every health URL of the engine (its driver says which) answered 200
-    revisions: dict[str, dict] = Field(default_factory=dict)   # rev on disk -> its manifest
-    history: list[dict] = Field(default_factory=list)          # this host's copy of the deployment history
-    lock: str | None = None           # the lock file's content when someone holds it
+    revisions: dict[str, Manifest] = Field(default_factory=dict)   # rev on disk -> its manifest
+    history: list[HistoryEntry] = Field(default_factory=list)      # this host's copy of the deployment history
+    lock: LockDoc | None = None       # who holds the lock file (None: nobody, or not a deployctl lock: findings)
+    findings: list[str] = Field(default_factory=list)   # what the host said that did not parse ("node1: ...")
 
 
 FileKind = Literal["new", "changed", "unchanged", "removed"]

@@ -97,10 +97,11 @@ class FakeFleet:
     def _script(self, h: Host, script: str, args: list[str]) -> tuple[int, str]:
         if "@@file" in script:                           # CAT_ALL: manifests or history
             if args[0].endswith("/revisions"):
-                docs = [json.dumps(r["manifest"]) for r in h.revisions.values()]
+                docs = [(f"{args[0]}/{rev}/.deployctl.json", json.dumps(r["manifest"]))
+                        for rev, r in h.revisions.items()]
             else:
-                docs = list(h.history.values())
-            return 0, "".join(f"@@file x\n{d}\n" for d in docs)
+                docs = [(f"{args[0]}/{run}.json", text) for run, text in h.history.items()]
+            return 0, "".join(f"@@file {path}\n{d}\n" for path, d in docs)
         if 'ln "$t" "$d/lock"' in script:                # acquire
             if self.faults.get("race_lock"):             # another operator takes it between our calls
                 h.lock, self.faults["race_lock"] = self.faults["race_lock"], None
