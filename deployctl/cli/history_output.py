@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
-import typer
-
-from deployctl.cli._output import esc
+from deployctl.cli._output import echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 
 def print_history(rows, output: str, title: str) -> None:
     if output == "json":
-        typer.echo(json.dumps({"title": title, "revisions": [r.to_dict() for r in rows]}, indent=2))
+        echo_json({"title": title, "revisions": [r.to_dict() for r in rows]})
         return
     from rich.table import Table
 
