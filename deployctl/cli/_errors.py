@@ -10,16 +10,17 @@ import traceback
 def handle(exc: BaseException, debug: bool) -> int:
     """Print ``exc`` for the user and return the exit code (spec §2: 1 failed, 2 bad input)."""
     from deployctl.errors import DeployctlError
+    from deployctl.textsafe import clean, clean_data
 
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, DeployctlError):
         if _json_requested():
-            print(json.dumps(exc.to_dict(), indent=2))
-        else:
-            print(exc.render(), file=sys.stderr)
+            print(json.dumps(clean_data(exc.to_dict()), indent=2))
+        else:      # messages quote what hosts printed: no escape sequence reaches the terminal
+            print(clean(exc.render()), file=sys.stderr)
         return exc.exit_code
-    text = str(exc)
+    text = clean(str(exc))
     if len(text) > 1000:      # e.g. a value from a hostile inventory: keep the message readable
         text = text[:1000] + f"… ({len(text) - 1000} more characters)"
     print(f"✗ unexpected error: {type(exc).__name__}: {text}\n"

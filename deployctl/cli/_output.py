@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from deployctl import engines
@@ -12,13 +13,42 @@ from deployctl import engines
 PIPE_WIDTH = 4096
 
 
-def _make_console(stderr: bool = False):
+@lru_cache(maxsize=1)
+def _console_class():
+    """rich's Console, except that no text it prints can carry an escape sequence or control character: its own
+    styles (the control segments and the ANSI codes of styles) are the only ones that reach the terminal, however
+    the text came in (deployctl.textsafe; host text in a table cell, a message, an exception)."""
     from rich.console import Console
+    from rich.segment import Segment
 
-    con = Console(highlight=False, stderr=stderr)
+    from deployctl.textsafe import clean
+
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer):
+            return super()._render_buffer(
+                seg if seg.control else Segment(clean(seg.text), seg.style, seg.control) for seg in buffer)
+
+    return SafeConsole
+
+
+def _make_console(stderr: bool = False):
+    console = _console_class()
+    con = console(highlight=False, stderr=stderr)
     if con.is_terminal:
         return con                      # a terminal: its own width, rich wraps as usual
-    return Console(highlight=False, stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+    return console(highlight=False, stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def echo_json(doc, **kwargs) -> None:
+    """Print a JSON document on stdout, every string in it cleaned of escape sequences and control characters
+    (host text reaches `jq -r` and log viewers as it reaches the terminal: deployctl.textsafe)."""
+    import json
+
+    import typer
+
+    from deployctl.textsafe import clean_data
+
+    typer.echo(json.dumps(clean_data(doc), **{"indent": 2, **kwargs}))
 
 
 def _console():
@@ -44,10 +74,13 @@ def confirm_changes(reporter) -> bool:
 
 
 def esc(value) -> str:
-    """User values (names, paths) may contain [brackets]: never let rich read them as markup."""
+    """User and host values (names, paths, what a host printed) may contain [brackets] and escape sequences:
+    never let rich read them as markup, never let them reach the terminal as control sequences."""
     from rich.markup import escape
 
-    return escape(str(value))
+    from deployctl.textsafe import clean
+
+    return escape(clean(value))
 
 
 def _rank_range(inst, node: str) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import typer
 
-from deployctl.cli._output import esc
+from deployctl.cli._output import echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 DEFAULT_WARMUP = 2
@@ -105,7 +104,7 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
         reporter.con.print("[yellow]■ bench canceled: what was measured so far is in the run record[/]")
         raise typer.Exit(130) from None
     if output == "json":
-        typer.echo(json.dumps(dict(res.doc, report=str(res.report), plots=[str(p) for p in res.plots]), indent=2))
+        echo_json(dict(res.doc, report=str(res.report), plots=[str(p) for p in res.plots]))
         raise typer.Exit(res.exit_code)
     print_bench(res)
     raise typer.Exit(res.exit_code)

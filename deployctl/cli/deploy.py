@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from deployctl.cli._output import confirm_changes, esc
+from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 
@@ -169,7 +168,7 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
             from deployctl.planning.plan import plan_layout
 
             doc["url"] = entry_url(plan_layout(inv))    # where clients go: the router of a fleet
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     from deployctl.deploy.remote import entry_url
     from deployctl.planning.plan import plan_layout
@@ -220,7 +219,7 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
         doc = changes.model_dump()
         for h in doc["hosts"]:
             h["keys"] = keys.get(h["node"], {})
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     reporter.changes(changes)
     for node, files in keys.items():
@@ -239,9 +238,9 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     st = cluster_status(inv, inventory.parent)
     code = st.exit_code(expect_up)
     if output == "json":
-        typer.echo(json.dumps({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
+        echo_json({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
                                "note": st.note, "nodes": st.rows, "instances": st.instances,
-                               "router": st.router, "findings": st.findings}, indent=2))
+                               "router": st.router, "findings": st.findings})
         raise typer.Exit(code)
     from rich.table import Table
 
@@ -298,7 +297,7 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
         doc = {"run": str(record.path), "failed": failed,
                "logs": {n: {"error": r.error} if r.error else r.texts for n, r in logs.items()},
                "truncated": {n: r.truncated for n, r in logs.items() if r.truncated}}
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         raise typer.Exit(1 if failed else 0)
     con = _console()
     for node, r in logs.items():
@@ -308,16 +307,6 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
                 con.print(esc(line))
             if name in r.truncated:
                 con.print(esc(f"! {node} {name}: log truncated ({r.truncated[name]}): {r.files[name]}"))
-    con.print(esc(f"full logs saved under {record.path}/hosts/"))
-    if failed:
-        con.print(esc(f"✗ could not read the logs of: {', '.join(failed)}"))
-    raise typer.Exit(1 if failed else 0)
-    con = _console()
-    for node, containers in logs.items():
-        for name, text in containers.items():
-            con.print(f"[bold]== {esc(node)} {esc(name)}[/]")
-            for line in text.splitlines()[-min(tail, 20):]:
-                con.print(esc(line))
     con.print(esc(f"full logs saved under {record.path}/hosts/"))
     if failed:
         con.print(esc(f"✗ could not read the logs of: {', '.join(failed)}"))

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-import typer
-
-from deployctl.cli._output import esc
+from deployctl.cli._output import echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 
@@ -16,7 +12,7 @@ def print_history(rows, output: str, title: str, findings: list[str] | None = No
         doc = {"title": title, "revisions": [r.to_dict() for r in rows]}
         if findings is not None:
             doc["findings"] = findings
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     from rich.table import Table
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from deployctl.cli._output import confirm_changes, esc
+from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 
@@ -142,7 +141,7 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
                       run_root=run_root, inventory_dir=inventory.parent, break_lock=break_lock, strategy=strategy)
     out, backend = run_up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
     if output == "json":
-        typer.echo(json.dumps(_result_doc(out, backend), indent=2))
+        echo_json(_result_doc(out, backend))
     else:
         con = reporter.con
         if out.status == "successful":
@@ -173,8 +172,8 @@ def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
     out, _backend = run_down(inv, opts, reporter)
     status = {"successful": "uninstalled", "nothing-to-do": "not-installed"}.get(out.status, out.status)
     if output == "json":
-        typer.echo(json.dumps({"status": status, "run": str(out.record.path), "failure": out.failure,
-                               "verification": _units(out.verification)}, indent=2))
+        echo_json({"status": status, "run": str(out.record.path), "failure": out.failure,
+                  "verification": _units(out.verification)})
     elif out.exit_code == 0:
         reporter.con.print(esc(f"✓ release {inv.helm_release} in namespace {inv.kubernetes.namespace}: "
                                f"{status.replace('-', ' ')}"))
@@ -211,7 +210,7 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
                       inventory_dir=inventory.parent, break_lock=break_lock)
     out, backend = run_rollback(inv, to, opts, reporter, lambda changes: confirm_changes(reporter))
     if output == "json":
-        typer.echo(json.dumps(_result_doc(out, backend), indent=2))
+        echo_json(_result_doc(out, backend))
     else:
         con = reporter.con
         target = out.changes.target_revision if out.changes is not None else to
@@ -234,8 +233,8 @@ def run_status_k8s(inventory: Path, output: str) -> None:
     inv = load_and_validate(inventory)
     prog, problems, degraded = run_status(inv, inventory.parent)
     if output == "json":
-        typer.echo(json.dumps({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
-                               "pods": [p.__dict__ for p in prog.pods], "problems": problems}, indent=2))
+        echo_json({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
+                  "pods": [p.__dict__ for p in prog.pods], "problems": problems})
     else:
         from rich.table import Table
 
@@ -266,8 +265,8 @@ def run_diff(inventory: Path, output: str, target: str) -> None:
 
         changes, actions = diff_k8s(inv, inventory.parent)
         if output == "json":
-            typer.echo(json.dumps({"objects": [c.__dict__ for c in changes],
-                                   "instances": [a.__dict__ for a in actions]}, indent=2))
+            echo_json({"objects": [c.__dict__ for c in changes],
+                      "instances": [a.__dict__ for a in actions]})
         else:
             con = _console()
             for table in _changes_table(changes, actions):
@@ -278,6 +277,6 @@ def run_diff(inventory: Path, output: str, target: str) -> None:
 
     changes = host_changes(inv, inventory.parent)
     if output == "json":
-        typer.echo(json.dumps(changes.model_dump(), indent=2))
+        echo_json(changes.model_dump())
     else:
         CliReporter(False).changes(None, changes)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from deployctl.cli._output import esc
+from deployctl.cli._output import echo_json, esc
 
 
 def _progress_printer(names: list[str]):
@@ -98,7 +98,7 @@ def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, con
         doc = json.loads(result.to_file(inv).model_dump_json())
         doc.update({"facts_file": str(facts_path), "run": str(record.path), "needs_facts": result.gaps,
                     "seconds": round(seconds, 2), "ok": not result.failed})
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
     else:
         print_report(inv, result, seconds, facts_path)
     raise typer.Exit(1 if result.failed else 0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +24,14 @@ from deployctl.errors import ExecutionError
 from deployctl.executors.base import Executor, HostError, HostTarget
 
 BACKEND = "instances"      # the backend name in haproxy.cfg.j2
+# what a router/engine answer may be for deployctl to read it (`show stat` of a fleet is a few kB); beyond it the
+# rest is not read, rows beyond MAX_STAT_ROWS neither
+MAX_ANSWER = 1 << 20
+MAX_STAT_ROWS = 4096
+NOT_IDLE = 1 << 30         # requests in flight when the router's answer cannot tell: never "idle"
+_SERVER = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")          # an instance name (the inventory's pattern)
+_STATUS = re.compile(r"^[A-Za-z][A-Za-z0-9 /_-]{0,31}$")                    # UP, DOWN, DRAIN, MAINT, UP 1/2, no check
+_HTTP_CODE = re.compile(r"^[0-9]{1,3}$")
 
 # one request/answer over the runtime API socket (the API closes the connection after answering)
 ADMIN = """import socket, sys
@@ -74,9 +83,60 @@ class Remote:
         return res.stdout
 
     def http(self, node: str, method: str, url: str, body: str | None = None) -> tuple[int, str]:
+        """(HTTP status, body) of a request from ``node``; status 0 when nothing answered (or the answer is not
+        an HTTP status line); the body cut at ``MAX_ANSWER`` characters."""
         out = self.py(node, HTTP, method, url, *([body] if body is not None else []))
         code, _, text = out.partition("\n")
-        return int(code or 0), text
+        code = code.strip()
+        return (int(code) if _HTTP_CODE.fullmatch(code) else 0), text[:MAX_ANSWER]
+
+
+@dataclass(frozen=True)
+class ServerStat:
+    """One server row of HAProxy's `show stat`, typed; a count HAProxy left empty is 0, one it did not print as
+    a number is None (unknown)."""
+
+    status: str                 # UP, DOWN, DRAIN, MAINT, "UP 1/2", ...; "unknown" when not printed as such
+    scur: int | None            # current sessions
+    qcur: int | None            # queued requests
+
+    @property
+    def in_flight(self) -> int:
+        return NOT_IDLE if self.scur is None or self.qcur is None else self.scur + self.qcur
+
+
+def _count(value) -> int | None:
+    v = (value or "0").strip() if isinstance(value, str) or value is None else ""
+    return int(v) if v.isascii() and v.isdigit() and len(v) <= 12 else None
+
+
+def parse_show_stat(text: str, backend: str = BACKEND) -> dict[str, ServerStat]:
+    """The servers of ``backend`` in a `show stat` answer (CSV, header line ``# pxname,svname,...``).
+
+    Rows of other proxies, FRONTEND/BACKEND rows, rows with a server name that is no instance name, and short or
+    odd rows are skipped; counts that are not numbers are unknown (never idle); at most ``MAX_STAT_ROWS`` rows.
+
+    Raises:
+        ValueError: no header with pxname, svname, scur, qcur and status (not a `show stat` answer).
+    """
+    text = text[:MAX_ANSWER].lstrip("# ")
+    reader = csv.DictReader(io.StringIO(text))
+    if not {"pxname", "svname", "scur", "qcur", "status"} <= set(reader.fieldnames or ()):
+        raise ValueError(f"not a `show stat` answer: {text.strip()[:80]!r}")
+    out: dict[str, ServerStat] = {}
+    try:
+        for i, row in enumerate(reader):
+            if i >= MAX_STAT_ROWS:
+                break
+            name, status = row.get("svname"), row.get("status")
+            if row.get("pxname") != backend or not isinstance(name, str) or not _SERVER.fullmatch(name):
+                continue
+            status = status.strip() if isinstance(status, str) else ""
+            out[name] = ServerStat(status=status if _STATUS.fullmatch(status) else "unknown",
+                                   scur=_count(row.get("scur")), qcur=_count(row.get("qcur")))
+    except csv.Error:
+        pass                    # a broken row (a NUL, an unterminated quote): the rows before it stand
+    return out
 
 
 class RouterControl(Protocol):
@@ -101,11 +161,12 @@ class HaproxyControl:
     def _api(self, command: str) -> str:
         return self.remote.py(self.node, ADMIN, self.port, command)
 
-    def stats(self) -> dict[str, dict[str, str]]:
-        text = self._api("show stat").lstrip("# ")
-        rows = csv.DictReader(io.StringIO(text))
-        return {r["svname"]: r for r in rows if r.get("pxname") == BACKEND and r.get("svname") not in
-                ("FRONTEND", "BACKEND")}
+    def stats(self) -> dict[str, ServerStat]:
+        try:
+            return parse_show_stat(self._api("show stat"))
+        except ValueError as exc:
+            raise ExecutionError(f"{self.what}: {exc}",
+                                 hint="is the router running this deployment's haproxy.cfg? (deployctl status)") from None
 
     def _set(self, instance: str, state: str) -> None:
         out = self._api(f"set server {BACKEND}/{instance} state {state}").strip()
@@ -123,15 +184,16 @@ class HaproxyControl:
         self._set(instance, "ready")
 
     def in_flight(self, instance: str) -> int:
-        row = self.stats().get(instance, {})
-        return int(row.get("scur") or 0) + int(row.get("qcur") or 0)
+        row = self.stats().get(instance)
+        return 0 if row is None else row.in_flight
 
     def serving(self, instance: str) -> bool:
-        return self.stats().get(instance, {}).get("status", "").split(" ")[0] == "UP"
+        row = self.stats().get(instance)
+        return row is not None and row.status.split(" ")[0] == "UP"
 
     def view(self) -> dict[str, str]:
         stats = self.stats()
-        return {i: stats[i]["status"] if i in stats else "absent" for i in self.routed()}
+        return {i: stats[i].status if i in stats else "absent" for i in self.routed()}
 
 
 def control_for(plan, remote: Remote) -> RouterControl | None:

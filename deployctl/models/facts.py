@@ -13,18 +13,38 @@ rank-table ``device_id``, the ``N`` of ``hccn_tool -i N`` and of ``address_N`` i
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from deployctl.models.base import Frozen
+from deployctl.models.patterns import (ARCH_PATTERN, BUS_ID_PATTERN, CHIP_NAME_PATTERN, INTERFACE_PATTERN,
+                                       KEY_PATTERN, OS_ID_PATTERN, VERSION_PATTERN, check_ip, check_text)
 
 # npu-smi health values, most severe alarm wins (ascend-facts §3.3)
 Health = Literal["OK", "Warning", "Alarm", "Critical", "UNKNOWN"]
 HEALTH_VALUES: tuple[str, ...] = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 
+# What a host says is untrusted (issue 21): every value a fact carries is typed, matched against the pattern of
+# the equivalent inventory key and bounded, so a fact that reaches a plan, a rendered file or the terminal is
+# one deployctl could have been given by hand. A parser whose output fails these raises ValueError
+# (pydantic's ValidationError is one): a per-host probe error, never a fact.
+Id = Annotated[int, Field(ge=0, le=65535)]                  # npu, chip, phy and logic ids (npu-smi -i 2944 exists)
+BigId = Annotated[int, Field(ge=0, le=2**32)]               # sdid, super pod id, pod id, server index
+Count = Annotated[int, Field(ge=0, le=2**53)]               # sizes, counters, MB, bytes
+Pid = Annotated[int, Field(ge=0, le=2**31)]
+Number = Annotated[float, Field(allow_inf_nan=False, ge=-1e12, le=1e12)]
+Text = Annotated[str, AfterValidator(check_text)]           # one printable line, bounded
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+Version = Annotated[str, Field(pattern=VERSION_PATTERN)]
+ChipName = Annotated[str, Field(pattern=CHIP_NAME_PATTERN)]
+Interface = Annotated[str, Field(pattern=INTERFACE_PATTERN)]
+Ip = Annotated[str, AfterValidator(check_ip)]
+MAX_CHIPS = 256              # dies of one server (16 on A3), with room
+MAX_ROWS = 4096              # processes, addresses, list entries
+
 # `[lo,hi]` entries of the version.info compatibility lists, kept as printed
-VersionRange = tuple[str, str]
+VersionRange = tuple[Version, Version]
 
 
 
@@ -39,21 +59,21 @@ class NpuChip(Frozen):
     container npu-smi numbers the visible devices from 0, so there the ids are the container's view.
     """
 
-    npu: int
-    chip: int                     # chip index inside the NPU: 0 on A2, 0/1 on A3
-    phy_id: int
-    name: str                     # e.g. 910B3, Ascend910 (do not infer A2/A3 from it)
+    npu: Id
+    chip: Id                      # chip index inside the NPU: 0 on A2, 0/1 on A3
+    phy_id: Id
+    name: ChipName                # e.g. 910B3, Ascend910 (do not infer A2/A3 from it)
     health: Health
-    power_w: float | None         # None when npu-smi prints `-`/`NA` (the second die of an A3 NPU)
-    temp_c: int | None
-    aicore_pct: int | None
-    hugepages_used: int
-    hugepages_total: int
-    memory_used_mb: int           # DDR (Memory-Usage column)
-    memory_total_mb: int
-    hbm_used_mb: int
-    hbm_total_mb: int
-    bus_id: str                   # as printed; shared logs mask it (`xxxx:xx:xx.x`)
+    power_w: Number | None        # None when npu-smi prints `-`/`NA` (the second die of an A3 NPU)
+    temp_c: Annotated[int, Field(ge=-1000, le=1000)] | None
+    aicore_pct: Count | None
+    hugepages_used: Count
+    hugepages_total: Count
+    memory_used_mb: Count         # DDR (Memory-Usage column)
+    memory_total_mb: Count
+    hbm_used_mb: Count
+    hbm_total_mb: Count
+    bus_id: Annotated[str, Field(pattern=BUS_ID_PATTERN)]   # as printed; shared logs mask it (`xxxx:xx:xx.x`)
 
     @property
     def bus_id_masked(self) -> bool:
@@ -63,31 +83,31 @@ class NpuChip(Frozen):
 class NpuSubChip(Frozen):
     """A per-chip status row some newer drivers print under a card (`| 0  1 | OK | ... |`, no Bus-Id)."""
 
-    npu: int
-    chip: int
+    npu: Id
+    chip: Id
     health: Health
 
 
 class NpuProcess(Frozen):
     """One row of the process table of `npu-smi info`."""
 
-    npu: int
-    chip: int
-    phy_id: int | None            # the chip's phy_id, None if that chip is not in the device table
-    pid: int
-    name: str                     # may be empty (seen on A3)
-    memory_mb: int
+    npu: Id
+    chip: Id
+    phy_id: Id | None             # the chip's phy_id, None if that chip is not in the device table
+    pid: Pid
+    name: Text                    # may be empty (seen on A3)
+    memory_mb: Count
 
 
 class NpuSmiInfo(Frozen):
     """`npu-smi info`: versions, every die, and the processes holding them."""
 
-    tool_version: str
-    driver_version: str           # the `Version:` of the header is the driver version
+    tool_version: Version
+    driver_version: Version       # the `Version:` of the header is the driver version
     layout: Literal["a2", "a3"]   # a3 = the `Chip  Phy-ID` header (two dies per NPU)
-    chips: tuple[NpuChip, ...]
-    sub_chips: tuple[NpuSubChip, ...] = ()
-    processes: tuple[NpuProcess, ...] = ()
+    chips: tuple[NpuChip, ...] = Field(max_length=MAX_CHIPS)
+    sub_chips: tuple[NpuSubChip, ...] = Field((), max_length=MAX_CHIPS)
+    processes: tuple[NpuProcess, ...] = Field((), max_length=MAX_ROWS)
 
     @property
     def phy_ids(self) -> list[int]:
@@ -104,24 +124,24 @@ class NpuSmiInfo(Frozen):
 class NpuList(Frozen):
     """`npu-smi info -l`: the NPU ids and how many chips each has (1 on A2, 2 on A3)."""
 
-    total: int                    # `Total Count`, as printed
-    chips_per_npu: dict[int, int]
+    total: Count                  # `Total Count`, as printed
+    chips_per_npu: dict[Id, Count] = Field(max_length=MAX_CHIPS)
 
 
 class ChipMapRow(Frozen):
     """One row of `npu-smi info -m`. Mcu rows have no logic id (and no phy id on A3)."""
 
-    npu: int
-    chip: int
-    logic_id: int | None
-    phy_id: int | None            # only A3 prints a `Chip Phy-ID` column
-    name: str                     # e.g. `Ascend 910B4`, `Ascend910`, `Mcu`
+    npu: Id
+    chip: Id
+    logic_id: Id | None
+    phy_id: Id | None             # only A3 prints a `Chip Phy-ID` column
+    name: ChipName                # e.g. `Ascend 910B4`, `Ascend910`, `Mcu`
 
 
 class ChipMap(Frozen):
     """`npu-smi info -m`: NPU/chip to logic id (and phy id on A3)."""
 
-    rows: tuple[ChipMapRow, ...]
+    rows: tuple[ChipMapRow, ...] = Field(max_length=MAX_CHIPS)
 
     @property
     def compute_rows(self) -> list[ChipMapRow]:
@@ -132,40 +152,40 @@ class ChipMap(Frozen):
 class BoardInfo(Frozen):
     """`npu-smi info -t board -i N [-c C]`. Every key npu-smi prints that is not a field is in ``extra``."""
 
-    npu_id: int
-    chip_id: int | None = None            # only with `-c`
-    software_version: str | None = None   # the driver version
-    firmware_version: str | None = None
-    compatibility: str | None = None      # npu-smi's own driver/firmware verdict, e.g. OK
-    board_id: str | None = None
-    chip_count: int | None = None
-    pci_vendor_id: str | None = None
-    pci_device_id: str | None = None
-    pcie_bus_info: str | None = None
-    chip_name: str | None = None          # only with `-c`
-    product_name: str | None = None
-    serial_number: str | None = None
-    extra: dict[str, str] = Field(default_factory=dict)
+    npu_id: Id
+    chip_id: Id | None = None             # only with `-c`
+    software_version: Text | None = None  # the driver version
+    firmware_version: Text | None = None
+    compatibility: Text | None = None     # npu-smi's own driver/firmware verdict, e.g. OK
+    board_id: Text | None = None
+    chip_count: Count | None = None
+    pci_vendor_id: Text | None = None
+    pci_device_id: Text | None = None
+    pcie_bus_info: Text | None = None
+    chip_name: Text | None = None         # only with `-c`
+    product_name: Text | None = None
+    serial_number: Text | None = None
+    extra: dict[Key, Text] = Field(default_factory=dict, max_length=64)
 
 
 class NpuHealth(Frozen):
     """`npu-smi info -t health -i N -c C`."""
 
     status: Health
-    error_codes: tuple[str, ...] = ()
-    error_info: str | None = None
-    details: tuple[str, ...] = ()         # the unlabelled ` : node type=...` lines after the error
+    error_codes: tuple[Text, ...] = Field((), max_length=64)
+    error_info: Text | None = None
+    details: tuple[Text, ...] = Field((), max_length=64)   # the unlabelled ` : node type=...` lines after the error
 
 
 class SpodInfo(Frozen):
     """`npu-smi info -t spod-info -i N -c C` (A3 super pods). ``sdid`` is rank-table ``super_device_id``."""
 
-    sdid: int | None = None
-    super_pod_id: int | None = None
-    super_pod_size: int | None = None
-    server_index: int | None = None
-    pod_id: int | None = None
-    extra: dict[str, str] = Field(default_factory=dict)
+    sdid: BigId | None = None
+    super_pod_id: BigId | None = None
+    super_pod_size: BigId | None = None
+    server_index: BigId | None = None
+    pod_id: BigId | None = None
+    extra: dict[Key, Text] = Field(default_factory=dict, max_length=64)
 
 
 # --------------------------------------------------------------------------- versions
@@ -177,13 +197,16 @@ class VersionInfo(Frozen):
     Ranges are kept as printed, one ``(lo, hi)`` per ``[lo,hi]``; a single ``[x]`` becomes ``(x, x)``.
     """
 
-    version: str                                        # `Version=` (`version=` in CANN files)
-    package_version: str | None = None                  # absent from some 24.1.rc1 driver files
-    innerversion: str | None = None                     # e.g. V100R001C21SPC002B220
-    compatible_version: tuple[VersionRange, ...] = ()   # inner codes, e.g. (V100R001C21, V100R001C21)
-    compatible_version_fw: tuple[VersionRange, ...] = ()  # driver: accepted firmware, e.g. (7.0.0, 7.7.99)
-    compatible_version_drv: tuple[VersionRange, ...] = ()  # firmware: accepted drivers, e.g. (24.1, 24.1.)
-    raw: dict[str, str] = Field(default_factory=dict)
+    version: Version                                    # `Version=` (`version=` in CANN files)
+    package_version: Version | None = None              # absent from some 24.1.rc1 driver files
+    innerversion: Version | None = None                 # e.g. V100R001C21SPC002B220
+    # inner codes, e.g. (V100R001C21, V100R001C21)
+    compatible_version: tuple[VersionRange, ...] = Field((), max_length=MAX_ROWS)
+    # driver: accepted firmware, e.g. (7.0.0, 7.7.99)
+    compatible_version_fw: tuple[VersionRange, ...] = Field((), max_length=MAX_ROWS)
+    # firmware: accepted drivers, e.g. (24.1, 24.1.)
+    compatible_version_drv: tuple[VersionRange, ...] = Field((), max_length=MAX_ROWS)
+    raw: dict[Key, Text] = Field(default_factory=dict, max_length=256)
 
     @property
     def package(self) -> str:
@@ -197,16 +220,16 @@ class VersionInfo(Frozen):
 class IpConf(Frozen):
     """`hccn_tool -i N -ip -g`: the NPU NIC (RoCE) address."""
 
-    ip: str
-    netmask: str
+    ip: Ip
+    netmask: Ip
 
 
 class VnicInfo(Frozen):
     """`hccn_tool -i N -vnic -g` (A3): the HCCS vNIC."""
 
     link_up: bool
-    ip: str
-    netmask: str
+    ip: Ip
+    netmask: Ip
 
 
 class LinkStatus(Frozen):
@@ -218,7 +241,7 @@ class LinkStatus(Frozen):
 class NetHealth(Frozen):
     """`hccn_tool -i N -net_health -g`; ``status`` as printed (`Success`, `Socket fail`, ...)."""
 
-    status: str
+    status: Annotated[Text, Field(max_length=128)]
 
     @property
     def healthy(self) -> bool:
@@ -228,51 +251,51 @@ class NetHealth(Frozen):
 class NetDetect(Frozen):
     """`hccn_tool -i N -netdetect -g`: the address the NIC probes for its health."""
 
-    address: str
+    address: Ip
 
 
 class Gateway(Frozen):
     """`hccn_tool -i N -gateway -g`."""
 
-    address: str
-    iface: str
+    address: Ip
+    iface: Interface
 
 
 class TlsCert(Frozen):
     """One certificate block of `hccn_tool -i N -tls -g`."""
 
-    kind: str                             # pub, ca1, ca2, ..., crl
-    subject: str | None = None            # newer drivers only
-    issuer: str
+    kind: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")]   # pub, ca1, ca2, ..., crl
+    subject: Text | None = None           # newer drivers only
+    issuer: Text
     start: datetime                       # UTC
     end: datetime                         # UTC
-    expiration_status: int | None = None  # 0 normal, 1 near expiration, 2 expired (newer drivers only)
+    expiration_status: Annotated[int, Field(ge=0, le=9)] | None = None  # 0 normal, 1 near expiration, 2 expired (newer drivers only)
 
 
 class TlsInfo(Frozen):
     """`hccn_tool -i N -tls -g`. ``dev_id`` is the phy id npu-smi printed."""
 
-    dev_id: int
+    dev_id: Id
     enabled: bool
     preconfigured: bool | None            # None: older drivers do not print it
-    alarm_days: int
-    certs: tuple[TlsCert, ...] = ()
+    alarm_days: Count
+    certs: tuple[TlsCert, ...] = Field((), max_length=64)
 
 
 class PingResult(Frozen):
     """`hccn_tool -i N -ping -g address X` summary."""
 
-    device: int | None                    # the `device N PING X` line, when printed
-    target: str | None
-    sent: int
-    received: int
-    loss_pct: float
+    device: Id | None                     # the `device N PING X` line, when printed
+    target: Annotated[Text, Field(max_length=256)] | None
+    sent: Count
+    received: Count
+    loss_pct: Annotated[float, Field(allow_inf_nan=False, ge=0, le=100)]
 
 
 class HccnConf(Frozen):
     """/etc/hccn.conf: ``key_<phy_id>=value`` lines grouped by phy id (``entries[0]["address"]``)."""
 
-    entries: dict[int, dict[str, str]]
+    entries: dict[Id, Annotated[dict[Key, Text], Field(max_length=64)]] = Field(max_length=MAX_CHIPS)
 
     @property
     def addresses(self) -> dict[int, str]:
@@ -289,27 +312,27 @@ class HccnConf(Frozen):
 class OsInfo(Frozen):
     """/etc/os-release (plus `uname -m` for ``arch``)."""
 
-    id: str                               # e.g. openEuler, ubuntu, kylin
-    version_id: str | None = None
-    pretty_name: str | None = None
-    id_like: tuple[str, ...] = ()
-    arch: str | None = None               # aarch64, x86_64
+    id: Annotated[str, Field(pattern=OS_ID_PATTERN)]   # e.g. openEuler, ubuntu, kylin
+    version_id: Annotated[Text, Field(max_length=64)] | None = None
+    pretty_name: Annotated[Text, Field(max_length=256)] | None = None
+    id_like: tuple[Annotated[str, Field(pattern=OS_ID_PATTERN)], ...] = Field((), max_length=16)
+    arch: Annotated[str, Field(pattern=ARCH_PATTERN)] | None = None   # aarch64, x86_64
 
 
 class DiskFree(Frozen):
     """`df -P -B1 <path>`: the filesystem that holds the path."""
 
-    filesystem: str
-    mount_point: str
-    total_bytes: int
-    used_bytes: int
-    avail_bytes: int
+    filesystem: Text
+    mount_point: Text
+    total_bytes: Count
+    used_bytes: Count
+    avail_bytes: Count
 
 
 class ListeningPorts(Frozen):
     """`ss -H -ltn`: TCP ports something listens on, on any address."""
 
-    ports: frozenset[int]
+    ports: frozenset[Annotated[int, Field(ge=0, le=65535)]]
 
 
 class WeightsDir(Frozen):
@@ -321,5 +344,5 @@ class WeightsDir(Frozen):
     exists: bool
     readable: bool | None = None
     config_json: bool | None = None
-    safetensors_files: int | None = None
-    total_bytes: int | None = None        # `du -sb`; None when du printed nothing
+    safetensors_files: Count | None = None
+    total_bytes: Count | None = None        # `du -sb`; None when du printed nothing

@@ -8,34 +8,33 @@ from pydantic import Field
 
 from deployctl.models.base import Frozen
 
-from deployctl.models.facts import (BoardInfo, DiskFree, HccnConf, IpConf, ListeningPorts, NpuSmiInfo, OsInfo,
-                                    TlsInfo, VersionInfo, VnicInfo, WeightsDir)
-
-
+from deployctl.models.facts import (MAX_ROWS, BigId, BoardInfo, DiskFree, HccnConf, Id, Interface, Ip, IpConf,
+                                    ListeningPorts, NpuSmiInfo, OsInfo, Text, TlsInfo, Version, VersionInfo, VnicInfo,
+                                    WeightsDir)
 
 
 class DeviceFacts(Frozen):
     """One NPU device (die) as hccn_tool and npu-smi see it; None = not probed or probe failed."""
 
-    phy_id: int
+    phy_id: Id
     ip: IpConf | None = None
     vnic: VnicInfo | None = None          # A3 only
     link_up: bool | None = None
-    net_health: str | None = None
+    net_health: Text | None = None
     tls: TlsInfo | None = None
-    sdid: int | None = None               # A3: npu-smi info -t spod-info
-    super_pod_id: int | None = None
+    sdid: BigId | None = None             # A3: npu-smi info -t spod-info
+    super_pod_id: BigId | None = None
 
 
 class PingCheck(Frozen):
     """`hccn_tool -i <device> -ping -g address <peer device ip>` from this host."""
 
-    device: int
+    device: Id
     peer: str
-    peer_device: int
-    peer_ip: str
+    peer_device: Id
+    peer_ip: Ip
     ok: bool
-    detail: str = ""
+    detail: Text = ""
 
 
 class HostFacts(Frozen):
@@ -46,18 +45,20 @@ class HostFacts(Frozen):
     error_hint: str | None = None
     os: OsInfo | None = None
     npu: NpuSmiInfo | None = None
-    boards: dict[int, BoardInfo] = Field(default_factory=dict)
+    boards: dict[Id, BoardInfo] = Field(default_factory=dict, max_length=64)
     driver: VersionInfo | None = None
     firmware: VersionInfo | None = None
     hccn_conf: HccnConf | None = None
-    devices: dict[int, DeviceFacts] = Field(default_factory=dict)
+    devices: dict[Id, DeviceFacts] = Field(default_factory=dict, max_length=256)
     shm: DiskFree | None = None
     weights: WeightsDir | None = None
     weights_disk: DiskFree | None = None
-    runtime_version: str | None = None     # docker server version; None = no container runtime
+    runtime_version: Version | None = None     # docker server version; None = no container runtime
     image_present: bool | None = None
     ports: ListeningPorts | None = None
-    addresses: dict[str, str] = Field(default_factory=dict)   # `ip -o addr`: IP -> interface carrying it
+    # `ip -o addr`: IP -> interface carrying it (GLOO_SOCKET_IFNAME when the inventory names none: the pattern
+    # of nodes[].interface)
+    addresses: dict[Ip, Interface] = Field(default_factory=dict, max_length=MAX_ROWS)
     clock_offset_s: float | None = None
     pings: list[PingCheck] = Field(default_factory=list)
     probe_errors: dict[str, str] = Field(default_factory=dict)   # probe name -> why it gave no fact

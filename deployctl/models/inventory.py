@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 
 from deployctl import engines
 from deployctl.models.base import Strict
+from deployctl.models.patterns import INTERFACE_PATTERN
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 K8S_NODE_PATTERN = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$"   # a DNS subdomain, as Kubernetes names nodes
@@ -119,7 +120,7 @@ class Node(Strict):
     hccn_conf: str | None = None
     devices: list[Device] | None = None
     ssh: NodeSsh | None = None
-    interface: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,15}$")
+    interface: str | None = Field(None, pattern=INTERFACE_PATTERN)
     # the network interface carrying server_ip (GLOO_SOCKET_IFNAME); default: from preflight facts
     k8s_node: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253)
     # Kubernetes only: the Node this server is registered as (default: name)

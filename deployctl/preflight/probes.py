@@ -6,15 +6,21 @@ Every command here is read-only. Names double as keys in the batch output:
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from deployctl.executors.base import HostTarget
 from deployctl.models.host_facts import DeviceFacts, HostFacts, PingCheck
 from deployctl.preflight.batch import ProbeOutput
 from deployctl.probes import hccn_tool, host, npu_smi, versions
+from deployctl.textsafe import clean
 
 HCCN = "hccn_tool"
 NPUS_PER_SERVER = 8          # A2: 8 x 910B; A3: 8 x 910C packages of 2 dies
+# what one probe may print to be parsed (npu-smi info of 16 dies with processes is a few kB): a host printing more
+# gets a probe error for it, not minutes of parsing
+MAX_PROBE_TEXT = 1 << 20
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$")
 
 
 def devices_per_server(hardware: str) -> int:
@@ -67,13 +73,29 @@ def _parse(out: dict[str, ProbeOutput], name: str, parse: Callable, errors: dict
         errors[name] = "timed out"
         return None
     if ok_rc is not None and res.rc not in ok_rc:
-        errors[name] = f"exit {res.rc}: {res.text.strip()[:200] or 'no output'}"
+        errors[name] = clean(f"exit {res.rc}: {res.text.strip()[:200] or 'no output'}", multiline=False)
+        return None
+    if len(res.text) > MAX_PROBE_TEXT:
+        errors[name] = f"printed {len(res.text)} characters, more than the {MAX_PROBE_TEXT} a probe may: not parsed"
         return None
     try:
         return parse(res.text)
-    except ValueError as exc:
-        errors[name] = str(exc)[:300]
+    except ValueError as exc:           # pydantic's ValidationError too: a value outside its fact's pattern
+        errors[name] = clean(str(exc), multiline=False)[:300]
         return None
+    except Exception as exc:            # noqa: BLE001 - a parser bug on odd output: a finding about the host
+        errors[name] = clean(f"could not be parsed ({type(exc).__name__}: {exc})", multiline=False)[:300]
+        return None
+
+
+def parse_runtime_version(text: str) -> str | None:
+    """`docker version --format {{.Server.Version}}`: the version, None when nothing is printed."""
+    s = text.strip()
+    if not s:
+        return None
+    if not _VERSION.match(s):
+        raise ValueError(f"docker version: expected a version like 24.0.7, got {s[:60]!r}")
+    return s
 
 
 def _device_facts(hardware: str, out: dict[str, ProbeOutput], errors: dict) -> dict[int, DeviceFacts]:
@@ -112,7 +134,7 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         if board:
             boards[n] = board
     docker = out.get("host.docker")
-    runtime = docker.text.strip() if docker and docker.rc == 0 and docker.text.strip() else None
+    runtime = _parse(out, "host.docker", parse_runtime_version, errors) if docker and docker.rc == 0 else None
     image = out.get("host.image")
     return HostFacts(
         name=target.name, address=target.address,
@@ -197,6 +219,7 @@ def ping_results(checks: list[tuple[int, str, int, str]], out: dict[str, ProbeOu
                 ok = res.rc == 0 and ping.received > 0
                 detail = f"{ping.received}/{ping.sent} received"
             except ValueError:
-                detail = (res.text.strip().splitlines() or [f"exit {res.rc}"])[-1][:120]
+                detail = clean((res.text[-4096:].strip().splitlines() or [f"exit {res.rc}"])[-1][:120],
+                               multiline=False)
         results.append(PingCheck(device=dev, peer=peer, peer_device=peer_dev, peer_ip=ip, ok=ok, detail=detail))
     return results

@@ -257,7 +257,7 @@ def check_host_basics(inv, facts):
             yield _f("shm", "WARN", f"/dev/shm has {h.shm.avail_bytes / GIB:.1f} GiB free",
                      "HCCL and the engine use shared memory (host IPC): free or enlarge /dev/shm", h.name)
         for name, why in sorted(h.probe_errors.items()):
-            if name.startswith(("npu.info", "ver.", "hccn.ip.0", "host.docker")):
+            if name.startswith(("npu.info", "ver.", "hccn.ip.0", "host.docker", "host.addr")):
                 yield _f("probe", "WARN", f"probe {name} gave no facts: {why}", "", h.name)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from deployctl.models.facts import DiskFree, ListeningPorts, OsInfo, WeightsDir
+from deployctl.models.facts import MAX_ROWS, DiskFree, ListeningPorts, OsInfo, WeightsDir
+from deployctl.models.patterns import INTERFACE_PATTERN, check_ip, is_interface
 
 # Summarises a weights directory in one SSH round trip. Run it with the directory as $1:
 #     sh -c "$WEIGHTS_SUMMARY_SCRIPT" deployctl-weights /path/to/weights
@@ -124,6 +125,13 @@ def parse_addresses(text: str) -> dict[str, str]:
 
     Lines look like ``2: eth0    inet 10.200.2.2/24 brd 10.200.2.255 scope global eth0\\ ...``; ``inet6``
     lines too (``fe80::1%eth0`` zone ids are not part of the address here).
+
+    The interface becomes GLOO_SOCKET_IFNAME in env files when the inventory names none, so it must match the
+    inventory's ``nodes[].interface`` pattern; the address must be an IP address.
+
+    Raises:
+        ValueError: a line of another shape, an interface name or an address deployctl would not accept from the
+            inventory, more than ``MAX_ROWS`` addresses.
     """
     out: dict[str, str] = {}
     for line in text.splitlines():
@@ -132,7 +140,14 @@ def parse_addresses(text: str) -> dict[str, str]:
             continue
         if len(tokens) < 4 or not tokens[0].rstrip(":").isdigit() or tokens[2] not in ("inet", "inet6"):
             raise ValueError(f"ip -o addr: expected `N: <if> inet <addr>/<len> ...`, got {line.strip()[:80]!r}")
-        out.setdefault(tokens[3].split("/", 1)[0], tokens[1].split("@", 1)[0])
+        iface = tokens[1].split("@", 1)[0]
+        if not is_interface(iface):
+            raise ValueError(f"ip -o addr: interface name {iface[:40]!r} does not match {INTERFACE_PATTERN} "
+                             "(the pattern of nodes[].interface); not used")
+        address = check_ip(tokens[3].split("/", 1)[0])
+        out.setdefault(address, iface)
+        if len(out) > MAX_ROWS:
+            raise ValueError(f"ip -o addr: more than {MAX_ROWS} addresses")
     return out
 
 

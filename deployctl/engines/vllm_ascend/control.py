@@ -15,11 +15,35 @@ Requests in flight on a server: vLLM's Prometheus gauges on its API port, `vllm:
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from deployctl.errors import ExecutionError
 
-GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.M)
+GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}\n]{0,4096}\})?[ \t]+(\S{1,32})[ \t]*$", re.M)
+NOT_IDLE = 1 << 30          # requests in flight when the answer cannot tell: never "idle"
+MAX_ANSWER = 1 << 20
+
+
+def requests_in_flight(metrics: str) -> int:
+    """Running + waiting requests in a Prometheus answer of vLLM's API server (the gauges of every engine
+    summed); ``NOT_IDLE`` when a gauge is not a finite non-negative number (a host that lies is never idle)."""
+    total = 0.0
+    for m in GAUGES.finditer(metrics[:MAX_ANSWER]):
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            return NOT_IDLE
+        if not math.isfinite(value) or value < 0:
+            return NOT_IDLE
+        total += value
+    return min(int(total), NOT_IDLE)
+
+
+def _listed(doc, key: str) -> set[str]:
+    """The ``ip:port`` strings of a proxy answer's list ``key`` (anything else in it is ignored)."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return {v for v in value[:4096] if isinstance(v, str)} if isinstance(value, list) else set()
 
 
 class ProxyControl:
@@ -43,7 +67,7 @@ class ProxyControl:
         code, text = self.remote.http(self.node.name, "POST", f"{self.url}/instances/{mode}", body)
         try:
             doc = json.loads(text) if code == 200 else None
-        except ValueError:
+        except (ValueError, RecursionError):      # RecursionError: a deeply nested answer
             doc = None
         if not isinstance(doc, dict) or "error" in doc:
             raise ExecutionError(f"{self.what}: POST /instances/{mode} for {instance} answered {code}: {text[:300]}",
@@ -56,10 +80,11 @@ class ProxyControl:
         # selection heap, removed by the node listener once the proxy is idle; @v0.18.0 L397-404, L488-491) and
         # answers that they "are isolated and waiting to be removed": either way no new request goes to them
         doc = self._adjust("remove", instance)
-        still = set(self.endpoints[instance]) & set(doc.get(f"current_{self._role(instance)}_instances", []))
-        if still and "waiting to be removed" not in str(doc.get("message", "")):
+        still = set(self.endpoints[instance]) & _listed(doc, f"current_{self._role(instance)}_instances")
+        message = str(doc.get("message", ""))[:300]
+        if still and "waiting to be removed" not in message:
             raise ExecutionError(f"{self.what} still lists {', '.join(sorted(still))} after removing {instance}: "
-                                 f"{doc.get('message', '')}")
+                                 f"{message}")
 
     def ready(self, instance: str) -> None:
         self._adjust("add", instance)
@@ -67,7 +92,7 @@ class ProxyControl:
     def serving(self, instance: str) -> bool:
         # adding is idempotent (add_prefillers/add_decoders skip servers already listed): its answer lists them
         doc = self._adjust("add", instance)
-        return set(self.endpoints[instance]) <= set(doc.get(f"current_{self._role(instance)}_instances", []))
+        return set(self.endpoints[instance]) <= _listed(doc, f"current_{self._role(instance)}_instances")
 
     def in_flight(self, instance: str) -> int:
         total = 0
@@ -76,20 +101,23 @@ class ProxyControl:
             if code == 0:
                 continue            # nothing listens there (the server is down): nothing in flight on it
             if code != 200:
-                return 1 << 30      # cannot tell: not idle (the drain waits, then says so)
-            total += int(sum(float(m.group(3)) for m in GAUGES.finditer(text)))
+                return NOT_IDLE     # cannot tell: not idle (the drain waits, then says so)
+            total = min(total + requests_in_flight(text), NOT_IDLE)
         return total
 
     def view(self) -> dict[str, str]:
         code, text = self.remote.http(self.node.name, "GET", f"{self.url}/healthcheck")
         try:
             doc = json.loads(text) if code == 200 else {}
-        except ValueError:
+        except (ValueError, RecursionError):
+            doc = {}
+        if not isinstance(doc, dict):
             doc = {}
         out = {}
         for role in ("prefill", "decode"):
             want = sum(len(self.endpoints[i.name]) for i in self.plan.role(role))
             have = doc.get(f"{role}_instances")
+            have = have if isinstance(have, int) and not isinstance(have, bool) and 0 <= have < 1 << 20 else "?"
             for i in self.plan.role(role):
                 # the proxy reports counts only: every server of the role listed, or how many are
                 out[i.name] = "UP" if have == want else f"proxy lists {have}/{want} {role} servers"
