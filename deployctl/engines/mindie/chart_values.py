@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from deployctl.engines.mindie.install import RUN_PACKAGE
 from deployctl.k8s.chart_values import Resources
 from deployctl.models.base import Frozen
 
@@ -44,12 +45,21 @@ class Ms(Frozen):
                                                                       "global_ranktable.json, verbatim")
 
 
+class Launchers(Frozen):
+    """bash -c of each role, the same text bare metal's start.sh runs (engines/mindie/install.py, per version)."""
+
+    server: str = Field(RUN_PACKAGE.launcher, description="one MindIE server")
+    controller: str = Field(dict(RUN_PACKAGE.ms_launchers)["controller"], description="MindIE-MS controller")
+    coordinator: str = Field(dict(RUN_PACKAGE.ms_launchers)["coordinator"], description="MindIE-MS coordinator")
+
+
 class MindieValues(Frozen):
     """What templates/mindie-*.yaml read from .Values.mindie."""
 
     rankTable: RankTable = RankTable()
-    daemon: str = Field("/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon", pattern=r"^/")
-    msHome: str = Field("/usr/local/Ascend/mindie/latest/mindie-service", pattern=r"^/")
+    daemon: str = Field(RUN_PACKAGE.server, pattern=r"^/")
+    msHome: str = Field(RUN_PACKAGE.ms_home, pattern=r"^/")
+    launchers: Launchers = Launchers()
     tls: bool = False
     ports: Ports = Ports()
     msResources: Resources = Resources(requests={"cpu": "2", "memory": "2Gi"})

@@ -18,8 +18,9 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
-from deployctl.engines.mindie.chart_values import MindieValues, Ms, Ports, RankTable
+from deployctl.engines.mindie.chart_values import Launchers, MindieValues, Ms, Ports, RankTable
 from deployctl.engines.mindie.env import node_env
+from deployctl.engines.mindie.install import install, ms_home, server
 from deployctl.errors import LayoutError, Problem, RenderError
 from deployctl.k8s.chart_values import Instance, Service, common_values, files_of
 from deployctl.k8s.nodes import k8s_node
@@ -82,7 +83,8 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
     return common_values(
         plan, service=Service(port=p.coordinator if ms_node is not None else p.http), instances=instances,
         mindie=MindieValues(
-            rankTable=RankTable(source=inv.kubernetes.rank_table), daemon=e.daemon, msHome=e.ms_home, tls=e.tls,
+            rankTable=RankTable(source=inv.kubernetes.rank_table), daemon=server(e), msHome=ms_home(e),
+            launchers=Launchers(server=install(e).launcher, **dict(install(e).ms_launchers)), tls=e.tls,
             ports=Ports(http=p.http, management=p.management, metrics=p.metrics, interComm=p.inter_comm,
                         multiNode=p.multi_node, coordinator=p.coordinator, controller=p.controller),
             ms=ms))

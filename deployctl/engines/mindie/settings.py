@@ -9,9 +9,6 @@ from pydantic import Field
 from deployctl.models.base import Strict
 from deployctl.models.engine import EngineBase
 
-SERVICE = "/usr/local/Ascend/mindie/latest/mindie-service"
-
-
 class Ports(Strict):
     """MindIE ports (its defaults). Host network: every port must be free on every node."""
 
@@ -33,7 +30,10 @@ class MindieSettings(EngineBase):
     config: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered config.json
     ports: Ports = Field(default_factory=Ports)
     tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
-    daemon: str = Field(f"{SERVICE}/bin/mindieservice_daemon", pattern=r"^/[A-Za-z0-9._/-]+$")
-    ms_home: str = Field(SERVICE, pattern=r"^/[A-Za-z0-9._/-]+$")
-    # pd-split: where bin/ms_controller and bin/ms_coordinator live in the image (MIES_INSTALL_PATH)
+    # the server binary; default: the engine version's layout (install.py: 2.x mindie-service/bin/
+    # mindieservice_daemon of the run package, 3.0+ the wheel's /usr/local/bin/mindie_llm_server)
+    daemon: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$")
+    # pd-split: MindIE-MS's install dir (MIES_INSTALL_PATH); default: the version's layout (2.x mindie-service,
+    # 3.0+ site-packages/mindie_motor)
+    ms_home: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$")
 SETTINGS = MindieSettings

@@ -1530,6 +1530,8 @@ def make_image_layer(cfg, d):
         return make_haproxy_layer(cfg, d)
     ul = os.path.join(d, "usr_local")
     ver = cfg.get("MindieVersion", "2.2.RC1")
+    if ver.split(".")[0].isdigit() and int(ver.split(".")[0]) >= 3:
+        return make_wheel_layer(ul, ver)
     svc = os.path.join(ul, "Ascend", "mindie", ver, "mindie-service")
     for sub in ("bin", "conf", "logs", "lib", "security"):
         os.makedirs(os.path.join(svc, sub), exist_ok=True)
@@ -1557,6 +1559,61 @@ def make_image_layer(cfg, d):
         with open(p, "w") as f:
             f.write(text)
     for sub in ("bin", "sbin", "lib", "include", "share"):
+        os.makedirs(os.path.join(ul, sub), exist_ok=True)
+
+
+SITE = "lib/python3.11/site-packages"     # under /usr/local (Motor mindie_env_a3.json L5-6 at 5dfb024)
+
+
+def _wrapper(path, body):
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n# fake MindIE 3.x wheel entry point (tests/fakecluster/fake_bin/docker.py)\n" + body)
+    os.chmod(path, 0o755)
+
+
+def make_wheel_layer(ul, ver):
+    """A MindIE 3.x image: the wheels only, no run package under /usr/local/Ascend/mindie.
+    mindie_llm_server execs site-packages/mindie_llm/bin/mindieservice_daemon with its arguments and sets
+    MINDIE_LLM_HOME_PATH (MindIE-LLM v3.0.0 mindie_llm/server/main.py L43-90, setup.py L129-134);
+    mindie_motor_controller / mindie_motor_coordinator exec site-packages/mindie_motor/bin/ms_* with
+    MIES_INSTALL_PATH and LD_LIBRARY_PATH set (Motor 5dfb024 coordinator_run.py L17-39, setup.py L172-178)."""
+    llm = os.path.join(ul, SITE, "mindie_llm")
+    motor = os.path.join(ul, SITE, "mindie_motor")
+    for sub in (os.path.join(llm, "bin"), os.path.join(llm, "conf"), os.path.join(llm, "lib"),
+                os.path.join(motor, "bin"), os.path.join(motor, "lib"), os.path.join(motor, "conf"),
+                os.path.join(ul, "bin")):
+        os.makedirs(sub, exist_ok=True)
+    for binary, role, home in (("mindieservice_daemon", "daemon", llm), ("ms_controller", "ms_controller", motor),
+                               ("ms_coordinator", "ms_coordinator", motor)):
+        p = os.path.join(home, "bin", binary)
+        with open(p, "w") as f:
+            f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
+                    "FAKECLUSTER_MINDIE_VERSION=%s FAKECLUSTER_ARGV0=\"$0\" exec /usr/bin/python3 -u "
+                    "/.fakecluster/engine.py %s \"$@\"\n" % (ver, role))
+        os.chmod(p, 0o550)
+    for lib in MS_LIBS:
+        open(os.path.join(motor, "lib", lib), "w").close()
+    conf = os.path.join(llm, "conf", "config.json")
+    with open(conf, "w") as f:
+        json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
+    os.chmod(conf, 0o640)
+    pkg_llm, pkg_motor = "/usr/local/%s/mindie_llm" % SITE, "/usr/local/%s/mindie_motor" % SITE
+    _wrapper(os.path.join(ul, "bin", "mindie_llm_server"),
+             "[ -f %s/conf/config.json ] || { echo 'config.json not found' >&2; exit 1; }\n"
+             "export MINDIE_LLM_HOME_PATH=%s\nexec %s/bin/mindieservice_daemon \"$@\"\n" % (pkg_llm, pkg_llm, pkg_llm))
+    for name, binary in (("mindie_motor_controller", "ms_controller"), ("mindie_motor_coordinator", "ms_coordinator")):
+        _wrapper(os.path.join(ul, "bin", name),
+                 "export MIES_INSTALL_PATH=%s\nexport LD_LIBRARY_PATH=%s/lib:%s/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"
+                 "exec %s/bin/%s \"$@\"\n" % (pkg_motor, pkg_motor, pkg_motor, pkg_motor, binary))
+    # the MindIE-LLM package's set_env.sh exports its own defaults (MindIE-LLM v3.0.0 scripts/set_env.sh L38-39)
+    with open(os.path.join(llm, "set_env.sh"), "w") as f:
+        f.write("export MINDIE_LLM_HOME_PATH=%s\nexport TASK_QUEUE_ENABLE=1\nexport HCCL_BUFFSIZE=120\n" % pkg_llm)
+    for rel in ("ascend-toolkit/set_env.sh", "nnal/atb/set_env.sh"):
+        p = os.path.join(ul, "Ascend", rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(SET_ENV[rel])
+    for sub in ("sbin", "include", "share"):
         os.makedirs(os.path.join(ul, sub), exist_ok=True)
 
 

@@ -1576,6 +1576,15 @@ class MsHandler(ApiHandler):
 
 
 def ms_coordinator(argv):
+    if env("FAKECLUSTER_MINDIE_VERSION").split(".")[0] >= "3":
+        # since Motor v3.0.0.beta.2: <predict_ip> <manage_ip>, ports from ms_coordinator.json
+        # (coordinator/main.cpp L22-45 at 5dfb024; boot.sh L225 `mindie_motor_coordinator "$POD_IP" "$POD_IP"`)
+        if len(argv) != 2 or not all(argv):
+            fail("Incorrect usage. The expected format is: %s <predict_ip> <manage_ip>" % (
+                env("FAKECLUSTER_ARGV0") or "ms_coordinator"), comp="ms_coordinator", code="MIE03E000001")
+        http = (read_json_file(env("MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH"), 0o640, "ms_coordinator.json")
+                .get("http_config") or {}) if env("MINDIE_MS_COORDINATOR_CONFIG_FILE_PATH") else {}
+        argv = [argv[0], str(http.get("predict_port", "")), argv[1], str(http.get("manage_port", ""))]
     if len(argv) != 4 or not all(a for a in argv):
         fail("Usage: ms_coordinator PREDICT_IP PREDICT_PORT MANAGE_IP MANAGE_PORT (got %s)" % argv,
              comp="ms_coordinator", code="MIE03E000001")

@@ -4,7 +4,7 @@
 #    $DEPLOYCTL_WORK_DIR with mode 640: MindIE refuses more open files, and ConfigMap files are symlinks.
 # 2. rankTable.source cluster: wait until the cluster's hccl.json says "completed", copy it to
 #    $RANK_TABLE_FILE and take MASTER_IP from its first server (the scheduler placed the pods).
-# 3. exec the MindIE server daemon, or the MindIE-MS controller or coordinator.
+# 3. exec the role's launcher: the MindIE server, or the MindIE-MS controller or coordinator.
 set -eo pipefail
 role="${1:?usage: boot.sh server|controller|coordinator}"
 work="${DEPLOYCTL_WORK_DIR:?DEPLOYCTL_WORK_DIR is not set}"
@@ -34,21 +34,9 @@ if [ "$role" = server ] && [ "${DEPLOYCTL_RANK_TABLE_SOURCE:-deployctl}" = clust
 fi
 set +e   # as bare metal: the vendor set_env.sh scripts are sourced without -e
 case "$role" in
-  server)
-    for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh \
-             /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do
-      if [ -f "$f" ]; then source "$f"; fi
-    done
-    cd "$(dirname "$DEPLOYCTL_DAEMON")/.."
-    exec "$DEPLOYCTL_DAEMON"
-    ;;
-  controller)
-    cd "$DEPLOYCTL_MS_HOME"
-    exec ./bin/ms_controller
-    ;;
-  coordinator)
-    cd "$DEPLOYCTL_MS_HOME"
-    exec ./bin/ms_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_PORT" "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_MANAGE_PORT"
+  server|controller|coordinator)
+    # the role's launcher (values mindie.launchers, the engine version's layout; the same text as start.sh)
+    exec bash -c "${DEPLOYCTL_LAUNCHER:?DEPLOYCTL_LAUNCHER is not set}"
     ;;
   *)
     echo "boot: unknown role '$role' (server, controller or coordinator)" >&2

@@ -43,7 +43,7 @@ docker run -d --name "$NAME" \
   -v /var/log/npu/plog:/root/ascend/log:rw \
   -v "$HERE:"/etc/deployctl:ro \
   --env-file "$HERE/env" \
-  -e DEPLOYCTL_DAEMON=/usr/local/Ascend/mindie/latest/mindie-service/bin/mindieservice_daemon \
+  -e DEPLOYCTL_DAEMON=/usr/local/bin/mindie_llm_server \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; cd "$(dirname "$DEPLOYCTL_DAEMON")/.." && exec "$DEPLOYCTL_DAEMON"'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; exec "$DEPLOYCTL_DAEMON" --config-file "$MIES_CONFIG_JSON_PATH"'
 echo "started $NAME on $NODE; follow it with: docker logs -f $NAME"

@@ -17,12 +17,12 @@ fi
 docker run -d --name "$NAME" --net=host \
   -v "$HERE:"/etc/deployctl:ro \
   --env-file "$HERE/env" \
-  -e DEPLOYCTL_MS_HOME=/usr/local/Ascend/mindie/latest/mindie-service \
+  -e DEPLOYCTL_MS_HOME=/usr/local/lib/python3.11/site-packages/mindie_motor \
   -e DEPLOYCTL_MS_IP=10.202.1.2 \
   -e DEPLOYCTL_MS_PORT=1035 \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; LLM="$(dirname "$DEPLOYCTL_MS_HOME")/mindie-llm"; export LD_LIBRARY_PATH="$LLM/lib:$LLM/lib/grpc:$DEPLOYCTL_MS_HOME/lib:$DEPLOYCTL_MS_HOME/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_controller'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; exec mindie_motor_controller'
 echo "started $NAME on $NODE"
 NAME=v32-2p1d-mindie-ms-coordinator
 if docker container inspect "$NAME" >/dev/null 2>&1; then
@@ -32,11 +32,11 @@ fi
 docker run -d --name "$NAME" --net=host \
   -v "$HERE:"/etc/deployctl:ro \
   --env-file "$HERE/env" \
-  -e DEPLOYCTL_MS_HOME=/usr/local/Ascend/mindie/latest/mindie-service \
+  -e DEPLOYCTL_MS_HOME=/usr/local/lib/python3.11/site-packages/mindie_motor \
   -e DEPLOYCTL_MS_IP=10.202.1.2 \
   -e DEPLOYCTL_MS_PORT=1035 \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; LLM="$(dirname "$DEPLOYCTL_MS_HOME")/mindie-llm"; export LD_LIBRARY_PATH="$LLM/lib:$LLM/lib/grpc:$DEPLOYCTL_MS_HOME/lib:$DEPLOYCTL_MS_HOME/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_PORT" "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_MANAGE_PORT"'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; exec mindie_motor_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_IP"'
 echo "started $NAME on $NODE"
 echo "the coordinator serves the OpenAI API at $MS_URL; it logs 'MindIE-MS coordinator is ready!' when done"
