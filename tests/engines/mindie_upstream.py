@@ -502,9 +502,22 @@ def check_ms_library_env(r: Rendered, tree: Path, sandbox: Path) -> None:
     ms_home = engine_value(r.inv, "ms_home", SERVICE).rstrip("/")
     folder = ms_folder(r)
     started = set()
+    wheel = str(engine_value(r.inv, "version", "2.2")).split(".")[0] >= "3"
+    overrides = None
+    if wheel:
+        # MindIE 3.x: the mindie_motor wheel's entry points set MIES_INSTALL_PATH and LD_LIBRARY_PATH and exec
+        # <pkg>/bin/ms_* with the arguments (Motor 5dfb024 coordinator_run.py L17-39, controller_run.py)
+        wheelbin = sandbox / "wheelbin"
+        for name, binary in (("mindie_motor_controller", "ms_controller"), ("mindie_motor_coordinator", "ms_coordinator")):
+            write_exe(wheelbin / name, f'#!/bin/sh\nexport MIES_INSTALL_PATH={ms_home}\n'
+                                       f'export LD_LIBRARY_PATH={ms_home}/lib:{ms_home}/lib/grpc${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n'
+                                       f'exec {ms_home}/bin/{binary} "$@"\n')
+        overrides = {"PATH": f"{wheelbin}:/usr/bin:/bin"}
     for run in run_script(tree / folder / "start-ms.sh", sandbox):
-        (rec,) = run_in_container(run, tree / folder, sandbox)
+        (rec,) = run_in_container(run, tree / folder, sandbox, overrides=overrides)
         started.add(Path(rec["exe"]).name)
+        if wheel and Path(rec["exe"]).name == "ms_coordinator":   # <predict_ip> <manage_ip> (main.cpp L22-45)
+            assert len(rec["argv"]) == 2, rec["argv"]
         assert Path(rec["cwd"]).resolve() == Path(ms_home).resolve() or \
             Path(rec["exe"]).resolve().parent.parent == Path(ms_home).resolve()
         env = rec["env"]

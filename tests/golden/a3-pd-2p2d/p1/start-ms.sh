@@ -22,7 +22,7 @@ docker run -d --name "$NAME" --net=host \
   -e DEPLOYCTL_MS_PORT=1035 \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; exec mindie_motor_controller'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; exec mindie_motor_controller'
 echo "started $NAME on $NODE"
 NAME=v32-pd-mindie-ms-coordinator
 if docker container inspect "$NAME" >/dev/null 2>&1; then
@@ -37,6 +37,6 @@ docker run -d --name "$NAME" --net=host \
   -e DEPLOYCTL_MS_PORT=1035 \
   -e DEPLOYCTL_MS_MANAGE_PORT=1036 \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; exec mindie_motor_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_IP"'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; exec mindie_motor_coordinator "$DEPLOYCTL_MS_IP" "$DEPLOYCTL_MS_IP"'
 echo "started $NAME on $NODE"
 echo "the coordinator serves the OpenAI API at $MS_URL; it logs 'MindIE-MS coordinator is ready!' when done"
