@@ -110,7 +110,7 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
     plan = plan_layout(inv)
     fleet = Fleet([n.name for n in plan.nodes], cluster_dir(plan), container_names(plan)[0])
     keep = tmp_path / "inventories"
-    keep.mkdir()
+    keep.mkdir(parents=True)
     cap = Capture(fleet, keep)
 
     def op(operation, level=None, **kw):
@@ -177,3 +177,139 @@ def test_write_inventory_marks_nested_values_and_keeps_numbers(tmp_path):
     assert got["a"] == [evil, {evil: [evil]}] and got["n"] == 3 and got["b"] is True and got["z"] is None
     assert ansible_vars(path)["group all"]["c"] == "{% raw %}x"
     assert "!unsafe" in path.read_text()              # readable: tags on plain scalars, nothing encoded
+
+
+# -- (b), (c): real ansible-runner runs on the controller against a simulated host --------------------------
+TAIL = """\
+engine:
+  image: {image}
+  env: {{MINDIE_LOG_LEVEL: {level}}}
+model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
+layout: {{preset: single}}
+"""
+
+
+def one_node_inventory(fc, path: Path, level: str = "info") -> Path:
+    from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+
+    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
+                                                         level=level))
+    return path
+
+
+class Markers:
+    """Unique marker names; ``found()`` lists every one that exists where a pipe lookup could have made it
+    (absolute ones under /tmp, relative ones in the playbook dir: anywhere below ``roots``, or the cwd)."""
+
+    def __init__(self, *roots: Path):
+        self.tag = f"deployctl-inert-{uuid.uuid4().hex[:12]}"
+        self.roots = [*roots, Path.cwd()]
+
+    def payload(self, name: str, form: int, absolute: bool = True) -> str:
+        target = f"/tmp/{self.tag}-{name}" if absolute else f"{self.tag}-{name}"
+        return (f"{{{{ lookup('pipe', 'touch {target}') }}}}" if form % 2 == 0 else
+                f"{{% set x = lookup('pipe', 'touch {target}') %}}{{{{ x }}}}")
+
+    def found(self) -> list[str]:
+        hits = [str(p) for p in Path("/tmp").glob(f"{self.tag}*")]
+        for root in self.roots:
+            hits += [str(p) for p in root.rglob(f"{self.tag}*")] if root.is_dir() and root != Path("/") else []
+        return sorted(set(hits))
+
+
+def hostile_vars(markers: Markers, tmp_path: Path) -> tuple[dict, dict]:
+    """(host vars, common vars): every variable deployctl writes for a plan with a router (up, undo, rollback,
+    down), each string (at any depth) and each number or flag replaced by a template that touches a marker."""
+    import yaml
+
+    class Raw(yaml.SafeLoader):
+        pass
+
+    Raw.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+    host, common = {}, {}
+    for f in _run_all(EXAMPLES / "a3-pd-2p1d.yaml", tmp_path):
+        doc = yaml.load(f.read_text(), Loader=Raw)["all"]
+        common.update({k: v for k, v in doc["vars"].items() if not k.startswith("ansible_")})
+        for hv in doc["hosts"].values():
+            host.update({k: v for k, v in hv.items() if not k.startswith("ansible_")})
+    counter = iter(range(1000))
+
+    def evil(name, value):
+        if isinstance(value, list):
+            return [evil(f"{name}-{i}", v) for i, v in enumerate(value or [""])]
+        return markers.payload(name, next(counter))
+
+    return {k: evil(k, v) for k, v in host.items()}, {k: evil(k, v) for k, v in common.items()}
+
+
+def probe_playbook(names: list[str]) -> str:
+    """One task on the host printing every variable as JSON, one per line (templates each of them)."""
+    args = ", ".join(f'"{{{{ {n} | to_json }}}}"' for n in names)
+    return ("- name: Every variable as the host receives it\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+            f"    - name: print\n      ansible.builtin.command:\n        argv: [printf, '%s\\n', {args}]\n")
+
+
+def fc_target(fc, name: str = "node1"):
+    from deployctl.executors.base import HostTarget
+
+    return HostTarget(name, fc.node(name).ip, "root", 22, str(fc.client_key), str(fc.known_hosts))
+
+
+def test_every_variable_holding_a_template_is_inert_on_the_controller(fake_cluster_factory, tmp_path):
+    from deployctl.executors.ansible import prepare, run_playbook, write_inventory
+
+    fc = fake_cluster_factory(default_one())
+    markers = Markers(tmp_path)
+    host, common = hostile_vars(markers, tmp_path / "plan")
+    assert {"deployctl_rev", "deployctl_restore_rev", "deployctl_restore_prev", "deployctl_router_start",
+            "deployctl_dir", "deployctl_engine", "deployctl_image", "deployctl_smoke_url"} <= set(host) | set(common)
+    private = tmp_path / "ansible"
+    project = prepare(private)
+    names = sorted(set(host) | set(common))
+    (project / "probe.yml").write_text(probe_playbook(names))
+    groups = {g: ["node1"] for g in ("push", "start_masters", "start_workers", "start_ms", "smoke", "rollback")}
+    write_inventory(private / "inventory" / "hosts.yml", [fc_target(fc)], {"node1": host}, groups, common)
+
+    printed = []
+
+    def on_event(event):
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task") == "print":
+            printed.append(data["res"]["stdout"])
+
+    result = run_playbook(private, "probe.yml", forks=1, on_event=on_event)
+    assert result.ok, result.failures
+    assert markers.found() == []
+    # the host got every value verbatim: the text, not what a template of it would give
+    got = dict(zip(names, (json.loads(line) for line in printed[0].splitlines())))
+    assert got == {**common, **host}
+    # the shipped playbooks (each stops at its first failing task: the values are no names docker knows)
+    for playbook in ("up.yml", "rollback.yml", "down.yml"):
+        run_playbook(private, playbook, forks=1)
+        assert markers.found() == [], playbook
+
+
+def test_connection_variables_holding_a_template_are_inert_on_the_controller(fake_cluster_factory, tmp_path):
+    from deployctl.executors.ansible import prepare, run_playbook, write_inventory
+    from deployctl.executors.base import HostTarget
+
+    markers = Markers(tmp_path)
+    evil = HostTarget("node1", markers.payload("address", 0), markers.payload("user", 1), 22,
+                      markers.payload("key", 0), markers.payload("known_hosts", 1))
+    private = tmp_path / "ansible"
+    prepare(private)
+    for playbook in ("down.yml", "rollback.yml"):
+        groups = {"rollback": ["node1"]}
+        write_inventory(private / "inventory" / "hosts.yml", [evil], {}, groups,
+                        {"deployctl_dir": "/nowhere", "deployctl_engine": "x", "deployctl_ms_containers": [],
+                         "deployctl_purge": False}, trust_new_hosts=True)
+        result = run_playbook(private, playbook, forks=1)
+        assert markers.found() == [], playbook
+        assert not result.ok and result.failures[0].unreachable, result.failures   # the text is the address
+
+
+def default_one():
+    from fakecluster import default_cluster
+
+    return default_cluster(1)
