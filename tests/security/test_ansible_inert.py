@@ -184,16 +184,16 @@ TAIL = """\
 engine:
   image: {image}
   env: {{MINDIE_LOG_LEVEL: {level}}}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
+model: {{name: deepseek-r1, quant: w4a8, weights_path: {weights}, served_name: ds-r1,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 layout: {{preset: single}}
 """
 
 
 def one_node_inventory(fc, path: Path, level: str = "info") -> Path:
-    from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+    from fakecluster.spec import DEFAULT_IMAGES
 
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
+    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=WEIGHTS,
                                                          level=level))
     return path
 
@@ -309,7 +309,73 @@ def test_connection_variables_holding_a_template_are_inert_on_the_controller(fak
         assert not result.ok and result.failures[0].unreachable, result.failures   # the text is the address
 
 
+WEIGHTS = "/data/models/DeepSeek-R1-W4A8"      # one A2 server: R1 in 4 bits (inventories/examples/a2-1x8-single)
+
+
 def default_one():
     from fakecluster import default_cluster
 
-    return default_cluster(1)
+    return default_cluster(1, weights_dir=WEIGHTS)
+
+
+def _backend(fc, tmp_path):
+    from deployctl.cli.commands import load_and_validate
+    from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs
+    from deployctl.deploy.records import RunRecord
+    from deployctl.executors.ansible import run_playbook
+    from deployctl.planning.plan import plan_layout
+    from recording import RecordingReporter
+
+    inv = load_and_validate(one_node_inventory(fc, tmp_path / "inv.yaml"))
+    opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=tmp_path)
+    return HostsBackend("up", inv, plan_layout(inv), host_targets_abs(inv, tmp_path), None, run_playbook,
+                        RunRecord.create(opts.run_root, "up"), opts, RecordingReporter())
+
+
+def test_a_hostile_revision_read_from_a_host_is_inert_in_the_undo(fake_cluster_factory, tmp_path):
+    """The Ansible layer on its own (whatever the state reader lets through): the undo of a failed up with
+    the revisions a host named as its current and previous ones."""
+    from deployctl.deploy.ansible_run import run_restore
+    from deployctl.models.deploy import ContainerState, DeployedState
+
+    fc = fake_cluster_factory(default_one())
+    b = _backend(fc, tmp_path)
+    markers = Markers(tmp_path)
+    rev, prev = markers.payload("current", 0), markers.payload("previous", 1)
+    fc.ssh("node1", f"mkdir -p {b.cdir}", check=True)
+    b.moved = ["node1"]
+    observed = {"node1": DeployedState(node="node1", current_rev=rev, previous_rev=prev,
+                                       containers={b.engine: ContainerState(name=b.engine, status="running")})}
+    run_restore(b, observed)         # fails at its start.sh: there is no such revision
+    assert markers.found() == []
+    # the links were set back to the text the host gave, untouched
+    assert fc.ssh("node1", f"readlink {b.cdir}/current").stdout.strip() == f"revisions/{rev}"
+    assert fc.ssh("node1", f"readlink {b.cdir}/previous").stdout.strip() == f"revisions/{prev}"
+
+
+def test_a_hostile_current_link_runs_nothing_on_the_controller_in_a_failed_ups_undo(fake_cluster_factory,
+                                                                                      tmp_path):
+    """The issue's reproduction: `current` points at revisions/{{ lookup("pipe", "touch MARKER") }} on a host,
+    an ordinary `up` fails there and its undo restores what the host said ran before."""
+    import shlex
+
+    fc = fake_cluster_factory(default_one())
+    runs = tmp_path / "runs"
+    inv = one_node_inventory(fc, tmp_path / "inv.yaml")
+    first = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "60",
+                    "--skip-preflight")
+    assert first.returncode == 0, first.stdout + first.stderr
+    from deployctl.cli.commands import load_and_validate
+    from deployctl.deploy.revision import cluster_dir
+    from deployctl.planning.plan import plan_layout
+
+    cdir = cluster_dir(plan_layout(load_and_validate(inv)))
+    markers = Markers(tmp_path, runs)
+    # no slash in it: the revision id is the link's last path component
+    evil = f'{{{{ lookup("pipe", "touch {markers.tag}") }}}}'
+    fc.ssh("node1", f"cd {cdir} && ln -sfn {shlex.quote('revisions/' + evil)} current", check=True)
+    fc.update_node("node1", engine_crash_on="MINDIE_LOG_LEVEL=debug")
+    res = run_cli("up", "-i", str(one_node_inventory(fc, inv, level="debug")), "-y", "--run-dir", str(runs),
+                  "--ready-timeout", "60", "--skip-preflight")
+    assert res.returncode != 0, res.stdout + res.stderr
+    assert markers.found() == [], res.stdout + res.stderr
