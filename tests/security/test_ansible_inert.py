@@ -379,3 +379,16 @@ def test_a_hostile_current_link_runs_nothing_on_the_controller_in_a_failed_ups_u
                   "--ready-timeout", "60", "--skip-preflight")
     assert res.returncode != 0, res.stdout + res.stderr
     assert markers.found() == [], res.stdout + res.stderr
+
+
+def test_the_shipped_playbooks_never_template_text_themselves():
+    """A value stays data only while nothing renders its text again: no lookups, template lookups or
+    modules, vars files or hostvars indirection in the playbooks (the values are only referenced)."""
+    import re
+    from importlib import resources
+
+    for f in resources.files("deployctl.playbooks").iterdir():
+        if f.name.endswith(".yml"):
+            text = "\n".join(line for line in f.read_text().splitlines() if not line.lstrip().startswith("#"))
+            bad = re.findall(r"lookup\s*\(|query\s*\(|\bq\s*\(|template|include_vars|hostvars|vars_files", text)
+            assert bad == [], f"{f.name}: {bad}"
