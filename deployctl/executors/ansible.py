@@ -4,10 +4,17 @@ The runner's private data dir lives in the run record (``runs/<id>/ansible/``), 
 inventory, playbooks, events and stdout. Users can re-run the same playbook by hand::
 
     ansible-playbook -i runs/<id>/ansible/inventory/hosts.yml runs/<id>/ansible/project/up.yml
+
+Every value in that inventory is data, never a template: revision ids and paths come from the hosts and
+names from the inventory, and Ansible templates inventory strings on the controller (a value holding
+``{{ lookup('pipe', ...) }}`` would run there). So each string value, at any depth, is written with YAML's
+``!unsafe`` tag, Ansible's documented marker for text it must never template; the playbooks only ever
+reference these variables (``"{{ deployctl_rev }}"``), and a template's result is never templated again.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -53,9 +60,40 @@ def _ssh_args(targets: list[HostTarget], trust_new_hosts: bool) -> str:
     return shlex.join(args)
 
 
+class _Unsafe(str):
+    """A string written as ``!unsafe 'text'``."""
+
+
+@functools.cache
+def _dumper():
+    """yaml.SafeDumper plus the ``!unsafe`` tag (yaml is imported only when ansible runs)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(_Unsafe, lambda d, v: d.represent_scalar("!unsafe", str.__str__(v)))
+    return Dumper
+
+
+def inert(value):
+    """``value`` with every string in it (values and keys, in lists and dicts at any depth) marked ``!unsafe``;
+    numbers, booleans and None as they are. Anything else is refused: it would not be data Ansible leaves alone."""
+    if isinstance(value, str):
+        return _Unsafe(str.__str__(value))
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [inert(v) for v in value]
+    if isinstance(value, dict):
+        return {inert(k): inert(v) for k, v in value.items()}
+    raise TypeError(f"not a value for the ansible inventory: {type(value).__name__}")
+
+
 def write_inventory(path: Path, targets: list[HostTarget], hostvars: dict[str, dict], groups: dict[str, list[str]],
                     common: dict, trust_new_hosts: bool = False) -> Path:
-    """hosts.yml for ansible: connection vars from the deployctl inventory, plus deployctl's vars."""
+    """hosts.yml for ansible: connection vars from the deployctl inventory, plus deployctl's vars, every
+    string value ``!unsafe`` (host names, group and variable names are keys: ours, or validated names)."""
     import yaml
 
     hosts = {}
@@ -64,13 +102,14 @@ def write_inventory(path: Path, targets: list[HostTarget], hostvars: dict[str, d
         if t.key:
             hv["ansible_ssh_private_key_file"] = t.key
         hv.update(hostvars.get(t.name, {}))
-        hosts[t.name] = hv
+        hosts[t.name] = {k: inert(v) for k, v in hv.items()}
+    common = {"ansible_ssh_common_args": _ssh_args(targets, trust_new_hosts),
+              "ansible_python_interpreter": "auto_silent", **common}
     doc = {"all": {"hosts": hosts,
-                   "vars": {"ansible_ssh_common_args": _ssh_args(targets, trust_new_hosts),
-                            "ansible_python_interpreter": "auto_silent", **common},
+                   "vars": {k: inert(v) for k, v in common.items()},
                    "children": {g: {"hosts": {h: {} for h in members}} for g, members in groups.items()}}}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.write_text(yaml.dump(doc, Dumper=_dumper(), sort_keys=False))
     return path
 
 

@@ -139,7 +139,11 @@ class FakeFleet:
         import yaml
 
         assert Path(private).is_absolute(), "ansible must get absolute paths"
-        doc = yaml.safe_load((Path(private) / "inventory" / "hosts.yml").read_text())["all"]
+        class Loader(yaml.SafeLoader):        # deployctl writes every string value as !unsafe 'text'
+            pass
+
+        Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+        doc = yaml.load((Path(private) / "inventory" / "hosts.yml").read_text(), Loader=Loader)["all"]
         groups = {g: list((v or {}).get("hosts") or {}) for g, v in doc.get("children", {}).items()}
         hv, common = doc["hosts"], doc["vars"]
         self.playbooks.append((playbook, groups))
