@@ -17,6 +17,7 @@ RELEASE_LABEL = "app.kubernetes.io/instance"
 # What the chart creates (namespaced): (kind, client api attribute, list method)
 KINDS = (
     ("ConfigMap", "core", "list_namespaced_config_map"),
+    ("Secret", "core", "list_namespaced_secret"),          # the secret env (secret-env.yaml)
     ("Service", "core", "list_namespaced_service"),
     ("ServiceAccount", "core", "list_namespaced_service_account"),
     ("StatefulSet", "apps", "list_namespaced_stateful_set"),
