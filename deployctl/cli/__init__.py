@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from deployctl.cli._options import (DebugOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt, ForceOpt, InventoryOpt,
-                                   MaxOutputOpt, OutputDirOpt, OutputFormat, OutputOpt, Target, TargetOpt)
+from deployctl.cli._options import (AllowExecOpt, DebugOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt,
+                                   ForceOpt, InventoryOpt, MaxOutputOpt, OutputDirOpt, OutputFormat, OutputOpt, Target,
+                                   TargetOpt)
 
 app = typer.Typer(
     name="deployctl",
@@ -223,6 +224,7 @@ def up(
     inventory: InventoryOpt,
     output: OutputOpt = OutputFormat.text,
     target: DeployTargetOpt = DeployTarget.hosts,
+    allow_kubeconfig_exec: AllowExecOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change and stop.")] = False,
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight", help="Do not probe the hosts (k8s: the Nodes) "
@@ -294,6 +296,7 @@ def rollback(
                                               "(default: the last successful one before the live one).")] = None,
     output: OutputOpt = OutputFormat.text,
     target: DeployTargetOpt = DeployTarget.hosts,
+    allow_kubeconfig_exec: AllowExecOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change and stop.")] = False,
     yes: Annotated[bool, typer.Option("-y", "--yes", help="Do not ask for confirmation.")] = False,
     ready_timeout: ReadyTimeoutOpt = 1800,
@@ -325,7 +328,7 @@ def rollback(
 
 @app.command()
 def history(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
-            target: DeployTargetOpt = DeployTarget.hosts):
+            target: DeployTargetOpt = DeployTarget.hosts, allow_kubeconfig_exec: AllowExecOpt = False):
     """List the deployment's revisions: when, who, what, the result, which one is live and what
     changed between consecutive ones (read from the hosts; k8s: the helm release history).
 
@@ -346,6 +349,7 @@ def down(
     inventory: InventoryOpt,
     output: OutputOpt = OutputFormat.text,
     target: DeployTargetOpt = DeployTarget.hosts,
+    allow_kubeconfig_exec: AllowExecOpt = False,
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the deployed files (and history) on the "
                                                         "hosts.")] = False,
     break_lock: BreakLockOpt = False,
@@ -369,7 +373,7 @@ def down(
 
 @app.command()
 def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
-           target: DeployTargetOpt = DeployTarget.hosts,
+           target: DeployTargetOpt = DeployTarget.hosts, allow_kubeconfig_exec: AllowExecOpt = False,
            expect_up: Annotated[bool, typer.Option("--expect-up", help="Exit 1 when the deployment is down "
                                                                        "(for monitoring).")] = False):
     """What runs, read from the containers: per node and rank range the revision the engine mounts,
@@ -414,6 +418,7 @@ def logs(
 @app.command()
 def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
          target: DeployTargetOpt = DeployTarget.hosts, facts: FactsOpt = None,
+         allow_kubeconfig_exec: AllowExecOpt = False,
          run_dir: RunDirOpt = Path(".deployctl")):
     """Show what `up` would change, without changing anything (no lock taken).
 

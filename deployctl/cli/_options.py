@@ -78,3 +78,17 @@ DeployTargetOpt = Annotated[DeployTarget, typer.Option(
     "--target", "-t", callback=_deploy_target, show_default="hosts",
     help="hosts: the servers over SSH/Ansible; k8s: the Helm release in the inventory's kubernetes.namespace "
     f"(kubeconfig from kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config) {_TARGET_NAMES}.")]
+
+
+def _allow_exec(value: bool) -> bool:
+    if value:
+        from deployctl.k8s.api import allow_kubeconfig_exec
+
+        allow_kubeconfig_exec()
+    return value
+
+
+AllowExecOpt = Annotated[bool, typer.Option(
+    "--allow-kubeconfig-exec", callback=_allow_exec,
+    help="k8s: let the inventory's kubeconfig (kubernetes.kubeconfig) run its credential plugin (users with "
+    "`exec` or `auth-provider`); refused otherwise. Also DEPLOYCTL_ALLOW_KUBECONFIG_EXEC=1.")]

@@ -147,7 +147,9 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
 
         # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2) takes
         # seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-        doc = plan.model_dump(mode="json")
+        from deployctl.secrets import plan_doc
+
+        doc = plan_doc(plan)            # secret env values read ***
         doc["estimate"] = est.model_dump(mode="json")
         typer.echo(to_json(doc, indent=2).decode())
         return

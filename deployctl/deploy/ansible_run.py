@@ -83,7 +83,7 @@ def _process_vars(plan, name: str) -> dict:
 
 def _hostvars(b, desired, changes, observed) -> dict[str, dict]:
     out = {}
-    packs = b.rec.path / "push"
+    packs = desired.packs or b.rec.path / "push"     # up: private, never in the record (secret env in clear)
     for h in changes.hosts:
         before = observed[h.node]
         archive = ""

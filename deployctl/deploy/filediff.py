@@ -23,7 +23,8 @@ the file's own format:
 
       line 7: docker rm -f mindie → docker rm -f mindie-engine
 
-Values under a secret-looking key (:func:`is_secret`) are never shown: both sides read ``***``, the
+Values under a secret-looking key (:func:`deployctl.secrets.is_secret`, or an env name the inventory lists
+under ``engine.secret_env``: ``file_changes(..., secret_names=...)``) are never shown: both sides read ``***``, the
 change itself is still reported (and a line diff masks a whole line that assigns one).
 
 :func:`file_changes` returns:
@@ -48,7 +49,6 @@ from dataclasses import dataclass
 MORE = "…"
 ABSENT = "(absent)"
 REMOVED = "(removed)"
-MASK = "***"
 INHERITED = "(from the host environment)"
 ROOT = "(root)"
 MAX_VALUE = 200                 # display characters per value, then "…"
@@ -74,55 +74,8 @@ class KeyChange:
 
 
 # ---------------------------------------------------------------------------------------------- secrets
-
-# Secret wherever they appear in a name (unless the name ends in an _ABOUT_TAIL word) ...
-_STRONG = frozenset({"password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials"})
-# ... and only as the name's last word: `token` is mostly about LLM tokens (maxFirstTokenWaitTime,
-# kv_bytes_per_token), `key` about map keys; HF_TOKEN, apiKey, AWS_SECRET_ACCESS_KEY end in them.
-_WEAK = frozenset({"token", "key", "keys", "apikey", "privatekey"})
-# A name that ends in one of these is *about* a secret (where it is, how long it lives), not the secret.
-_ABOUT_TAIL = frozenset({"path", "paths", "file", "files", "dir", "name", "names", "id", "ref", "timeout",
-                         "size", "len", "length", "type", "count", "num", "number", "enabled", "enable",
-                         "mode", "policy", "format", "url", "uri", "ttl", "expiry", "expires", "header"})
-_COMPONENT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
-
-
-def _components(name: str) -> list[str]:
-    return [c.lower() for c in _COMPONENT.findall(name)]
-
-
-def is_secret(name: str) -> bool:
-    """Whether a key name looks like it holds a secret, judged by its words (split at ``_ - .``, digits
-    and camelCase), never by substrings: ``MONKEYS`` has no word ``keys``.
-
-    * password, passwd, passphrase, secret(s), credential(s) anywhere: ``DB_PASSWORD``,
-      ``client-secret``, ``SECRET_KEY_BASE``, ``credentials``;
-    * token, key(s), apikey as the last word: ``HF_TOKEN``, ``apiKey``, ``AWS_SECRET_ACCESS_KEY``,
-      but not ``maxFirstTokenWaitTime``, ``tokenizerProcessNumber``, ``maxPrefillTokens``, nor
-      ``kv_bytes_per_token`` (a ``per`` rate), nor a bare ``key``/``keys`` (the schema word of label
-      selectors and tolerations: ``key: huawei.com/Ascend910``);
-    * never a name whose last word says it is *about* a secret: ``tokenTimeout``, ``KEY_FILE``,
-      ``PASSWORD_PATH``, ``secretKeyRef``, ``secretName``.
-
-    Paths to key files named like ``tls_key``/``tls_passwd`` are masked too: the name cannot tell.
-    """
-    parts = _components(name)
-    if not parts or parts[-1] in _ABOUT_TAIL:
-        return False
-    if any(p in _STRONG for p in parts):
-        return True
-    if len(parts) == 1:
-        return parts[0] in ("token", "apikey", "privatekey")
-    return parts[-1] in _WEAK and "per" not in parts
-
-
-def _redact(value):
-    """A container with the values of its secret-looking keys replaced by ***."""
-    if isinstance(value, dict):
-        return {k: MASK if is_secret(str(k)) else _redact(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact(v) for v in value]
-    return value
+# One definition for the whole tool (deployctl.secrets); re-exported here for the diff's callers.
+from deployctl.secrets import MASK, is_secret, redact as _redact  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------- displays
@@ -300,13 +253,13 @@ def tree_changes(old, new, *, absent_old: bool = False, absent_new: bool = False
     return w.out
 
 
-def _env_changes(old: dict | None, new: dict | None) -> list[KeyChange]:
+def _env_changes(old: dict | None, new: dict | None, extra=frozenset()) -> list[KeyChange]:
     a, b = old or {}, new or {}
 
     def show(name, v):
         if v is _NONE:
             return None
-        if is_secret(name):
+        if is_secret(name) or name in extra:
             return MASK
         return INHERITED if v is _PASS else show_text(v)
 
@@ -323,12 +276,14 @@ def _env_changes(old: dict | None, new: dict | None) -> list[KeyChange]:
 _ASSIGNED = re.compile(r"(?:^|[^\w-])(--?[A-Za-z][\w-]*|[A-Za-z_][\w-]*)[\"']?\s*[:=]|(?:^|\s)(--?[A-Za-z][\w-]*)")
 
 
-def secret_line(line: str) -> bool:
-    """A line that assigns a secret-looking name (``X_TOKEN=..``, ``"password": ..``, ``--api-key ..``)."""
-    return any(is_secret(name.lstrip("-")) for m in _ASSIGNED.finditer(line) for name in m.groups() if name)
+def secret_line(line: str, extra=frozenset()) -> bool:
+    """A line that assigns a secret-looking name (``X_TOKEN=..``, ``"password": ..``, ``--api-key ..``)
+    or one of the names in ``extra``."""
+    return any(is_secret(name.lstrip("-")) or name.lstrip("-") in extra
+               for m in _ASSIGNED.finditer(line) for name in m.groups() if name)
 
 
-def _line_changes(old: bytes | None, new: bytes | None) -> list[KeyChange] | None:
+def _line_changes(old: bytes | None, new: bytes | None, extra=frozenset()) -> list[KeyChange] | None:
     import difflib
 
     if b"\x00" in (old or b"") or b"\x00" in (new or b""):
@@ -337,7 +292,7 @@ def _line_changes(old: bytes | None, new: bytes | None) -> list[KeyChange] | Non
     b = (new or b"").decode("utf-8", "replace").splitlines() if new is not None else []
 
     def show(line: str, other: str | None) -> str:
-        if secret_line(line) or (other is not None and secret_line(other)):
+        if secret_line(line, extra) or (other is not None and secret_line(other, extra)):
             return MASK
         if other is not None and line.strip() == other.strip():     # a whitespace-only change
             return _clip(json.dumps(line, ensure_ascii=False))
@@ -368,11 +323,13 @@ def _cut(changes: list[KeyChange], limit: int | None) -> list[KeyChange]:
     return changes[:keep] + [KeyChange(MORE, None, f"{more} more change{'s' if more != 1 else ''}")]
 
 
-def file_changes(name: str, old: bytes | None, new: bytes | None, *, limit: int = 50) -> list[KeyChange] | None:
+def file_changes(name: str, old: bytes | None, new: bytes | None, *, limit: int = 50,
+                 secret_names=frozenset()) -> list[KeyChange] | None:
     """What differs between the deployed (``old``) and the rendered (``new``) content of file ``name``.
 
     ``old=None``: the file is new (every key added); ``new=None``: it goes (every key removed). See the
-    module docstring for the formats, secrets, the ``limit`` marker and what ``[]``/``None`` mean.
+    module docstring for the formats, secrets, the ``limit`` marker and what ``[]``/``None`` mean;
+    ``secret_names``: env names masked besides the secret-looking ones (``engine.secret_env``).
     """
     try:
         old, new = (v.encode() if isinstance(v, str) else v for v in (old, new))
@@ -387,17 +344,17 @@ def file_changes(name: str, old: bytes | None, new: bytes | None, *, limit: int 
                 a = _parse(fmt, old) if old is not None else None
                 b = _parse(fmt, new) if new is not None else None
                 if fmt == "env":
-                    changes = _env_changes(a, b)
+                    changes = _env_changes(a, b, secret_names)
                 else:
                     changes = tree_changes(a, b, absent_old=old is None, absent_new=new is None)
             except (_Unparsable, RecursionError):
                 changes = None
         if changes is None:
-            changes = _line_changes(old, new)
+            changes = _line_changes(old, new, secret_names)
         return None if changes is None else _cut(changes, limit)
     except Exception:  # noqa: BLE001 - a diff summary must never break `deployctl diff`
         try:
-            changes = _line_changes(old, new)
+            changes = _line_changes(old, new, secret_names)
             return None if changes is None else _cut(changes, limit)
         except Exception:  # noqa: BLE001
             return None

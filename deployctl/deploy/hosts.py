@@ -5,6 +5,7 @@ unit-tested with fakes (tests/deploy/test_hosts_backend.py) and end to end on th
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,9 @@ class Desired:
     nodes: dict[str, NodeIntent] = field(default_factory=dict)   # empty for down
     push: bool = True                    # up: the revisions go to the hosts; rollback: they are there
     rendered: Path | None = None          # up: the rendered tree (archives are packed from it)
+    # up: where the archives go. The tree and its archives hold secret env values in clear, so both live in a
+    # private temporary directory (0700) removed at the end of the run; the run record keeps a masked copy
+    packs: Path | None = None
     entry: dict | None = None             # rollback: the history entry it goes back to
 
 
@@ -98,6 +102,7 @@ class HostsBackend:
         self.rollout = None                     # up, several instances behind a router: fleet.rolling.Rollout
         self.rolling_batch: list[str] = []      # the instances out of the router right now
         self.reported: set[str] = set()         # findings about what the hosts said, already shown
+        self._private: tempfile.TemporaryDirectory | None = None   # up: the real rendered tree and archives
 
     # -- read ---------------------------------------------------------------------------------------
     def read(self, health: bool = False) -> dict[str, DeployedState]:
@@ -134,14 +139,27 @@ class HostsBackend:
         from deployctl.render import render_artifacts
         from deployctl.render.write import write_tree
 
+        from deployctl.secrets import mask_artifacts, secret_env_names
+
         artifacts = with_manifests(self.plan, render_artifacts(self.plan), self.rec.run_id)
-        rendered = self.rec.path / "rendered"
+        # the real files (env in clear) only in a private directory, packed and pushed from there; the record
+        # keeps them with every secret env value masked
+        self._private = tempfile.TemporaryDirectory(prefix="deployctl-push-")
+        private = Path(self._private.name)
+        rendered = private / "rendered"
         write_tree(rendered, artifacts, force=True)
+        write_tree(self.rec.path / "rendered", mask_artifacts(artifacts, secret_env_names(self.inv)), force=True)
         nodes = {}
         for name, b in node_bundles(self.plan, artifacts).items():
             digest, keys = b.env_check()
             nodes[name] = NodeIntent(name, b.rev, b.digests, digest, tuple(keys))
-        return Desired(nodes, push=True, rendered=rendered)
+        return Desired(nodes, push=True, rendered=rendered, packs=private / "push")
+
+    def close(self) -> None:
+        """Remove the private tree and archives (also done at exit when a run stops early)."""
+        if self._private is not None:
+            self._private.cleanup()
+            self._private = None
 
     def diff(self, desired: Desired, observed) -> ChangeSet | DownChanges:
         if self.operation == "down":
@@ -271,6 +289,7 @@ class HostsBackend:
     def record(self, outcome: Outcome, desired: Desired) -> None:
         from deployctl.deploy.ansible_run import entry_for, prune, write_entry
 
+        self.close()            # applied and read back (or undone): the archives are no longer needed
         if self.operation == "down" and self.opts.purge:
             return          # the deployment's directory (history included) is gone on purpose
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)

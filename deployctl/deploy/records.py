@@ -1,9 +1,13 @@
 """Run records: every effectful command writes runs/<id>/ (plan, rendered tree, changes, ansible
-events, per-host logs, status, rc), ansible-runner style."""
+events, per-host logs, status, rc), ansible-runner style.
+
+A record is its operator's alone: the record directory is 0700 and every file deployctl writes in it
+0600 (secret env values are masked in it anyway: deployctl.secrets)."""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,16 +23,21 @@ class RunRecord:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
         run_id = f"{stamp}-{kind}"
         path = Path(root).resolve() / "runs" / run_id   # absolute: ansible runs from another directory
-        path.mkdir(parents=True, exist_ok=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=False)
+        os.chmod(path, 0o700)                           # whatever the umask
         rec = cls(path, run_id)
         rec.status("starting")
         return rec
 
     def write(self, name: str, content: str | bytes) -> Path:
         p = self.path / name
-        p.parent.mkdir(parents=True, exist_ok=True)
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = p.with_name(p.name + ".tmp")
-        tmp.write_bytes(content.encode() if isinstance(content, str) else content)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(content.encode() if isinstance(content, str) else content)
         tmp.replace(p)
         return p
 

@@ -133,6 +133,9 @@ def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, execut
     runs = fan_out(executor, targets, lambda t: [(f"file.{i}", ["cat", f"{cdir}/current/{name}"])
                                                  for i, name in enumerate(wanted[t.name])],
                    ssh_timeout, measure_clock=False)
+    from deployctl.secrets import declared
+
+    secret_names = declared(inv)
     out: dict[str, dict[str, list[str]]] = {}
     for node, files in wanted.items():
         run = runs[node]
@@ -140,6 +143,6 @@ def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, execut
             res = run.outputs.get(f"file.{i}")
             old = res.text.encode() if res and res.rc == 0 else None
             art = bundles[node].files.get(name)
-            diff = file_changes(name, old, art.content if art else None)
+            diff = file_changes(name, old, art.content if art else None, secret_names=secret_names)
             out.setdefault(node, {})[name] = [str(c) for c in (diff or [])]
     return out

@@ -51,3 +51,25 @@ def env_range_problems(env: dict, raw, ranges: dict[str, tuple]) -> list[Problem
             out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
                                    f"{key} takes {kind} in {bounds}"))
     return out
+
+
+def secret_env_problems(inv, raw) -> list[Problem]:
+    """engine.secret_env: variable names (as engine.env keys), each set by an env block, listed once."""
+    from deployctl.render.env import ENV_KEY
+
+    out: list[Problem] = []
+    names = list(getattr(inv.engine, "secret_env", None) or ())
+    set_somewhere = {k for _, env in env_sources(inv) for k in env}
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        key = ("engine", "secret_env", i)
+        if not ENV_KEY.match(name):
+            out.append(raw.problem(key, f"'{name}' is not a valid environment variable name",
+                                   "use letters, digits and '_', not starting with a digit"))
+        elif name in seen:
+            out.append(raw.problem(key, f"{name} is listed twice", "list each secret variable once"))
+        elif name not in set_somewhere:
+            out.append(raw.problem(key, f"{name} is not set in engine.env or layout.<role>.env",
+                                   "set its value in engine.env, or remove it from engine.secret_env"))
+        seen.add(name)
+    return out

@@ -17,6 +17,7 @@ RELEASE_LABEL = "app.kubernetes.io/instance"
 # What the chart creates (namespaced): (kind, client api attribute, list method)
 KINDS = (
     ("ConfigMap", "core", "list_namespaced_config_map"),
+    ("Secret", "core", "list_namespaced_secret"),          # the secret env (secret-env.yaml)
     ("Service", "core", "list_namespaced_service"),
     ("ServiceAccount", "core", "list_namespaced_service_account"),
     ("StatefulSet", "apps", "list_namespaced_stateful_set"),
@@ -50,7 +51,70 @@ def kube_target(inv, inventory_dir: Path) -> KubeTarget:
         raise UsageError(f"kubeconfig {path} does not exist",
                          hint="set kubernetes.kubeconfig in the inventory, or KUBECONFIG, to your cluster's "
                               "kubeconfig")
+    if k.kubeconfig and not exec_allowed():
+        check_kubeconfig_plugins(path, k.context)
     return KubeTarget(str(path), k.context, k.namespace, inv.helm_release)
+
+
+# -------------------------------------------------------------------------- credential plugins (issue 21)
+# A kubeconfig user with `exec` (a credential plugin) or `auth-provider` makes the client and helm run a
+# command on this machine. The operator's own kubeconfig ($KUBECONFIG, ~/.kube/config) is trusted as kubectl
+# trusts it; one the inventory names (kubernetes.kubeconfig) is refused with such users unless the operator
+# opts in: --allow-kubeconfig-exec, or DEPLOYCTL_ALLOW_KUBECONFIG_EXEC=1. The inventory cannot opt in itself.
+
+ALLOW_EXEC_ENV = "DEPLOYCTL_ALLOW_KUBECONFIG_EXEC"
+_allow_exec = False
+
+
+def allow_kubeconfig_exec(value: bool = True) -> None:
+    """The operator's opt-in (the CLI's --allow-kubeconfig-exec)."""
+    global _allow_exec
+    _allow_exec = bool(value)
+
+
+def exec_allowed() -> bool:
+    return _allow_exec or os.environ.get(ALLOW_EXEC_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def kubeconfig_plugins(doc, context: str | None) -> list[tuple[str, str, str]]:
+    """(user, exec | auth-provider, the command or provider) of the users that would run code: the user of
+    ``context`` (default: current-context), or every user when the context cannot be resolved."""
+    if not isinstance(doc, dict):
+        return []
+    users = [u for u in doc.get("users") or [] if isinstance(u, dict)]
+    want = context or doc.get("current-context")
+    ctx = next((c for c in doc.get("contexts") or [] if isinstance(c, dict) and c.get("name") == want), None)
+    name = ((ctx or {}).get("context") or {}).get("user") if isinstance(ctx, dict) else None
+    if name is not None:
+        users = [u for u in users if u.get("name") == name] or users
+    out = []
+    for u in users:
+        user = u.get("user") if isinstance(u.get("user"), dict) else {}
+        if user.get("exec") is not None:
+            spec = user["exec"] if isinstance(user["exec"], dict) else {}
+            argv = [str(spec.get("command", "?"))] + [str(a) for a in spec.get("args") or []]
+            out.append((str(u.get("name", "?")), "exec", " ".join(argv)))
+        if user.get("auth-provider") is not None:
+            spec = user["auth-provider"] if isinstance(user["auth-provider"], dict) else {}
+            cmd = (spec.get("config") or {}).get("cmd-path") if isinstance(spec.get("config"), dict) else None
+            out.append((str(u.get("name", "?")), "auth-provider", str(cmd or spec.get("name", "?"))))
+    return out
+
+
+def check_kubeconfig_plugins(path: Path, context: str | None) -> None:
+    """Refuse the inventory's kubeconfig when it would run a credential plugin (UsageError naming it)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, yaml.YAMLError):
+        return          # the client reports an unreadable kubeconfig itself
+    found = kubeconfig_plugins(doc, context)
+    if found:
+        what = "; ".join(f"user {u}: {kind} `{cmd}`" for u, kind, cmd in found)
+        raise UsageError(f"kubeconfig {path} (kubernetes.kubeconfig) runs a credential plugin on this machine "
+                         f"({what}): refused", hint="if you trust this command, pass --allow-kubeconfig-exec (or "
+                         f"set {ALLOW_EXEC_ENV}=1); otherwise use a kubeconfig with a token or client certificate")
 
 
 class KubeApi:

@@ -199,7 +199,9 @@ class K8sBackend:
             rows = hist.history_rows(observed.history, hist.read_notes(self.api, self.name))
             target = hist.choose_target(rows, self.to, self.name)
             text = self.helm.manifest(target)
-            self.run_record.write(f"manifests-revision-{target}.yaml", text)
+            from deployctl.k8s.render import mask_manifests
+
+            self.run_record.write(f"manifests-revision-{target}.yaml", mask_manifests(text))
             return K8sDesired(manifest_docs(text), revision=target)
         rel = self.release
         if self.plan is not None:
@@ -207,7 +209,7 @@ class K8sBackend:
 
             self.run_record.write("plan.json", render_plan(self.plan)[0].content)
         values_file = self.run_record.write("values.yaml", rel.values_text)
-        self.run_record.write("manifests.yaml", rel.manifests or "")
+        self.run_record.write("manifests.yaml", rel.manifests_masked)      # the Secret's data masked
         return K8sDesired(release_docs(rel), values_file)
 
     def diff(self, desired: K8sDesired, observed: K8sState) -> K8sChanges:
@@ -279,8 +281,10 @@ class K8sBackend:
                 from deployctl.k8s.helm import chart_dir
 
                 self.reporter.step(f"helm upgrade --install {self._where()}")
+                secret = self.release.secret_text       # the secret env values: never in the run record
                 self.helm.upgrade_install(self._chart or chart_dir(CHART_NAME), desired.values_file,
-                                          hist.description(self.run_record.run_id, self.user))
+                                          hist.description(self.run_record.run_id, self.user),
+                                          **({"secret_text": secret} if secret else {}))
             else:
                 self.reporter.step(f"helm rollback {self.name} {desired.revision} (namespace {self.target.namespace})")
                 self.helm.rollback(desired.revision)

@@ -19,7 +19,8 @@ from pydantic import Field
 from deployctl.models.base import Frozen
 
 CHART_NAME = "ascend-llm"
-OWNED_VALUES = ("engine", "instances")   # rendered from the plan (with each engine's own): not settable
+OWNED_VALUES = ("engine", "instances", "secretEnv.keys", "secretEnv.values")
+# rendered from the plan (with each engine's own): not settable
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 
@@ -108,6 +109,17 @@ class Instance(Frozen):
     pods: list[Pod] = Field(default_factory=list, description="per-server env and files, when they differ")
 
 
+class SecretEnv(Frozen):
+    """The secret env variables (engine.env keys that look secret, or listed in engine.secret_env): in a
+    Secret every engine pod reads with envFrom, never in the ConfigMaps. values.yaml names them (keys); their
+    values come from a second values file (secret-values.yaml, written 0600 by `deployctl render`; `deployctl
+    up --target k8s` passes it to helm itself) or from a Secret you manage (existingSecret)."""
+
+    keys: list[str] = Field(default_factory=list, description="the secret variables' names")
+    values: dict[str, str] = Field(default_factory=dict, description="their values: keep them out of values.yaml")
+    existingSecret: str = Field("", description="a Secret you manage holding the keys (then none is created)")
+
+
 # The runtime's default capabilities, as bare metal's `docker run` (root must read weights owned by the
 # engine's user, mode 750); no privilege escalation, the runtime's seccomp profile.
 SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
@@ -150,6 +162,7 @@ class CommonValues(Frozen):
     service: Service = Service()
     tests: Tests = Tests()
     instances: list[Instance] = Field(default_factory=list)
+    secretEnv: SecretEnv = SecretEnv()
 
 
 @lru_cache(maxsize=1)
@@ -243,6 +256,38 @@ def chart_values(plan, artifacts):
 
     model = values_model()
     values = model.model_validate(engines.driver(plan.engine.kind).chart.values(plan, artifacts))
+    values = model.model_validate(split_secret_env(plan, values.model_dump()))
     if plan.inventory.kubernetes.values:
         values = model.model_validate(deep_merge(values.model_dump(), plan.inventory.kubernetes.values))
+    return values
+
+
+def split_secret_env(plan, values: dict) -> dict:
+    """Move every secret env variable out of the values' ``env`` maps (the ConfigMaps) into ``secretEnv``
+    (one Secret for the release): a variable must then have one value in every pod."""
+    from deployctl.errors import UsageError
+    from deployctl.secrets import secret_env_names
+
+    names = secret_env_names(plan.inventory)
+    found: dict[str, str] = {}
+
+    def walk(node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key == "env" and isinstance(value, dict):
+                    for name in [n for n in value if n in names]:
+                        secret = value.pop(name)
+                        if found.setdefault(name, secret) != secret:
+                            raise UsageError(f"{name} is secret and has different values in different pods; on "
+                                             "Kubernetes a secret variable has one value for the release (one "
+                                             "Secret)", hint=f"set {name} in engine.env, not in layout.<role>.env")
+                else:
+                    walk(value)
+
+    walk(values)
+    if found:
+        values["secretEnv"] = {**values.get("secretEnv", {}), "keys": sorted(found), "values": found}
     return values

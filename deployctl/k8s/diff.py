@@ -28,6 +28,7 @@ INSTANCE_LABEL = "deployctl.io/instance"
 MAX_DETAILS = 100               # detail lines per object, then "… N more changes"
 FILE_LIMIT = 50                 # key-level changes per ConfigMap file
 _OWNED_MAPS = {"ConfigMap": ("data", "binaryData")}
+SECRET_DATA = ("data", "stringData")
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ _MISSING = _Missing()
 
 
 def _show(value, secret: bool) -> str | None:
-    from deployctl.deploy.filediff import MASK, show_json, show_text
+    from deployctl.deploy.filediff import show_json, show_text
+    from deployctl.secrets import MASK
 
     if value is _MISSING:
         return None
@@ -71,7 +73,7 @@ def _show(value, secret: bool) -> str | None:
 def _redact(value):
     """A live/rendered container for display, its secret-looking values (``{name: HF_TOKEN, value: x}``
     env entries included) replaced by ***."""
-    from deployctl.deploy.filediff import MASK
+    from deployctl.secrets import MASK
 
     if isinstance(value, dict):
         return {k: MASK if _secret_child(value, k) else _redact(v) for k, v in value.items()}
@@ -140,7 +142,8 @@ class _Diff:
 
     def data(self, path: str, key: str, old, new) -> None:
         """One key of a ConfigMap's data: a file diffed key by key, or a value (an env variable)."""
-        from deployctl.deploy.filediff import file_changes, is_secret
+        from deployctl.deploy.filediff import file_changes
+        from deployctl.secrets import is_secret
 
         if old == new:
             return
@@ -159,7 +162,7 @@ class _Diff:
 def _secret_child(parent: dict, key) -> bool:
     """A key whose value is secret: by its name, or the ``value`` of a ``{name: HF_TOKEN, value: ...}`` env
     entry."""
-    from deployctl.deploy.filediff import is_secret
+    from deployctl.secrets import is_secret
 
     if is_secret(str(key)):
         return True
@@ -184,6 +187,10 @@ def field_changes(want: dict, have: dict, kind: str = "") -> list[tuple[str, str
     """(path, detail) per differing field of a rendered object body against the live one, in manifest
     order; ``path`` repeats for the key-level changes of one ConfigMap file."""
     d = _Diff(kind)
+    if kind == "Secret":       # every value of a Secret is secret, whatever its name
+        for key, value in want.items():
+            d.walk(value, have.get(key, _MISSING), key, key in SECRET_DATA)
+        return d.out
     d.walk(want, have, "")
     return d.out
 

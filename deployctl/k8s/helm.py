@@ -92,8 +92,10 @@ def run_helm(args: list[str], what: str, timeout: float = 300, env: dict | None 
     return done.stdout
 
 
-def template(chart: Path, values_file: Path, release: str, namespace: str) -> str:
-    return run_helm(["template", release, str(chart), "--namespace", namespace, "--values", str(values_file)],
+def template(chart: Path, values_file: Path, release: str, namespace: str, extra: tuple[Path, ...] = ()) -> str:
+    """``extra``: more values files after ``values_file`` (the private secret-values.yaml)."""
+    more = [a for f in extra for a in ("--values", str(f))]
+    return run_helm(["template", release, str(chart), "--namespace", namespace, "--values", str(values_file), *more],
                     "helm template")
 
 
@@ -145,9 +147,19 @@ class HelmClient:
             raise
         return sorted(json.loads(out or "[]") or [], key=lambda r: r["revision"])
 
-    def upgrade_install(self, chart: Path, values_file: Path, description: str) -> None:
-        self._helm(["upgrade", "--install", self.target.release, str(chart), "--values", str(values_file),
-                    "--description", description], "helm upgrade --install")
+    def upgrade_install(self, chart: Path, values_file: Path, description: str, secret_text: str | None = None) -> None:
+        """``secret_text``: secret-values.yaml, handed to helm in a private temporary file (0600, removed)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="deployctl-secret-") as tmp:
+            more = []
+            if secret_text:
+                path = Path(tmp) / "secret-values.yaml"
+                path.write_text(secret_text, encoding="utf-8")
+                path.chmod(0o600)
+                more = ["--values", str(path)]
+            self._helm(["upgrade", "--install", self.target.release, str(chart), "--values", str(values_file),
+                        *more, "--description", description], "helm upgrade --install")
 
     def rollback(self, revision: int) -> None:
         self._helm(["rollback", self.target.release, str(revision)], f"helm rollback to revision {revision}")

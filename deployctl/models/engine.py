@@ -27,6 +27,11 @@ class EngineBase(Strict):
     version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9A-Za-z]+)*$")
     # the engine version the support matrix is keyed by; default: read from the image tag
     env: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    secret_env: list[str] = Field(default_factory=list, max_length=256, description=(
+        "Names of env variables (engine.env, layout.<role>.env) whose values are secret although their names do "
+        "not say so (HF_TOKEN, *_KEY, *_TOKEN, *PASSWORD*, *SECRET* already are). A secret value is written "
+        "only to each host's env file (mode 0600) and, on Kubernetes, to a Secret the pods read with envFrom; "
+        "plan.json, `plan --output json`, run records, diffs and values.yaml show *** instead."))
     shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
     container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
     work_dir: str = Field("/etc/deployctl", pattern=PATH)  # rendered files inside the container

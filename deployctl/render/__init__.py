@@ -7,7 +7,12 @@ from deployctl.models.plan import Plan
 
 
 def render_plan(plan: Plan) -> list[Artifact]:
-    return [Artifact(kind="plan", path="plan.json", content=(plan.model_dump_json(indent=2) + "\n").encode())]
+    """plan.json: the plan with its secret env values masked (deployctl.secrets), readable by its owner only."""
+    from pydantic_core import to_json
+
+    from deployctl.secrets import plan_doc
+
+    return [Artifact(kind="plan", path="plan.json", content=to_json(plan_doc(plan), indent=2) + b"\n", mode=0o600)]
 
 
 def render_artifacts(plan: Plan) -> list[Artifact]:

@@ -1,4 +1,8 @@
-"""Write a rendered tree atomically: build it next to the target, then swap directories."""
+"""Write a rendered tree atomically: build it next to the target, then swap directories.
+
+The tree holds env files (secret values in clear: a host needs them) and is the operator's alone: it is
+built under a private umask, its directories are 0700, each file keeps its artifact's mode (env 0600).
+"""
 
 from __future__ import annotations
 
@@ -54,9 +58,16 @@ def _exchange(a: Path, b: Path) -> bool:
 def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
                keep: tuple[Path, ...] = ()) -> list[Path]:
     """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
+    from deployctl.secrets import private_umask
+
     check_target(out, force, keep)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
+    with private_umask():
+        return _write_tree(out, artifacts)
+
+
+def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         digests, made = {}, set()
@@ -70,7 +81,7 @@ def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
             digests[art.path] = hashlib.sha256(art.content).hexdigest()
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o700)
         if not out.exists():
             os.rename(tmp, out)
         elif _exchange(tmp, out):   # the new tree is in place; tmp now holds the old one

@@ -72,5 +72,5 @@ def render_envs(plan: Plan) -> list[Artifact]:
         header = [f"deployctl {__version__}: environment of node {node.name} ({node.role}, instance {node.instance})",
                   "Use as: docker run --env-file env ...   Do not edit by hand: change the inventory and re-render."]
         text = env_file(header, node_env(plan, node))
-        out.append(Artifact(kind="env", path=f"{node.name}/env", content=text.encode(), mode=0o640))
+        out.append(Artifact(kind="env", path=f"{node.name}/env", content=text.encode(), mode=0o600))
     return out

@@ -98,7 +98,7 @@ def render(plan) -> list[Artifact]:
         header = [f"deployctl {__version__}: environment of node {node.name} ({node.role}, instance {node.instance})",
                   "Use as: docker run --env-file env ...   Do not edit by hand: change the inventory and re-render."]
         out.append(Artifact(kind="env", path=f"{node.name}/env", content=env_file(header, node_env(plan, node)).encode(),
-                            mode=0o640))
+                            mode=0o600))
         out.append(Artifact(kind="start", path=f"{node.name}/start.sh",
                             content=start_script(plan, node, launch).encode(), mode=0o755))
         for i, serve in enumerate(launch.serves):

@@ -184,3 +184,10 @@ limits:
 {{- define "chart.curlScheme" -}}
 {{- ternary "-k https" "http" (and (eq .Values.engine "mindie") .Values.mindie.tls) }}
 {{- end }}
+
+{{/* The Secret holding the secret env variables (engine.env keys that look secret or engine.secret_env):
+secretEnv.existingSecret when set (you manage it), else <fullname>-secret-env, created from secretEnv.values. */}}
+{{- define "chart.secretEnvName" -}}
+{{- if .Values.secretEnv.existingSecret }}{{ .Values.secretEnv.existingSecret }}{{ else }}{{ include "chart.fullname" . }}-secret-env{{ end }}
+{{- end }}
+
