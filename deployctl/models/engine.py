@@ -28,7 +28,8 @@ class EngineBase(Strict):
     # the engine version the support matrix is keyed by; default: read from the image tag
     env: dict[str, str | int | float | bool] = Field(default_factory=dict)
     shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
-    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", max_length=64)
+    # the engine container is deployctl_<cluster>_<this> (default: the engine's kind): always per cluster
     work_dir: str = Field("/etc/deployctl", pattern=PATH)  # rendered files inside the container
     deploy_dir: str = Field("/var/lib/deployctl", pattern=PATH)
     # on each host: <deploy_dir>/<cluster>/revisions/<id>/ holds the files of every deployed revision,

@@ -87,7 +87,7 @@ def test_up_status_logs_down_on_two_a2_nodes(fake_cluster_factory, tmp_path):
 
     lg = run_cli("logs", "-i", str(inv), "--run-dir", str(runs), "--output", "json")
     assert lg.returncode == 0 and "Daemon start success!" in json.loads(lg.stdout)["logs"]["node2"][
-        f"{fc_cluster(inv)}-mindie"]
+        f"deployctl_{fc_cluster(inv)}_mindie"]
 
     dn = run_cli("down", "-i", str(inv), "--run-dir", str(runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr

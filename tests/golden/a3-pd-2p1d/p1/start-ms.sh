@@ -9,7 +9,7 @@ NODE=p1
 MS_URL=http://10.202.1.2:1035
 
 chmod 640 "$HERE/global_ranktable.json" "$HERE/ms_controller.json" "$HERE/ms_coordinator.json"
-NAME=v32-2p1d-mindie-ms-controller
+NAME=deployctl_v32-2p1d_mindie-ms-controller
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
@@ -24,7 +24,7 @@ docker run -d --name "$NAME" --net=host \
   "$IMAGE" \
   bash -c 'for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/Ascend/atb-models/set_env.sh /usr/local/Ascend/mindie/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; LLM="$(dirname "$DEPLOYCTL_MS_HOME")/mindie-llm"; export LD_LIBRARY_PATH="$LLM/lib:$LLM/lib/grpc:$DEPLOYCTL_MS_HOME/lib:$DEPLOYCTL_MS_HOME/lib/grpc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; cd "$DEPLOYCTL_MS_HOME" && exec ./bin/ms_controller'
 echo "started $NAME on $NODE"
-NAME=v32-2p1d-mindie-ms-coordinator
+NAME=deployctl_v32-2p1d_mindie-ms-coordinator
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
