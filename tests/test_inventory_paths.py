@@ -14,7 +14,6 @@ from deployctl.inventory.paths import OWNED_TREES, SYSTEM_PATHS
 from deployctl.inventory.validate import validate_inventory
 from test_validate_hostile import BASE
 
-ENGINE = "  image: "
 
 
 def _inventory(tmp_path: Path, name: str = "ds-prod", engine: str = "", extra: str = "") -> Path:
