@@ -35,6 +35,9 @@ class CliReporter:
         if not hasattr(changes, "hosts"):        # down
             for node, names in changes.running.items():
                 self.con.print(esc(f"  {node}: remove {', '.join(names) or 'nothing (no container)'}"))
+            if getattr(changes, "purge", ""):
+                self.con.print(esc(f"  every node: delete deployctl's own files in {changes.purge} (revisions, "
+                                   "history, links; anything else there stays)"))
             return
         t = Table(title=f"What {self.operation} will change", title_justify="left")
         for col in ("node", "instance", "revision", "files", "engine", "why"):

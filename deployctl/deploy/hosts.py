@@ -53,13 +53,15 @@ class Desired:
 class DownChanges:
     running: dict[str, list[str]]         # node -> containers that exist there
     already_down: bool
+    purge: str = ""                       # down --purge: the cluster directory whose deployctl files go
+    files_left: bool = False              # purge: some host still holds deployctl's revisions or history
 
     @property
     def nothing_to_do(self) -> bool:
-        return not any(self.running.values()) and self.already_down
+        return not any(self.running.values()) and self.already_down and not (self.purge and self.files_left)
 
     def model_dump(self) -> dict:
-        return {"containers": self.running, "already_down": self.already_down}
+        return {"containers": self.running, "already_down": self.already_down, "purge": self.purge}
 
 
 @dataclass
@@ -167,7 +169,9 @@ class HostsBackend:
                        for n, s in observed.items()}
             entries = hist.merged(observed)
             last = entries[-1] if entries else None
-            return DownChanges(running, bool(last and last.get("operation") == "down"))
+            files = any(s.revisions or s.history or s.current_rev for s in observed.values())
+            return DownChanges(running, bool(last and last.get("operation") == "down"),
+                               self.cdir if self.opts.purge else "", files)
         changes = diff_deployment(self.plan, desired.nodes, observed, self.engine, self.ms)
         self.rec.write_json("changes.json", changes.model_dump())
         return changes
@@ -291,7 +295,15 @@ class HostsBackend:
 
         self.close()            # applied and read back (or undone): the archives are no longer needed
         if self.operation == "down" and self.opts.purge:
-            return          # the deployment's directory (history included) is gone on purpose
+            # deployctl's own files only (its manifests, links, history entries, this run's lock): the rest stays
+            from deployctl.deploy.purge import purge, report
+
+            results = purge(self.executor, self.targets, self.cdir, self.rec.run_id, self.opts.ssh_timeout)
+            self.rec.write_json("purge.json", {h: r.__dict__ for h, r in results.items()})
+            failed = report(results, self.cdir, self.reporter)
+            if failed:
+                self.reporter.failure(f"! deployctl's files not removed on: {', '.join(failed)}")
+            return
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
         merged = hist.merge(states)
         entry = seal(clean_entry(entry_for(self, outcome, desired, hist.next_revision(merged.entries, merged.top))))

@@ -10,6 +10,14 @@ CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 DEVICE_LOGS = (("/var/log/npu/slog", "/var/log/npu/slog"), ("/var/log/npu/plog", "/root/ascend/log"))
 
 
+def container_name(inv, role: str) -> str:
+    """The name of one of a deployment's containers: ``deployctl_<cluster>_<role>`` (role: the engine's kind or
+    ``engine.container_name``, with its own suffixes, or ``router``). A cluster name has no '_' ([a-z0-9-]),
+    so everything up to the second '_' names exactly one deployment: two deployments on one host never share a
+    container name, whatever their roles, and no other program's container looks like deployctl's."""
+    return f"deployctl_{inv.cluster.name}_{role}"
+
+
 def devices(node) -> list[str]:
     """--device arguments of a node's engine container: its NPUs, then the control devices."""
     return [f"/dev/davinci{i}" for i in node.device_ids] + list(CONTROL_DEVICES)

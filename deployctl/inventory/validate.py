@@ -19,6 +19,7 @@ from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_c
 from deployctl.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, check_image, check_ssh,
                                          hostile_problems, ip_address, zone_problem)
 from deployctl.inventory.load import KeyPath, RawInventory
+from deployctl.inventory.paths import cluster_dir_problems
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -655,7 +656,7 @@ def _sku_from_facts(inv, facts):
 
 
 CHECKS = (_check_nodes, check_ssh, _check_sku, _check_super_pod, _check_devices, _check_model, _check_engine, _check_kubernetes,
-          _check_layout)
+          _check_layout, cluster_dir_problems)
 
 
 def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):

@@ -33,7 +33,8 @@ class EngineBase(Strict):
         "only to each host's env file (mode 0600) and, on Kubernetes, to a Secret the pods read with envFrom; "
         "plan.json, `plan --output json`, run records, diffs and values.yaml show *** instead."))
     shm_size: str = Field("500g", pattern=r"^[1-9][0-9]*[kmgKMG]?$")
-    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+    container_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", max_length=64)
+    # the engine container is deployctl_<cluster>_<this> (default: the engine's kind): always per cluster
     work_dir: str = Field("/etc/deployctl", pattern=PATH)  # rendered files inside the container
     deploy_dir: str = Field("/var/lib/deployctl", pattern=PATH)
     # on each host: <deploy_dir>/<cluster>/revisions/<id>/ holds the files of every deployed revision,

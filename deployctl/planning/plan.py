@@ -128,12 +128,14 @@ def plan_layout(inv: Inventory) -> Plan:
 
 
 def _router(inv: Inventory) -> FleetRouter | None:
+    from deployctl.engines.container import container_name
+
     name = router_node(inv)
     if name is None:
         return None
     r = inv.router or RouterSettings()
     return FleetRouter(node=name, ip=inv.node(name).server_ip, port=r.port, admin_port=r.admin_port, image=r.image,
-                       check_interval_ms=r.check_interval_ms, container=f"{inv.cluster.name}-router")
+                       check_interval_ms=r.check_interval_ms, container=container_name(inv, "router"))
 
 
 def _checked(plan: Plan, driver) -> Plan:

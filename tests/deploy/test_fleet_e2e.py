@@ -29,7 +29,7 @@ router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
 # every answer takes a while (first token 50 ms, then 15 ms per token): requests are in flight when a replica
 # is drained, so the drain has something to wait for
 TIMING = {"ttft_ms": 50, "tpot_ms": 15}
-ROUTER = "fake-a2-6-router"      # <cluster name>-router: default_cluster(6) names the cluster fake-a2-6
+ROUTER = "deployctl_fake-a2-6_router"  # deployctl_<cluster name>_router: default_cluster(6) names the cluster fake-a2-6
 
 
 def inventory(fc, path: Path, level: str) -> Path:

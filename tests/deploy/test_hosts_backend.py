@@ -30,7 +30,7 @@ def inv():
 @pytest.fixture
 def fleet(inv):
     plan = plan_layout(inv)
-    return FakeFleet([n.name for n in plan.nodes], cluster_dir(plan), f"{inv.cluster.name}-mindie")
+    return FakeFleet([n.name for n in plan.nodes], cluster_dir(plan), f"deployctl_{inv.cluster.name}_mindie")
 
 
 def op(operation, inv, fleet, tmp_path, env=None, **kw):

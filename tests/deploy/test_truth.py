@@ -97,7 +97,7 @@ def test_two_operators_at_once_one_is_refused_and_the_cluster_stays_consistent(f
     rc, doc = st(winner)
     assert rc == 0 and doc["state"] == "serving", doc
     for n in ("node1", "node2"):
-        env_file = fc.ssh(n, f"cat /var/lib/fakedocker/{fc_cluster(winner)}-mindie/env").stdout
+        env_file = fc.ssh(n, f"cat /var/lib/fakedocker/deployctl_{fc_cluster(winner)}_mindie/env").stdout
         assert f"TEST_REVISION={tag}" in env_file.splitlines()
         assert fc.ssh(n, f"test -e /var/lib/deployctl/{fc_cluster(winner)}/lock").returncode == 1
 
@@ -113,7 +113,7 @@ def test_status_reads_the_containers_not_the_current_link(fc, tmp_path):
     assert res.returncode == 0, res.stderr
     rev_b = {h["node"]: h["rev"] for h in second["changes"]["hosts"]}
     cdir = f"/var/lib/deployctl/{fc_cluster(inv_a)}"
-    name = f"{fc_cluster(inv_a)}-mindie"
+    name = f"deployctl_{fc_cluster(inv_a)}_mindie"
 
     # someone restarts both nodes by hand from revision a's files while `current` names b: drift, named
     for n in ("node1", "node2"):

@@ -87,7 +87,7 @@ def test_up_status_logs_down_on_two_a2_nodes(fake_cluster_factory, tmp_path):
 
     lg = run_cli("logs", "-i", str(inv), "--run-dir", str(runs), "--output", "json")
     assert lg.returncode == 0 and "Daemon start success!" in json.loads(lg.stdout)["logs"]["node2"][
-        f"{fc_cluster(inv)}-mindie"]
+        f"deployctl_{fc_cluster(inv)}_mindie"]
 
     # deployctl's env wins over the image's set_env.sh scripts (nnal/atb/set_env.sh exports 1, the preset 3)
     engine_logs = json.loads(lg.stdout)["logs"]["node2"].values()

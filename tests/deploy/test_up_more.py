@@ -238,7 +238,7 @@ def a3_pd(tmp_path_factory):
         inv = a3_inventory(fc, work / "inv.yaml")
         first = up_live(inv, work / "runs", "--ready-timeout", "60", json_out=False)
         assert first.rc == 0, first.text
-        engine = f"{fc_cluster(inv)}-mindie"
+        engine = f"deployctl_{fc_cluster(inv)}_mindie"
         yield A3(fc, inv, work / "runs", first, engine, (f"{engine}-ms-controller", f"{engine}-ms-coordinator"))
     finally:
         fc.stop()
@@ -354,7 +354,7 @@ def assert_previous_revision_serves(c: A2, good: dict[str, str]) -> None:
     assert rc == 0, rows
     assert {r["node"]: r["revision"] for r in rows} == good
     for n in ("node1", "node2"):
-        env = c.fc.ssh(n, f"cat /var/lib/fakedocker/{fc_cluster(inv)}-mindie/env").stdout
+        env = c.fc.ssh(n, f"cat /var/lib/fakedocker/deployctl_{fc_cluster(inv)}_mindie/env").stdout
         assert "TEST_REVISION=good" in env.splitlines(), env
     assert chat(c.fc.node("node1").ip)["choices"][0]["message"]["content"]
 
@@ -451,7 +451,7 @@ FAILURES = {
                     ["not ready after 5 s", "Warming up the model"], 5),
     "reject-config": ({"engine_reject_config": "maxPrefillTokens too small for this test"},
                       {"engine_reject_config": False}, "node2 (mixed instance, ranks 8-15)",
-                      ["container fake-a2-2-mindie is exited", "maxPrefillTokens too small for this test"], 20),
+                      ["container deployctl_fake-a2-2_mindie is exited", "maxPrefillTokens too small for this test"], 20),
     # node2 loads its weights longer than the rendezvous waits: the master (node1) gives up, naming node2
     "slow-start": ({"engine_slow_start": JOIN_TIMEOUT + 3.0}, {"engine_slow_start": 0.0},
                    "node1 (mixed instance, ranks 0-7)", ["[EI0006] Getting socket times out", "{node2_ip}"], 30),

@@ -169,7 +169,7 @@ def a2(tmp_path_factory):
     try:
         work = tmp_path_factory.mktemp("vllm-a2")
         inv = inventory_for(fc, "vllm-a2-2x8-v32-dp-ep.yaml", work / "inv.yaml")
-        dep = Deployment(fc, inv, work / "runs", "v32-vllm-vllm", (fc.node("node1").ip, 8000))
+        dep = Deployment(fc, inv, work / "runs", "deployctl_v32-vllm_vllm", (fc.node("node1").ip, 8000))
         preflight(dep)
         res, doc = up(dep)
         assert res.returncode == 0, res.stdout + res.stderr
@@ -208,7 +208,7 @@ def a3(tmp_path_factory):
     try:
         work = tmp_path_factory.mktemp("vllm-a3")
         inv = inventory_for(fc, "vllm-a3-1p1d-qwen3.yaml", work / "inv.yaml")
-        dep = Deployment(fc, inv, work / "runs", "qwen3-pd-vllm", (fc.node("p1").ip, 1999), "qwen3-pd-vllm-proxy")
+        dep = Deployment(fc, inv, work / "runs", "deployctl_qwen3-pd_vllm", (fc.node("p1").ip, 1999), "deployctl_qwen3-pd_vllm-proxy")
         preflight(dep)
         res, doc = up(dep)
         assert res.returncode == 0, res.stdout + res.stderr

@@ -53,7 +53,7 @@ def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(
     plan = json.loads(run_cli("plan", "-i", str(inv), "--output", "json").stdout)
     assert [(i["name"], i["role"]) for i in plan["instances"]] == [
         ("prefill", "prefill"), ("decode-0", "decode"), ("decode-1", "decode")]
-    engine, proxy = "qwen3-xpyd-vllm", "qwen3-xpyd-vllm-proxy"
+    engine, proxy = "deployctl_qwen3-xpyd_vllm", "deployctl_qwen3-xpyd_vllm-proxy"
     before = {n: started_at(fc, n, engine) for n in ("p1", "d1", "d2")}
     proxy_before = started_at(fc, "p1", proxy)
 

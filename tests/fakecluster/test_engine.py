@@ -27,7 +27,7 @@ from fakecluster.fixtures import require_fake_cluster_support
 
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"
 JOIN = 4.0                                # engine_join_timeout of the test nodes (s)
-NAME = "fake-a2-2-mindie"                 # <cluster.name>-mindie
+NAME = "deployctl_fake-a2-2_mindie"        # deployctl_<cluster.name>_mindie
 MODEL = "ds-r1"
 MGMT, PORT, METRICS, MULTI = 1026, 1025, 1027, 1120
 ENGINE_DEFAULTS = dict(engine_crash=False, engine_never_ready=False, engine_reject_config=False,
@@ -267,8 +267,8 @@ def test_up_serves_on_two_a2_nodes(cluster):
     # stop (SIGTERM: a clean exit 0), remove: ports free again
     r = sh(fc, "node1", f"docker stop -t 5 {NAME} && docker ps -a --format '{{{{.Status}}}}' && docker rm {NAME} "
                         "&& docker ps -aq")
-    assert r.returncode == 0 and r.stdout.startswith("fake-a2-2-mindie\nExited (0) "), r.stdout + r.stderr
-    assert r.stdout.endswith(" ago\nfake-a2-2-mindie\n")
+    assert r.returncode == 0 and r.stdout.startswith("deployctl_fake-a2-2_mindie\nExited (0) "), r.stdout + r.stderr
+    assert r.stdout.endswith(" ago\ndeployctl_fake-a2-2_mindie\n")
     r = sh(fc, "node2", f"docker rm -f {NAME} && docker ps -aq")
     assert r.returncode == 0 and r.stdout == NAME + "\n"
     for ip, port in ((ip1, PORT), (ip1, MGMT), (ip1, METRICS), (ip1, MULTI), (ip2, MGMT)):
@@ -283,7 +283,7 @@ def test_single_node_needs_no_rendezvous(cluster):
     assert start(fc, "node1", dest).returncode == 0
     ip = fc.node("node1").ip
     wait_for("single node ready", lambda: ready(ip) == 200)
-    text = host_logs(fc, "node1", "fake-a2-1-mindie")
+    text = host_logs(fc, "node1", "deployctl_fake-a2-1_mindie")
     assert "Daemon start success!" in text and "ranktable" not in text
     assert chat(ip, PORT)[0] == 200
 
@@ -344,7 +344,7 @@ def test_config_json_mode_and_owner_are_checked_too(cluster):
     both (chown to ENGINE_UID, chmod 640); a hand-edited copy without those lines shows MindIE's refusals."""
     fc, _, single = cluster
     dest = "/var/lib/deployctl/test/cfgmode"
-    name = "fake-a2-1-mindie"
+    name = "deployctl_fake-a2-1_mindie"
     strip = f"sed -i '/^chmod 640/d; s/chown \"\\$ENGINE_UID\" \"\\$f\"/:/' {dest}/start.sh"
     push(fc, "node1", single / "node1", dest, then=f"{strip} && grep -q '; then :; fi' {dest}/start.sh && "
                                                    f"chmod 644 {dest}/config.json && bash {dest}/start.sh")
@@ -390,8 +390,8 @@ def test_weights_config_more_open_than_750_is_refused(cluster):
     w = fc.specs[0].weights_dir
     try:
         push(fc, "node1", single / "node1", dest, then=f"chmod 644 {w}/config.json && bash {dest}/start.sh")
-        wait_for("exit", lambda: exited(fc, "node1", "fake-a2-1-mindie"))
-        text = host_logs(fc, "node1", "fake-a2-1-mindie")
+        wait_for("exit", lambda: exited(fc, "node1", "deployctl_fake-a2-1_mindie"))
+        text = host_logs(fc, "node1", "deployctl_fake-a2-1_mindie")
         assert "Check path: config.json failed, by: Check Other group permission failed" in text
         assert "Required permisssion is 750, but got permission is 644" in text
     finally:
@@ -562,7 +562,7 @@ def test_pd_split_2p2d_a3_with_mindie_ms(tmp_path_factory):
             ready(ips[n], 10001 + 4 * k) == 200 for n in ("node3", "node4") for k in range(n_dp)), timeout=30)
         r = start(fc, "node1", dest, "start-ms.sh")
         assert r.returncode == 0, r.stderr
-        base = "fake-a3-4-mindie"
+        base = "deployctl_fake-a3-4_mindie"
         wait_log(fc, "node1", "MindIE-MS coordinator is ready!", base + "-ms-coordinator")
         print(f"\n2P+2D A3 up (push + start + MS ready) in {time.monotonic() - t0:.2f}s")
         r = sh(fc, "node1", "docker ps --format '{{.Names}}'")

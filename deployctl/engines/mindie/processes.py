@@ -14,8 +14,9 @@ HEALTH = "/v2/health/ready"     # on the management port (http_handler.cpp L496-
 
 
 def container_name(plan) -> str:
-    e = plan.inventory.engine
-    return e.container_name or f"{plan.inventory.cluster.name}-mindie"
+    from deployctl.engines.container import container_name as named
+
+    return named(plan.inventory, plan.inventory.engine.container_name or "mindie")
 
 
 def ms_containers(plan) -> tuple[str, str]:

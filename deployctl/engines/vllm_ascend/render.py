@@ -36,7 +36,9 @@ PROXY_LAUNCHER = 'mapfile -t ARGS < "$DEPLOYCTL_WORK/proxy.args"; exec python3 "
 
 
 def container_name(plan) -> str:
-    return plan.inventory.engine.container_name or f"{plan.inventory.cluster.name}-vllm"
+    from deployctl.engines.container import container_name as named
+
+    return named(plan.inventory, plan.inventory.engine.container_name or "vllm")
 
 
 def proxy_name(plan) -> str:

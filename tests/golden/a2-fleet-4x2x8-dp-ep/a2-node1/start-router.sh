@@ -5,7 +5,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
 IMAGE=haproxy:2.6
-NAME=r1-fleet-router
+NAME=deployctl_r1-fleet_router
 
 chmod 644 "$HERE/haproxy.cfg"   # the official image runs HAProxy as user haproxy; the file holds no secret
 if docker container inspect "$NAME" >/dev/null 2>&1; then

@@ -4,7 +4,7 @@
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
-NAME=r1-fleet-mindie
+NAME=deployctl_r1-fleet_mindie
 IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts
 NODE=a2-node3
 

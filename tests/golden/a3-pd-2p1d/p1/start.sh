@@ -4,7 +4,7 @@
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
-NAME=v32-2p1d-mindie
+NAME=deployctl_v32-2p1d_mindie
 IMAGE=swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:3.0.0-800I-A3-py311-openeuler24.03-lts
 NODE=p1
 

@@ -9,7 +9,7 @@ NODE=p1
 MS_URL=http://10.202.0.2:1035
 
 chmod 640 "$HERE/global_ranktable.json" "$HERE/ms_controller.json" "$HERE/ms_coordinator.json"
-NAME=v32-pd-mindie-ms-controller
+NAME=deployctl_v32-pd_mindie-ms-controller
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1
@@ -24,7 +24,7 @@ docker run -d --name "$NAME" --net=host \
   "$IMAGE" \
   bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; export HSECEASY_PATH="$DEPLOYCTL_MS_HOME/lib"; exec mindie_motor_controller'
 echo "started $NAME on $NODE"
-NAME=v32-pd-mindie-ms-coordinator
+NAME=deployctl_v32-pd_mindie-ms-coordinator
 if docker container inspect "$NAME" >/dev/null 2>&1; then
   echo "container $NAME already exists; stop it first: docker rm -f $NAME" >&2
   exit 1

@@ -4,7 +4,7 @@
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
-NAME=v32-vllm-vllm
+NAME=deployctl_v32-vllm_vllm
 IMAGE=quay.io/ascend/vllm-ascend:v0.13.0
 NODE=node2
 

@@ -4,7 +4,7 @@
 # Do not edit by hand: change the inventory and re-render.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"  # the revision directory itself, not a symlink to it
-NAME=qwen3-2p1d-vllm
+NAME=deployctl_qwen3-2p1d_vllm
 IMAGE=quay.io/ascend/vllm-ascend:v0.13.0-a3
 NODE=p1
 
