@@ -47,6 +47,11 @@ class MindieDriver:
 
         return check(plan)
 
+    def accept(self, plan) -> list:
+        from deployctl.engines.mindie.acceptance import plan_findings
+
+        return plan_findings(plan)
+
     def memory(self, inv, role: str, degrees) -> MemoryInputs:
         from deployctl.engines.mindie.support import memory_inputs
 
