@@ -289,6 +289,7 @@ def plan_findings(plan) -> list:
     """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error)."""
     from deployctl.engines.base import Finding
     from deployctl.engines.mindie.config import config_files
+    from deployctl.engines.mindie.env import computed_env
     from deployctl.engines.mindie.ranktable import ranktable_doc
     from deployctl.engines.mindie.support import distributed
 
@@ -301,7 +302,7 @@ def plan_findings(plan) -> list:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
         for name in inst.nodes:
             node = plan.node(name)
-            env = {"MIES_CONTAINER_IP": node.container_ip}
+            env = computed_env(plan, node)
             for fname, doc in config_files(plan, node).items():
                 for r in evaluate(doc, version, ranktable=rt, env=env):
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
