@@ -107,10 +107,28 @@ def located(exc, path: Path):
     return exc
 
 
+def _engine_accepts(inv, path: Path) -> None:
+    """The engine's own checks of the files `render` would write (an engine.config value it refuses); the
+    support matrix and the memory fit are `plan`'s to say."""
+    from deployctl import engines
+    from deployctl.errors import LayoutError
+    from deployctl.planning.plan import accepted, plan_layout
+
+    try:
+        plan = plan_layout(inv, checked=False)
+    except LayoutError:
+        return
+    try:
+        accepted(plan, engines.for_inventory(inv))
+    except LayoutError as exc:
+        raise located(exc, path) from None
+
+
 def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
     from deployctl.planning.layout import effective_preset
 
     inv = load_and_validate(path, facts)
+    _engine_accepts(inv, path)
     summary = {"valid": True, "inventory": str(path), "cluster": inv.cluster.name,
                "hardware": inv.cluster.hardware, "nodes": [n.name for n in inv.nodes],
                "model": inv.model.name, "quant": inv.model.quant, "preset": effective_preset(inv)}

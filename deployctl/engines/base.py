@@ -7,6 +7,8 @@ A driver answers, for one engine kind:
 * ``validate(inv, raw)``: inventory problems only this engine knows (keys it owns, its config sections);
 * ``role_preset(inv, preset, role)``: the degrees of a role on this engine's runtime (None: the catalog's);
 * ``check(plan)``: the support matrix: refusals (exit 2, with the source) and warnings (unverified);
+* ``accept(plan)``: what the engine itself would refuse in the files ``render`` writes for this plan (its own
+  config checks, as errors with the engine's message and source; validate/plan/render refuse them, exit 2);
 * ``memory(inv, role, degrees)``: what the memory plan needs from the engine (usable fraction, buffers,
   how this runtime really splits the weights);
 * ``render(plan)``: every file of every node;
@@ -150,6 +152,8 @@ class EngineDriver(Protocol):
     def needs_interfaces(self, inv) -> str | None: ...   # why every node needs nodes[].interface (None: no need)
 
     def check(self, plan) -> list[Finding]: ...
+
+    def accept(self, plan) -> list[Finding]: ...
 
     def memory(self, inv, role: str, degrees) -> MemoryInputs: ...
 

@@ -85,8 +85,9 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
                        problems=problems, hint=_suggestions(inv, failing))
 
 
-def plan_layout(inv: Inventory) -> Plan:
-    """Build the plan for a validated inventory.
+def plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
+    """Build the plan for a validated inventory (``checked=False``: without the engine's support matrix, its
+    acceptance of the rendered files and the memory fit, for `validate`).
 
     Raises:
         LayoutError: degrees do not add up, or a role's KV budget per die is <= 0 / cannot hold one
@@ -120,7 +121,10 @@ def plan_layout(inv: Inventory) -> Plan:
     plan = Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
                 model_display=info.display, instances=instances, nodes=nodes, engine=info_,
                 router=_router(inv), inventory=inv)
+    if not checked:
+        return plan
     plan = _checked(plan, driver)      # what the engine cannot run at all is said before memory
+    accepted(plan, driver)             # then what the engine would refuse in the files rendered from this plan
     failing = [i for i in instances if not i.memory.fits]
     if failing:
         raise _refusal(inv, failing)
@@ -136,6 +140,17 @@ def _router(inv: Inventory) -> FleetRouter | None:
     r = inv.router or RouterSettings()
     return FleetRouter(node=name, ip=inv.node(name).server_ip, port=r.port, admin_port=r.admin_port, image=r.image,
                        check_interval_ms=r.check_interval_ms, container=container_name(inv, "router"))
+
+
+def accepted(plan: Plan, driver) -> None:
+    """The engine's own checks of the files rendered for this plan: a refusal raises (exit 2) with the engine's
+    message and the source of the check (a value set in engine.config, or a deployctl bug)."""
+    errors = list(dict.fromkeys(f for f in driver.accept(plan) if f.level == "error"))
+    if errors:
+        raise LayoutError(f"{plan.engine.display} {plan.engine.version} would refuse the files rendered for this "
+                          "inventory", problems=[Problem(path=f.path, message=f.message + (
+                              f" [source: {f.source}]" if f.source else ""), hint=f.hint) for f in errors],
+                          hint=errors[0].hint)
 
 
 def _checked(plan: Plan, driver) -> Plan:

@@ -2,6 +2,9 @@
 
 Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs, named next to it
 (../shared/reference/mindie-upstream-rules.md collects them); the support matrix is data (support.yaml).
+MindIE's own acceptance checks (every refusal of MindIE-LLM's config manager, per version) are data too
+(acceptance.yaml, evaluated by acceptance.py on every rendered config.json and rank table by ``accept(plan)``;
+validate/plan/render refuse what MindIE would refuse, docs/engines-mindie-acceptance.md).
 Submodules are imported when a method needs them, so loading an inventory stays fast.
 """
 
@@ -46,6 +49,11 @@ class MindieDriver:
         from deployctl.engines.mindie.support import check
 
         return check(plan)
+
+    def accept(self, plan) -> list:
+        from deployctl.engines.mindie.acceptance import plan_findings
+
+        return plan_findings(plan)
 
     def memory(self, inv, role: str, degrees) -> MemoryInputs:
         from deployctl.engines.mindie.support import memory_inputs
