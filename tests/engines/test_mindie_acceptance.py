@@ -113,14 +113,7 @@ def _rendered_refusals(path: Path) -> list[str]:
     return out
 
 
-TRUNCATION_2X = pytest.mark.xfail(strict=True, reason=(
-    "config.py renders ModelDeployConfig.truncation 0; MindIE 2.x types it bool (model_deploy_config.cpp@40fb063 "
-    "L36): render `false` (3.0 reads false as 0, param_checker.cpp@8b4871ad L215-230) and drop this mark"))
-
-
-@pytest.mark.parametrize("example", [pytest.param(p, id=p.stem, marks=() if "3.0" in p.read_text()
-                                                  and 'version: "3.0"' in p.read_text() else TRUNCATION_2X)
-                                     for p in _mindie_examples()])
+@pytest.mark.parametrize("example", [pytest.param(p, id=p.stem) for p in _mindie_examples()])
 def test_every_mindie_example_passes_its_versions_checks(example):
     refusals = _rendered_refusals(example)
     assert not refusals, "\n".join(refusals)
@@ -141,7 +134,7 @@ def _inventory(tmp_path: Path, example: str, config: dict) -> Path:
     return out
 
 
-TRUNC = {"ModelDeployConfig": {"truncation": False}}     # 2.x: see TRUNCATION_2X
+TRUNC = {"ModelDeployConfig": {"truncation": False}}     # what deployctl renders (a bool in 2.x)
 
 
 @pytest.mark.parametrize("example, config, bad, good, message, where", [

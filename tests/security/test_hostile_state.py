@@ -196,7 +196,7 @@ def test_rollback_needs_the_target_host_to_hold_the_entry_and_its_files_intact(p
 # -- the commands, in memory: every one keeps working for the honest host ---------------------------------------
 @pytest.fixture
 def fleet(inv, plan):
-    return FakeFleet([n.name for n in plan.nodes], cluster_dir(plan), f"{inv.cluster.name}-mindie")
+    return FakeFleet([n.name for n in plan.nodes], cluster_dir(plan), f"deployctl_{inv.cluster.name}_mindie")
 
 
 def op(operation, inv, fleet, tmp_path, env=None, **kw):

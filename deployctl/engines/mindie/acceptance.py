@@ -285,6 +285,12 @@ def _inventory_path(overrides: dict, r: Refusal) -> tuple[str, bool]:
     return "engine", False
 
 
+def _has_gaps(ranktable: dict) -> bool:
+    """A rank table rendered before preflight filled the device IPs (the inventory leaves them to its facts)."""
+    return any(str(d.get("device_ip")) in ("None", "") for s in ranktable.get("server_list") or []
+               for d in s.get("device") or [])
+
+
 def plan_findings(plan) -> list:
     """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error)."""
     from deployctl.engines.base import Finding
@@ -300,6 +306,8 @@ def plan_findings(plan) -> list:
     seen: dict[tuple, list[str]] = {}
     for inst in plan.instances:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
+        if rt is not None and _has_gaps(rt):
+            continue           # device IPs preflight has not read yet: this instance's files wait for the facts
         for name in inst.nodes:
             node = plan.node(name)
             env = computed_env(plan, node)

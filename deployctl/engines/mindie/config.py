@@ -110,7 +110,7 @@ def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         "interNodeTlsCrlPath": "security/grpc/certs/", "interNodeTlsCrlFiles": ["server_crl.pem"],
         "kvPoolConfig": {"backend": "", "configPath": ""},
         "ModelDeployConfig": {
-            "maxSeqLen": m.max_seq_len, "maxInputTokenLen": m.max_input_len, "truncation": 0,
+            "maxSeqLen": m.max_seq_len, "maxInputTokenLen": m.max_input_len, "truncation": False,   # a bool in 2.x (model_deploy_config.cpp@40fb063 L36); 3.0 reads false as 0
             "ModelConfig": [model_config(plan, node, inst)],
         },
         "ScheduleConfig": {
