@@ -78,10 +78,42 @@ def k8s_cluster():
         cluster.stop()                  # fails the run if a process or the directory is left
 
 
-@pytest.hookimpl(trylast=True)
+# ------------------------------------------------------------------ test tiers
+# `pytest -m "not e2e"` is the fast tier a developer runs after each change (pure core, renderers, rules,
+# the pipeline with injected fakes); CI runs everything. A test is e2e when it uses simulated hosts or the
+# Kubernetes control plane (by fixture, or a module that starts them itself), fuzzes, or builds the wheel.
+E2E_FIXTURES = {"fake_cluster_factory", "fake_cluster_2a2", "k8s_cluster", "k8s_ns"}
+E2E_CALLS = ("make_cluster(", "start_cluster(", "fake_cluster_factory", "FakeCluster(", "require_fake_cluster_support",
+             "scripts/k8s-test-cluster", "KubeCluster")
+_E2E_MODULES: dict[Path, bool] = {}
+
+
+def _starts_hosts(path: Path) -> bool:
+    if path not in _E2E_MODULES:
+        text = path.read_text(errors="replace") if path.suffix == ".py" else ""
+        _E2E_MODULES[path] = "fuzz" in path.parts or any(call in text for call in E2E_CALLS)
+    return _E2E_MODULES[path]
+
+
+@pytest.hookimpl(tryfirst=True)        # before `-m` deselects by marker
 def pytest_collection_modifyitems(items):
-    users = [i for i in items if "k8s_cluster" in getattr(i, "fixturenames", ())]
-    _K8S["last"] = users[-1].nodeid if users else None
+    for item in items:
+        if item.get_closest_marker("e2e") is None and (
+                E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or _starts_hosts(Path(str(item.fspath)))):
+            item.add_marker(pytest.mark.e2e)
+
+
+class _K8sLastUser:
+    """After selection (-m, -k): the last test that uses the control plane stops it."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        users = [i for i in items if "k8s_cluster" in getattr(i, "fixturenames", ())]
+        _K8S["last"] = users[-1].nodeid if users else None
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_K8sLastUser(), "deployctl-k8s-last-user")
 
 
 @pytest.hookimpl(trylast=True)
