@@ -1,4 +1,4 @@
-"""The engines' support matrices: support.yaml is sourced, `deployctl engines` shows them, the README carries them."""
+"""The engines' support matrices: support.yaml is sourced, `deployctl engines` shows them, docs/engines.md carries them."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ BLOCK = re.compile(r"<!-- support-matrix:begin -->\n(.*?)\n<!-- support-matrix:e
 
 
 def test_readme_block_is_the_generated_table():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
     found = BLOCK.search(readme)
-    assert found, "README.md has no <!-- support-matrix:begin --> ... <!-- support-matrix:end --> block"
+    assert found, "docs/engines.md has no <!-- support-matrix:begin --> ... <!-- support-matrix:end --> block"
     assert found.group(1).strip() == markdown_table().strip(), (
-        "README.md's support matrix is stale: run `deployctl engines --markdown` and paste its output "
+        "docs/engines.md's support matrix is stale: run `deployctl engines --markdown` and paste its output "
         "between <!-- support-matrix:begin --> and <!-- support-matrix:end -->")
 
 
