@@ -57,7 +57,8 @@ def test_purge_removes_only_deployctls_own_files(fake_cluster_factory, tmp_path)
     # nothing of deployctl's is left: a second purge has nothing to do; with the user's files gone, the
     # directory itself goes
     fc.ssh("node1", f"rm -rf {cdir}/models {cdir}/etc-link {cdir}/revisions/{rev}/NOTES", check=True)
-    up(inv, runs, "--skip-preflight")
+    again, _ = up(inv, runs, "--skip-preflight")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     dn = run_cli("down", "-i", str(inv), "--purge", "-y", "--run-dir", str(runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr
     assert fc.ssh("node1", f"test -e {cdir}").returncode == 1, fc.ssh("node1", f"find {cdir}").stdout
