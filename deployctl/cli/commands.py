@@ -77,14 +77,46 @@ def check_facts_match(cluster: str, nodes: dict[str, str], facts, facts_path: Pa
 
 
 def make_plan(path: Path, facts_path: Path | None = None):
-    from deployctl.errors import LayoutError
+    from deployctl.errors import InventoryError, LayoutError
     from deployctl.planning.plan import plan_layout
 
-    inv = load_and_validate(path, facts_path)
+    try:
+        inv = load_and_validate(path, facts_path)
+    except InventoryError as exc:
+        raise with_refusal_behind_gaps(exc, path, facts_path) from None
     try:
         return plan_layout(inv)
     except LayoutError as exc:
         raise located(exc, path) from None
+
+
+def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
+    """When the only problems are facts preflight fills (device IPs, SDIDs, interfaces), plan as if they were
+    filled: a layout or memory refusal behind them is said now, with its hint, not after preflight ran."""
+    from deployctl.errors import DeployctlError, LayoutError
+    from deployctl.inventory.gaps import NeedsFacts
+    from deployctl.inventory.load import load_inventory
+    from deployctl.inventory.validate import validate_for_discovery
+    from deployctl.planning.plan import plan_layout
+
+    if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
+        return exc
+    try:
+        inv, _ = validate_for_discovery(load_inventory(path), facts=load_facts(facts_path))
+        filled = inv.model_copy(update={"nodes": [n.model_copy(update={"interface": n.interface or "preflight0"})
+                                                  for n in inv.nodes]})
+        plan_layout(filled)
+        return exc
+    except LayoutError as refusal:
+        refusal = located(refusal, path)
+        gaps = len(exc.problems)
+        exc.problems = list(exc.problems) + [p for p in refusal.problems]
+        exc.message = (f"{path}: {len(exc.problems)} problems ({gaps} that preflight fills; whatever it finds: "
+                       f"{refusal.message.split(': ', 1)[-1]})")
+        exc.hint = refusal.hint
+        return exc
+    except DeployctlError:
+        return exc
 
 
 def located(exc, path: Path):

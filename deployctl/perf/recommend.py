@@ -167,7 +167,7 @@ def _plan(inv, layout: dict):
 
     cand = inv.model_copy(update={"layout": Layout.model_validate(layout)})
     try:
-        plan = plan_layout(cand)
+        plan = plan_layout(cand, fixes=False)
     except DeployctlError as exc:
         text = exc.message.lower()
         why = ("memory" if "memory" in text else "engine refuses" if "does not run" in text else "degrees")

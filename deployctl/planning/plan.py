@@ -85,7 +85,18 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
                        problems=problems, hint=_suggestions(inv, failing))
 
 
-def plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
+def plan_layout(inv: Inventory, *, checked: bool = True, fixes: bool = True) -> Plan:
+    """Build the plan for a validated inventory; a refusal carries a hint the planner itself accepted
+    (planning/fixes.py; ``fixes=False`` inside that search and in `recommend`)."""
+    from deployctl.planning.fixes import with_verified_hint
+
+    try:
+        return _plan_layout(inv, checked=checked)
+    except LayoutError as exc:
+        raise (with_verified_hint(exc, inv) if fixes and checked else exc) from None
+
+
+def _plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
     """Build the plan for a validated inventory (``checked=False``: without the engine's support matrix, its
     acceptance of the rendered files and the memory fit, for `validate`).
 
