@@ -51,6 +51,7 @@ class ModelInfo(Frozen):
     kv: KvSpec
     workspace_mb_per_prefill_token: float
     quants: dict[str, QuantBytes]
+    mtp_layers: int = 0     # num_nextn_predict_layers of the checkpoint: MTP drafts need at least one
 
     @property
     def moe_layers(self) -> int:

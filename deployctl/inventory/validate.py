@@ -431,6 +431,14 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
                                f"is less than max_input_len {m.max_input_len}",
                                "the engine prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
     out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
+    spec = m.speculative
+    if spec is not None and spec.method == "mtp" and info is not None and not info.mtp_layers:
+        out.append(raw.problem(("model", "speculative", "method"), f"{info.display} has no MTP layers "
+                               "(its config.json has no num_nextn_predict_layers)",
+                               "use eagle/eagle3 with draft_weights_path, or remove model.speculative"))
+    if spec is not None and spec.draft_weights_path is not None:
+        out += _check_mount_path(raw, ("model", "speculative", "draft_weights_path"), spec.draft_weights_path,
+                                 "the draft model's weights")
     if not SERVED_NAME.match(m.served_name):
         out.append(raw.problem(("model", "served_name"), f"'{m.served_name}' is not a valid served model name",
                                "use letters, digits, '-', '.', '_' (not at the start or end), at most 256"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from deployctl import engines
 from deployctl.models.base import Strict
@@ -45,6 +45,26 @@ class NodeSsh(Strict):
     known_hosts: str | None = None
 
 
+class Speculative(Strict):
+    """Speculative decoding, one setting for every engine: MindIE renders ModelConfig[0].plugin_params
+    {"plugin_type":"mtp","num_speculative_tokens":N}, vLLM-Ascend `--speculative-config`; the performance model
+    counts the drafts. An engine (or version) that does not run the method refuses it, with its source."""
+
+    method: Literal["mtp", "eagle", "eagle3"]
+    # mtp: the checkpoint's own next-token layers (DeepSeek's num_nextn_predict_layers); eagle/eagle3: a draft model
+    tokens: int = Field(1, ge=1, le=16)       # num_speculative_tokens: drafted tokens per step
+    draft_weights_path: str | None = None
+    # eagle/eagle3: the draft model's weights, as the engine container sees them (mount them with engine.mounts)
+
+    @model_validator(mode="after")
+    def _draft(self):
+        if self.method == "mtp" and self.draft_weights_path is not None:
+            raise ValueError("mtp drafts with the model's own layers: remove draft_weights_path")
+        if self.method != "mtp" and self.draft_weights_path is None:
+            raise ValueError(f"{self.method} needs draft_weights_path (the draft model's weights)")
+        return self
+
+
 class ModelSpec(Strict):
     name: str
     quant: str
@@ -54,6 +74,7 @@ class ModelSpec(Strict):
     max_input_len: int = Field(gt=0, le=4194304)
     max_batch_size: int = Field(gt=0, le=819200)
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304)
+    speculative: Speculative | None = None    # e.g. {method: mtp, tokens: 1}; default: no speculative decoding
 
 
 class DegreeFields(Strict):

@@ -59,7 +59,7 @@ class Ctx:
 
 def mtp_of(engine) -> tuple[int, str]:
     """MTP drafts named anywhere in the engine settings (vLLM --speculative-config, MindIE plugin_params):
-    a value holding 'mtp' and num_speculative_tokens. deployctl has no MTP key of its own."""
+    a value holding 'mtp' and num_speculative_tokens. model.speculative, when set, is read instead (context)."""
     found: list[tuple[int, str]] = []
 
     def walk(node, path):
@@ -108,13 +108,15 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     the_sku = sku_for(plan.hardware, given)
     source = (f"given ({sku})" if sku else f"cluster.sku ({given})" if given else
               f"default for {plan.hardware}: {default_reason(plan.hardware)}")
-    drafts, where = mtp_of(inv.engine)
+    spec = inv.model.speculative
+    drafts, where = ((spec.tokens, f"model.speculative ({spec.method})") if spec is not None
+                     else mtp_of(inv.engine))
     accept = 0.7
     mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0,
               accepted_per_step=sum(accept ** i for i in range(1, drafts + 1)),
               source=(f"{drafts} draft token(s) from {where}; acceptance 0.7 per position (CloudMatrix384 MTP1, "
                       "planner-math.md §4.3; MTP3 gives 1.53 against cann-recipes' measured 1.44)") if drafts else
-              "none: deployctl has no MTP setting and the engine settings name none")
+              "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,

@@ -1,4 +1,5 @@
-"""MindIE Service config.json per node, serialised from the plan; engine.config deep-merged last.
+"""MindIE Service config.json per node, serialised from the plan; engine.config merged last (key by key, lists of
+objects by position).
 
 Example (2 x 8 A2, tp-pp; abridged)::
 
@@ -16,13 +17,15 @@ Example (2 x 8 A2, tp-pp; abridged)::
 
 from __future__ import annotations
 
+import json
+
 from deployctl import catalog
 from deployctl.engines.mindie.processes import dp_ports, dp_servers, is_distributed
 from deployctl.engines.mindie.support import backend
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan, PlanNode
 from deployctl.planning.plan import max_prefill_tokens
-from deployctl.render.merge import deep_merge, to_json
+from deployctl.render.merge import merge_by_position, to_json
 
 
 def _tls_paths(prefix: str, base: str) -> dict:
@@ -76,6 +79,12 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         "cpuMemSize": 5, "npuMemSize": -1, "backendType": backend(inv.model.name), "trustRemoteCode": False,
         "tp": d.tp, "dp": d.dp, "pp": d.pp, "cp": d.cp, "sp": 1, "moe_tp": d.moe_tp, "moe_ep": d.moe_ep,
     }
+    spec = inv.model.speculative
+    if spec is not None:
+        # MTP as MindIE-LLM's guides write it (A2_double_machine.md L50, deepseek_v3.2.md L192); only mtp is a
+        # MindIE plugin (validate.py refuses eagle/eagle3 with plugin_utils.py's source)
+        mc["plugin_params"] = json.dumps({"plugin_type": "mtp", "num_speculative_tokens": spec.tokens},
+                                         separators=(",", ":"))
     if node.role != "mixed":
         mc["kv_link_timeout"] = 1080
         if node.role == "decode":
@@ -135,7 +144,8 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
         "LogConfig": {"dynamicLogLevel": "", "dynamicLogLevelValidHours": 2, "dynamicLogLevelValidTime": ""},
         "EnableDynamicAdjustTimeoutConfig": False,
     }
-    return deep_merge(doc, plan.inventory.engine.config)
+    # key by key; lists of objects by position (ModelConfig[0] keeps its rendered keys): settings.py MindieSettings
+    return merge_by_position(doc, plan.inventory.engine.config)
 
 
 def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:

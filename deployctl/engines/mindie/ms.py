@@ -17,7 +17,7 @@ from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
 from deployctl.engines.mindie.ranktable import uses_super_pod
 from deployctl.engines.mindie.support import distributed
-from deployctl.render.merge import deep_merge, to_json
+from deployctl.render.merge import deep_merge, merge_by_position, to_json
 
 
 def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
@@ -91,7 +91,7 @@ def controller_doc(plan: Plan) -> dict:
                 "tp_size": d.tp, "dp_size": d.dp, "sp_size": 1, "cp_size": d.cp}
 
     base = _defaults("ms_controller")
-    return deep_merge(base, {
+    doc = deep_merge(base, {
         "deploy_mode": "pd_separate", "cluster_port": e.ports.cluster,
         "global_rank_table_file_path": f"{e.work_dir}/global_ranktable.json",
         # the P:D ratio, "or the real numbers of P and D" (pd_separation_service_deployment.md L421); sum <= 16
@@ -108,6 +108,7 @@ def controller_doc(plan: Plan) -> dict:
         "http_server": {"ip": ms.container_ip, "port": e.ports.controller},
         "tls_config": _tls_switches(base, e.tls),
     })
+    return merge_by_position(doc, e.ms.controller)      # engine.ms.controller last (settings.py MsSettings)
 
 
 def _rates(p: int, d: int) -> dict:
@@ -126,13 +127,14 @@ def coordinator_doc(plan: Plan) -> dict:
     ms = next(n for n in plan.nodes if n.runs_router)
     port = e.ports.coordinator
     base = _defaults("ms_coordinator")
-    return deep_merge(base, {
+    doc = deep_merge(base, {
         "http_config": {"predict_ip": ms.container_ip, "predict_port": str(port),
                         "manage_ip": ms.container_ip, "manage_port": str(port + 1),
                         "alarm_port": str(port + 2), "external_port": str(port + 3),
                         "status_port": str(port + 4)},
         "tls_config": _tls_switches(base, e.tls),
     })
+    return merge_by_position(doc, e.ms.coordinator)     # engine.ms.coordinator last (settings.py MsSettings)
 
 
 def render_ms(plan: Plan) -> list[Artifact]:

@@ -25,9 +25,24 @@ class Ports(Strict):
     # pd-split distributed decode: DP rank r of a node serves on dist_base + 4*r .. +3 (see ms.py)
 
 
+class MsSettings(Strict):
+    """pd-split: MindIE-MS settings merged over the rendered ms_controller.json / ms_coordinator.json, the same
+    way as engine.config (key by key, lists of objects by position), e.g. what Motor's samples set:
+    `coordinator: {request_limit: {single_node_max_requests: 4096}, exception_config: {infer_timeout: 3600}}`
+    (MindIE-Motor user_config.json L108-116), `controller: {default_p_rate: 1, default_d_rate: 1}`.
+    Ports, IPs, paths, TLS switches and the instance shapes stay deployctl's (validate.py OWNED_MS_KEYS)."""
+
+    controller: dict[str, Any] = Field(default_factory=dict)
+    coordinator: dict[str, Any] = Field(default_factory=dict)
+
+
 class MindieSettings(EngineBase):
     kind: Literal["mindie"] = "mindie"
-    config: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered config.json
+    # merged over the rendered config.json last, key by key; lists of objects merge by position (entry i into
+    # entry i), other lists and values replace. So {BackendConfig: {ModelDeployConfig: {ModelConfig:
+    # [{models: {deepseekv2: {...}}}]}}} adds to ModelConfig[0] and keeps its rendered keys.
+    config: dict[str, Any] = Field(default_factory=dict)
+    ms: MsSettings = Field(default_factory=MsSettings)      # pd-split: MindIE-MS controller/coordinator settings
     ports: Ports = Field(default_factory=Ports)
     tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
     # the server binary; default: the engine version's layout (install.py: 2.x mindie-service/bin/

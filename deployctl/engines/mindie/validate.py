@@ -22,6 +22,22 @@ OWNED_CONFIG_KEYS = {
     ("BackendConfig", "modelInstanceNumber"): "the layout (must be 1 for multi-node)",
     ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
 }
+# engine.ms keys deployctl derives (ports, IPs, paths, TLS, the instance shapes: ms.py)
+OWNED_MS_KEYS = {
+    "controller": {"deploy_mode": "layout.preset", "cluster_port": "engine.ports.cluster",
+                   "global_rank_table_file_path": "engine.work_dir", "mindie_server_port": "engine.ports.http",
+                   "mindie_server_control_port": "engine.ports.management",
+                   "mindie_server_metric_port": "engine.ports.metrics",
+                   "controller_alarm_port": "engine.ports.coordinator", "mindie_ms_coordinator_port":
+                   "engine.ports.coordinator", "mindie_ms_coordinator_external_port": "engine.ports.coordinator",
+                   "initial_dist_server_port": "engine.ports.dist_base",
+                   "multi_node_infer_config": "layout (the P and D instance shapes)",
+                   "http_server": "engine.ports.controller", "tls_config": "engine.tls"},
+    "coordinator": {"http_config": None, "tls_config": "engine.tls"},
+}
+# http_config keys of the coordinator deployctl sets (the others, e.g. http_timeout_seconds, are the user's)
+OWNED_COORDINATOR_HTTP = ("predict_ip", "predict_port", "manage_ip", "manage_port", "alarm_port", "external_port",
+                          "status_port")
 # env deployctl computes per node; overriding them in engine.env would break the rank-table match
 OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
                   "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH",
@@ -59,6 +75,52 @@ def _ports(e, raw) -> list[Problem]:
                         "the coordinator uses 5 ports from engine.ports.coordinator")]
 
 
+def _ms(e, raw) -> list[Problem]:
+    out = []
+    for side, owned in OWNED_MS_KEYS.items():
+        block = getattr(e.ms, side)
+        for key, instead in owned.items():
+            if key not in block:
+                continue
+            if instead is None:         # only some of its keys are deployctl's
+                sub = block[key] if isinstance(block[key], dict) else {k: 1 for k in OWNED_COORDINATOR_HTTP}
+                for k in OWNED_COORDINATOR_HTTP:
+                    if k in sub:
+                        out.append(raw.problem(("engine", "ms", side, key, k), f"{key}.{k} is set by deployctl",
+                                               "set engine.ports.coordinator (5 ports from it) or the nodes instead"))
+                continue
+            out.append(raw.problem(("engine", "ms", side, key), f"{side} {key} is set by deployctl",
+                                   f"set {instead} instead"))
+    return out
+
+
+# MindIE-LLM's plugins: "Only 'la', 'memory_decoding', 'prefix_cache', 'mtp' and 'splitfuse' are supported."
+# (plugin_utils.py L127-135); mtp takes num_speculative_tokens in [0, 5] (validation_func_mtp L50-55)
+PLUGIN_SOURCE = "Ascend/MindIE-LLM@8b4871ad:mindie_llm/text_generator/plugins/plugin_utils.py"
+MTP_MAX_TOKENS = 5
+
+
+def _speculative(inv, raw) -> list[Problem]:
+    spec = inv.model.speculative
+    if spec is None:
+        return []
+    out = []
+    if spec.method != "mtp":
+        out.append(raw.problem(("model", "speculative", "method"), f"MindIE runs no {spec.method} drafts: its "
+                               f"speculative plugins are mtp, la and memory_decoding ({PLUGIN_SOURCE} L127-135)",
+                               "use method: mtp (DeepSeek), or the vllm-ascend engine"))
+    elif spec.tokens > MTP_MAX_TOKENS:
+        out.append(raw.problem(("model", "speculative", "tokens"), f"MindIE refuses mtp num_speculative_tokens "
+                               f"{spec.tokens} (at most {MTP_MAX_TOKENS}: {PLUGIN_SOURCE} L50-55)",
+                               f"use 1..{MTP_MAX_TOKENS}"))
+    models = ((inv.engine.config.get("BackendConfig") or {}).get("ModelDeployConfig") or {}).get("ModelConfig")
+    if isinstance(models, list) and models and isinstance(models[0], dict) and "plugin_params" in models[0]:
+        out.append(raw.problem(("engine", "config", "BackendConfig", "ModelDeployConfig", "ModelConfig", 0,
+                                "plugin_params"), "plugin_params is rendered from model.speculative",
+                               "set the drafts in model.speculative only (or remove model.speculative)"))
+    return out
+
+
 def engine_problems(inv, raw) -> list[Problem]:
     e = inv.engine
     out = _env_values(e.env, raw, inv)
@@ -72,6 +134,8 @@ def engine_problems(inv, raw) -> list[Problem]:
         if isinstance(block, dict) and key in block:
             out.append(raw.problem(("engine", "config", section, key),
                                    f"{section}.{key} is set by deployctl", f"set {instead} instead"))
+    out += _ms(e, raw)
+    out += _speculative(inv, raw)
     out += _ports(e, raw)
     if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
         out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",

@@ -77,7 +77,20 @@ def common_args(plan, inst) -> list[str]:
         args += ["--quantization", "ascend"]       # modelslim weights (DeepSeek-V3.2.md §5.2)
     if e.additional_config:
         args += ["--additional-config", _json(e.additional_config)]
+    if m.speculative is not None:
+        args += ["--speculative-config", _json(speculative_config(m.speculative))]
     return args
+
+
+def speculative_config(spec) -> dict:
+    """model.speculative as vLLM's --speculative-config, as vllm-ascend's CI passes it: MTP
+    `{"num_speculative_tokens": 1, "method":"mtp"}` (examples/external_online_dp/run_dp_template.sh L32), EAGLE3
+    `{"method":"eagle3", "model":<draft>, "num_speculative_tokens":3}` (nightly Kimi-K2_5-W4A8-A2-dual-nodes.yaml
+    L44); the same value on P and D. validate.py checks the version's parser has the flag."""
+    doc = {"method": spec.method, "num_speculative_tokens": spec.tokens}
+    if spec.draft_weights_path is not None:
+        doc["model"] = spec.draft_weights_path
+    return doc
 
 
 def _dp_args(plan, inst, master_ip: str) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from deployctl.errors import Problem
 
 # flags deployctl renders from the inventory and plan; engine.args may not set them
-OWNED_FLAGS = ("--host", "--port", "--served-model-name", "--max-model-len", "--max-num-seqs",
+OWNED_FLAGS = ("--speculative-config", "--host", "--port", "--served-model-name", "--max-model-len", "--max-num-seqs",
                "--max-num-batched-tokens", "--gpu-memory-utilization", "--tensor-parallel-size",
                "--pipeline-parallel-size", "--data-parallel-size", "--data-parallel-size-local",
                "--data-parallel-start-rank", "--data-parallel-rank", "--data-parallel-address",
@@ -37,6 +37,7 @@ def _args(inv, raw, version: str) -> list[Problem]:
             continue
         if canon in OWNED_FLAGS:
             out.append(raw.problem(key, f"{flag} is set by deployctl from the inventory",
+                                   "set it through model.speculative" if canon == "--speculative-config" else
                                    "set it through the model, layout, ports or engine.additional_config keys"))
         i += 1
         if takes_value(version, flag) and not eq:
@@ -95,6 +96,11 @@ def engine_problems(inv, raw) -> list[Problem]:
 
     version = known(version_from(inv.engine).version)
     out = _args(inv, raw, version) + _additional(inv, raw, version) + _ascend_env(inv, raw, version)
+    from deployctl.engines.vllm_ascend.catalog import option
+
+    if inv.model.speculative is not None and option(version, "--speculative-config") is None:
+        out.append(raw.problem(("model", "speculative"), f"vllm serve {version} has no --speculative-config",
+                               "remove model.speculative or use a newer image"))
     from deployctl.inventory.envcheck import env_sources
 
     for path, env in env_sources(inv):
