@@ -259,16 +259,24 @@ INVENTORY_KEYS = {
 
 
 def user_key(overrides: dict, key: str) -> str | None:
-    """The engine.config path that set `key` (a list in engine.config replaces the rendered one whole)."""
+    """The engine.config path that set `key`. engine.config merges key by key and lists of objects by position
+    (render/merge.py): a list of objects is walked into by index; a list of scalars replaces the rendered one
+    whole, so it is the user's."""
     node, walked = overrides, []
     for step in _steps(key):
         if isinstance(node, list):
-            break
+            if not isinstance(step, int) or step >= len(node) or not isinstance(node[step], dict):
+                break                          # a list of scalars (or shorter): set whole by the user
+            walked.append(step)
+            node = node[step]
+            continue
         if not isinstance(node, dict) or step not in node:
             return None
         walked.append(step)
         node = node[step]
-    return "engine.config." + ".".join(str(s) for s in walked) if walked else None
+    if not walked:
+        return None
+    return "engine.config" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in walked)
 
 
 def _inventory_path(overrides: dict, r: Refusal) -> tuple[str, bool]:
