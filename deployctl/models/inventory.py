@@ -80,11 +80,11 @@ class ModelSpec(Strict):
         "The model, from the catalog: deepseek-v3, deepseek-r1, deepseek-v3.2, deepseek-v3.2-exp, "
         "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs)."))
     quant: str = Field(description=(
-        "The weights' quantization: bf16, w8a8, w8a8c8 (V3.2; not on MindIE) or w4a8, as the model and the "
-        "engine run them."))
+        "The weights' quantization: bf16, w8a8, w8a8c8 (V3.2) or w4a8, as the model and the engine run them "
+        "(`deployctl engines` shows each engine's)."))
     weights_path: str = Field(description="Absolute path of the weights on every host (mounted read-only).")
     served_name: str = Field(description=(
-        "The model name clients send (MindIE modelName): letters, digits, '-', '.' and '_'."))
+        "The model name clients send: letters, digits, '-', '.' and '_'."))
     max_seq_len: int = Field(gt=0, le=4194304, description="Input + output tokens per request (maxSeqLen).")
     max_input_len: int = Field(gt=0, le=4194304, description=(
         "Input tokens per request (maxInputTokenLen); must be less than max_seq_len."))
@@ -182,7 +182,7 @@ class Node(Strict):
     address: str = Field(min_length=1, description=(
         "Where SSH connects; also the server id and container_ip unless set."))
     container_ip: str | None = Field(None, description=(
-        "The IP the engine binds and matches (MIES_CONTAINER_IP); must be an IP. Default: address."))
+        "The IP the engine binds and matches; must be an IP. Default: address."))
     super_pod_id: str | None = Field(None, description="a3 + super_pod only: the super pod this server is in.",
                                      json_schema_extra=_id_schema)
     hccn_conf: str | None = Field(None, description=(
@@ -253,8 +253,8 @@ class Inventory(Strict):
     ssh: SshDefaults = Field(default_factory=SshDefaults, description=(
         "How preflight, up, status, logs and down reach the hosts; nodes[].ssh overrides it per node."))
     engine: EngineSettings = Field(description=(
-        "The engine: `kind` selects the driver (mindie when left out; `deployctl engines` lists them) and the "
-        "keys this block accepts."))
+        "The engine: `kind` selects the driver (the default kind when left out; `deployctl engines` lists "
+        "them) and the keys this block accepts."))
     model: ModelSpec = Field(description="The model served and its request limits.")
     layout: Layout = Field(default_factory=Layout, description="How the model is split over the servers.")
     router: Router | None = Field(None, description=(
