@@ -55,7 +55,7 @@ def _limits(node: dict) -> str:
     parts = []
     for key, sign in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<")):
         if key in node:
-            parts.append(f"{sign} {node[key]:g}")
+            parts.append(f"{sign} {node[key]}")
     if "minLength" in node:
         parts.append("not empty" if node["minLength"] == 1 else f"at least {node['minLength']} characters")
     if "maxLength" in node:
