@@ -26,7 +26,7 @@ from conftest import EXAMPLES, HELM, ROOT
 pytestmark = pytest.mark.e2e
 
 COMMANDS = ["validate", "plan", "recommend", "render", "preflight", "up", "rollback", "history", "down",
-            "status", "logs", "diff", "bench", "engines"]
+            "status", "logs", "diff", "bench", "engines", "schema"]
 CHART_EXAMPLES = ROOT / "charts" / "examples"
 
 
@@ -87,6 +87,10 @@ def test_every_command_answers_help_from_the_wheel(installed, tmp_path):
         assert r.returncode == 0 and "Usage:" in r.stdout, f"{command} --help: {r.stdout[-500:]}{r.stderr[-1500:]}"
     engines = _run([str(installed / "deployctl"), "engines"], cwd=tmp_path)
     assert engines.returncode == 0 and "mindie" in engines.stdout and "vllm" in engines.stdout, engines.stderr
+    schema = _run([str(installed / "deployctl"), "schema", "-o", "inventory.schema.json"], cwd=tmp_path)
+    assert schema.returncode == 0, schema.stderr    # the shipped schema file, as the checkout holds it
+    assert (tmp_path / "inventory.schema.json").read_bytes() == \
+        (ROOT / "deployctl" / "schema" / "inventory.schema.json").read_bytes()
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))

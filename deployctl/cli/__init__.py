@@ -514,6 +514,44 @@ def engines_cmd(
     run_engines(output.value, markdown)
 
 
+@app.command("schema")
+def schema_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", metavar="FILE", help=(
+        "Write to this file instead of standard output."), dir_okay=False)] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help=(
+        "The inventory reference (docs/inventory.md) instead of the JSON Schema."))] = False,
+):
+    """Print the inventory's JSON Schema (draft 7), for editors: with the YAML language server (VS Code's YAML
+    extension, Neovim, Helix) an inventory gets key completion, each key's description on hover and an error
+    for a typo'd key or a wrong type while it is written.
+
+    Point an inventory at the schema with a first line
+    `# yaml-language-server: $schema=inventory.schema.json` (a path relative to the inventory, or a URL);
+    the examples in a checkout use ../../deployctl/schema/inventory.schema.json. `deployctl validate` still
+    checks what a schema cannot (device counts, unique IPs, layout degrees, the model catalog).
+
+    Examples:
+
+    \b
+      deployctl schema -o inventory.schema.json
+      deployctl schema --markdown -o docs/inventory.md   # the generated inventory reference
+    """
+    from deployctl.schema import schema_text
+    from deployctl.schema.reference import reference_markdown
+
+    text = reference_markdown() if markdown else schema_text()
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        from deployctl.errors import UsageError
+
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}", hint="pass -o with a writable path") from None
+    typer.echo(f"wrote {out}", err=True)
+
+
 def main() -> None:
     """Entry point: run the app and map errors to messages and exit codes (spec §2)."""
     from deployctl.cli._errors import handle

@@ -21,28 +21,56 @@ def _to_str(v: Any) -> Any:
     return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+def _id_schema(schema: dict) -> None:
+    # the JSON Schema says what _to_str accepts: an id written as a string or an integer
+    schema.pop("anyOf", None)
+    schema["type"] = ["string", "integer", "null"]
+
+
 class Cluster(Strict):
-    name: str = Field(pattern=NAME_PATTERN, max_length=40)
-    hardware: Literal["a2", "a3"]
-    hbm_gb: int = Field(64, gt=0, le=1024)
-    super_pod: bool = False
-    sku: str | None = Field(None, max_length=40)
-    # NPU SKU for the performance estimate (deployctl/perf/hardware.yaml: 910B1..910B4, 800I-A3, 800T-A3, or an
-    # npu-smi chip name); default: preflight's npu-smi chip name (--facts), else the hardware's default
+    """The servers' kind and the cluster's name."""
+
+    name: str = Field(pattern=NAME_PATTERN, max_length=40, description=(
+        "The cluster's name: lower-case letters, digits and '-', at most 40 characters. Names the engine "
+        "container (deployctl_<name>_<engine>), the deploy directory on each host and the default Helm release."))
+    hardware: Literal["a2", "a3"] = Field(description=(
+        "a2: Atlas 800I/800T A2, 8 x 910B per server (device ids 0-7); a3: Atlas 800 A3, 8 x 910C = 16 dies "
+        "per server (device ids 0-15)."))
+    hbm_gb: int = Field(64, gt=0, le=1024, description=(
+        "HBM per device (die) in GiB, as npu-smi shows it (65536 MB: 64); 910B4 SKUs have 32."))
+    super_pod: bool = Field(False, description=(
+        "a3 only: the rank table gets version 1.2 with super_device_id per device and super_pod_list; then "
+        "every node needs super_pod_id and every device sdid."))
+    sku: str | None = Field(None, max_length=40, description=(
+        "NPU SKU for `plan`'s performance estimate: 910B1..910B4 (A2), 800I-A3 or 800T-A3 (A3), or the chip "
+        "name `npu-smi info` shows. Default: that chip name from preflight facts (--facts), else 910B3 (A2) / "
+        "800I-A3 (A3)."))
+
+
+_SSH_USER = "The login name on the hosts."
+_SSH_PORT = "The SSH port of the hosts."
+_SSH_KEY = "The private key file (relative paths: to the inventory file)."
+_SSH_KNOWN = ("The known_hosts file host keys are verified against; new hosts are trusted only with an "
+              "explicit flag.")
 
 
 class SshDefaults(Strict):
-    user: str = Field("root", pattern=USER_PATTERN, max_length=32)
-    port: int = Field(22, ge=1, le=65535)
-    key: str = "~/.ssh/id_ed25519"
-    known_hosts: str = "~/.ssh/known_hosts"
+    """How later commands (preflight, up, status, logs, down) reach the hosts; a node may override any of these
+    under nodes[].ssh."""
+
+    user: str = Field("root", pattern=USER_PATTERN, max_length=32, description=_SSH_USER)
+    port: int = Field(22, ge=1, le=65535, description=_SSH_PORT)
+    key: str = Field("~/.ssh/id_ed25519", description=_SSH_KEY)
+    known_hosts: str = Field("~/.ssh/known_hosts", description=_SSH_KNOWN)
 
 
 class NodeSsh(Strict):
-    user: str | None = Field(None, pattern=USER_PATTERN, max_length=32)
-    port: int | None = Field(None, ge=1, le=65535)
-    key: str | None = None
-    known_hosts: str | None = None
+    """This node's SSH settings over the top-level ssh block (unset keys come from it)."""
+
+    user: str | None = Field(None, pattern=USER_PATTERN, max_length=32, description=_SSH_USER)
+    port: int | None = Field(None, ge=1, le=65535, description=_SSH_PORT)
+    key: str | None = Field(None, description=_SSH_KEY)
+    known_hosts: str | None = Field(None, description=_SSH_KNOWN)
 
 
 class Speculative(Strict):
@@ -50,11 +78,13 @@ class Speculative(Strict):
     {"plugin_type":"mtp","num_speculative_tokens":N}, vLLM-Ascend `--speculative-config`; the performance model
     counts the drafts. An engine (or version) that does not run the method refuses it, with its source."""
 
-    method: Literal["mtp", "eagle", "eagle3"]
-    # mtp: the checkpoint's own next-token layers (DeepSeek's num_nextn_predict_layers); eagle/eagle3: a draft model
-    tokens: int = Field(1, ge=1, le=16)       # num_speculative_tokens: drafted tokens per step
-    draft_weights_path: str | None = None
-    # eagle/eagle3: the draft model's weights, as the engine container sees them (mount them with engine.mounts)
+    method: Literal["mtp", "eagle", "eagle3"] = Field(description=(
+        "mtp: the checkpoint's own next-token layers (DeepSeek's num_nextn_predict_layers); eagle/eagle3: a "
+        "draft model."))
+    tokens: int = Field(1, ge=1, le=16, description="num_speculative_tokens: drafted tokens per step.")
+    draft_weights_path: str | None = Field(None, description=(
+        "eagle/eagle3: the draft model's weights, as the engine container sees them (mount them with "
+        "engine.mounts)."))
 
     @model_validator(mode="after")
     def _draft(self):
@@ -66,85 +96,131 @@ class Speculative(Strict):
 
 
 class ModelSpec(Strict):
-    name: str
-    quant: str
-    weights_path: str
-    served_name: str
-    max_seq_len: int = Field(gt=0, le=4194304)
-    max_input_len: int = Field(gt=0, le=4194304)
-    max_batch_size: int = Field(gt=0, le=819200)
-    max_prefill_tokens: int | None = Field(None, gt=0, le=4194304)
-    speculative: Speculative | None = None    # e.g. {method: mtp, tokens: 1}; default: no speculative decoding
+    """The model served and its request limits."""
+
+    name: str = Field(description=(
+        "The model, from the catalog: deepseek-v3, deepseek-r1, deepseek-v3.2, deepseek-v3.2-exp, "
+        "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs)."))
+    quant: str = Field(description=(
+        "The weights' quantization: bf16, w8a8, w8a8c8 (V3.2) or w4a8, as the model and the engine run them "
+        "(`deployctl engines` shows each engine's)."))
+    weights_path: str = Field(description="Absolute path of the weights on every host (mounted read-only).")
+    served_name: str = Field(description=(
+        "The model name clients send: letters, digits, '-', '.' and '_'."))
+    max_seq_len: int = Field(gt=0, le=4194304, description="Input + output tokens per request (maxSeqLen).")
+    max_input_len: int = Field(gt=0, le=4194304, description=(
+        "Input tokens per request (maxInputTokenLen); at most max_seq_len."))
+    max_batch_size: int = Field(gt=0, le=819200, description=(
+        "Requests batched together (maxBatchSize); the plan warns when the KV cache holds fewer sequences."))
+    max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
+        "Tokens of one prefill batch; sizes the prefill workspace. Default: max(8192, max_input_len)."))
+    speculative: Speculative | None = Field(None, description=(
+        "Speculative decoding, e.g. {method: mtp, tokens: 1}; default: none. MindIE renders plugin_params, "
+        "vLLM-Ascend --speculative-config."))
 
 
 class DegreeFields(Strict):
     """Parallel degrees; unset ones come from the preset."""
 
-    tp: int | None = Field(None, ge=1)
-    dp: int | None = Field(None, ge=1)
-    pp: int | None = Field(None, ge=1)
-    cp: int | None = Field(None, ge=1)
-    moe_tp: int | None = Field(None, ge=1)
-    moe_ep: int | None = Field(None, ge=1)
-    o_proj_tp: int | None = Field(None, ge=1)
-    lm_head_tp: int | None = Field(None, ge=1)
+    tp: int | None = Field(None, ge=1, description=(
+        "Tensor parallel; stays inside one server (HCCS): a divisor of 8 (A2) or 16 (A3). "
+        "tp * dp * pp * cp = the devices of one instance."))
+    dp: int | None = Field(None, ge=1, description="Attention data parallel.")
+    pp: int | None = Field(None, ge=1, description="Pipeline stages.")
+    cp: int | None = Field(None, ge=1, description="Context parallel (pd-split prefill).")
+    moe_tp: int | None = Field(None, ge=1, description=(
+        "Expert tensor parallel; moe_tp * moe_ep = the devices of one pipeline stage."))
+    moe_ep: int | None = Field(None, ge=1, description=(
+        "Expert parallel; must divide the routed experts (256 DeepSeek, 128 Qwen3)."))
+    o_proj_tp: int | None = Field(None, ge=1, description="Tensor parallel of the attention output projection.")
+    lm_head_tp: int | None = Field(None, ge=1, description="Tensor parallel of the LM head.")
 
 
 class InstanceGroup(Strict):
     """One instance's servers, named explicitly (its own HCCL world: rank table, ports, engine ids)."""
 
-    nodes: list[str] = Field(min_length=1)
+    nodes: list[str] = Field(min_length=1, description="The names of this instance's nodes (nodes[].name).")
 
 
 class RoleLayout(DegreeFields):
-    nodes: list[str] | None = Field(None, min_length=1)
-    # instances: how many instances of this role (the nodes split in order into equal groups), or the
-    # groups themselves ([{nodes: [...]}, ...]; then `nodes` is left out). Default: one instance of all nodes.
-    instances: int | list[InstanceGroup] | None = None
-    env: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    # this role's nodes only, over engine.env (e.g. a decode-only setting: only the decode instances restart)
+    """pd-split: one role's nodes (no overlap with the other role) and its own degrees; unset degrees come from
+    the engine's runtime defaults."""
+
+    nodes: list[str] | None = Field(None, min_length=1, description=(
+        "The names of this role's nodes (nodes[].name); left out when `instances` lists the groups."))
+    instances: int | list[InstanceGroup] | None = Field(None, description=(
+        "How many instances of this role (the nodes split in order into equal groups), or the groups "
+        "themselves ([{nodes: [...]}, ...]; then `nodes` is left out). Default: one instance of all the nodes."))
+    env: dict[str, str | int | float | bool] = Field(default_factory=dict, description=(
+        "Environment for this role's nodes only, over engine.env (e.g. a decode-only setting: only the decode "
+        "instances restart)."))
 
 
 class Layout(DegreeFields):
-    preset: Literal["single", "tp-pp", "dp-ep", "pd-split"] | None = None
-    prefill: RoleLayout | None = None
-    decode: RoleLayout | None = None
-    replicas: int | None = Field(None, ge=1, le=1024)
-    # mixed layouts: N identical instances, the nodes split in inventory order (every degree is per instance)
-    instances: list[InstanceGroup] | None = Field(None, min_length=1)
-    # mixed layouts: the instances' servers named explicitly, instead of replicas
+    """How the model is split over the servers: a preset, degrees over it, pd-split roles or several
+    identical instances."""
+
+    preset: Literal["single", "tp-pp", "dp-ep", "pd-split"] | None = Field(None, description=(
+        "single: 1 server, tp = all its devices; tp-pp: tp inside each server, one pipeline stage per server; "
+        "dp-ep: attention dp across servers (tp inside), experts over all devices; pd-split: separate prefill "
+        "and decode instances (layout.prefill, layout.decode)."))
+    prefill: RoleLayout | None = Field(None, description="pd-split: the prefill role.")
+    decode: RoleLayout | None = Field(None, description="pd-split: the decode role.")
+    replicas: int | None = Field(None, ge=1, le=1024, description=(
+        "Mixed layouts: N identical instances, the nodes split in inventory order (every degree is per "
+        "instance); a router balances them."))
+    instances: list[InstanceGroup] | None = Field(None, min_length=1, description=(
+        "Mixed layouts: the instances' servers named explicitly, instead of replicas."))
 
 
 class Router(Strict):
     """Several mixed instances: the load balancer clients use (HAProxy, active health checks, drain for rolling
     updates; why HAProxy: README "Fleets"). pd-split uses the engine's own router (MindIE-MS, the P/D proxy)."""
 
-    node: str | None = None          # the node it runs on; default: the master of the first instance
-    port: int = Field(8080, ge=1024, le=65535)          # where clients connect
-    admin_port: int = Field(8081, ge=1024, le=65535)    # HAProxy's runtime API, on 127.0.0.1 of that node only
-    image: str = Field("haproxy:2.6", min_length=1)
-    # Docker Hub's official image; 2.6 is an LTS branch and what Debian 12 ships (the simulated hosts run it)
-    check_interval_ms: int = Field(1000, ge=100, le=60000)   # active health check period per instance
+    node: str | None = Field(None, description=(
+        "The node it runs on (nodes[].name); default: the master of the first instance."))
+    port: int = Field(8080, ge=1024, le=65535, description="Where clients connect.")
+    admin_port: int = Field(8081, ge=1024, le=65535, description=(
+        "HAProxy's runtime API, on 127.0.0.1 of that node only."))
+    image: str = Field("haproxy:2.6", min_length=1, description=(
+        "The HAProxy image (Docker Hub's official one; 2.6 is an LTS branch)."))
+    check_interval_ms: int = Field(1000, ge=100, le=60000, description=(
+        "Active health check period per instance, in milliseconds."))
 
 
 class Device(Strict):
-    id: int
-    ip: str | None = None
-    sdid: int | None = Field(None, ge=0)
+    """One NPU (die) of a server."""
+
+    id: int = Field(description="Physical id N of /dev/davinciN: 0-7 (A2), 0-15 (A3).")
+    ip: str | None = Field(None, description=(
+        "Its NPU NIC IP (hccn_tool -i N -ip -g): unique across the cluster, one IP family. Default: from "
+        "hccn_conf, else from preflight facts."))
+    sdid: int | None = Field(None, ge=0, description=(
+        "a3 + super_pod: the super device id (npu-smi info -t spod-info -i NPU -c CHIP)."))
 
 
 class Node(Strict):
-    name: str = Field(pattern=NAME_PATTERN, max_length=63)
-    address: str = Field(min_length=1)
-    container_ip: str | None = None
-    super_pod_id: str | None = None
-    hccn_conf: str | None = None
-    devices: list[Device] | None = None
-    ssh: NodeSsh | None = None
-    interface: str | None = Field(None, pattern=INTERFACE_PATTERN)
-    # the network interface carrying server_ip (GLOO_SOCKET_IFNAME); default: from preflight facts
-    k8s_node: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253)
-    # Kubernetes only: the Node this server is registered as (default: name)
+    """One server. The master (rank 0) is the first node of its instance."""
+
+    name: str = Field(pattern=NAME_PATTERN, max_length=63, description=(
+        "Unique name: lower-case letters, digits and '-'."))
+    address: str = Field(min_length=1, description=(
+        "Where SSH connects; also the server id and container_ip unless set."))
+    container_ip: str | None = Field(None, description=(
+        "The IP the engine binds and matches; must be an IP. Default: address."))
+    super_pod_id: str | None = Field(None, description="a3 + super_pod only: the super pod this server is in.",
+                                     json_schema_extra=_id_schema)
+    hccn_conf: str | None = Field(None, description=(
+        "A copy of this host's /etc/hccn.conf (relative paths: to the inventory file): device IPs come from "
+        "its address_N= lines."))
+    devices: list[Device] | None = Field(None, description=(
+        "All 8 (A2) or 16 (A3) devices with their IPs; default: from hccn_conf or preflight facts."))
+    ssh: NodeSsh | None = Field(None, description="This node's SSH settings over the top-level ssh block.")
+    interface: str | None = Field(None, pattern=INTERFACE_PATTERN, description=(
+        "The network interface carrying this node's IP (GLOO_SOCKET_IFNAME, needed by torch runtimes across "
+        "servers); default: what preflight reads with `ip -o addr`."))
+    k8s_node: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253, description=(
+        "Kubernetes only: the Node this server is registered as (default: name)."))
 
     _coerce_pod = field_validator("super_pod_id", mode="before")(_to_str)
 
@@ -157,24 +233,31 @@ class Node(Strict):
 class Kubernetes(Strict):
     """`render --target helm` / `up --target k8s`: where and how the Helm release goes."""
 
-    namespace: str = Field("default", pattern=NAME_PATTERN, max_length=63)
-    release: str | None = Field(None, pattern=NAME_PATTERN, max_length=53)   # default: cluster.name
-    kubeconfig: str | None = None          # default: $KUBECONFIG, else ~/.kube/config
-    context: str | None = None             # default: the kubeconfig's current context
-    rank_table: Literal["deployctl", "cluster"] = "deployctl"
-    # deployctl: the rendered rank table (byte-identical to bare metal), pods pinned to the inventory's nodes;
-    # cluster: Ascend Operator writes hccl.json into ConfigMap rings-config-<name> (/user/serverid/devindex/config)
-    scheduler_name: str | None = Field(None, pattern=NAME_PATTERN)   # e.g. volcano
-    values: dict[str, Any] = Field(default_factory=dict)   # deep-merged over the rendered chart values
+    namespace: str = Field("default", pattern=NAME_PATTERN, max_length=63, description=(
+        "Where the Helm release goes (created if missing)."))
+    release: str | None = Field(None, pattern=NAME_PATTERN, max_length=53, description=(
+        "The Helm release name; default: cluster.name."))
+    kubeconfig: str | None = Field(None, description=(
+        "Default: $KUBECONFIG, else ~/.kube/config (relative paths: to the inventory file)."))
+    context: str | None = Field(None, description="Default: the kubeconfig's current context.")
+    rank_table: Literal["deployctl", "cluster"] = Field("deployctl", description=(
+        "deployctl: the rendered rank table (byte-identical to bare metal), pods pinned to the inventory's "
+        "nodes; cluster: Ascend Operator writes hccl.json into ConfigMap rings-config-<name>."))
+    scheduler_name: str | None = Field(None, pattern=NAME_PATTERN, description=(
+        "The pods' scheduler, e.g. volcano (MindCluster gang scheduling)."))
+    values: dict[str, Any] = Field(default_factory=dict, description=(
+        "Deep-merged over the rendered chart values (deployctl/charts/ascend-llm/values.yaml)."))
 
 
 class Deploy(Strict):
     """`up` / `rollback` on the hosts: what the hosts keep."""
 
-    keep_revisions: int = Field(5, ge=1, le=100)
-    # revisions (with their history entries) each host keeps for `rollback`; current and previous always stay
-    facts_max_age_hours: float = Field(24.0, gt=0, le=24 * 365)
-    # `up`/`diff` use the facts of the latest successful preflight only when younger than this
+    keep_revisions: int = Field(5, ge=1, le=100, description=(
+        "Revisions (with their history entries) each host keeps for `rollback`; current and previous always "
+        "stay."))
+    facts_max_age_hours: float = Field(24.0, gt=0, le=24 * 365, description=(
+        "`up`/`diff` fill missing device IPs from the latest successful preflight only when it is younger than "
+        "this (else: run preflight again, or --facts FILE)."))
 
 
 def _default_kind(v: Any) -> Any:
@@ -188,15 +271,24 @@ EngineSettings = Annotated[Union[engines.settings_models()], Field(discriminator
 
 
 class Inventory(Strict):
-    cluster: Cluster
-    ssh: SshDefaults = Field(default_factory=SshDefaults)
-    engine: EngineSettings
-    model: ModelSpec
-    layout: Layout = Field(default_factory=Layout)
-    router: Router | None = None       # several mixed instances: the load balancer (default settings when left out)
-    nodes: list[Node] = Field(min_length=1)
-    kubernetes: Kubernetes = Field(default_factory=Kubernetes)
-    deploy: Deploy = Field(default_factory=Deploy)
+    """A deployctl inventory: the servers, the engine and the model, and how the model is split over the
+    servers (docs/inventory.md; every key with its default: inventories/sample.yaml)."""
+
+    cluster: Cluster = Field(description="The servers' kind and the cluster's name.")
+    ssh: SshDefaults = Field(default_factory=SshDefaults, description=(
+        "How preflight, up, status, logs and down reach the hosts; nodes[].ssh overrides it per node."))
+    engine: EngineSettings = Field(description=(
+        "The engine: `kind` selects the driver (the default kind when left out; `deployctl engines` lists "
+        "them) and the keys this block accepts."))
+    model: ModelSpec = Field(description="The model served and its request limits.")
+    layout: Layout = Field(default_factory=Layout, description="How the model is split over the servers.")
+    router: Router | None = Field(None, description=(
+        "Several mixed instances: the load balancer (default settings when left out)."))
+    nodes: list[Node] = Field(min_length=1, description="The servers, in rank order.")
+    kubernetes: Kubernetes = Field(default_factory=Kubernetes, description=(
+        "Only for `render --target helm` and `up/status/down/diff --target k8s`: where and how the Helm "
+        "release goes."))
+    deploy: Deploy = Field(default_factory=Deploy, description="`up` / `rollback` / `history` on the hosts.")
 
     _engine_kind = field_validator("engine", mode="before")(_default_kind)
 

@@ -9,20 +9,23 @@ from pydantic import Field
 from deployctl.models.base import Strict
 from deployctl.models.engine import EngineBase
 
+
 class Ports(Strict):
     """MindIE ports (its defaults). Host network: every port must be free on every node."""
 
-    http: int = Field(1025, ge=1024, le=65535)          # ServerConfig.port (OpenAI endpoint)
-    management: int = Field(1026, ge=1024, le=65535)    # ServerConfig.managementPort (health)
-    metrics: int = Field(1027, ge=1024, le=65535)       # ServerConfig.metricsPort
-    inter_comm: int = Field(1121, ge=1024, le=65535)    # ServerConfig.interCommPort (PD KV links)
-    multi_node: int = Field(1120, ge=1024, le=65535)    # BackendConfig.multiNodesInferPort
-    master: int = Field(7008, ge=1024, le=65535)        # MASTER_PORT (seed guide)
-    coordinator: int = Field(1035, ge=1024, le=65535)   # pd-split: MindIE-MS coordinator, 5 ports from here
-    controller: int = Field(1045, ge=1024, le=65535)    # pd-split: MindIE-MS controller http server
-    cluster: int = Field(8899, ge=1024, le=65535)       # pd-split: controller cluster_port
-    dist_base: int = Field(10000, ge=1024, le=65000)
-    # pd-split distributed decode: DP rank r of a node serves on dist_base + 4*r .. +3 (see ms.py)
+    http: int = Field(1025, ge=1024, le=65535, description="The OpenAI-compatible endpoint (ServerConfig.port).")
+    management: int = Field(1026, ge=1024, le=65535, description=(
+        "Health endpoints /v2/health/live|ready (ServerConfig.managementPort)."))
+    metrics: int = Field(1027, ge=1024, le=65535, description="ServerConfig.metricsPort.")
+    inter_comm: int = Field(1121, ge=1024, le=65535, description="PD KV links (ServerConfig.interCommPort).")
+    multi_node: int = Field(1120, ge=1024, le=65535, description="BackendConfig.multiNodesInferPort.")
+    master: int = Field(7008, ge=1024, le=65535, description="MASTER_PORT.")
+    coordinator: int = Field(1035, ge=1024, le=65535, description=(
+        "pd-split: the MindIE-MS coordinator, 5 ports from here."))
+    controller: int = Field(1045, ge=1024, le=65535, description="pd-split: the MindIE-MS controller's http server.")
+    cluster: int = Field(8899, ge=1024, le=65535, description="pd-split: the controller's cluster_port.")
+    dist_base: int = Field(10000, ge=1024, le=65000, description=(
+        "pd-split distributed decode: DP rank r of a node serves on dist_base + 4*r .. +3."))
 
 
 class MsSettings(Strict):
@@ -32,23 +35,33 @@ class MsSettings(Strict):
     (MindIE-Motor user_config.json L108-116), `controller: {default_p_rate: 1, default_d_rate: 1}`.
     Ports, IPs, paths, TLS switches and the instance shapes stay deployctl's (validate.py OWNED_MS_KEYS)."""
 
-    controller: dict[str, Any] = Field(default_factory=dict)
-    coordinator: dict[str, Any] = Field(default_factory=dict)
+    controller: dict[str, Any] = Field(default_factory=dict, description="Merged over ms_controller.json.")
+    coordinator: dict[str, Any] = Field(default_factory=dict, description="Merged over ms_coordinator.json.")
 
 
 class MindieSettings(EngineBase):
-    kind: Literal["mindie"] = "mindie"
-    # merged over the rendered config.json last, key by key; lists of objects merge by position (entry i into
-    # entry i), other lists and values replace. So {BackendConfig: {ModelDeployConfig: {ModelConfig:
-    # [{models: {deepseekv2: {...}}}]}}} adds to ModelConfig[0] and keeps its rendered keys.
-    config: dict[str, Any] = Field(default_factory=dict)
-    ms: MsSettings = Field(default_factory=MsSettings)      # pd-split: MindIE-MS controller/coordinator settings
-    ports: Ports = Field(default_factory=Ports)
-    tls: bool = False            # every MindIE TLS switch (https, inter-node, inter-comm, MS) follows this one
-    # the server binary; default: the engine version's layout (install.py: 2.x mindie-service/bin/
-    # mindieservice_daemon of the run package, 3.0+ the wheel's /usr/local/bin/mindie_llm_server)
-    daemon: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$")
-    # pd-split: MindIE-MS's install dir (MIES_INSTALL_PATH); default: the version's layout (2.x mindie-service,
-    # 3.0+ site-packages/mindie_motor)
-    ms_home: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$")
+    """engine.kind: mindie (the default when kind is left out)."""
+
+    kind: Literal["mindie"] = Field("mindie", description=(
+        "Which engine driver renders and runs it (`deployctl engines` lists them)."))
+    config: dict[str, Any] = Field(default_factory=dict, description=(
+        "Merged over the rendered MindIE config.json last, key by key; lists of objects merge by position "
+        "(entry i into entry i), other lists and values replace: {BackendConfig: {ModelDeployConfig: {ModelConfig: "
+        "[{models: {deepseekv2: {...}}}]}}} adds to ModelConfig[0] and keeps its rendered keys. Keys deployctl "
+        "owns (ports, ipAddress, inferMode, npuDeviceIds, multiNodesInferEnabled, modelInstanceNumber) are "
+        "refused: set them through the inventory."))
+    ms: MsSettings = Field(default_factory=MsSettings, description=(
+        "pd-split: MindIE-MS controller/coordinator settings merged over ms_controller.json / ms_coordinator.json."))
+    ports: Ports = Field(default_factory=Ports, description=(
+        "MindIE ports; with host networking each must be free on every node."))
+    tls: bool = Field(False, description=(
+        "One switch for every MindIE TLS setting (https, inter-node, inter-comm, MS); true requires "
+        "certificates in the image."))
+    daemon: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$", description=(
+        "The server binary; default: the engine version's layout (2.x: mindie-service/bin/"
+        "mindieservice_daemon of the run package; 3.0+: the wheel's /usr/local/bin/mindie_llm_server)."))
+    ms_home: str | None = Field(None, pattern=r"^/[A-Za-z0-9._/-]+$", description=(
+        "pd-split: MindIE-MS's install dir (MIES_INSTALL_PATH); default: the version's layout (2.x "
+        "mindie-service, 3.0+ site-packages/mindie_motor)."))
+
 SETTINGS = MindieSettings
