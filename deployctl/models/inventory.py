@@ -115,8 +115,8 @@ class ModelSpec(Strict):
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
         "Tokens of one prefill batch; sizes the prefill workspace. Default: max(8192, max_input_len)."))
     speculative: Speculative | None = Field(None, description=(
-        "Speculative decoding, e.g. {method: mtp, tokens: 1}; default: none. MindIE renders plugin_params, "
-        "vLLM-Ascend --speculative-config."))
+        "Speculative decoding, e.g. {method: mtp, tokens: 1}; default: none. Each engine renders it in its "
+        "own form and refuses a method it does not run."))
 
 
 class DegreeFields(Strict):
