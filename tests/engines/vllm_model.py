@@ -10,7 +10,7 @@ Rules and their sources (vllm-ascend.md sections):
   §1.1 external DP (PD from 0.13): one `vllm serve` per DP rank, ASCEND_RT_VISIBLE_DEVICES = its TP slice,
         --port = start+i, --data-parallel-rank = start_rank+i; the proxy lists every (host, port).
   §1.2 per-node env: HCCL_IF_IP = own IP, GLOO/TP/HCCL_SOCKET_IFNAME = the NIC carrying it, timeouts identical,
-        HCCL_BUFFSIZE per role, HCCL_OP_EXPANSION_MODE=AIV on A3, HCCL_INTRA_PCIE_ENABLE=1/ROCE=0 on A2 multi-node.
+        HCCL_BUFFSIZE per role, HCCL_OP_EXPANSION_MODE=AIV on A3, HCCL_INTRA_PCIE_ENABLE=1/ROCE=0 on A2 multi-node DeepSeek.
   §1.4 kv_transfer_config: producer (P) / consumer (D), engine_id unique per instance, kv_port >= 28000 (8 NPUs) /
         >= 36000 (16 NPUs), each node uses kv_port..kv_port+NPUs, prefill/decode {dp_size, tp_size} describe both
         sides identically everywhere; MooncakeConnectorV1 (>= 0.13) or MooncakeConnector +
@@ -257,9 +257,12 @@ def check_env(inv: dict, out: Path, roles: dict[str, str]) -> None:
             assert env.get("HCCL_OP_EXPANSION_MODE") == "AIV", (name, "A3 needs HCCL_OP_EXPANSION_MODE=AIV")
         else:
             assert "HCCL_OP_EXPANSION_MODE" not in env, (name, "AIV is an A3 setting")
-        if hw == "a2" and multi:
+        # hierarchical MC2: the A2 multi-node DeepSeek guides set the pair (DeepSeek-R1.md L154/L201,
+        # DeepSeek-V3.1.md L174/L227 @v0.13.0; DeepSeek-V3.2.md L308/L362 @v0.18.0); the Qwen3-235B guide and
+        # vllm-ascend's A2 Qwen3 CI config (Qwen3-235B-A22B-A2.yaml) set neither
+        if hw == "a2" and multi and inv["model"]["name"].startswith("deepseek"):
             assert env.get("HCCL_INTRA_PCIE_ENABLE") == "1" and env.get("HCCL_INTRA_ROCE_ENABLE") == "0", name
-        if hw == "a3":
+        else:
             assert "HCCL_INTRA_PCIE_ENABLE" not in env and "HCCL_INTRA_ROCE_ENABLE" not in env, name
         assert "ASCEND_RT_VISIBLE_DEVICES" not in env, "a per-process value, not a node one"
     for k in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):

@@ -45,6 +45,11 @@ def proxy_name(plan) -> str:
     return f"{container_name(plan)}-proxy"
 
 
+def hierarchical_mc2(plan) -> bool:
+    """The model is one whose A2 multi-node guides switch on hierarchical MC2 (the DeepSeek family)."""
+    return plan.inventory.model.name.startswith("deepseek-")
+
+
 def computed_env(plan, node) -> dict[str, str]:
     """HCCL_IF_IP and the socket interfaces of this node (multi_node_config.py DistEnvBuilder; every tutorial)."""
     env = {"HCCL_IF_IP": node.container_ip}
@@ -52,8 +57,12 @@ def computed_env(plan, node) -> dict[str, str]:
         env.update(GLOO_SOCKET_IFNAME=node.interface, TP_SOCKET_IFNAME=node.interface,
                    HCCL_SOCKET_IFNAME=node.interface)
     inst = plan.instance(node.instance)
-    if plan.hardware == "a2" and (inst.multi_node or plan.preset == "pd-split"):
-        # A2 multi-node DeepSeek/Kimi: DeepSeek-V3.1.md §5.2, DeepSeek-V3.2.md §5.2 "A2 series"
+    if plan.hardware == "a2" and (inst.multi_node or plan.preset == "pd-split") and hierarchical_mc2(plan):
+        # hierarchical MC2 dispatch/combine (utils.py is_hierarchical_communication_enabled: v0.11.0 L814-819,
+        # v0.13.0 L979-984, v0.18.0 L993-999; token_dispatcher.py passes expert_scales), as the A2 multi-node
+        # DeepSeek guides set it: DeepSeek-R1.md L154/L201 and DeepSeek-V3.1.md L174/L227 (v0.13.0),
+        # models/DeepSeek-V3.2.md L308/L362 (v0.18.0). The Qwen3-235B-A22B guide and vllm-ascend's only A2 CI config
+        # of a catalog model (Qwen3-235B-A22B-A2.yaml) set neither: not rendered for other models.
         env.update(HCCL_INTRA_PCIE_ENABLE="1", HCCL_INTRA_ROCE_ENABLE="0")
     return env
 
