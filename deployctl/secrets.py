@@ -9,9 +9,7 @@ them, ``values.yaml``) they read :data:`MASK`.
 
 from __future__ import annotations
 
-import os
 import re
-from contextlib import contextmanager
 
 MASK = "***"
 
@@ -128,14 +126,3 @@ def plan_doc(plan) -> dict:
 
 # ------------------------------------------------------------------------------------------- file modes
 
-PRIVATE_UMASK = 0o077
-
-
-@contextmanager
-def private_umask():
-    """Files and directories created inside are readable by their owner only (0600 / 0700)."""
-    old = os.umask(PRIVATE_UMASK)
-    try:
-        yield
-    finally:
-        os.umask(old)

@@ -1,7 +1,7 @@
 """Write a rendered tree atomically: build it next to the target, then swap directories.
 
 The tree holds env files (secret values in clear: a host needs them) and is the operator's alone: it is
-built under a private umask, its directories are 0700, each file keeps its artifact's mode (env 0600).
+built with explicit private modes (never the process umask), its directories are 0700, each file keeps its artifact's mode (env 0600).
 """
 
 from __future__ import annotations
@@ -58,13 +58,24 @@ def _exchange(a: Path, b: Path) -> bool:
 def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
                keep: tuple[Path, ...] = ()) -> list[Path]:
     """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
-    from deployctl.secrets import private_umask
-
     check_target(out, force, keep)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    with private_umask():
-        return _write_tree(out, artifacts)
+    return _write_tree(out, artifacts)
+
+
+def _private_dirs(top: Path, target: Path, made: set) -> None:
+    """Create target and its parents below top with mode 0700 (explicit modes: the process umask is shared by
+    every thread and every child process, so a library never changes it)."""
+    missing = []
+    d = target
+    while d != top and d not in made and not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        os.chmod(d, 0o700)
+    made.add(target)
 
 
 def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
@@ -74,9 +85,10 @@ def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
         for art in artifacts:
             target = tmp / art.path
             if target.parent not in made:        # one mkdir per node folder, not per file (20,000 files at scale)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                made.add(target.parent)
-            target.write_bytes(art.content)
+                _private_dirs(tmp, target.parent, made)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # private until its own mode
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(art.content)
             os.chmod(target, art.mode)
             digests[art.path] = hashlib.sha256(art.content).hexdigest()
         marker = {"generator": "deployctl", "version": __version__, "files": digests}

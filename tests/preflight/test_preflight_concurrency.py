@@ -182,7 +182,7 @@ def test_ssh_executor_waits_without_polling_and_loses_nothing(fake_cluster_2a2, 
 
     fc = fake_cluster_2a2
     t = target(fc, "node1")
-    ex = SshExecutor(connect_timeout=10)
+    ex = SshExecutor(connect_timeout=10, output_limit=8 << 20)   # above the 5.5 MB this test streams (default 4 MB)
     try:
         ex.run(t, ["true"], 30)
         big = ex.run(t, ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' a; head -c 2500000 /dev/zero | "
