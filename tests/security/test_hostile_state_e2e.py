@@ -10,28 +10,23 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+import sys
 from pathlib import Path
 
 from conftest import run_cli
 from deployctl.deploy.hostdata import seal
 from fakecluster import default_cluster
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
 
-TAIL = """\
-engine:
-  image: {image}
-  env: {{MINDIE_LOG_LEVEL: {level}}}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: tp-pp}}
-deploy: {{keep_revisions: 3}}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))   # as test_hostile_state.py
+from test_up_cluster import inventory as up_inventory  # noqa: E402
+
 PWNED = Path("/tmp/deployctl-issue21-state-pwned")
 
 
 def inventory(fc, path: Path, level: str) -> Path:
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
-                                                         level=level))
+    """test_up_cluster's two-node inventory, keeping 3 revisions (so a third `up` prunes)."""
+    up_inventory(fc, path, level=level)
+    path.write_text(path.read_text() + "deploy: {keep_revisions: 3}\n")
     return path
 
 

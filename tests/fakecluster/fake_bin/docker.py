@@ -1520,6 +1520,26 @@ def make_haproxy_layer(cfg, d):
     os.chown(home, HAPROXY_UID, HAPROXY_UID)
 
 
+def write_engine_bin(path, role, version=None):
+    """A MindIE binary of the fake image: runs the stand-in (engine.py) as `role`; a 3.x image also tells it
+    its version (the coordinator's arguments differ)."""
+    ver = "FAKECLUSTER_MINDIE_VERSION=%s " % version if version else ""
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
+                "%sFAKECLUSTER_ARGV0=\"$0\" exec /usr/bin/python3 -u /.fakecluster/engine.py %s \"$@\"\n" % (ver, role))
+    os.chmod(path, 0o550)
+
+
+def write_mindie_files(ms_home, server_home):
+    """MindIE-MS's libraries under ms_home/lib, the server's default conf/config.json (640) under server_home."""
+    for lib in MS_LIBS:
+        open(os.path.join(ms_home, "lib", lib), "w").close()
+    conf = os.path.join(server_home, "conf", "config.json")
+    with open(conf, "w") as f:
+        json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
+    os.chmod(conf, 0o640)
+
+
 def make_image_layer(cfg, d):
     """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh, or
     vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image, or HAProxy (make_haproxy_layer) for
@@ -1538,17 +1558,8 @@ def make_image_layer(cfg, d):
     os.makedirs(os.path.join(ul, "Ascend", "mindie", ver, "mindie-llm"), exist_ok=True)
     os.symlink(ver, os.path.join(ul, "Ascend", "mindie", "latest"))
     for binary, role in ENGINE_BINS.items():
-        p = os.path.join(svc, "bin", binary)
-        with open(p, "w") as f:
-            f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
-                    "FAKECLUSTER_ARGV0=\"$0\" exec /usr/bin/python3 -u /.fakecluster/engine.py %s \"$@\"\n" % role)
-        os.chmod(p, 0o550)
-    for lib in MS_LIBS:
-        open(os.path.join(svc, "lib", lib), "w").close()
-    conf = os.path.join(svc, "conf", "config.json")
-    with open(conf, "w") as f:
-        json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
-    os.chmod(conf, 0o640)
+        write_engine_bin(os.path.join(svc, "bin", binary), role)
+    write_mindie_files(svc, svc)
     with open(os.path.join(svc, "version.info"), "w") as f:
         f.write("Ascend-mindie : %s\nmindie-service: %s\nPlatform : aarch64\n" % (ver, ver))
     os.chmod(os.path.join(svc, "logs"), 0o750)
@@ -1585,18 +1596,8 @@ def make_wheel_layer(ul, ver):
         os.makedirs(sub, exist_ok=True)
     for binary, role, home in (("mindieservice_daemon", "daemon", llm), ("ms_controller", "ms_controller", motor),
                                ("ms_coordinator", "ms_coordinator", motor)):
-        p = os.path.join(home, "bin", binary)
-        with open(p, "w") as f:
-            f.write("#!/bin/sh\n# fake MindIE (tests/fakecluster/fake_bin/engine.py)\n"
-                    "FAKECLUSTER_MINDIE_VERSION=%s FAKECLUSTER_ARGV0=\"$0\" exec /usr/bin/python3 -u "
-                    "/.fakecluster/engine.py %s \"$@\"\n" % (ver, role))
-        os.chmod(p, 0o550)
-    for lib in MS_LIBS:
-        open(os.path.join(motor, "lib", lib), "w").close()
-    conf = os.path.join(llm, "conf", "config.json")
-    with open(conf, "w") as f:
-        json.dump(DEFAULT_MINDIE_CONFIG, f, indent=4)
-    os.chmod(conf, 0o640)
+        write_engine_bin(os.path.join(home, "bin", binary), role, ver)
+    write_mindie_files(motor, llm)
     pkg_llm, pkg_motor = "/usr/local/%s/mindie_llm" % SITE, "/usr/local/%s/mindie_motor" % SITE
     _wrapper(os.path.join(ul, "bin", "mindie_llm_server"),
              "[ -f %s/conf/config.json ] || { echo 'config.json not found' >&2; exit 1; }\n"
