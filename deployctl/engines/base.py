@@ -140,6 +140,7 @@ class EngineDriver(Protocol):
     settings: type
 
     max_servers: int | None     # servers one instance (one HCCL world) may span
+    role_keys: tuple[str, ...]  # engine keys a pd-split role may set over the engine block (layout.<role>.engine)
     needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
     chart: Chart                # its part of the chart, for --target k8s
 

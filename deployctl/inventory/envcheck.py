@@ -7,6 +7,9 @@ from deployctl.errors import Problem
 # (low, high, integer?) for HCCL's variables (CANN, every engine): HCCL_BUFFSIZE feeds the memory plan
 HCCL_RANGES = {"HCCL_BUFFSIZE": (1, 65536, True), "HCCL_CONNECT_TIMEOUT": (120, 7200, True),
                "HCCL_EXEC_TIMEOUT": (0, 2147483647, True)}
+# may differ per role (layout.<role>.env): each role is its own HCCL world and its memory fit reads its own value
+# (vLLM-Ascend's PD CI configs set HCCL_BUFFSIZE per role, e.g. tests/e2e/nightly/multi_node/config/*.yaml)
+ROLE_ENV = ("HCCL_BUFFSIZE",)
 
 
 def env_sources(inv) -> list[tuple[tuple, dict]]:
@@ -30,8 +33,8 @@ def role_only_problems(inv, raw, keys) -> list[Problem]:
     return out
 
 
-def env_range_problems(env: dict, raw, ranges: dict[str, tuple]) -> list[Problem]:
-    """A value outside ``ranges`` (or not a number) is refused at engine.env.KEY; fractions are (low, high]."""
+def env_range_problems(env: dict, raw, ranges: dict[str, tuple], path: tuple = ("engine", "env")) -> list[Problem]:
+    """A value outside ``ranges`` (or not a number) is refused at <path>.KEY; fractions are (low, high]."""
     out = []
     for key, (low, high, integer) in ranges.items():
         if key not in env:
@@ -44,11 +47,11 @@ def env_range_problems(env: dict, raw, ranges: dict[str, tuple]) -> list[Problem
                 raise ValueError
             number = int(value) if integer else float(value)
         except (TypeError, ValueError):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is not {kind}",
+            out.append(raw.problem(path + (key,), f"{key}={value!r} is not {kind}",
                                    f"{key} takes {kind} in {bounds}"))
             continue
         if not ((number >= low if integer else number > low) and number <= high):
-            out.append(raw.problem(("engine", "env", key), f"{key}={value!r} is out of range {bounds}",
+            out.append(raw.problem(path + (key,), f"{key}={value!r} is out of range {bounds}",
                                    f"{key} takes {kind} in {bounds}"))
     return out
 

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from deployctl import engines
 from deployctl.errors import InventoryError, Problem
-from deployctl.inventory.envcheck import (HCCL_RANGES, env_range_problems, env_sources, role_only_problems,
+from deployctl.inventory.roles import role_problems
+from deployctl.inventory.envcheck import (ROLE_ENV, HCCL_RANGES, env_range_problems, env_sources, role_only_problems,
                                          secret_env_problems)
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps, needs_facts
 from deployctl.inventory.hccn import HccnReadError, parse_hccn_conf, read_hccn_conf
@@ -482,7 +483,10 @@ def _check_engine(inv, raw: RawInventory) -> list[Problem]:
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
     out += _check_mount_path(raw, ("engine", "deploy_dir"), e.deploy_dir, "the directory for deployed files")
     out += check_image(raw, e.image)
-    out += role_only_problems(inv, raw, HCCL_RANGES)
+    out += role_only_problems(inv, raw, {k: v for k, v in HCCL_RANGES.items() if k not in ROLE_ENV})
+    out += role_problems(inv, raw)
+    for path, env in env_sources(inv)[1:]:
+        out += env_range_problems(env, raw, {k: HCCL_RANGES[k] for k in ROLE_ENV}, path)
     out += secret_env_problems(inv, raw)
     for path, env in env_sources(inv):
         for key, value in env.items():

@@ -142,6 +142,15 @@ class InstanceGroup(Strict):
     nodes: list[str] = Field(min_length=1, description="The names of this instance's nodes (nodes[].name).")
 
 
+class RoleModel(Strict):
+    """pd-split: the request limits one role's instances are configured with, over the model block."""
+
+    max_batch_size: int | None = Field(None, gt=0, le=819200, description=(
+        "This role's batch limit, over model.max_batch_size."))
+    max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
+        "This role's prefill batch in tokens, over model.max_prefill_tokens."))
+
+
 class RoleLayout(DegreeFields):
     """pd-split: one role's nodes (no overlap with the other role) and its own degrees; unset degrees come from
     the engine's runtime defaults."""
@@ -153,7 +162,15 @@ class RoleLayout(DegreeFields):
         "themselves ([{nodes: [...]}, ...]; then `nodes` is left out). Default: one instance of all the nodes."))
     env: dict[str, str | int | float | bool] = Field(default_factory=dict, description=(
         "Environment for this role's nodes only, over engine.env (e.g. a decode-only setting: only the decode "
-        "instances restart)."))
+        "instances restart); HCCL_BUFFSIZE may differ per role (the role's memory fit reads it)."))
+    model: RoleModel | None = Field(None, description=(
+        "This role's request limits over the model block, e.g. {max_batch_size: 16, max_prefill_tokens: 8192} "
+        "for prefill and {max_batch_size: 64} for decode."))
+    engine: dict[str, Any] = Field(default_factory=dict, description=(
+        "This role's engine settings over the engine block: only the keys the engine lets differ per role "
+        "(`deployctl engines` lists them, e.g. extra flags, additional configuration, memory share, config "
+        "sections). Mappings merge key by key (lists of objects by position), lists are appended after the "
+        "engine block's (a role's flag wins), other values replace."))
 
 
 class Layout(DegreeFields):

@@ -34,7 +34,11 @@ def assign_ranks(inv: Inventory, nodes: list[str]) -> list[Rank]:
 
 def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     # the engine says what share of HBM it uses, its communication buffer and how its runtime really
-    # splits o_proj and lm_head (a runtime may ignore the local TP keys)
+    # splits o_proj and lm_head (a runtime may ignore the local TP keys); a pd-split role's own settings
+    # (layout.<role>.engine/model/env) count for its instances
+    from deployctl.inventory.roles import for_role
+
+    inv = for_role(inv, role)
     mem = engines.for_inventory(inv).memory(inv, role, deg)
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
     return memory_fit(catalog.models()[inv.model.name], quant, split, hbm_gb=inv.cluster.hbm_gb,

@@ -16,6 +16,9 @@ from deployctl.engines.base import EngineVersion, MemoryInputs, NodeProcesses
 class MindieDriver:
     kind = "mindie"
     display = "MindIE"
+    # engine keys a pd-split role may set over the engine block (layout.<role>.engine): each role's config.json
+    # (MindIE-Motor's PD samples set maxPrefillBatchSize, maxLinkNum, dpScheduling per role)
+    role_keys = ("config",)
     needs_device_ips = True   # the rank table names every device's IP
     max_servers = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc, ranktable_config.cpp)
 

@@ -12,6 +12,10 @@ class VllmAscendDriver:
     kind = "vllm-ascend"
     display = "vLLM-Ascend"
     max_servers = None     # no rank table: no server-count limit of its own
+    # engine keys a pd-split role may set over the engine block (layout.<role>.engine): what vLLM-Ascend's PD CI
+    # configs set per role (tests/e2e/nightly/multi_node/config/*.yaml: --enforce-eager on prefill,
+    # --compilation-config on decode, different additional-config and memory utilisation)
+    role_keys = ("args", "additional_config", "gpu_memory_utilization")
     needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
 
     @property
