@@ -30,11 +30,14 @@ class ParamsB(Frozen):
 
 
 class KvSpec(Frozen):
-    kind: Literal["mla", "gqa"]
+    kind: Literal["mla", "gqa", "hybrid"]     # hybrid: GQA in full_layers, a per-sequence state in the others
     latent: int = 0
     indexer: int = 0
     kv_heads: int = 0
     head_dim: int = 0
+    full_layers: int = 0              # layers with a KV cache (0: every layer)
+    state_bytes_per_seq: int = 0      # hybrid: linear-attention state of one sequence over all its layers, unsplit
+    state_split: int = 1              # hybrid: TP splits the state over at most this many ranks (its key heads)
 
 
 class ModelInfo(Frozen):
@@ -73,8 +76,27 @@ def _read(name: str) -> Any:
 
 
 @cache
-def models() -> dict[str, ModelInfo]:
+def builtin_models() -> dict[str, ModelInfo]:
     return {k: ModelInfo(key=k, **v) for k, v in _read("models.yaml").items()}
+
+
+_FROM_CHECKPOINT: dict[str, ModelInfo] = {}
+_ARCH_FROM_CHECKPOINT: dict[str, dict] = {}
+
+
+def models() -> dict[str, ModelInfo]:
+    """The built-in models, and those described from a checkpoint (model.config_path) under their inventory name."""
+    return {**builtin_models(), **_FROM_CHECKPOINT}
+
+
+def register(info: ModelInfo, arch: dict | None = None) -> None:
+    """Make a model described from its checkpoint known under `info.key` (arch: perf/arch.yaml's extras)."""
+    _FROM_CHECKPOINT[info.key] = info
+    _ARCH_FROM_CHECKPOINT[info.key] = arch or {}
+
+
+def checkpoint_arch(key: str) -> dict | None:
+    return _ARCH_FROM_CHECKPOINT.get(key)
 
 
 @cache
