@@ -13,7 +13,7 @@ from pydantic import Field
 
 from deployctl.models.base import Frozen
 
-_IGNORE = {"frozen": True, "extra": "ignore"}
+_IGNORE = {"frozen": True, "extra": "ignore", "strict": True}   # "94" is not 94
 _N = Field(gt=0, le=1 << 20)          # a dimension or count: positive and bounded (hostile configs)
 _Z = Field(0, ge=0, le=1 << 20)
 

@@ -69,14 +69,14 @@ def typed(model: type[Frozen], data: dict, path: Path | str, hint: str = "") -> 
 
 
 class IndexMetadata(Frozen):
-    model_config = {"frozen": True, "extra": "ignore"}
+    model_config = {"frozen": True, "extra": "ignore", "strict": True}
     total_size: int | None = Field(None, ge=0, le=1 << 50)
 
 
 class IndexFile(Frozen):
     """model.safetensors.index.json: which shard holds each tensor, and the bytes of all tensors."""
 
-    model_config = {"frozen": True, "extra": "ignore"}
+    model_config = {"frozen": True, "extra": "ignore", "strict": True}
     metadata: IndexMetadata = IndexMetadata()
     weight_map: dict[str, str] = Field(max_length=MAX_TENSORS)
 
