@@ -82,6 +82,7 @@ def builtin_models() -> dict[str, ModelInfo]:
 
 _FROM_CHECKPOINT: dict[str, ModelInfo] = {}
 _ARCH_FROM_CHECKPOINT: dict[str, dict] = {}
+_FAMILY_FROM_CHECKPOINT: dict[str, str] = {}
 
 
 def models() -> dict[str, ModelInfo]:
@@ -89,10 +90,16 @@ def models() -> dict[str, ModelInfo]:
     return {**builtin_models(), **_FROM_CHECKPOINT}
 
 
-def register(info: ModelInfo, arch: dict | None = None) -> None:
-    """Make a model described from its checkpoint known under `info.key` (arch: perf/arch.yaml's extras)."""
+def register(info: ModelInfo, arch: dict | None = None, family: str = "") -> None:
+    """Make a model described from its checkpoint known under `info.key` (arch: perf/arch.yaml's extras; family:
+    deployctl.checkpoint's family id, which the engines' support matrices list)."""
     _FROM_CHECKPOINT[info.key] = info
     _ARCH_FROM_CHECKPOINT[info.key] = arch or {}
+    _FAMILY_FROM_CHECKPOINT[info.key] = family
+
+
+def checkpoint_family(key: str) -> str | None:
+    return _FAMILY_FROM_CHECKPOINT.get(key) if key in _FROM_CHECKPOINT else None
 
 
 def checkpoint_arch(key: str) -> dict | None:

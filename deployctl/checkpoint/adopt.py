@@ -17,5 +17,5 @@ def adopt(directory: Path, name: str) -> list[Problem]:
         desc = describe(Path(directory).expanduser())
     except InventoryError as exc:
         return exc.problems or [Problem(message=exc.message, hint=exc.hint)]
-    catalog.register(model_info(desc, name, display=f"{name} ({desc.architecture})"), arch_extras(desc))
+    catalog.register(model_info(desc, name, display=f"{name} ({desc.architecture})"), arch_extras(desc), desc.family)
     return []

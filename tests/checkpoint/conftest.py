@@ -8,8 +8,9 @@ from deployctl import catalog
 @pytest.fixture(autouse=True)
 def _forget_checkpoint_models():
     """Models registered from a checkpoint (model.config_path) stay in this process: drop them after each test."""
-    before = dict(catalog._FROM_CHECKPOINT), dict(catalog._ARCH_FROM_CHECKPOINT)
+    registries = (catalog._FROM_CHECKPOINT, catalog._ARCH_FROM_CHECKPOINT, catalog._FAMILY_FROM_CHECKPOINT)
+    before = [dict(r) for r in registries]
     yield
-    for live, saved in zip((catalog._FROM_CHECKPOINT, catalog._ARCH_FROM_CHECKPOINT), before):
+    for live, saved in zip(registries, before):
         live.clear()
         live.update(saved)
