@@ -108,3 +108,12 @@ def test_checkpoint_numbers_against_the_hand_written_catalog():
     assert ours.params_b.router_per_layer == pytest.approx(0.001835264) != hand.params_b.router_per_layer
     assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv) == \
         (hand.layers, hand.dense_layers, hand.routed_experts, hand.mtp_layers, hand.kv)
+
+
+def test_recommend_for_a_dense_model_varies_attention_only():
+    from deployctl.perf.recommend import layouts
+
+    inv = validate_inventory(parse_yaml(inventory("qwen3-32b", FIXTURES / "qwen3-32b"), "t.yaml", Path(".")))
+    cands = layouts(inv)
+    assert not any("moe_tp" in lay for lay in cands)
+    assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4, 8}
