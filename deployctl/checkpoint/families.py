@@ -29,13 +29,9 @@ class _Config(Frozen):
     torch_dtype: str = Field("bfloat16", max_length=40)
 
 
-class DeepseekV3Config(_Config):
-    num_key_value_heads: int = _Z
-    q_lora_rank: int | None = Field(None, ge=0, le=1 << 20)
-    kv_lora_rank: int = _N
-    qk_nope_head_dim: int = _N
-    qk_rope_head_dim: int = _N
-    v_head_dim: int = _N
+class _SharedExpertMoe(_Config):
+    """The MoE keys DeepSeek-V3 introduced and GLM-4.5 kept: dense first layers, routed and shared experts, MTP."""
+
     intermediate_size: int = _N
     moe_intermediate_size: int = _N
     n_routed_experts: int = _N
@@ -43,6 +39,15 @@ class DeepseekV3Config(_Config):
     num_experts_per_tok: int = _N
     first_k_dense_replace: int = _Z
     num_nextn_predict_layers: int = Field(0, ge=0, le=16)
+
+
+class DeepseekV3Config(_SharedExpertMoe):
+    num_key_value_heads: int = _Z
+    q_lora_rank: int | None = Field(None, ge=0, le=1 << 20)
+    kv_lora_rank: int = _N
+    qk_nope_head_dim: int = _N
+    qk_rope_head_dim: int = _N
+    v_head_dim: int = _N
     index_n_heads: int = _Z        # DeepSeek-V3.2 (DSA)
     index_head_dim: int = _Z
     index_topk: int = _Z
@@ -76,16 +81,9 @@ class Qwen3NextConfig(Qwen3MoeConfig):
     num_nextn_predict_layers: int = Field(0, ge=0, le=16)
 
 
-class Glm4MoeConfig(_Config):
+class Glm4MoeConfig(_SharedExpertMoe):
     num_key_value_heads: int = _N
     head_dim: int | None = Field(None, gt=0, le=1 << 16)
-    intermediate_size: int = _N
-    moe_intermediate_size: int = _N
-    n_routed_experts: int = _N
-    n_shared_experts: int = _Z
-    num_experts_per_tok: int = _N
-    first_k_dense_replace: int = _Z
-    num_nextn_predict_layers: int = Field(0, ge=0, le=16)
     attention_bias: bool = False
     use_qk_norm: bool = False
 
