@@ -14,7 +14,7 @@ def adopt(directory: Path, name: str) -> list[Problem]:
     from deployctl.checkpoint.planner import arch_extras, model_info
 
     try:
-        desc = describe(Path(directory).expanduser())
+        desc = describe(Path(directory))
     except InventoryError as exc:
         return exc.problems or [Problem(message=exc.message, hint=exc.hint)]
     catalog.register(model_info(desc, name, display=f"{name} ({desc.architecture})"), arch_extras(desc), desc.family)

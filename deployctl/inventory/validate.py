@@ -413,7 +413,7 @@ def _check_model(inv, raw: RawInventory) -> list[Problem]:
     if m.config_path is not None:
         from deployctl.checkpoint.adopt import adopt
 
-        found = adopt(raw.base_dir / m.config_path, m.name)
+        found = adopt(raw.base_dir / Path(m.config_path).expanduser(), m.name)     # absolute paths stay as given
         if found:
             return [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
                                 "fix the checkpoint files named below, or point model.config_path elsewhere"),
