@@ -55,6 +55,7 @@ class ModelInfo(Frozen):
     workspace_mb_per_prefill_token: float
     quants: dict[str, QuantBytes]
     mtp_layers: int = 0     # num_nextn_predict_layers of the checkpoint: MTP drafts need at least one
+    checkpoint: str = ""    # catalog/checkpoints/<this>/: the checkpoint files the architecture numbers come from
 
     @property
     def moe_layers(self) -> int:
@@ -77,7 +78,25 @@ def _read(name: str) -> Any:
 
 @cache
 def builtin_models() -> dict[str, ModelInfo]:
-    return {k: ModelInfo(key=k, **v) for k, v in _read("models.yaml").items()}
+    """models.yaml; an entry naming a `checkpoint` takes its architecture numbers from that checkpoint's files
+    (catalog/checkpoints/<name>/), its quantizations and workspace from models.yaml."""
+    return {k: _from_checkpoint(ModelInfo(key=k, **v)) for k, v in _read("models.yaml").items()}
+
+
+def _from_checkpoint(info: ModelInfo) -> ModelInfo:
+    if not info.checkpoint:
+        return info
+    from pathlib import Path
+
+    from deployctl.checkpoint import describe
+    from deployctl.checkpoint.planner import kv_spec, params_b
+
+    d = describe(Path(str(resources.files(__package__).joinpath("checkpoints", info.checkpoint))))
+    return info.model_copy(update={
+        "layers": d.layers, "dense_layers": d.dense_layers, "hidden": d.hidden, "heads": d.heads,
+        "routed_experts": d.routed_experts, "shared_experts": d.shared_experts,
+        "experts_per_token": d.experts_per_token, "mtp_layers": d.mtp_layers, "params_b": params_b(d),
+        "kv": kv_spec(d)})
 
 
 _FROM_CHECKPOINT: dict[str, ModelInfo] = {}

@@ -97,17 +97,17 @@ def test_estimate_runs_for_an_mla_model_known_only_from_its_checkpoint(tmp_path)
 
 
 def test_checkpoint_numbers_against_the_hand_written_catalog():
-    """catalog/models.yaml's DeepSeek-V3 numbers are the checkpoint's rounded: every term within 0.05% except the
-    router (0.00184 B written, 0.001835 B = 7168 x 256 + 256 bias from the config: 0.26%, rounded to 3 digits). The
-    checkpoint's are exact (shapes from config.json); models.yaml stays in use for the built-in entries so today's
-    plans do not move (see deployctl/catalog/checkpoints/README)."""
-    hand = catalog.builtin_models()["deepseek-v3"]
-    ours = model_info(describe(Path(catalog.__file__).parent / "checkpoints" / "deepseek-v3"), "deepseek-v3")
+    """catalog/models.yaml's hand-written DeepSeek-V3 numbers are the checkpoint's rounded: every term within 0.05%
+    except the router (0.00184 B written, 0.001835 B = 7168 x 256 + 256 bias from the config: 0.26%, rounded to 3
+    digits). The checkpoint's are exact, and the built-in deepseek-v3/r1 entries use them (models.yaml
+    `checkpoint: deepseek-v3`)."""
+    hand = catalog._read("models.yaml")["deepseek-v3"]["params_b"]
+    ours = catalog.builtin_models()["deepseek-v3"]
+    assert ours.checkpoint == "deepseek-v3" and catalog.builtin_models()["deepseek-r1"].params_b == ours.params_b
     for field in ("attention_per_layer", "o_proj_per_layer", "dense_ffn_per_layer", "expert", "embedding", "lm_head"):
-        assert getattr(ours.params_b, field) == pytest.approx(getattr(hand.params_b, field), rel=5e-4), field
-    assert ours.params_b.router_per_layer == pytest.approx(0.001835264) != hand.params_b.router_per_layer
-    assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv) == \
-        (hand.layers, hand.dense_layers, hand.routed_experts, hand.mtp_layers, hand.kv)
+        assert getattr(ours.params_b, field) == pytest.approx(hand[field], rel=5e-4), field
+    assert ours.params_b.router_per_layer == pytest.approx(0.001835264) != hand["router_per_layer"]
+    assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv.latent) == (61, 3, 256, 1, 576)
 
 
 def test_recommend_for_a_dense_model_varies_attention_only():
