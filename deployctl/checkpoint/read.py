@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,18 @@ def problem(file: Path | str, message: str, key: str = "", hint: str = "") -> In
 def read_json(path: Path, limit: int) -> dict:
     """The JSON object in `path`, refused when larger than `limit` bytes, not JSON, or not an object."""
     try:
-        size = path.stat().st_size
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise problem(path, "is not a regular file")
+        with path.open("rb") as f:
+            raw = f.read(limit + 1)          # never more, whatever the size says (devices, growing files)
     except OSError as exc:
         raise problem(path, f"cannot be read: {exc.strerror or exc}", hint="give the directory that holds the "
                       "checkpoint's config.json (model.config_path)") from None
-    if size > limit:
-        raise problem(path, f"is {size:,} bytes, more than the {limit:,} such a file can be",
+    if len(raw) > limit:
+        raise problem(path, f"is more than the {limit:,} bytes such a file can be",
                       hint="point model.config_path at the checkpoint's own small files")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise problem(path, f"is not valid JSON: {str(exc)[:200]}") from None
     except RecursionError:

@@ -60,6 +60,9 @@ def test_not_json_too_big_or_not_an_object(tmp_path):
     (tmp_path / "d" / "config.json").write_text('{"hidden_size": NaN}')
     assert "NaN" in _refused(tmp_path / "d").render()
     assert "config.json" in _refused(tmp_path / "missing").render()
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "config.json").symlink_to("/dev/zero")        # endless: refused, not read
+    assert "not a regular file" in _refused(tmp_path / "e").render()
 
 
 def test_no_architecture_and_bad_index(tmp_path):
