@@ -100,7 +100,8 @@ class ModelSpec(Strict):
 
     name: str = Field(description=(
         "The model, from the catalog: deepseek-v3, deepseek-r1, deepseek-v3.2, deepseek-v3.2-exp, "
-        "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs)."))
+        "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs); or any name with "
+        "model.config_path, the model then sized from its checkpoint's files."))
     quant: str = Field(description=(
         "The weights' quantization: bf16, w8a8, w8a8c8 (V3.2) or w4a8, as the model and the engine run them "
         "(`deployctl engines` shows each engine's)."))

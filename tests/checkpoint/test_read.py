@@ -154,3 +154,19 @@ def test_unknown_quantization_method_is_refused(tmp_path):
 def test_quant_description_must_map_names_to_type_names(tmp_path):
     err = _refused(write(tmp_path, QWEN3_235B, quant_model_description__json={"a.weight": {"x": 1}}))
     assert "quantization type" in err.render()
+
+
+def test_every_fixture_and_shipped_checkpoint_names_its_source():
+    """Facts with their source: each checkpoint directory has a SOURCE naming repository, commit and path of every
+    file it holds (or saying it is unverified)."""
+    import re
+
+    from deployctl import catalog
+
+    dirs = [*FIXTURES.iterdir(), *(Path(catalog.__file__).parent / "checkpoints").iterdir()]
+    for d in (d for d in dirs if d.is_dir()):
+        source = (d / "SOURCE").read_text()
+        for f in d.iterdir():
+            if f.name != "SOURCE":
+                assert f.name in source, (d, f.name)
+        assert re.search(r"commit: +[0-9a-f]{40}", source), d
