@@ -151,7 +151,7 @@ def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     q = m.quants[s.quant]
     a = arch(s.model)
     heads = m.heads / s.tp
-    if m.kv.kind in ("gqa", "hybrid"):     # hybrid: full attention costed in every layer (upper bound)
+    if m.kv.kind in ("gqa", "hybrid"):     # hybrid: the full-attention layers' cost (step() counts those layers)
         kv_heads = math.ceil(m.kv.kv_heads / s.tp)
         pos = ctx if phase == "decode" else (ctx + 1) / 2
         return 4 * heads * m.kv.head_dim * pos, ctx * 2 * kv_heads * m.kv.head_dim * q.kv_cache
@@ -264,9 +264,13 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     f_tok, kv_seq = _attention(s, m, phase, ctx)
     seqs = (seqs_group if seqs_group is not None else tokens_group) / s.cp
     decode = phase == "decode"
+    # hybrid (Qwen3-Next): softmax attention in the full layers only; each decode step reads every sequence's
+    # linear-attention state once (its per-token FLOPs are not modelled)
+    att_layers = min(layers, m.kv.full_layers) if m.kv.full_layers else layers
+    state = m.kv.state_bytes_per_seq / min(s.tp, m.kv.state_split) if m.kv.state_bytes_per_seq else 0.0
     st.parts.append(Part("attention core (KV cache)" if decode else "attention core",
-                         bytes=layers * seqs * kv_seq if decode else 0.0, flops=layers * local * f_tok, int8=False,
-                         eta=eff["eta_attn"]))
+                         bytes=(att_layers * seqs * kv_seq + seqs * state) if decode else 0.0,
+                         flops=att_layers * local * f_tok, int8=False, eta=eff["eta_attn"]))
     if dense_layers:
         dense = p.dense_ffn_per_layer * 1e9 / s.tp
         st.parts.append(Part("dense FFN", bytes=dense_layers * dense * q.dense, flops=dense_layers * local * 2 * dense,

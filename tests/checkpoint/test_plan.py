@@ -117,3 +117,20 @@ def test_recommend_for_a_dense_model_varies_attention_only():
     cands = layouts(inv)
     assert not any("moe_tp" in lay for lay in cands)
     assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4, 8}
+
+
+def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence(tmp_path):
+    """Qwen3-Next's decode step: KV of the 12 full-attention layers, plus each sequence's linear-attention state,
+    not a KV cache in all 48 layers."""
+    from deployctl.perf.core import step
+    from deployctl.perf.model import context
+
+    plan = plan_of(inventory("qwen3-next", write(tmp_path / "n", QUOTED["qwen3-next-80b-a3b"])))
+    ctx = context(plan)
+    su = ctx.setups[plan.instances[0].name]
+    st = step(su, "decode", 8, 4096, ctx.consts, seqs_group=8)
+    (core,) = [p for p in st.parts if p.name.startswith("attention core")]
+    info = catalog.models()["qwen3-next"]
+    kv_per_seq_layer = 4096 * 2 * 1 * 256 * 2                     # 2 KV heads over TP 8: one per rank
+    state = info.kv.state_bytes_per_seq / 8
+    assert core.bytes == pytest.approx(12 * 8 * kv_per_seq_layer + 8 * state)
