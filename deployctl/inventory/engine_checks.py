@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 
 from deployctl.errors import Problem
 from deployctl.inventory.envcheck import (HCCL_RANGES, ROLE_ENV, env_range_problems, env_sources, role_only_problems,
@@ -28,13 +29,22 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
 
     out = []
     m = inv.model
+    if m.config_path is not None:
+        from deployctl.checkpoint.adopt import adopt
+
+        found = adopt(raw.base_dir / Path(m.config_path).expanduser(), m.name)     # absolute paths stay as given
+        if found:
+            return [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
+                                "fix the checkpoint files named below, or point model.config_path elsewhere"),
+                    *found]
     models = catalog.models()
     info = models.get(m.name)
     if info is None:
         close = [k for k in models if k.startswith(m.name)] or difflib.get_close_matches(m.name, list(models), n=1)
         out.append(raw.problem(("model", "name"), f"model '{m.name}' is not in the catalog",
                                (f"did you mean '{close[0]}'? " if close else "") +
-                               f"known: {', '.join(models)}"))
+                               f"known: {', '.join(models)}; or set model.config_path to a directory with the "
+                               "checkpoint's config.json (docs/models.md)"))
     elif m.quant not in info.quants:
         out.append(raw.problem(("model", "quant"), f"{info.display} does not ship in '{m.quant}'",
                                f"use one of {', '.join(info.quants)}"))

@@ -100,11 +100,16 @@ class ModelSpec(Strict):
 
     name: str = Field(description=(
         "The model, from the catalog: deepseek-v3, deepseek-r1, deepseek-v3.2, deepseek-v3.2-exp, "
-        "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs)."))
+        "qwen3-235b-a22b (`deployctl engines` shows which ones each engine runs); or any name with "
+        "model.config_path, the model then sized from its checkpoint's files."))
     quant: str = Field(description=(
         "The weights' quantization: bf16, w8a8, w8a8c8 (V3.2) or w4a8, as the model and the engine run them "
         "(`deployctl engines` shows each engine's)."))
     weights_path: str = Field(description="Absolute path of the weights on every host (mounted read-only).")
+    config_path: str | None = Field(None, max_length=4096, description=(
+        "A local directory with the checkpoint's small files: config.json, model.safetensors.index.json and "
+        "msmodelslim's quant_model_description*.json (relative paths: to the inventory file). The model is then "
+        "sized from them (docs/models.md), under model.name; needed when model.name is not in the catalog."))
     served_name: str = Field(description=(
         "The model name clients send: letters, digits, '-', '.' and '_'."))
     max_seq_len: int = Field(gt=0, le=4194304, description="Input + output tokens per request (maxSeqLen).")

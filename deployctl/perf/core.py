@@ -151,7 +151,7 @@ def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     q = m.quants[s.quant]
     a = arch(s.model)
     heads = m.heads / s.tp
-    if m.kv.kind == "gqa":
+    if m.kv.kind in ("gqa", "hybrid"):     # hybrid: the full-attention layers' cost (step() counts those layers)
         kv_heads = math.ceil(m.kv.kv_heads / s.tp)
         pos = ctx if phase == "decode" else (ctx + 1) / 2
         return 4 * heads * m.kv.head_dim * pos, ctx * 2 * kv_heads * m.kv.head_dim * q.kv_cache
@@ -264,9 +264,13 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     f_tok, kv_seq = _attention(s, m, phase, ctx)
     seqs = (seqs_group if seqs_group is not None else tokens_group) / s.cp
     decode = phase == "decode"
+    # hybrid (Qwen3-Next): softmax attention in the full layers only; each decode step reads every sequence's
+    # linear-attention state once (its per-token FLOPs are not modelled)
+    att_layers = min(layers, m.kv.full_layers) if m.kv.full_layers else layers
+    state = m.kv.state_bytes_per_seq / min(s.tp, m.kv.state_split) if m.kv.state_bytes_per_seq else 0.0
     st.parts.append(Part("attention core (KV cache)" if decode else "attention core",
-                         bytes=layers * seqs * kv_seq if decode else 0.0, flops=layers * local * f_tok, int8=False,
-                         eta=eff["eta_attn"]))
+                         bytes=(att_layers * seqs * kv_seq + seqs * state) if decode else 0.0,
+                         flops=att_layers * local * f_tok, int8=False, eta=eff["eta_attn"]))
     if dense_layers:
         dense = p.dense_ffn_per_layer * 1e9 / s.tp
         st.parts.append(Part("dense FFN", bytes=dense_layers * dense * q.dense, flops=dense_layers * local * 2 * dense,
@@ -277,12 +281,13 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
                              flops=moe_layers * local * 2 * shared / s.tp, int8=_int8(q.shared), eta=eff["eta_gemm"]))
     slots = m.routed_experts + s.extra_expert_slots
     k_eff = m.experts_per_token + (m.shared_experts if s.shared_in_ep else 0)
-    per_die = math.ceil(slots / s.moe_ep)
-    hit = 1 - (1 - min(1.0, k_eff / slots)) ** total_tokens   # share of local experts that get a token (PM §4.3)
-    expert = p.expert * 1e9 / s.moe_tp
-    st.parts.append(Part("routed experts", bytes=moe_layers * per_die * hit * expert * q.experts,
-                         flops=moe_layers * per_die * total_tokens * k_eff / slots * 2 * expert,
-                         int8=_int8(q.experts), eta=eff["eta_gemm"]))
+    if slots:                 # a dense model (Qwen3-32B) has no routed experts
+        per_die = math.ceil(slots / s.moe_ep)
+        hit = 1 - (1 - min(1.0, k_eff / slots)) ** total_tokens   # share of local experts that get a token (PM §4.3)
+        expert = p.expert * 1e9 / s.moe_tp
+        st.parts.append(Part("routed experts", bytes=moe_layers * per_die * hit * expert * q.experts,
+                             flops=moe_layers * per_die * total_tokens * k_eff / slots * 2 * expert,
+                             int8=_int8(q.experts), eta=eff["eta_gemm"]))
     head_tp = s.lm_head_tp or s.tp
     # decode: every token samples, spread over the stage's dies; prefill: the last token of each prompt
     head_tokens = total_tokens * head_tp / (s.dies / s.pp) if phase == "decode" else tokens_group / max(ctx, 1)
@@ -290,7 +295,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
                          flops=head_tokens * 2 * p.lm_head * 1e9 / head_tp, int8=_int8(q.embedding),
                          eta=eff["eta_gemm"]))
 
-    if s.moe_ep > 1:
+    if s.moe_ep > 1 and slots:
         dispatched = tokens_group / (s.tp * s.cp)
         # dispatch INT8 activations + scale when the experts run INT8 GEMMs, combine BF16 (CM §4.2.1)
         msgs = {"dispatch": m.hidden + ep_comm()["dispatch_scale_bytes"] if _int8(q.experts) else 2 * m.hidden,

@@ -163,16 +163,24 @@ def interp_log(curve: tuple[tuple[float, float], ...], ep: float) -> float:
     return curve[-1][1]
 
 
-@cache
 def arch(model: str) -> dict[str, float | dict]:
-    """arch.yaml entry of a catalog model, `same_as` resolved, values without their sources ({} when absent)."""
+    """arch.yaml entry of a catalog model, `same_as` resolved, values without their sources; for a model described
+    from its checkpoint (model.config_path), its MLA/DSA dimensions ({} when absent)."""
+    from deployctl.catalog import checkpoint_arch
+
+    extra = checkpoint_arch(model)
+    return dict(extra) if extra is not None and model not in arch_catalog() else _arch(model)
+
+
+@cache
+def _arch(model: str) -> dict[str, float | dict]:
     data = arch_catalog()
     entry = data.get(model)
     if entry is None:
         return {}
     merged: dict = {}
     if "same_as" in entry:
-        merged.update(arch(entry["same_as"]))
+        merged.update(_arch(entry["same_as"]))
     for k, v in entry.items():
         if k == "same_as":
             continue

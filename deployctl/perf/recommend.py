@@ -77,13 +77,13 @@ def layouts(inv) -> list[dict]:
         out.append({"preset": "single"})
     else:
         out.append({"preset": "tp-pp"})
+    experts = catalog.models()[inv.model.name].routed_experts if inv.model.name in catalog.models() else 0
     for tp in _divisors(per):
-        for moe_tp in _divisors(per):
+        for moe_tp in _divisors(per) if experts else [1]:      # a dense model has no expert split to vary
             lay: dict = {"preset": "dp-ep", "tp": tp}
             if moe_tp > 1:
                 lay.update(moe_tp=moe_tp, moe_ep=n * per // moe_tp)
             out.append(lay)
-    experts = catalog.models()[inv.model.name].routed_experts if inv.model.name in catalog.models() else 0
 
     def expert_tp(servers: int) -> dict:
         """Experts split by TP too when EP over every device would not divide the experts (the smallest such TP)."""

@@ -51,12 +51,20 @@ def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
     indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
     """
     q = m.quants[quant]
-    layers = math.ceil(m.layers / d.pp)
+    layers = math.ceil((m.kv.full_layers or m.layers) / d.pp)     # hybrid: only full-attention layers cache KV
     if m.kv.kind == "mla":
         per_layer = m.kv.latent * q.kv_cache + m.kv.indexer * q.indexer_cache
     else:
         per_layer = 2 * math.ceil(m.kv.kv_heads / d.tp) * m.kv.head_dim * q.kv_cache
     return int(round(layers * per_layer))
+
+
+def state_bytes_per_seq(m: ModelInfo, d: Degrees) -> int:
+    """Hybrid models (Qwen3-Next): the linear-attention state one sequence keeps on one die, whatever its length
+    (the worst pipeline stage holds ceil(1/pp) of the layers; TP splits the state's heads)."""
+    if not m.kv.state_bytes_per_seq:
+        return 0
+    return math.ceil(m.kv.state_bytes_per_seq / d.pp / min(d.tp, m.kv.state_split))
 
 
 def comm_groups(d: Degrees) -> int:
@@ -83,11 +91,13 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     budget = usable - weights - workspace - comm
     per_token = kv_bytes_per_token(m, quant, d)
     tokens = max(0, int(budget // per_token)) if per_token else 0
-    seqs = d.dp * ((tokens * d.cp) // max_seq_len)
+    state = state_bytes_per_seq(m, d)     # hybrid: each sequence's fixed state, as the tokens its bytes would hold
+    seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)
+    seqs = d.dp * ((tokens * d.cp) // seq_cost)
     reason = ""
     if budget <= 0:
         reason = "no room left for the KV cache"
-    elif tokens * d.cp < max_seq_len:
+    elif tokens * d.cp < seq_cost:
         reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
                   f"({max_seq_len:,})")
     return MemoryFit(

@@ -20,8 +20,11 @@ def matrix() -> dict:
 
 def model_entry(model: str) -> tuple[dict, str]:
     """(support entry, note) of a catalog model; `same_as` entries resolve to their twin."""
+    from deployctl.catalog import checkpoint_family
+
     models = matrix()["models"]
-    entry = models.get(model, {})
+    # a model described from its checkpoint (model.config_path): its family's entry
+    entry = models.get(model) or matrix().get("families", {}).get(checkpoint_family(model) or "", {})
     if "same_as" in entry:
         return models[entry["same_as"]], entry.get("note", "")
     return entry, ""

@@ -103,6 +103,13 @@ def needs_interfaces(inv) -> str | None:
             "the NIC carrying the node's IP; every multi-node tutorial)")
 
 
+def _family_entry(data: dict, name: str) -> dict:
+    """A model described from its checkpoint (model.config_path): its family's entry (support.yaml families)."""
+    from deployctl.catalog import checkpoint_family
+
+    return data.get("families", {}).get(checkpoint_family(name) or "", {})
+
+
 def check(plan) -> list[Finding]:
     data = matrix()
     version = plan.engine.version
@@ -112,7 +119,7 @@ def check(plan) -> list[Finding]:
                            f"({plan.engine.version_source}) is not in the support matrix (known: "
                            f"{', '.join(data['versions'])}): flags are checked against the nearest older table; "
                            "unverified", hint="set engine.version"))
-    entry = data["models"].get(plan.inventory.model.name, {})
+    entry = data["models"].get(plan.inventory.model.name) or _family_entry(data, plan.inventory.model.name)
     note = entry.get("note", "")
     if "same_as" in entry:
         entry = data["models"][entry["same_as"]]

@@ -1,0 +1,75 @@
+"""config.json values of the families whose real file was not found in this session, each assembled from values a
+cited source quotes (not the upstream file: the keys deployctl reads only). Sources are named per model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DSV3 = json.loads((Path(__file__).parents[1] / "fixtures/checkpoints/deepseek-v3/config.json").read_text())
+
+# deepseek-ai/DeepSeek-V3.2-Exp inference/configs/config_671B_v3.2.json: index_n_heads 64, index_head_dim 128,
+# index_topk 2048 (shared/reference/planner-math.md §2.2); the rest is DeepSeek-V3's trunk (same section).
+DEEPSEEK_V32 = {**DSV3, "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
+                "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+
+# planner-math.md §2.3 (Kimi-K2.x configs as quoted in public repos): hidden 7168, 61 layers, 64 heads, MLA 512+64,
+# 384 experts, top-8, 1 shared, first_k_dense 1, moe_inter 2048, vocab 163,840; model_type kimi_k2 and
+# intermediate 18432 from github.com/ParagEkbote/hf-model-inspector model_inspection_report.md
+# (moonshotai/Kimi-K2-Instruct-0905). MTP layers: unverified (0 taken). Dtype: FP8 as DeepSeek-V3.
+KIMI_K2 = {**DSV3, "model_type": "kimi_k2", "num_attention_heads": 64, "num_key_value_heads": 64,
+           "n_routed_experts": 384, "first_k_dense_replace": 1, "vocab_size": 163840, "num_nextn_predict_layers": 0}
+
+# planner-math.md §2.3 (HF config as quoted in vLLM test fixtures): hidden 4096, 94 layers, 64 heads, 4 KV heads,
+# head_dim 128, 128 experts, top-8, moe_inter 1536, vocab 151,936; intermediate 12288 from
+# github.com/zyzshishui/slime scripts/models/qwen3-235B-A22B.sh (--ffn-hidden-size 12288).
+QWEN3_235B = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
+              "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+              "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_experts": 128,
+              "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16"}
+
+# github.com/zyzshishui/slime scripts/models/glm4.5-355B-A32B.sh: 3 dense + 89 MoE layers, hidden 5120, 96 heads,
+# 8 query groups, kv-channels 128, ffn 12288, qkv bias, qk-layernorm, vocab 151552, 160 experts of 1536, one shared
+# expert of 1536, top-8, untied embeddings. MTP layers (1): unverified.
+GLM45 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hidden_size": 5120,
+         "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+         "intermediate_size": 12288, "moe_intermediate_size": 1536, "n_routed_experts": 160, "n_shared_experts": 1,
+         "num_experts_per_tok": 8, "first_k_dense_replace": 3, "num_nextn_predict_layers": 1,
+         "attention_bias": True, "use_qk_norm": True, "vocab_size": 151552, "tie_word_embeddings": False,
+         "torch_dtype": "bfloat16"}
+
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json as quoted in the code corpus (file not named by the index): hidden
+# 2048, 48 layers, head_dim 256, full_attention_interval 4, linear 16 key / 32 value heads of 128, conv kernel 4,
+# intermediate 5120, moe_intermediate 512; 512 experts, 10 routed + 1 shared per token (xAGI-labs blog post on
+# Qwen3-Next); 16 heads / 2 KV heads, shared expert 512, vocab 151936: unverified.
+QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+              "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+              "intermediate_size": 5120, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+              "num_experts": 512, "num_experts_per_tok": 10, "full_attention_interval": 4,
+              "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+              "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 151936,
+              "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+# MiniMax-M2: vocab 200064, hidden 3072, expert width (intermediate_size) 1536, 62 layers, 48 heads, 8 KV heads,
+# head_dim 128, 256 experts, top-8, FP8 blocks of 128x128 with 3 MTP modules, as quoted by several public parsers
+# (github.com/ModelCloud/GPTQModel gptqmodel/hf_minimax_m2/configuration_minimax_m2.py defaults; Tenstorrent's
+# MiniMax-M2.5 helper); the upstream file itself: unverified.
+MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
+              "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+              "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8, "use_qk_norm": True,
+              "num_mtp_modules": 3, "vocab_size": 200064, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+              "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn", "activation_scheme": "dynamic",
+                                      "weight_block_size": [128, 128]}}
+
+QUOTED = {"deepseek-v3.2-exp": DEEPSEEK_V32, "kimi-k2": KIMI_K2, "qwen3-235b-a22b": QWEN3_235B, "glm-4.5": GLM45,
+          "qwen3-next-80b-a3b": QWEN3_NEXT, "minimax-m2": MINIMAX_M2}
+
+
+def write(tmp: Path, config: dict, **files: dict) -> Path:
+    """A checkpoint directory with this config.json (and other small files by name)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "config.json").write_text(json.dumps(config))
+    for name, data in files.items():
+        (tmp / name.replace("__", ".")).write_text(json.dumps(data))
+    return tmp

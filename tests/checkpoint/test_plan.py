@@ -1,0 +1,136 @@
+"""model.config_path: plan, estimate and refusals for models described from their checkpoint (issue 26 item 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deployctl import catalog
+from deployctl.checkpoint import describe
+from deployctl.checkpoint.planner import model_info
+from deployctl.errors import InventoryError
+from deployctl.inventory.load import parse_yaml
+from deployctl.inventory.validate import validate_inventory
+from deployctl.planning.plan import plan_layout
+from tests.checkpoint.quoted import QUOTED, write
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
+
+
+def inventory(name: str, config: Path | None, quant: str = "bf16", nodes: int = 1, preset: str = "single",
+              hardware: str = "a2", engine: str = "vllm-ascend", max_seq_len: int = 8192) -> str:
+    per = 8 if hardware == "a2" else 16
+    image = "quay.io/ascend/vllm-ascend:v0.13.0" if engine == "vllm-ascend" else "mindie:test"
+    node_yaml = "\n".join(
+        f"  - name: n{k}\n    address: 10.0.{k}.1\n    interface: eth0\n    devices: ["
+        + ", ".join(f"{{id: {i}, ip: 29.{k}.{i}.1}}" for i in range(per)) + "]" for k in range(nodes))
+    path = f", config_path: '{config}'" if config else ""
+    return f"""
+cluster: {{name: t, hardware: {hardware}}}
+engine: {{kind: {engine}, image: '{image}'}}
+model: {{name: {name}, quant: {quant}, weights_path: /w, served_name: m{path},
+        max_seq_len: {max_seq_len}, max_input_len: 4096, max_batch_size: 32}}
+layout: {{preset: {preset}}}
+nodes:
+{node_yaml}
+"""
+
+
+def plan_of(text: str):
+    return plan_layout(validate_inventory(parse_yaml(text, "t.yaml", Path("."))))
+
+
+def test_dense_qwen3_32b_plans_tp_over_one_a2_server():
+    plan = plan_of(inventory("qwen3-32b", FIXTURES / "qwen3-32b"))
+    (inst,) = plan.instances
+    assert inst.degrees.tp == 8 and inst.memory.fits
+    weights = describe(FIXTURES / "qwen3-32b").weights.computed_total
+    # all of it split by TP 8 (no experts): within rounding of the plan's 2-decimal GB
+    assert inst.memory.weights_gb == pytest.approx(weights / 8 / 1e9, abs=0.02)
+    assert inst.memory.kv_bytes_per_token == 64 * 2 * 1 * 128 * 2     # 8 KV heads over TP 8
+
+
+def test_a_model_not_in_the_catalog_needs_config_path():
+    with pytest.raises(InventoryError) as exc:
+        plan_of(inventory("qwen3-32b-local", None))
+    assert "config_path" in exc.value.render()
+
+
+def test_a_broken_checkpoint_is_refused_naming_config_path_file_and_key(tmp_path):
+    bad = write(tmp_path / "ck", {**QUOTED["qwen3-235b-a22b"], "num_experts": "many"})
+    with pytest.raises(InventoryError) as exc:
+        plan_of(inventory("qwen3-broken", bad))
+    paths = [(p.path, p.file) for p in exc.value.problems]
+    assert ("model.config_path", "t.yaml") in paths
+    assert any(path == "num_experts" and file.endswith("config.json") for path, file in paths)
+    assert exc.value.exit_code == 2
+
+
+def test_qwen3_next_hybrid_state_lowers_the_sequences_held(tmp_path):
+    ck = write(tmp_path / "next", QUOTED["qwen3-next-80b-a3b"])
+    plan = plan_of(inventory("qwen3-next-80b-a3b", ck))
+    (inst,) = plan.instances
+    fit = inst.memory
+    assert fit.fits and fit.kv_bytes_per_token == 12 * 2 * 1 * 256 * 2     # 2 KV heads: one per rank past TP 2
+    # without the per-sequence state every max_seq_len sequence would cost only its tokens
+    assert fit.max_sequences < fit.max_tokens // 8192
+
+
+def test_deepseek_from_its_checkpoint_plans_and_estimates_like_the_catalog_entry():
+    text = inventory("deepseek-v3", None, quant="w8a8", nodes=2, preset="dp-ep", hardware="a3")
+    ours = plan_of(text.replace("weights_path: /w", f"weights_path: /w, config_path: '{FIXTURES / 'deepseek-v3'}'"))
+    builtin_fit = plan_of(text.replace("name: deepseek-v3", "name: deepseek-r1")).instances[0].memory
+    fit = ours.instances[0].memory
+    assert fit.kv_bytes_per_token == builtin_fit.kv_bytes_per_token
+    assert fit.weights_gb == pytest.approx(builtin_fit.weights_gb, abs=0.05)
+
+
+def test_estimate_runs_for_an_mla_model_known_only_from_its_checkpoint(tmp_path):
+    from deployctl.perf.model import estimate_plan
+    from deployctl.perf.models import Workload
+
+    ck = write(tmp_path / "k2", QUOTED["kimi-k2"])
+    plan = plan_of(inventory("kimi-k2", ck, quant="w8a8", nodes=4, preset="dp-ep", hardware="a3"))
+    est = estimate_plan(plan, Workload(input_len=2048, output_len=512))
+    assert est.tpot_ms > 0 and est.output_tokens_per_s > 0
+
+
+def test_checkpoint_numbers_against_the_hand_written_catalog():
+    """catalog/models.yaml's hand-written DeepSeek-V3 numbers are the checkpoint's rounded: every term within 0.05%
+    except the router (0.00184 B written, 0.001835 B = 7168 x 256 + 256 bias from the config: 0.26%, rounded to 3
+    digits). The checkpoint's are exact, and the built-in deepseek-v3/r1 entries use them (models.yaml
+    `checkpoint: deepseek-v3`)."""
+    hand = catalog._read("models.yaml")["deepseek-v3"]["params_b"]
+    ours = catalog.builtin_models()["deepseek-v3"]
+    assert ours.checkpoint == "deepseek-v3" and catalog.builtin_models()["deepseek-r1"].params_b == ours.params_b
+    for field in ("attention_per_layer", "o_proj_per_layer", "dense_ffn_per_layer", "expert", "embedding", "lm_head"):
+        assert getattr(ours.params_b, field) == pytest.approx(hand[field], rel=5e-4), field
+    assert ours.params_b.router_per_layer == pytest.approx(0.001835264) != hand["router_per_layer"]
+    assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv.latent) == (61, 3, 256, 1, 576)
+
+
+def test_recommend_for_a_dense_model_varies_attention_only():
+    from deployctl.perf.recommend import layouts
+
+    inv = validate_inventory(parse_yaml(inventory("qwen3-32b", FIXTURES / "qwen3-32b"), "t.yaml", Path(".")))
+    cands = layouts(inv)
+    assert not any("moe_tp" in lay for lay in cands)
+    assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4, 8}
+
+
+def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence(tmp_path):
+    """Qwen3-Next's decode step: KV of the 12 full-attention layers, plus each sequence's linear-attention state,
+    not a KV cache in all 48 layers."""
+    from deployctl.perf.core import step
+    from deployctl.perf.model import context
+
+    plan = plan_of(inventory("qwen3-next", write(tmp_path / "n", QUOTED["qwen3-next-80b-a3b"])))
+    ctx = context(plan)
+    su = ctx.setups[plan.instances[0].name]
+    st = step(su, "decode", 8, 4096, ctx.consts, seqs_group=8)
+    (core,) = [p for p in st.parts if p.name.startswith("attention core")]
+    info = catalog.models()["qwen3-next"]
+    kv_per_seq_layer = 4096 * 2 * 1 * 256 * 2                     # 2 KV heads over TP 8: one per rank
+    state = info.kv.state_bytes_per_seq / 8
+    assert core.bytes == pytest.approx(12 * 8 * kv_per_seq_layer + 8 * state)
