@@ -279,14 +279,25 @@ def user_key(overrides: dict, key: str) -> str | None:
     return "engine.config" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in walked)
 
 
-def _inventory_path(overrides: dict, r: Refusal) -> tuple[str, bool]:
+def _inventory_path(inv, role: str, r: Refusal) -> tuple[str, bool]:
+    """Where the refused value comes from: the role's layout.<role>.engine.config / .model when it set the key
+    (pd-split), else engine.config, else the inventory key deployctl derived it from."""
+    from deployctl.inventory.roles import role_block
+
+    block = role_block(inv, role)
     if r.doc == "config":
-        user = user_key(overrides, r.key)
+        own = user_key((block.engine.get("config") or {}) if block is not None else {}, r.key)
+        if own:
+            return f"layout.{role}.{own}", True
+        user = user_key(inv.engine.config, r.key)
         if user:
             return user, True
         generic = re.sub(r"\[\d+\]", "[0]", r.key)
         for key, where in INVENTORY_KEYS.items():
             if generic == key:
+                field = where.split(".", 1)[1] if where.startswith("model.") else None
+                if field and block is not None and block.model is not None and getattr(block.model, field, None):
+                    return f"layout.{role}.{where}", False
                 return where, False
         if r.key.startswith("BackendConfig.ModelDeployConfig.ModelConfig"):
             return "model", False
@@ -310,7 +321,6 @@ def plan_findings(plan) -> list:
     version = plan.engine.version
     if source_set(version) is None:
         return []
-    overrides = plan.inventory.engine.config
     seen: dict[tuple, list[str]] = {}
     for inst in plan.instances:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
@@ -323,10 +333,10 @@ def plan_findings(plan) -> list:
                 for r in evaluate(doc, version, ranktable=rt, env=env):
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
-                                     r.key), []).append(what)
+                                     r.key, node.role), []).append(what)
     out = []
-    for (_, doc, _, message, src, key), files in seen.items():
-        where, by_user = _inventory_path(overrides, Refusal("", doc, key, message, src))
+    for (_, doc, _, message, src, key, role), files in seen.items():
+        where, by_user = _inventory_path(plan.inventory, role, Refusal("", doc, key, message, src))
         more = f" (and {len(files) - 1} more file{'s' if len(files) > 2 else ''})" if len(files) > 1 else ""
         hint = (f"MindIE {version} refuses this value at start: change or remove {where}" if by_user else
                 f"deployctl rendered this {key!r}: a deployctl bug (MindIE {version} would refuse the file); "

@@ -147,7 +147,8 @@ def test_deployment_renders_as_published(name, capsys):
         elif not same and "differs" not in entry:
             unexplained.append(f"{_label(name, entry)}: published {published!r} ({entry['src']}), rendered {shown}")
         elif not same:
-            explained.append(f"{_label(name, entry)}: published {published!r}, rendered {shown} — {entry['differs']}")
+            was = "(absent)" if published is MISSING else repr(published)
+            explained.append(f"{_label(name, entry)}: published {was}, rendered {shown} — {entry['differs']}")
     with capsys.disabled():
         for line in explained:
             print(f"\n  explained: {line}", end="")
