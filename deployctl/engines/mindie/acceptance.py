@@ -311,7 +311,16 @@ def _has_gaps(ranktable: dict) -> bool:
 
 
 def plan_findings(plan) -> list:
-    """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error)."""
+    """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error); a refusal
+    engine.assume names is left out here (support.check lists it as a warning: assume.py)."""
+    from deployctl.engines.mindie import assume
+
+    return [f for refusal, f in plan_refusals(plan) if assume.apply(plan.inventory, refusal, f).level == "error"]
+
+
+def plan_refusals(plan) -> list:
+    """(acceptance check id, Finding error) of every refusal of this plan's rendered config files."""
+    from deployctl.engines.mindie.assume import hint as assume_hint
     from deployctl.engines.base import Finding
     from deployctl.engines.mindie.config import config_files
     from deployctl.engines.mindie.env import computed_env
@@ -335,12 +344,13 @@ def plan_findings(plan) -> list:
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
                                      r.key, node.role), []).append(what)
     out = []
-    for (_, doc, _, message, src, key, role), files in seen.items():
+    for (check, doc, _, message, src, key, role), files in seen.items():
         where, by_user = _inventory_path(plan.inventory, role, Refusal("", doc, key, message, src))
         more = f" (and {len(files) - 1} more file{'s' if len(files) > 2 else ''})" if len(files) > 1 else ""
         hint = (f"MindIE {version} refuses this value at start: change or remove {where}" if by_user else
                 f"deployctl rendered this {key!r}: a deployctl bug (MindIE {version} would refuse the file); "
                 f"report it, or set a value MindIE accepts through engine.config")
-        out.append(Finding("error", where, f"MindIE {version} refuses {files[0]}{more}: {key}: {message}",
-                           src, hint=hint))
+        hint += f"; {assume_hint(check)}"
+        out.append((check, Finding("error", where, f"MindIE {version} refuses {files[0]}{more}: {key}: {message}",
+                                   src, hint=hint)))
     return out

@@ -156,11 +156,22 @@ def _speculative(inv, raw) -> list[Problem]:
     return out
 
 
+def _assume(e, raw) -> list[Problem]:
+    from deployctl.engines.mindie.assume import MATRIX, known
+
+    ids = known()
+    return [raw.problem(("engine", "assume", i, "refusal"), f"no refusal is named {a.refusal!r}",
+                        f"name one of {', '.join(MATRIX)} or a MindIE acceptance check id (acceptance.yaml), as "
+                        "the refusal's hint says")
+            for i, a in enumerate(e.assume) if a.refusal not in ids]
+
+
 def engine_problems(inv, raw) -> list[Problem]:
     e = inv.engine
     out = _env_values(e.env, raw, inv)
     out += _config_keys(inv, raw)
     out += _ms(e, raw)
+    out += _assume(e, raw)
     out += _speculative(inv, raw)
     out += _ports(e, raw)
     if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
