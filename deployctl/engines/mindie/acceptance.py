@@ -310,6 +310,34 @@ def _has_gaps(ranktable: dict) -> bool:
                for d in s.get("device") or [])
 
 
+def _ms_refusals(plan, version) -> list:
+    """MindIE-MS's refusals of ms_controller.json / ms_coordinator.json (acceptance_ms.py), pd-split only."""
+    from deployctl.engines.base import Finding
+    from deployctl.engines.mindie.acceptance_ms import evaluate
+    from deployctl.engines.mindie.assume import hint as assume_hint
+    from deployctl.engines.mindie.ms import controller_doc, coordinator_doc
+
+    router = next((n for n in plan.nodes if n.runs_router), None)
+    if router is None:
+        return []
+    out = []
+    for side, doc in (("controller", controller_doc(plan)), ("coordinator", coordinator_doc(plan))):
+        user = getattr(plan.inventory.engine.ms, side)
+        for check, key, message, src in evaluate(doc, side, version):
+            node, set_by_user = user, True
+            for step in key.split("."):
+                if not isinstance(node, dict) or step not in node:
+                    set_by_user = False
+                    break
+                node = node[step]
+            where = f"engine.ms.{side}.{key}" if set_by_user else "engine.ms"
+            hint = (f"MindIE-MS {version} refuses this value at start: change or remove {where}" if set_by_user else
+                    f"deployctl rendered this {key!r}: a deployctl bug; report it")
+            out.append((check, Finding("error", where, f"MindIE-MS {version} refuses {router.name}/ms_{side}.json: "
+                                       f"{key}: {message}", src, hint=f"{hint}; {assume_hint(check)}")))
+    return out
+
+
 def plan_findings(plan) -> list:
     """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error); a refusal
     engine.assume names is left out here (support.check lists it as a warning: assume.py)."""
@@ -343,7 +371,7 @@ def plan_refusals(plan) -> list:
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
                                      r.key, node.role), []).append(what)
-    out = []
+    out = _ms_refusals(plan, version)
     for (check, doc, _, message, src, key, role), files in seen.items():
         where, by_user = _inventory_path(plan.inventory, role, Refusal("", doc, key, message, src))
         more = f" (and {len(files) - 1} more file{'s' if len(files) > 2 else ''})" if len(files) > 1 else ""

@@ -33,8 +33,12 @@ def known() -> dict[str, str]:
     from deployctl.engines.mindie.acceptance import data
 
     out = dict(MATRIX)
+    from deployctl.engines.mindie.acceptance_ms import checks as ms_checks
+
     out.update({c["id"]: f"MindIE's own check {c['id']} (acceptance.yaml)" for c in data()["checks"]
                 if c.get("kind") != "runtime"})
+    out.update({c["id"]: f"MindIE-MS's check {c['id']} (acceptance_ms.yaml)" for side in ("controller", "coordinator")
+                for c in ms_checks(side)})
     return out
 
 
