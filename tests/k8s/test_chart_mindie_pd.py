@@ -98,10 +98,12 @@ def check(stem: str, objects: list[dict]) -> int:
                 assert files[name].encode() == (BARE_METAL / stem / node / name).read_bytes(), (node, name)
                 checked += 1
             bare = without(env_file(BARE_METAL / stem / node / "env"), POD_ENV + MS_ENV)
-            assert without(env, ("DEPLOYCTL_DP_SERVERS",)) == bare, node
+            assert without(env, ("DEPLOYCTL_DP_SERVERS", "DEPLOYCTL_DP_CPU_SLICES")) == bare, node
         if inst["role"] == "decode":    # distributed DP: one server per DP rank, as many as start.sh starts
             assert len(mounted) > 2 and env["DEPLOYCTL_DP_SERVERS"] == run_env["DEPLOYCTL_DP_SERVERS"] == str(
                 len(mounted) - 1)
+            # A3: each DP server on its CPU slice, as start.sh binds it (install.py _dp)
+            assert env.get("DEPLOYCTL_DP_CPU_SLICES") == run_env.get("DEPLOYCTL_DP_CPU_SLICES")
         sets = [by[("StatefulSet", f"{prefix}-{inst['name']}-{r}")] for r in ("master", "worker")
                 if ("StatefulSet", f"{prefix}-{inst['name']}-{r}") in by]
         assert [n for s in sets for n in pinned(s["spec"]["template"]["spec"])] == \

@@ -29,6 +29,7 @@ from deployctl.engines.mindie.config import config_files
 from deployctl.engines.mindie.env import node_env
 from deployctl.engines.mindie.install import install, ms_home, server
 from deployctl.engines.mindie.processes import dp_servers
+from deployctl.engines.mindie.start import dp_cpu_slices
 from deployctl.engines.mindie.support import distributed
 from deployctl.errors import LayoutError, Problem, RenderError
 from deployctl.k8s.chart_values import Instance, Service, common_values, files_of
@@ -89,6 +90,8 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
             # bare metal's start.sh (processes.dp_servers; config.config_files)
             names = tuple(config_files(plan, master)) + ("ranktable.json",)
             env["DEPLOYCTL_DP_SERVERS"] = str(dp_servers(plan, master))
+            if dp_cpu_slices(plan, master):     # A3: DP server i on CPU slice i (start.py)
+                env["DEPLOYCTL_DP_CPU_SLICES"] = str(dp_cpu_slices(plan, master))
             _same_dp_servers(plan, inst)
         else:
             names = ("config.json",) if cluster_table else ("config.json", "ranktable.json")

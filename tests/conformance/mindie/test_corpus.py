@@ -66,7 +66,9 @@ def _argv(script: str, env: dict) -> dict[str, list[str]]:
     out = {}
     for payload in re.findall(r"bash -c '(.*)'$", script, re.M):
         tail = payload.split('export "$_kv"; done; ', 1)[-1]     # after the set_env prelude
-        cmd = re.search(r'(?:exec |do )("?\$DEPLOYCTL_DAEMON"?|mindie_motor_\w+)([^&;]*)', tail)
+        # a DP server may be prefixed by its CPU binding ("${bind[@]}": taskset -c, computed at start)
+        cmd = re.search(r'(?:exec |do |; )(?:"\$\{bind\[@\]\}" )?("?\$DEPLOYCTL_DAEMON"?|mindie_motor_\w+)([^&;]*)',
+                        tail)
         assert cmd, payload
         words = [re.sub(r"\$\{?(\w+)\}?", lambda m: consts.get(m.group(1), m.group(0)), w)
                  for w in shlex.split(cmd.group(1) + cmd.group(2))]
