@@ -25,11 +25,10 @@ from conftest import EXAMPLES, HELM, ROOT, check_golden, run_cli
 CHART = ROOT / "deployctl" / "charts" / "ascend-llm"
 GOLDEN = ROOT / "charts" / "examples"
 BARE_METAL = ROOT / "tests" / "golden"
-# MindIE pd-split is refused for Kubernetes (MindIE's distributed decode needs one server per DP rank; the chart
-# runs one per pod): test_pd_split_is_refused_for_kubernetes
+# MindIE pd-split included: P and D instances as StatefulSets (a distributed decode pod runs one server per DP
+# rank, as start.sh does), MindIE-MS as two Deployments (tests/k8s/test_chart_mindie_pd.py)
 VLLM_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if "kind: vllm-ascend" in p.read_text())
-MINDIE_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml")
-                      if "pd-split" not in p.read_text() and p.stem not in VLLM_CASES)
+MINDIE_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if p.stem not in VLLM_CASES)
 CASES = MINDIE_CASES + VLLM_CASES
 K8S_VERSIONS = ("1.28.0", "1.33.0")
 
@@ -121,7 +120,9 @@ def test_configmaps_hold_the_bare_metal_files_byte_for_byte(stem, rendered):
     compared = 0
     for inst in plan["instances"]:
         data = maps[f"{prefix}-{inst['name']}-files"]["data"]
-        expected = {"config.json"} | ({"ranktable.json"} if len(inst["nodes"]) > 1 else set())
+        # what start.sh mounts: config.json (a distributed decode: config1..N.json) and the rank table
+        expected = {f.name for f in (BARE_METAL / stem / inst["master"]).iterdir()
+                    if (f.name.startswith("config") and f.suffix == ".json") or f.name == "ranktable.json"}
         assert set(data) == expected
         for name in expected:
             for node in inst["nodes"]:   # the same bytes every node of the instance gets on bare metal
@@ -168,15 +169,6 @@ def test_pods_take_whole_servers_with_string_quantities(stem, rendered):
                 "containerPort"], "scheme": "HTTP"}
         else:
             assert "readinessProbe" not in probes and "startupProbe" not in probes
-
-
-def test_pd_split_is_refused_for_kubernetes(tmp_path):
-    """The chart runs one MindIE server per pod; upstream decode runs one per DP rank (Motor boot.sh L115-142)."""
-    res = run_cli("render", "--target", "helm", "-i", str(EXAMPLES / "a3-pd-2p2d.yaml"), "-o", str(tmp_path / "t"))
-    assert res.returncode == 2, res.stdout + res.stderr
-    assert "pd-split is not rendered for Kubernetes yet" in res.stdout + res.stderr
-    assert "--target hosts" in res.stdout + res.stderr
-    assert "Traceback" not in res.stderr
 
 
 def test_pods_are_pinned_to_their_servers_master_first():

@@ -151,19 +151,26 @@ def test_the_scheduler_refusing_a_pod_is_named_with_its_own_event(k8s_cluster, k
             servers(cluster, STEM)          # node2 back to 8 NPUs for the next tests
 
 
-def test_pd_split_up_on_kubernetes_is_refused_before_anything_changes(k8s_cluster, k8s_ns, tmp_path):
-    """MindIE's decode runs one server per DP rank (distributed DP); the chart runs one server per pod, so
-    pd-split is refused for Kubernetes (exit 2, nothing installed) instead of deploying a decode MindIE-MS
-    cannot reach (mindie-upstream-rules.md §1.1)."""
+def test_pd_split_up_on_kubernetes_places_every_instance_and_mindie_ms(k8s_cluster, k8s_ns, tmp_path):
+    """MindIE pd-split on Kubernetes (issue 22 item 6): `up` installs the P and D instances (the decode pods run
+    one server per DP rank) and MindIE-MS's controller and coordinator, each pod on the server the rank tables
+    name; clients go through the coordinator (tests/k8s/test_chart_mindie_pd.py compares files, env, scripts)."""
     cluster, ns = k8s_cluster, k8s_ns
-    servers(cluster, "a3-pd-2p2d")
-    inv = inventory(tmp_path, "a3-pd-2p2d", cluster, ns)
-    mark = cluster.audit_mark()
+    stem = "a3-pd-2p1d"
+    servers(cluster, stem)
+    inv = inventory(tmp_path, stem, cluster, ns)
     res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", READY)
-    assert res.returncode == 2, res.stdout + res.stderr
-    assert "pd-split is not rendered for Kubernetes yet" in res.stdout + res.stderr
-    assert cluster.writes(mark) == []
-    assert cluster.get(f"/api/v1/namespaces/{ns}") is None
+    assert res.returncode == 0, res.stdout + res.stderr
+    pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in objects(cluster, "Pod", ns)}
+    prefix = "v32-2p1d-ascend-llm"
+    assert {n: pods[n] for n in pods if "-ms-" not in n} == {
+        f"{prefix}-prefill-0-master-0": "p1", f"{prefix}-prefill-0-worker-0": "p2",
+        f"{prefix}-prefill-1-master-0": "p3", f"{prefix}-prefill-1-worker-0": "p4",
+        f"{prefix}-decode-master-0": "d1", f"{prefix}-decode-worker-0": "d2"}
+    ms = {n.split("-ms-")[1].split("-")[0]: node for n, node in pods.items() if "-ms-" in n}
+    assert ms == {"controller": "p1", "coordinator": "p1"}
+    res = cli(tmp_path, cluster, "down", "-t", "k8s", "-i", str(inv))
+    assert res.returncode == 0, res.stderr
 
 
 @pytest.mark.parametrize("case, expect", [

@@ -279,14 +279,25 @@ def user_key(overrides: dict, key: str) -> str | None:
     return "engine.config" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in walked)
 
 
-def _inventory_path(overrides: dict, r: Refusal) -> tuple[str, bool]:
+def _inventory_path(inv, role: str, r: Refusal) -> tuple[str, bool]:
+    """Where the refused value comes from: the role's layout.<role>.engine.config / .model when it set the key
+    (pd-split), else engine.config, else the inventory key deployctl derived it from."""
+    from deployctl.inventory.roles import role_block
+
+    block = role_block(inv, role)
     if r.doc == "config":
-        user = user_key(overrides, r.key)
+        own = user_key((block.engine.get("config") or {}) if block is not None else {}, r.key)
+        if own:
+            return f"layout.{role}.{own}", True
+        user = user_key(inv.engine.config, r.key)
         if user:
             return user, True
         generic = re.sub(r"\[\d+\]", "[0]", r.key)
         for key, where in INVENTORY_KEYS.items():
             if generic == key:
+                field = where.split(".", 1)[1] if where.startswith("model.") else None
+                if field and block is not None and block.model is not None and getattr(block.model, field, None):
+                    return f"layout.{role}.{where}", False
                 return where, False
         if r.key.startswith("BackendConfig.ModelDeployConfig.ModelConfig"):
             return "model", False
@@ -299,8 +310,45 @@ def _has_gaps(ranktable: dict) -> bool:
                for d in s.get("device") or [])
 
 
+def _ms_refusals(plan, version) -> list:
+    """MindIE-MS's refusals of ms_controller.json / ms_coordinator.json (acceptance_ms.py), pd-split only."""
+    from deployctl.engines.base import Finding
+    from deployctl.engines.mindie.acceptance_ms import evaluate
+    from deployctl.engines.mindie.assume import hint as assume_hint
+    from deployctl.engines.mindie.ms import controller_doc, coordinator_doc
+
+    router = next((n for n in plan.nodes if n.runs_router), None)
+    if router is None:
+        return []
+    out = []
+    for side, doc in (("controller", controller_doc(plan)), ("coordinator", coordinator_doc(plan))):
+        user = getattr(plan.inventory.engine.ms, side)
+        for check, key, message, src in evaluate(doc, side, version):
+            node, set_by_user = user, True
+            for step in key.split("."):
+                if not isinstance(node, dict) or step not in node:
+                    set_by_user = False
+                    break
+                node = node[step]
+            where = f"engine.ms.{side}.{key}" if set_by_user else "engine.ms"
+            hint = (f"MindIE-MS {version} refuses this value at start: change or remove {where}" if set_by_user else
+                    f"deployctl rendered this {key!r}: a deployctl bug; report it")
+            out.append((check, Finding("error", where, f"MindIE-MS {version} refuses {router.name}/ms_{side}.json: "
+                                       f"{key}: {message}", src, hint=f"{hint}; {assume_hint(check)}")))
+    return out
+
+
 def plan_findings(plan) -> list:
-    """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error)."""
+    """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error); a refusal
+    engine.assume names is left out here (support.check lists it as a warning: assume.py)."""
+    from deployctl.engines.mindie import assume
+
+    return [f for refusal, f in plan_refusals(plan) if assume.apply(plan.inventory, refusal, f).level == "error"]
+
+
+def plan_refusals(plan) -> list:
+    """(acceptance check id, Finding error) of every refusal of this plan's rendered config files."""
+    from deployctl.engines.mindie.assume import hint as assume_hint
     from deployctl.engines.base import Finding
     from deployctl.engines.mindie.config import config_files
     from deployctl.engines.mindie.env import computed_env
@@ -310,7 +358,6 @@ def plan_findings(plan) -> list:
     version = plan.engine.version
     if source_set(version) is None:
         return []
-    overrides = plan.inventory.engine.config
     seen: dict[tuple, list[str]] = {}
     for inst in plan.instances:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
@@ -323,14 +370,15 @@ def plan_findings(plan) -> list:
                 for r in evaluate(doc, version, ranktable=rt, env=env):
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
-                                     r.key), []).append(what)
-    out = []
-    for (_, doc, _, message, src, key), files in seen.items():
-        where, by_user = _inventory_path(overrides, Refusal("", doc, key, message, src))
+                                     r.key, node.role), []).append(what)
+    out = _ms_refusals(plan, version)
+    for (check, doc, _, message, src, key, role), files in seen.items():
+        where, by_user = _inventory_path(plan.inventory, role, Refusal("", doc, key, message, src))
         more = f" (and {len(files) - 1} more file{'s' if len(files) > 2 else ''})" if len(files) > 1 else ""
         hint = (f"MindIE {version} refuses this value at start: change or remove {where}" if by_user else
                 f"deployctl rendered this {key!r}: a deployctl bug (MindIE {version} would refuse the file); "
                 f"report it, or set a value MindIE accepts through engine.config")
-        out.append(Finding("error", where, f"MindIE {version} refuses {files[0]}{more}: {key}: {message}",
-                           src, hint=hint))
+        hint += f"; {assume_hint(check)}"
+        out.append((check, Finding("error", where, f"MindIE {version} refuses {files[0]}{more}: {key}: {message}",
+                                   src, hint=hint)))
     return out

@@ -33,6 +33,8 @@ class Ports(Frozen):
     multiNode: int = Field(1120, ge=1024, le=65535)
     coordinator: int = Field(1035, ge=1024, le=65535)
     controller: int = Field(1045, ge=1024, le=65535)
+    distBase: int = Field(10000, ge=1024, le=65000, description="pd-split decode: DP rank r of a pod serves on "
+                                                                "distBase + 4r .. +3 (management: +1)")
 
 
 class Ms(Frozen):
@@ -49,6 +51,8 @@ class Launchers(Frozen):
     """bash -c of each role, the same text bare metal's start.sh runs (engines/mindie/install.py, per version)."""
 
     server: str = Field(RUN_PACKAGE.launcher, description="one MindIE server")
+    dpServer: str = Field(RUN_PACKAGE.dp_launcher, description="pd-split decode (distributed DP): one MindIE server "
+                                                               "per DP rank of the pod, config<i>.json each")
     controller: str = Field(dict(RUN_PACKAGE.ms_launchers)["controller"], description="MindIE-MS controller")
     coordinator: str = Field(dict(RUN_PACKAGE.ms_launchers)["coordinator"], description="MindIE-MS coordinator")
 

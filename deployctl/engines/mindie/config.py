@@ -22,6 +22,7 @@ import json
 from deployctl import catalog
 from deployctl.engines.mindie.processes import dp_ports, dp_servers, is_distributed
 from deployctl.engines.mindie.support import backend
+from deployctl.inventory.roles import for_role
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan, PlanNode
 from deployctl.planning.plan import max_prefill_tokens
@@ -34,8 +35,14 @@ def _tls_paths(prefix: str, base: str) -> dict:
             f"{prefix}TlsCrlPath": f"security/{base}/certs/", f"{prefix}TlsCrlFiles": ["server_crl.pem"]}
 
 
+def role_inventory(plan: Plan, node: PlanNode):
+    """The inventory as this node's role sees it: layout.<role>.engine.config and layout.<role>.model (pd-split)
+    over the engine and model blocks (inventory/roles.py); the inventory itself for a mixed node."""
+    return for_role(plan.inventory, node.role)
+
+
 def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
-    e = plan.inventory.engine
+    e = role_inventory(plan, node).engine
     tls = e.tls
     pd = node.role != "mixed"
     # the same file on every node of an instance (MindIE guide): MIES_CONTAINER_IP in env picks the node
@@ -64,7 +71,7 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
 
 
 def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
-    inv = plan.inventory
+    inv = role_inventory(plan, node)
     info = catalog.models()[inv.model.name]
     d = inst.degrees
     # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803).
@@ -101,7 +108,7 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
 
 
 def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
-    inv = plan.inventory
+    inv = role_inventory(plan, node)
     m = inv.model
     e = inv.engine
     dist = is_distributed(plan, node)
@@ -144,8 +151,9 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
         "LogConfig": {"dynamicLogLevel": "", "dynamicLogLevelValidHours": 2, "dynamicLogLevelValidTime": ""},
         "EnableDynamicAdjustTimeoutConfig": False,
     }
-    # key by key; lists of objects by position (ModelConfig[0] keeps its rendered keys): settings.py MindieSettings
-    return merge_by_position(doc, plan.inventory.engine.config)
+    # key by key; lists of objects by position (ModelConfig[0] keeps its rendered keys): settings.py MindieSettings.
+    # A pd-split role's layout.<role>.engine.config is already merged over engine.config (roles.for_role)
+    return merge_by_position(doc, role_inventory(plan, node).engine.config)
 
 
 def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:

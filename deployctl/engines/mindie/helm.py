@@ -4,6 +4,11 @@ The files the engine reads (config.json, ranktable.json, the MindIE-MS files) ar
 bare-metal render, so the ConfigMaps hold the same bytes; the env presets are the same, minus the three
 per-pod variables the chart takes from the downward API (the pod IP is the server IP under hostNetwork).
 
+pd-split: the P and D instances are StatefulSets like any other (a distributed decode pod runs one server per DP
+rank from config1..N.json, as start.sh does: values mindie.launchers.dpServer) and MindIE-MS's controller and
+coordinator run as Deployments pinned to the prefill master's server, with its ms_controller.json,
+ms_coordinator.json and global_ranktable.json (templates/mindie-ms.yaml).
+
 Example (2 x 8 A2 tp-pp, abridged)::
 
     npu: {resource: huawei.com/Ascend910, perPod: 8, acceleratorType: module-910b-8}
@@ -18,9 +23,14 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
+from deployctl.engines.container import ENV_KEYS
 from deployctl.engines.mindie.chart_values import Launchers, MindieValues, Ms, Ports, RankTable
+from deployctl.engines.mindie.config import config_files
 from deployctl.engines.mindie.env import node_env
 from deployctl.engines.mindie.install import install, ms_home, server
+from deployctl.engines.mindie.processes import dp_servers
+from deployctl.engines.mindie.start import dp_cpu_slices
+from deployctl.engines.mindie.support import distributed
 from deployctl.errors import LayoutError, Problem, RenderError
 from deployctl.k8s.chart_values import Instance, Service, common_values, files_of
 from deployctl.k8s.nodes import k8s_node
@@ -39,6 +49,9 @@ def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] =
     """The env every pod of ``nodes`` shares; a difference beyond POD_ENV is a bug, not a user error."""
     skip = POD_ENV + drop
     envs = [{k: v for k, v in node_env(plan, plan.node(n)).items() if k not in skip} for n in nodes]
+    for env in envs:    # the variables a pod keeps over set_env.sh: not the MindIE-MS node's own (pd-split)
+        if ENV_KEYS in env:
+            env[ENV_KEYS] = " ".join(k for k in env[ENV_KEYS].split() if k not in drop)
     ifaces = {n: e.get("GLOO_SOCKET_IFNAME") for n, e in zip(nodes, envs)}
     if len(set(ifaces.values())) > 1:
         index = {n.name: i for i, n in enumerate(plan.inventory.nodes)}
@@ -53,25 +66,41 @@ def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] =
     return envs[0]
 
 
+def _same_dp_servers(plan: Plan, inst) -> None:
+    """Every pod of a distributed decode instance runs the same number of DP servers (one env per instance)."""
+    counts = {n: dp_servers(plan, plan.node(n)) for n in inst.nodes}
+    if len(set(counts.values())) > 1:
+        raise LayoutError(f"the servers of decode instance {inst.name} would run different numbers of DP servers "
+                          f"({', '.join(f'{n}: {c}' for n, c in counts.items())})",
+                          problems=[Problem(path="layout.decode.nodes", message="servers with different NPU counts")],
+                          hint="give the decode servers the same devices, or deploy with --target hosts")
+
+
 def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     inv = plan.inventory
     e = inv.engine
-    if plan.preset == "pd-split":
-        raise LayoutError("pd-split is not rendered for Kubernetes yet", problems=[Problem(
-            path="layout.preset", message="the chart runs one MindIE server per pod, and MindIE's decode runs one "
-            "server per DP rank (distributed DP, Motor boot.sh L115-142)")],
-            hint="deploy pd-split with --target hosts, or use a colocated layout on Kubernetes")
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []
     for inst in plan.instances:
-        names = ("config.json",) if cluster_table else ("config.json", "ranktable.json")
+        master = plan.node(inst.master)
+        env = _shared_env(plan, inst.nodes, f"instance {inst.name}")
+        if distributed(plan, inst):
+            # one server per DP rank of the pod, each reading its config<i>.json: the same files and count as
+            # bare metal's start.sh (processes.dp_servers; config.config_files)
+            names = tuple(config_files(plan, master)) + ("ranktable.json",)
+            env["DEPLOYCTL_DP_SERVERS"] = str(dp_servers(plan, master))
+            if dp_cpu_slices(plan, master):     # A3: DP server i on CPU slice i (start.py)
+                env["DEPLOYCTL_DP_CPU_SLICES"] = str(dp_cpu_slices(plan, master))
+            _same_dp_servers(plan, inst)
+        else:
+            names = ("config.json",) if cluster_table else ("config.json", "ranktable.json")
         instances.append(Instance(
             name=inst.name, role=inst.role,
             servers=len(inst.nodes),
             nodes=[] if cluster_table else [k8s_node(plan, inst.master)] + [
                 k8s_node(plan, n) for n in inst.nodes if n != inst.master],
-            env=_shared_env(plan, inst.nodes, f"instance {inst.name}"),
+            env=env,
             files=files_of(artifacts, inst.master, names)))
     ms = Ms()
     ms_node = next((n for n in plan.nodes if n.runs_router), None)
@@ -84,7 +113,9 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
         plan, service=Service(port=p.coordinator if ms_node is not None else p.http), instances=instances,
         mindie=MindieValues(
             rankTable=RankTable(source=inv.kubernetes.rank_table), daemon=server(e), msHome=ms_home(e),
-            launchers=Launchers(server=install(e).launcher, **dict(install(e).ms_launchers)), tls=e.tls,
+            launchers=Launchers(server=install(e).launcher, dpServer=install(e).dp_launcher,
+                                **dict(install(e).ms_launchers)), tls=e.tls,
             ports=Ports(http=p.http, management=p.management, metrics=p.metrics, interComm=p.inter_comm,
-                        multiNode=p.multi_node, coordinator=p.coordinator, controller=p.controller),
+                        multiNode=p.multi_node, coordinator=p.coordinator, controller=p.controller,
+                        distBase=p.dist_base),
             ms=ms))

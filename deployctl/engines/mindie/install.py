@@ -42,11 +42,17 @@ class Install:
 
 
 def _dp(prefix: str) -> str:
-    # the container lives while all of them do and stops with the first that exits
+    # the container lives while all of them do and stops with the first that exits.
+    # CPU binding (A3 decode, DEPLOYCTL_DP_CPU_SLICES = the server's NPU count): DP server i runs on CPU slice i of
+    # that many, less its last 2 cores, as MindIE-Motor's node_manager does (taskset -c: llm_daemon_starter.py
+    # L38-43, L132-134; get_cores_a3 in node_manager/common/mindie_cpu_binding.py L107-118, os.cpu_count() = all
+    # online CPUs); A2's binding reads each NPU's NUMA node (get_cores_a2 L121-138) and is not rendered
     return prefix + (
-        'pids=() && for i in $(seq 1 "$DEPLOYCTL_DP_SERVERS"); do '
-        '"$DEPLOYCTL_DAEMON" --config-file "$DEPLOYCTL_WORK/config$i.json" --expert-parallel true & pids+=($!); '
-        'done; wait -n; rc=$?; kill "${pids[@]}" 2>/dev/null; wait; exit "$rc"')
+        'pids=() && for i in $(seq 1 "$DEPLOYCTL_DP_SERVERS"); do bind=(); '
+        'if [ -n "${DEPLOYCTL_DP_CPU_SLICES:-}" ]; then per=$(( $(getconf _NPROCESSORS_ONLN) / DEPLOYCTL_DP_CPU_SLICES )); '
+        'if [ "$per" -ge 3 ]; then bind=(taskset -c "$(( (i - 1) * per ))-$(( i * per - 3 ))"); fi; fi; '
+        '"${bind[@]}" "$DEPLOYCTL_DAEMON" --config-file "$DEPLOYCTL_WORK/config$i.json" --expert-parallel true & '
+        'pids+=($!); done; wait -n; rc=$?; kill "${pids[@]}" 2>/dev/null; wait; exit "$rc"')
 
 
 _RUN_SET_ENV = source_set_env(TOOLKIT_SET_ENV + ("/usr/local/Ascend/atb-models/set_env.sh",

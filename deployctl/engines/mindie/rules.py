@@ -63,13 +63,18 @@ def _partition_up(plan, inst) -> list[Finding]:
     """lm_head local TP on a decode needs DP_PARTITION_UP_ENABLE=1 (rendered by the decode preset)."""
     from deployctl.engines.mindie.presets import preset_env
 
+    from deployctl.render.env import user_env
+
     if not inst.degrees.lm_head_tp:
         return []
-    env = preset_env(plan.hardware, inst.role, plan.inventory.engine.env, model=plan.inventory.model.name)
+    user = user_env(plan.inventory, inst.role)      # engine.env, then layout.<role>.env
+    env = preset_env(plan.hardware, inst.role, user, model=plan.inventory.model.name)
     if env.get("DP_PARTITION_UP_ENABLE") == "1":
         return []
-    return [Finding("error", "engine.env.DP_PARTITION_UP_ENABLE" if "DP_PARTITION_UP_ENABLE" in
-                    plan.inventory.engine.env else _path(inst, "lm_head_tp"),
+    own = inst.role != "mixed" and "DP_PARTITION_UP_ENABLE" in getattr(plan.inventory.layout, inst.role).env
+    return [Finding("error", f"layout.{inst.role}.env.DP_PARTITION_UP_ENABLE" if own else
+                    "engine.env.DP_PARTITION_UP_ENABLE" if "DP_PARTITION_UP_ENABLE" in user else
+                    _path(inst, "lm_head_tp"),
                     f"lm_head_tp={inst.degrees.lm_head_tp} without DP_PARTITION_UP_ENABLE=1: the atb DeepSeek model "
                     "raises at load", _feature("lm_head_local_tp_needs_dp_partition_up", "atb")["source"],
                     hint="remove DP_PARTITION_UP_ENABLE from engine.env (the decode preset sets it) or drop lm_head_tp")]

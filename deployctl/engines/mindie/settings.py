@@ -39,6 +39,17 @@ class MsSettings(Strict):
     coordinator: dict[str, Any] = Field(default_factory=dict, description="Merged over ms_coordinator.json.")
 
 
+class Assumption(Strict):
+    """One refusal a custom or patched image is said to lift (engines/mindie/assume.py)."""
+
+    refusal: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description=(
+        "The id of the refusal: model-version, backend-version, quant (the support matrix), or a MindIE "
+        "acceptance check id (acceptance.yaml, e.g. modelconfig.backendType); the refusal's hint names it."))
+    reason: str = Field(min_length=1, max_length=500, description=(
+        "What the image runs that the stock release does not, e.g. \"2.2 test image with atb-models patched "
+        "for DeepSeek-V3.2\"; shown in plan next to the risk."))
+
+
 class MindieSettings(EngineBase):
     """engine.kind: mindie (the default when kind is left out)."""
 
@@ -50,6 +61,12 @@ class MindieSettings(EngineBase):
         "[{models: {deepseekv2: {...}}}]}}} adds to ModelConfig[0] and keeps its rendered keys. Keys deployctl "
         "owns (ports, ipAddress, inferMode, npuDeviceIds, multiNodesInferEnabled, modelInstanceNumber) are "
         "refused: set them through the inventory."))
+    assume: list[Assumption] = Field(default_factory=list, description=(
+        "Say what a custom or patched image runs that MindIE's support matrix or its published checks refuse: "
+        "each entry names a refusal (its id) and the reason; that refusal becomes a warning naming the risk and "
+        "the assumption (shown by plan), e.g. [{refusal: model-version, reason: \"2.2 test image with atb-models "
+        "patched for DeepSeek-V3.2\"}]. Nothing else changes: deployctl still renders what it would for "
+        "engine.version (set other values through engine.config)."))
     ms: MsSettings = Field(default_factory=MsSettings, description=(
         "pd-split: MindIE-MS controller/coordinator settings merged over ms_controller.json / ms_coordinator.json."))
     ports: Ports = Field(default_factory=Ports, description=(

@@ -51,7 +51,13 @@ def start_script(plan: Plan, node: PlanNode) -> str:
         devices=devices(node),
         mounts=mounts, work_dir=e.work_dir, daemon=server(e),
         launcher=install(e).dp_launcher if dist else install(e).launcher,
-        dp_servers=dp_servers(plan, node) if dist else 0)
+        dp_servers=dp_servers(plan, node) if dist else 0, dp_cpu_slices=dp_cpu_slices(plan, node))
+
+
+def dp_cpu_slices(plan: Plan, node: PlanNode) -> int:
+    """A3 distributed decode: the CPU slices the DP servers are bound to (one per NPU of the server, MindIE-Motor
+    mindie_cpu_binding.py get_cores_a3 L107-118); 0 = no binding (A2 binds by NUMA node: not rendered)."""
+    return len(node.device_ids) if is_distributed(plan, node) and plan.hardware == "a3" else 0
 
 
 def ms_script(plan: Plan, node: PlanNode) -> str:

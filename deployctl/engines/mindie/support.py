@@ -95,12 +95,42 @@ def expand_source(source: str) -> str:
 
 
 def check(plan) -> list[Finding]:
+    """The support matrix's findings, engine.assume applied (assume.py); the acceptance refusals an assumption
+    turned into warnings are listed here too, so that plan shows them."""
     from dataclasses import replace
 
-    return [replace(f, source=expand_source(f.source)) for f in _check(plan)]
+    from deployctl.engines.mindie import assume
+    from deployctl.engines.mindie.acceptance import plan_refusals
+
+    hit: set[str] = set()
+    out = []
+    for refusal, f in _check(plan):
+        if refusal is not None and f.level == "error":
+            hit.add(refusal)
+            f = assume.apply(plan.inventory, refusal, f)
+        out.append(replace(f, source=expand_source(f.source)))
+    if getattr(plan.inventory.engine, "assume", None):
+        for refusal, f in plan_refusals(plan):
+            hit.add(refusal)
+            f = assume.apply(plan.inventory, refusal, f)
+            if f.level == "warning":
+                out.append(f)
+        out += assume.unused(plan.inventory, hit)
+    return out
 
 
-def _check(plan) -> list[Finding]:
+def _refused(refusal: str, path: str, message: str, source: str = "", hint: str = "") -> tuple[str, Finding]:
+    from deployctl.engines.mindie.assume import hint as assume_hint
+
+    return refusal, Finding("error", path, message, source, hint="; ".join(h for h in (hint, assume_hint(refusal)) if h))
+
+
+def _check(plan) -> list[tuple[str | None, Finding]]:
+    """(refusal id or None, finding) of the support matrix; ids name what engine.assume may lift."""
+    return [x if isinstance(x, tuple) else (None, x) for x in _matrix(plan)]
+
+
+def _matrix(plan) -> list:
     from deployctl.engines.mindie.rules import layout_findings
 
     inv = plan.inventory
@@ -125,23 +155,23 @@ def _check(plan) -> list[Finding]:
         return out + layout_findings(plan)
     ok, src = _value(entry.get("versions"), ver)
     if ok == "no":
-        out.append(Finding("error", "model.name", f"{name} does not run on MindIE {ver}", src,
-                           hint=_versions_with(entry)))
+        out.append(_refused("model-version", "model.name", f"{name} does not run on MindIE {ver}", src,
+                            hint=_versions_with(entry)))
     elif ok == "unverified" and ver in data["versions"]:
         out.append(Finding("warning", "model.name", f"{name} on MindIE {ver}: no source covers it (unverified)"))
     be = entry["backend"]["value"]
     b_ok, b_src = _value(data["backends"].get(be), ver)
     if b_ok == "no" and ok != "no":
-        out.append(Finding("error", "model.name", f"{name} needs MindIE's {be} runtime, which MindIE {ver} does "
-                           "not have", b_src, hint=_versions_with(entry)))
+        out.append(_refused("backend-version", "model.name", f"{name} needs MindIE's {be} runtime, which MindIE "
+                            f"{ver} does not have", b_src, hint=_versions_with(entry)))
     q = entry.get("quants", {}).get(inv.model.quant)
     if q is None:
         out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE: no source covers it "
                            "(unverified)"))
     elif q["value"] == "no":
         ok_q = [k for k, v in entry["quants"].items() if v["value"] == "yes"]
-        out.append(Finding("error", "model.quant", f"MindIE does not run {name} in {inv.model.quant}", q["source"],
-                           hint=f"use quant {' or '.join(ok_q)}" if ok_q else ""))
+        out.append(_refused("quant", "model.quant", f"MindIE does not run {name} in {inv.model.quant}", q["source"],
+                            hint=f"use quant {' or '.join(ok_q)}" if ok_q else ""))
     elif q["value"] == "unverified":
         out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE is unverified",
                            q.get("source", "")))

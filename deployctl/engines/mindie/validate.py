@@ -42,22 +42,62 @@ OWNED_COORDINATOR_HTTP = ("predict_ip", "predict_port", "manage_ip", "manage_por
 OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP", "MASTER_IP", "WORLD_SIZE",
                   "RANK_TABLE_FILE", "RANKTABLEFILE", "MIES_CONFIG_JSON_PATH", "GLOBAL_RANK_TABLE_FILE_PATH",
                   "GLOO_SOCKET_IFNAME", "MINDIE_ENABLE_DP_DISTRIBUTED")
-# MindIE's share of HBM (the planner reads it); HCCL's variables are checked for every engine (envcheck.py)
+# MindIE's share of HBM (the planner reads it); HCCL's variables are checked for every engine (envcheck.py).
+# NPU_MEMORY_FRACTION may differ per role (layout.<role>.env): each role's memory fit reads its own value
+# (planning/plan.py _fits through roles.for_role) and Motor's PD samples set it per role (MindIE-Motor@5dfb024e
+# mindie_motor/src/example/deploy_scripts/conf/mindie_env.json L29-39 prefill, L40-59 decode); it is range-checked
+# where it is set.
 ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False)}
 
 
 def _env_values(env: dict, raw, inv=None) -> list[Problem]:
-    from deployctl.inventory.envcheck import env_sources, role_only_problems
+    from deployctl.inventory.envcheck import env_sources
 
     out = []
-    for path, block in env_sources(inv) if inv is not None else [(("engine", "env"), env)]:
+    sources = env_sources(inv) if inv is not None else [(("engine", "env"), env)]
+    for path, block in sources:
         for key in OWNED_ENV_KEYS:
             if key in block:
                 out.append(raw.problem(path + (key,), f"{key} is computed per node by deployctl",
                                        "remove it: set nodes[].container_ip, nodes[].interface or the layout instead"))
-    if inv is not None:
-        out += role_only_problems(inv, raw, ENV_RANGES)
-    return out + env_range_problems(env, raw, ENV_RANGES)
+        out += env_range_problems(block, raw, ENV_RANGES, path)
+    return out
+
+
+def config_sources(inv) -> list[tuple[tuple, dict]]:
+    """(key path, overrides) of every config.json override: engine.config, then layout.<role>.engine.config."""
+    from deployctl.inventory.roles import ROLES, role_block
+
+    out = [(("engine", "config"), inv.engine.config)]
+    for role in ROLES:
+        block = role_block(inv, role)
+        config = (block.engine or {}).get("config") if block is not None else None
+        if isinstance(config, dict) and config:
+            out.append((("layout", role, "engine", "config"), config))
+    return out
+
+
+def _config_keys(inv, raw) -> list[Problem]:
+    out = []
+    for base, config in config_sources(inv):
+        where = ".".join(base)
+        for section in ("ServerConfig", "BackendConfig", "LogConfig"):
+            if section in config and not isinstance(config[section], dict):
+                out.append(raw.problem(base + (section,), f"{section} must be a mapping, got {config[section]!r}",
+                                       f"{where} is deep-merged into config.json: give only the keys to change "
+                                       f"under {section}"))
+        for (section, key), instead in OWNED_CONFIG_KEYS.items():
+            block = config.get(section)
+            if isinstance(block, dict) and key in block:
+                out.append(raw.problem(base + (section, key), f"{section}.{key} is set by deployctl",
+                                       f"set {instead} instead"))
+        models = ((config.get("BackendConfig") or {}).get("ModelDeployConfig") or {}).get("ModelConfig")
+        if (inv.model.speculative is not None and isinstance(models, list) and models
+                and isinstance(models[0], dict) and "plugin_params" in models[0]):
+            out.append(raw.problem(base + ("BackendConfig", "ModelDeployConfig", "ModelConfig", 0, "plugin_params"),
+                                   "plugin_params is rendered from model.speculative",
+                                   "set the drafts in model.speculative only (or remove model.speculative)"))
+    return out
 
 
 def _ports(e, raw) -> list[Problem]:
@@ -113,28 +153,25 @@ def _speculative(inv, raw) -> list[Problem]:
         out.append(raw.problem(("model", "speculative", "tokens"), f"MindIE refuses mtp num_speculative_tokens "
                                f"{spec.tokens} (at most {MTP_MAX_TOKENS}: {PLUGIN_SOURCE} L50-55)",
                                f"use 1..{MTP_MAX_TOKENS}"))
-    models = ((inv.engine.config.get("BackendConfig") or {}).get("ModelDeployConfig") or {}).get("ModelConfig")
-    if isinstance(models, list) and models and isinstance(models[0], dict) and "plugin_params" in models[0]:
-        out.append(raw.problem(("engine", "config", "BackendConfig", "ModelDeployConfig", "ModelConfig", 0,
-                                "plugin_params"), "plugin_params is rendered from model.speculative",
-                               "set the drafts in model.speculative only (or remove model.speculative)"))
     return out
+
+
+def _assume(e, raw) -> list[Problem]:
+    from deployctl.engines.mindie.assume import MATRIX, known
+
+    ids = known()
+    return [raw.problem(("engine", "assume", i, "refusal"), f"no refusal is named {a.refusal!r}",
+                        f"name one of {', '.join(MATRIX)} or a MindIE acceptance check id (acceptance.yaml), as "
+                        "the refusal's hint says")
+            for i, a in enumerate(e.assume) if a.refusal not in ids]
 
 
 def engine_problems(inv, raw) -> list[Problem]:
     e = inv.engine
     out = _env_values(e.env, raw, inv)
-    for section in ("ServerConfig", "BackendConfig", "LogConfig"):
-        if section in e.config and not isinstance(e.config[section], dict):
-            out.append(raw.problem(("engine", "config", section), f"{section} must be a mapping, got "
-                                   f"{e.config[section]!r}", "engine.config is deep-merged into config.json: "
-                                   f"give only the keys to change under {section}"))
-    for (section, key), instead in OWNED_CONFIG_KEYS.items():
-        block = e.config.get(section)
-        if isinstance(block, dict) and key in block:
-            out.append(raw.problem(("engine", "config", section, key),
-                                   f"{section}.{key} is set by deployctl", f"set {instead} instead"))
+    out += _config_keys(inv, raw)
     out += _ms(e, raw)
+    out += _assume(e, raw)
     out += _speculative(inv, raw)
     out += _ports(e, raw)
     if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:

@@ -30,7 +30,8 @@ def rendered(name: str) -> Path:
     import tempfile
 
     out = Path(tempfile.mkdtemp(prefix=f"corpus-{name}-")) / "out"
-    r = run_cli("render", "-i", str(HERE / DEPLOYMENTS[name]["inventory"]), "-o", str(out))
+    target = ("--target", "helm") if DEPLOYMENTS[name].get("target") == "helm" else ()
+    r = run_cli("render", *target, "-i", str(HERE / DEPLOYMENTS[name]["inventory"]), "-o", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 
@@ -65,7 +66,9 @@ def _argv(script: str, env: dict) -> dict[str, list[str]]:
     out = {}
     for payload in re.findall(r"bash -c '(.*)'$", script, re.M):
         tail = payload.split('export "$_kv"; done; ', 1)[-1]     # after the set_env prelude
-        cmd = re.search(r'(?:exec |do )("?\$DEPLOYCTL_DAEMON"?|mindie_motor_\w+)([^&;]*)', tail)
+        # a DP server may be prefixed by its CPU binding ("${bind[@]}": taskset -c, computed at start)
+        cmd = re.search(r'(?:exec |do |; )(?:"\$\{bind\[@\]\}" )?("?\$DEPLOYCTL_DAEMON"?|mindie_motor_\w+)([^&;]*)',
+                        tail)
         assert cmd, payload
         words = [re.sub(r"\$\{?(\w+)\}?", lambda m: consts.get(m.group(1), m.group(0)), w)
                  for w in shlex.split(cmd.group(1) + cmd.group(2))]
@@ -75,7 +78,38 @@ def _argv(script: str, env: dict) -> dict[str, list[str]]:
     return out
 
 
+@cache
+def _objects(name: str) -> dict:
+    """A Kubernetes render's objects by (kind, name without the release prefix)."""
+    release = f"{_inventory(name)['cluster']['name']}-ascend-llm-"
+    docs = [d for d in yaml.safe_load_all((rendered(name) / "manifests.yaml").read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"].removeprefix(release)): d for d in docs}
+
+
+def _k8s_value(name: str, entry: dict):
+    """file k8s:<instance>-files/<file> (a mounted file), k8s:<instance>-env (its env ConfigMap),
+    k8s:replicas / k8s:npus (key: an instance or ms-controller/ms-coordinator: its pods, NPUs per pod)."""
+    objs, what = _objects(name), entry["file"].split(":", 1)[1]
+    if what in ("replicas", "npus"):
+        sets = [o for (kind, n), o in objs.items() if kind in ("StatefulSet", "Deployment") and
+                (n == entry["key"] or n.rsplit("-", 1)[0] == entry["key"])]
+        if not sets:
+            return MISSING
+        if what == "replicas":
+            return sum(o["spec"]["replicas"] for o in sets)
+        counts = {o["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].get(
+            "huawei.com/Ascend910") for o in sets}
+        return int(counts.pop()) if len(counts) == 1 else sorted(counts)
+    cm, _, fname = what.partition("/")
+    data = objs.get(("ConfigMap", cm), {}).get("data", {})
+    if not fname:
+        return data.get(entry["key"], MISSING)
+    return _walk(json.loads(data[fname]), entry["key"]) if fname in data else MISSING
+
+
 def _rendered_value(name: str, entry: dict):
+    if entry["file"].startswith("k8s:"):
+        return _k8s_value(name, entry)
     path = rendered(name) / entry["file"]
     text = path.read_text()
     if path.name == "env":
@@ -113,7 +147,7 @@ def _same(entry: dict, published, got) -> bool:
         return got is published
     if entry.get("as_json"):
         return isinstance(got, str) and json.loads(got) == json.loads(published)
-    if entry["file"].endswith("/env"):
+    if entry["file"].endswith(("/env", "-env")):
         return str(got) == (str(published).lower() if isinstance(published, bool) else str(published))
     return got == published and type(got) is type(published)
 
@@ -147,7 +181,8 @@ def test_deployment_renders_as_published(name, capsys):
         elif not same and "differs" not in entry:
             unexplained.append(f"{_label(name, entry)}: published {published!r} ({entry['src']}), rendered {shown}")
         elif not same:
-            explained.append(f"{_label(name, entry)}: published {published!r}, rendered {shown} — {entry['differs']}")
+            was = "(absent)" if published is MISSING else repr(published)
+            explained.append(f"{_label(name, entry)}: published {was}, rendered {shown} — {entry['differs']}")
     with capsys.disabled():
         for line in explained:
             print(f"\n  explained: {line}", end="")

@@ -1,14 +1,16 @@
 {{- /* Helpers of the MindIE templates (engine: mindie). */ -}}
 {{/* A health probe on MindIE's management port: httpGet, or tcpSocket with TLS (MindIE asks HTTPS clients
-for a certificate the kubelet does not have). Call with (dict "root" $ "path" "/v2/health/ready" "probe" $p). */}}
+for a certificate the kubelet does not have). Call with (dict "root" $ "path" "/v2/health/ready" "probe" $p
+"port" N); the port is the server's management port (a distributed decode pod: its DP rank 0's). */}}
 {{- define "mindie.healthProbe" -}}
+{{- $port := .port | default .root.Values.mindie.ports.management }}
 {{- if .root.Values.mindie.tls }}
 tcpSocket:
-  port: {{ .root.Values.mindie.ports.management }}
+  port: {{ $port }}
 {{- else }}
 httpGet:
   path: {{ .path }}
-  port: {{ .root.Values.mindie.ports.management }}
+  port: {{ $port }}
   scheme: HTTP
 {{- end }}
 periodSeconds: {{ .probe.periodSeconds }}

@@ -54,6 +54,7 @@ docker run -d --name "$NAME" \
   -e DEPLOYCTL_DAEMON=/usr/local/bin/mindie_llm_server \
   -e DEPLOYCTL_DP_SERVERS=4 \
   -e DEPLOYCTL_WORK=/etc/deployctl \
+  -e DEPLOYCTL_DP_CPU_SLICES=16 \
   "$IMAGE" \
-  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; pids=() && for i in $(seq 1 "$DEPLOYCTL_DP_SERVERS"); do "$DEPLOYCTL_DAEMON" --config-file "$DEPLOYCTL_WORK/config$i.json" --expert-parallel true & pids+=($!); done; wait -n; rc=$?; kill "${pids[@]}" 2>/dev/null; wait; exit "$rc"'
+  bash -c '_keep=(); for _k in ${DEPLOYCTL_ENV_KEYS:-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; done; for f in /usr/local/Ascend/ascend-toolkit/set_env.sh /usr/local/Ascend/nnal/atb/set_env.sh /usr/local/lib/python3.11/site-packages/mindie_llm/set_env.sh; do if [ -f "$f" ]; then source "$f"; fi; done; for _kv in "${_keep[@]}"; do export "$_kv"; done; pids=() && for i in $(seq 1 "$DEPLOYCTL_DP_SERVERS"); do bind=(); if [ -n "${DEPLOYCTL_DP_CPU_SLICES:-}" ]; then per=$(( $(getconf _NPROCESSORS_ONLN) / DEPLOYCTL_DP_CPU_SLICES )); if [ "$per" -ge 3 ]; then bind=(taskset -c "$(( (i - 1) * per ))-$(( i * per - 3 ))"); fi; fi; "${bind[@]}" "$DEPLOYCTL_DAEMON" --config-file "$DEPLOYCTL_WORK/config$i.json" --expert-parallel true & pids+=($!); done; wait -n; rc=$?; kill "${pids[@]}" 2>/dev/null; wait; exit "$rc"'
 echo "started $NAME on $NODE; follow it with: docker logs -f $NAME"
