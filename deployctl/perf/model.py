@@ -101,8 +101,6 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     from deployctl.perf.calibration import FITTED
     from deployctl.perf.hardware import default_reason, sku_for
     from deployctl.planning.memory import kv_bytes_per_token
-    from deployctl.planning.plan import max_prefill_tokens
-
     inv = plan.inventory
     given = sku or inv.cluster.sku
     the_sku = sku_for(plan.hardware, given)
@@ -120,13 +118,26 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,
-               dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=max_prefill_tokens(inv),
+               dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
                kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()))
 
 
+def _prefill_batch(plan) -> int:
+    """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
+    from deployctl.inventory.roles import for_role
+    from deployctl.planning.plan import max_prefill_tokens
+
+    role = next(i.role for i in plan.instances if i.role in ("mixed", "prefill"))
+    return max_prefill_tokens(for_role(plan.inventory, role), role)
+
+
 def batch_limit(ctx: Ctx) -> int:
-    """model.max_batch_size per DP group of the decoding instance (assumed: one scheduler per DP rank)."""
-    return ctx.plan.inventory.model.max_batch_size * ctx.decoder.degrees.dp * ctx.decoders
+    """The decoding role's max_batch_size (layout.decode.model's on pd-split) per DP group of the decoding
+    instance (assumed: one scheduler per DP rank)."""
+    from deployctl.inventory.roles import for_role
+
+    limit = for_role(ctx.plan.inventory, ctx.decoder.role).model.max_batch_size
+    return limit * ctx.decoder.degrees.dp * ctx.decoders
 
 
 def kv_concurrency(ctx: Ctx, input_len: int, output_len: int) -> int:

@@ -39,6 +39,21 @@ class VllmAscendDriver:
 
         return role_preset(role) if preset == "pd-split" else None
 
+    def chunked_prefill(self, inv) -> bool:
+        """vLLM's V1 engine chunks prompts longer than --max-num-batched-tokens: SchedulerConfig.enable_chunked_prefill
+        defaults to True and only without it must max_num_batched_tokens cover max_model_len (vllm-project/vllm
+        @01230b40 vllm/config/scheduler.py, enable_chunked_prefill / verify_max_model_len; the same in the 0.11 and
+        0.13 configs, line numbers there unverified). vllm-ascend's CI runs --max-num-batched-tokens 2048 with
+        --max-model-len 40960 (Qwen3-235B-A22B-A2.yaml @182b75ea L31-L32). Off when the args say
+        --no-enable-chunked-prefill (engine.args or a role's)."""
+        from deployctl.inventory.roles import ROLES, role_block
+
+        args = list(inv.engine.args)
+        for role in ROLES:
+            block = role_block(inv, role)
+            args += list((block.engine if block is not None else {}).get("args", []))
+        return "--no-enable-chunked-prefill" not in args
+
     def needs_interfaces(self, inv) -> str | None:
         from deployctl.engines.vllm_ascend.support import needs_interfaces
 
