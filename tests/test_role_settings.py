@@ -148,3 +148,20 @@ def test_a_published_128k_decode_layout_fits_once_decode_is_sized_for_decode_ste
     doc["layout"]["decode"]["model"]["max_prefill_tokens"] = 131072     # a whole max-length prefill: refused
     whole = validate_inventory(parse_yaml(yaml.safe_dump(doc), "c08.yaml", EXAMPLE.parent))
     assert not plan_layout(whole, checked=False).role("decode")[0].memory.fits
+
+
+def test_a_role_change_touches_only_that_roles_files_so_diff_and_up_restart_only_it():
+    from deployctl.deploy.filediff import file_changes
+    from deployctl.render import render_artifacts
+
+    def files(decode: dict) -> dict[str, bytes]:
+        return {a.path: a.content for a in render_artifacts(plan_layout(inventory({}, decode)))}
+
+    before = files({"env": {"HCCL_BUFFSIZE": 512}})
+    after = files({"env": {"HCCL_BUFFSIZE": 1024}, "engine": {"args": ["--async-scheduling"]}})
+    changed = sorted(p for p in after if before.get(p) != after[p] and p != "plan.json")
+    assert changed and all(p.startswith("d1/") for p in changed), changed
+    env = file_changes("env", before["d1/env"], after["d1/env"])
+    assert [(c.key, c.old, c.new) for c in env] == [("env HCCL_BUFFSIZE", "512", "1024")]
+    args = file_changes("serve-0.args", before["d1/serve-0.args"], after["d1/serve-0.args"])
+    assert [c.new for c in args] == ["--async-scheduling"]
