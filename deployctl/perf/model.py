@@ -109,11 +109,12 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     spec = inv.model.speculative
     drafts, where = ((spec.tokens, f"model.speculative ({spec.method})") if spec is not None
                      else mtp_of(inv.engine))
-    accept = 0.7
-    mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0,
-              accepted_per_step=sum(accept ** i for i in range(1, drafts + 1)),
-              source=(f"{drafts} draft token(s) from {where}; acceptance 0.7 per position (CloudMatrix384 MTP1, "
-                      "planner-math.md §4.3; MTP3 gives 1.53 against cann-recipes' measured 1.44)") if drafts else
+    from deployctl.perf.speculative import acceptance
+
+    method = spec.method if spec is not None else "mtp"
+    accept, accepted, why = acceptance(method, drafts)
+    mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0, accepted_per_step=accepted,
+              source=f"{drafts} draft token(s) from {where}; {why}" if drafts else
               "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
