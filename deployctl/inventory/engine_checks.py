@@ -63,8 +63,8 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
         value = getattr(value, "max_prefill_tokens", value)
         if value is not None and value < m.max_input_len and not engines.chunks_prefill(inv):
             out.append(raw.problem(path + ("max_prefill_tokens",), f"max_prefill_tokens {value} is less than "
-                                   f"max_input_len {m.max_input_len}", "this engine prefills the longest input in "
-                                   "one batch (max_prefill_tokens >= max_input_len); vllm-ascend chunks long prompts"))
+                                   f"max_input_len {m.max_input_len}", f"{engines.for_inventory(inv).display} "
+                                   "prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
     out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
     spec = m.speculative
     if spec is not None and spec.method == "mtp" and info is not None and not info.mtp_layers:
