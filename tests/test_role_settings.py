@@ -123,6 +123,13 @@ def test_vllm_chunks_long_prompts_so_the_prefill_batch_may_be_below_the_longest_
     inv = validate_inventory(parse_yaml(yaml.safe_dump(doc), "pd.yaml", EXAMPLE.parent))
     assert value(argv_of(inv, "prefill"), "--max-num-batched-tokens") == "2048"
     assert value(argv_of(inv, "prefill"), "--max-model-len") == "40960"
+    from deployctl.engines import chunks_prefill
+
+    def with_sched(sched):      # 0.11's Ascend scheduler does not chunk unless told to
+        return inv.model_copy(update={"engine": inv.engine.model_copy(
+            update={"additional_config": {"ascend_scheduler_config": sched}})})
+    assert chunks_prefill(inv) and not chunks_prefill(with_sched({"enabled": True}))
+    assert chunks_prefill(with_sched({"enabled": True, "enable_chunked_prefill": True}))
     doc["engine"]["args"] = ["--no-enable-chunked-prefill"]      # without chunking the refusal stays
     with pytest.raises(InventoryError) as exc:
         validate_inventory(parse_yaml(yaml.safe_dump(doc), "pd.yaml", EXAMPLE.parent))
