@@ -172,3 +172,13 @@ def test_a_role_change_touches_only_that_roles_files_so_diff_and_up_restart_only
     assert [(c.key, c.old, c.new) for c in env] == [("env HCCL_BUFFSIZE", "512", "1024")]
     args = file_changes("serve-0.args", before["d1/serve-0.args"], after["d1/serve-0.args"])
     assert [c.new for c in args] == ["--async-scheduling"]
+
+
+def test_an_engine_that_does_not_chunk_refuses_a_roles_prefill_batch_below_the_longest_input():
+    example = EXAMPLE.parent / "a3-pd-2p1d.yaml"
+    doc = yaml.safe_load(example.read_text())
+    doc["layout"]["prefill"]["model"] = {"max_prefill_tokens": doc["model"]["max_input_len"] - 1}
+    with pytest.raises(InventoryError) as exc:
+        validate_inventory(parse_yaml(yaml.safe_dump(doc, sort_keys=False), "pd.yaml", example.parent))
+    (p,) = [p for p in exc.value.problems if "max_prefill_tokens" in p.path]
+    assert p.path == "layout.prefill.model.max_prefill_tokens" and "MindIE prefills the longest input" in p.hint
