@@ -138,6 +138,7 @@ def print_plan(plan) -> None:
         mem.add_column(f"{name} ({n} node{'s' if n > 1 else ''})", justify="right")
     rows = [
         ("world size", lambda i: str(i.world_size)),
+        ("batch / prefill tokens", lambda i: _limits(plan, i)),
         ("tp / dp / pp / cp", lambda i: f"{i.degrees.tp} / {i.degrees.dp} / {i.degrees.pp} / {i.degrees.cp}"),
         ("moe_tp / moe_ep", lambda i: f"{i.degrees.moe_tp} / {i.degrees.moe_ep}"),
         ("HBM per die", lambda i: f"{inv.cluster.hbm_gb} GiB = {i.memory.hbm_gb:.1f} GB"),
@@ -158,11 +159,45 @@ def print_plan(plan) -> None:
     con.print(mem)
     for note in dict.fromkeys(n for i in plan.instances for n in i.memory.notes):
         con.print(f"  note: {esc(note)}")
+    for line in role_settings(plan):
+        con.print(esc(line))
+    from deployctl.inventory.roles import for_role
+
     for inst in shown:
-        if inst.memory.max_sequences < inv.model.max_batch_size:
+        limit = for_role(inv, inst.role).model.max_batch_size
+        if inst.role != "prefill" and inst.memory.max_sequences < limit:
             con.print(f"[yellow]! {inst.name}: the KV cache holds {inst.memory.max_sequences} sequences of "
-                      f"{inv.model.max_seq_len} tokens, fewer than max_batch_size {inv.model.max_batch_size}; "
+                      f"{inv.model.max_seq_len} tokens, fewer than max_batch_size {limit}; "
                       "long requests will queue or be preempted[/]")
+
+
+def _limits(plan, inst) -> str:
+    from deployctl.inventory.roles import for_role
+    from deployctl.planning.plan import max_prefill_tokens
+
+    view = for_role(plan.inventory, inst.role)
+    return f"{view.model.max_batch_size} / {max_prefill_tokens(view, inst.role):,}"
+
+
+def role_settings(plan) -> list[str]:
+    """pd-split: what each role sets over the engine and model blocks (layout.<role>.engine / model / env)."""
+    import json
+
+    from deployctl.inventory.roles import ROLES, role_block
+
+    out = []
+    for role in ROLES:
+        block = role_block(plan.inventory, role)
+        if block is None:
+            continue
+        parts = [f"engine.{k} {json.dumps(v, separators=(',', ':')) if not isinstance(v, list) else ' '.join(map(str, v))}"
+                 for k, v in block.engine.items()]
+        if block.model is not None:
+            parts += [f"model.{k} {v}" for k, v in block.model.model_dump().items() if v is not None]
+        parts += [f"env {k}={v}" for k, v in block.env.items()]
+        if parts:
+            out.append(f"{role} role sets: " + "; ".join(parts))
+    return out
 
 
 def _instance_tree(plan):

@@ -41,6 +41,9 @@ def print_matrix(kind: str, rows: list[dict]) -> None:
     notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
     for n in notes:
         con.print(f"  note: {esc(n)}")
+    keys = engines.driver(kind).role_keys
+    con.print(f"Per-role settings (pd-split layout.<role>.engine): {esc(', '.join(keys)) if keys else 'none'}; "
+              "layout.<role>.model: max_batch_size, max_prefill_tokens; layout.<role>.env (HCCL_BUFFSIZE too)")
     con.print("A combination no source covers is allowed with a WARN (unverified); `no` is refused (exit 2).")
 
 
@@ -49,7 +52,8 @@ def run_engines(output: str, markdown: bool) -> None:
     if markdown:
         typer.echo("\n\n".join(engines.driver(k).support_table() for k in kinds))
         return
-    rows = [{"engine": k, **row} for k in kinds for row in engines.driver(k).support_rows()]
+    rows = [{"engine": k, **row, "role_keys": list(engines.driver(k).role_keys)} for k in kinds
+            for row in engines.driver(k).support_rows()]
     if output == "json":
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return

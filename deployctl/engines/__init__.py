@@ -34,6 +34,14 @@ def for_inventory(inv):
     return driver(inv.engine.kind)
 
 
+def chunks_prefill(inv) -> bool:
+    """Whether the engine splits a prompt longer than its prefill batch into chunks (then max_prefill_tokens may be
+    less than max_input_len, and a decode-only instance is sized for decode steps). A driver says so with
+    ``chunked_prefill(inv)``; one without it prefills the longest input in one batch."""
+    method = getattr(for_inventory(inv), "chunked_prefill", None)
+    return bool(method is not None and method(inv))
+
+
 def settings_models() -> tuple:
     """The pydantic model of each engine's inventory block (the `engine` union, discriminated on kind).
     Only the settings modules are imported here (the inventory model needs them), not the drivers."""

@@ -54,10 +54,17 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} is more than "
                                f"max_seq_len {m.max_seq_len}",
                                "max_seq_len counts input plus output tokens: raise it, or lower max_input_len"))
-    if m.max_prefill_tokens is not None and m.max_prefill_tokens < m.max_input_len:
-        out.append(raw.problem(("model", "max_prefill_tokens"), f"max_prefill_tokens {m.max_prefill_tokens} "
-                               f"is less than max_input_len {m.max_input_len}",
-                               "the engine prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
+    # an engine that chunks long prompts (engines.chunks_prefill: vLLM) takes a smaller prefill batch, the role's too
+    from deployctl import engines
+
+    limits = [(("model",), m.max_prefill_tokens)] + [
+        (("layout", r, "model"), getattr(getattr(inv.layout, r, None), "model", None)) for r in ("prefill", "decode")]
+    for path, value in limits:
+        value = getattr(value, "max_prefill_tokens", value)
+        if value is not None and value < m.max_input_len and not engines.chunks_prefill(inv):
+            out.append(raw.problem(path + ("max_prefill_tokens",), f"max_prefill_tokens {value} is less than "
+                                   f"max_input_len {m.max_input_len}", f"{engines.for_inventory(inv).display} "
+                                   "prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
     out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
     spec = m.speculative
     if spec is not None and spec.method == "mtp" and info is not None and not info.mtp_layers:

@@ -118,7 +118,8 @@ class ModelSpec(Strict):
     max_batch_size: int = Field(gt=0, le=819200, description=(
         "Requests batched together (maxBatchSize); the plan warns when the KV cache holds fewer sequences."))
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
-        "Tokens of one prefill batch; sizes the prefill workspace. Default: max(8192, max_input_len)."))
+        "Tokens of one prefill batch; sizes the prefill workspace. Default: max(8192, max_input_len). May be less "
+        "than max_input_len where the engine splits long prompts into chunks (docs/per-role-settings.md)."))
     speculative: Speculative | None = Field(None, description=(
         "Speculative decoding, e.g. {method: mtp, tokens: 1}; default: none. Each engine renders it in its "
         "own form and refuses a method it does not run."))
@@ -153,7 +154,8 @@ class RoleModel(Strict):
     max_batch_size: int | None = Field(None, gt=0, le=819200, description=(
         "This role's batch limit, over model.max_batch_size."))
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
-        "This role's prefill batch in tokens, over model.max_prefill_tokens."))
+        "This role's prefill batch in tokens, over model.max_prefill_tokens. Unset on a decode role of an engine "
+        "that chunks prompts: its max_batch_size x (1 + speculative tokens), the tokens of one decode step."))
 
 
 class RoleLayout(DegreeFields):

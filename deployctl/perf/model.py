@@ -101,8 +101,6 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     from deployctl.perf.calibration import FITTED
     from deployctl.perf.hardware import default_reason, sku_for
     from deployctl.planning.memory import kv_bytes_per_token
-    from deployctl.planning.plan import max_prefill_tokens
-
     inv = plan.inventory
     given = sku or inv.cluster.sku
     the_sku = sku_for(plan.hardware, given)
@@ -111,22 +109,36 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     spec = inv.model.speculative
     drafts, where = ((spec.tokens, f"model.speculative ({spec.method})") if spec is not None
                      else mtp_of(inv.engine))
-    accept = 0.7
-    mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0,
-              accepted_per_step=sum(accept ** i for i in range(1, drafts + 1)),
-              source=(f"{drafts} draft token(s) from {where}; acceptance 0.7 per position (CloudMatrix384 MTP1, "
-                      "planner-math.md §4.3; MTP3 gives 1.53 against cann-recipes' measured 1.44)") if drafts else
+    from deployctl.perf.speculative import acceptance
+
+    method = spec.method if spec is not None else "mtp"
+    accept, accepted, why = acceptance(method, drafts)
+    mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0, accepted_per_step=accepted,
+              source=f"{drafts} draft token(s) from {where}; {why}" if drafts else
               "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,
-               dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=max_prefill_tokens(inv),
+               dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
                kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()))
 
 
+def _prefill_batch(plan) -> int:
+    """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
+    from deployctl.inventory.roles import for_role
+    from deployctl.planning.plan import max_prefill_tokens
+
+    role = next(i.role for i in plan.instances if i.role in ("mixed", "prefill"))
+    return max_prefill_tokens(for_role(plan.inventory, role), role)
+
+
 def batch_limit(ctx: Ctx) -> int:
-    """model.max_batch_size per DP group of the decoding instance (assumed: one scheduler per DP rank)."""
-    return ctx.plan.inventory.model.max_batch_size * ctx.decoder.degrees.dp * ctx.decoders
+    """The decoding role's max_batch_size (layout.decode.model's on pd-split) per DP group of the decoding
+    instance (assumed: one scheduler per DP rank)."""
+    from deployctl.inventory.roles import for_role
+
+    limit = for_role(ctx.plan.inventory, ctx.decoder.role).model.max_batch_size
+    return limit * ctx.decoder.degrees.dp * ctx.decoders
 
 
 def kv_concurrency(ctx: Ctx, input_len: int, output_len: int) -> int:

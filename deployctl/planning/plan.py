@@ -11,8 +11,18 @@ from deployctl.planning.layout import effective_preset, resolve_instances
 from deployctl.planning.memory import memory_fit
 
 
-def max_prefill_tokens(inv: Inventory) -> int:
-    return inv.model.max_prefill_tokens or max(8192, inv.model.max_input_len)
+def max_prefill_tokens(inv: Inventory, role: str = "mixed") -> int:
+    """The tokens of one forward batch an instance is configured and memory-sized for (pass the role's view,
+    inventory/roles.for_role): the model's (or role's) max_prefill_tokens; unset, a whole longest input, except on
+    a pd-split decode role of an engine that chunks prefills, which only ever runs decode steps: its batch
+    times (1 + speculative tokens), as vllm-ascend's PD CI sizes its decode instances (DeepSeek-V3_2-W8A8-EP.yaml
+    @182b75ea L138/L141/L134: --max-num-batched-tokens 42 = --max-num-seqs 14 x (1 + 2 MTP tokens))."""
+    m = inv.model
+    if m.max_prefill_tokens:
+        return m.max_prefill_tokens
+    if role == "decode" and engines.chunks_prefill(inv):
+        return m.max_batch_size * (1 + (m.speculative.tokens if m.speculative is not None else 0))
+    return max(8192, m.max_input_len)
 
 
 def node_devices(inv: Inventory, name: str) -> list[Device]:
@@ -43,7 +53,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
     return memory_fit(catalog.models()[inv.model.name], quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
-                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv),
+                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name)
 
 

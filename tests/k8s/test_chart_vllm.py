@@ -84,7 +84,8 @@ def test_each_server_pod_runs_the_bare_metal_launch(stem):
         assert container["command"] == ["/bin/bash", "-c", container_script(node_dir / "start.sh")]
         bare_run = (node_dir / "start.sh").read_text()
         assert ("-e DEPLOYCTL_MOONCAKE=1" in bare_run) == (env.get("DEPLOYCTL_MOONCAKE") == "1")
-        ports = [port_of(a.read_text()) for a in sorted(node_dir.glob("serve-*.args"))]
+        args = sorted(node_dir.glob("serve-*.args"), key=lambda a: int(a.stem.split("-")[1]))    # serve-10 after 9
+        ports = [port_of(a.read_text()) for a in args]
         ports = [p for p in ports if p is not None]
         assert [p["containerPort"] for p in container.get("ports", [])] == ports
         assert container["image"] == bare_run.split("\nIMAGE=", 1)[1].split("\n", 1)[0]

@@ -39,6 +39,25 @@ class VllmAscendDriver:
 
         return role_preset(role) if preset == "pd-split" else None
 
+    def chunked_prefill(self, inv) -> bool:
+        """vLLM's V1 engine chunks prompts longer than --max-num-batched-tokens: SchedulerConfig.enable_chunked_prefill
+        defaults to True and only without it must max_num_batched_tokens cover max_model_len (vllm-project/vllm
+        @01230b40 vllm/config/scheduler.py, enable_chunked_prefill / verify_max_model_len; the same in the 0.11 and
+        0.13 configs, line numbers there unverified). vllm-ascend's CI runs --max-num-batched-tokens 2048 with
+        --max-model-len 40960 (Qwen3-235B-A22B-A2.yaml @182b75ea L31-L32). Off when the args say
+        --no-enable-chunked-prefill (engine.args or a role's), and with 0.11's Ascend scheduler unless its own
+        enable_chunked_prefill is on (v0.11.0 vllm_ascend/core/schedule_config.py L48, L65-L69)."""
+        from deployctl.inventory.roles import ROLES, role_block
+
+        blocks = [{"args": inv.engine.args, "additional_config": inv.engine.additional_config}]
+        blocks += [b.engine for b in (role_block(inv, r) for r in ROLES) if b is not None]
+        for block in blocks:
+            sched = (block.get("additional_config") or {}).get("ascend_scheduler_config") or {}
+            if "--no-enable-chunked-prefill" in (block.get("args") or []) or (
+                    isinstance(sched, dict) and sched.get("enabled") and not sched.get("enable_chunked_prefill")):
+                return False
+        return True
+
     def needs_interfaces(self, inv) -> str | None:
         from deployctl.engines.vllm_ascend.support import needs_interfaces
 

@@ -67,11 +67,14 @@ def kv_transfer(plan, inst) -> dict:
 
 
 def common_args(plan, inst) -> list[str]:
-    inv = plan.inventory
+    from deployctl.inventory.roles import for_role
+    from deployctl.planning.plan import max_prefill_tokens
+
+    inv = for_role(plan.inventory, inst.role)      # a pd-split role's own limits, memory share, additional-config
     m, e = inv.model, inv.engine
     args = [m.weights_path, "--served-model-name", m.served_name, "--max-model-len", str(m.max_seq_len),
             "--max-num-seqs", str(m.max_batch_size),
-            "--max-num-batched-tokens", str(m.max_prefill_tokens or max(8192, m.max_input_len)),
+            "--max-num-batched-tokens", str(max_prefill_tokens(inv, inst.role)),
             "--gpu-memory-utilization", str(e.gpu_memory_utilization), "--trust-remote-code"]
     if m.quant != "bf16":
         args += ["--quantization", "ascend"]       # modelslim weights (DeepSeek-V3.2.md §5.2)
@@ -93,6 +96,37 @@ def speculative_config(spec) -> dict:
     return doc
 
 
+def _flag_groups(version: str, args) -> list[tuple[str | None, list[str]]]:
+    """engine.args as (canonical option, [flag, value...]) groups, read with the version's parser table."""
+    from deployctl.engines.vllm_ascend.catalog import option, takes_value
+
+    out, args, i = [], list(args), 0
+    while i < len(args):
+        flag, eq, _ = args[i].partition("=")
+        n = 2 if flag.startswith("-") and takes_value(version, flag) and not eq else 1
+        out.append((option(version, flag), args[i:i + n]))
+        i += n
+    return out
+
+
+def extra_args(plan, inst) -> list[str]:
+    """engine.args, then a pd-split role's own args (layout.<role>.engine.args); a flag both set is passed once,
+    with the role's value (`--enforce-eager` on prefill, `--compilation-config` on decode, as vllm-ascend's PD CI
+    configs run them)."""
+    from deployctl.engines.vllm_ascend.catalog import known
+    from deployctl.inventory.roles import role_block
+
+    block = role_block(plan.inventory, inst.role)
+    own = list((block.engine if block is not None else {}).get("args", []))
+    if not own:
+        return list(plan.inventory.engine.args)
+    version = known(plan.engine.version)
+    mine = {canon for canon, _ in _flag_groups(version, own) if canon is not None}
+    kept = [word for canon, group in _flag_groups(version, plan.inventory.engine.args) if canon not in mine
+            for word in group]
+    return kept + own
+
+
 def _dp_args(plan, inst, master_ip: str) -> list[str]:
     d = inst.degrees
     return ["--data-parallel-size", str(d.dp), "--data-parallel-address", master_ip,
@@ -112,7 +146,7 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
     pd = inst.role != "mixed"
     if pd:
         base += ["--kv-transfer-config", _json(kv_transfer(plan, inst))]
-    extra = list(e.args)
+    extra = extra_args(plan, inst)
     out = {}
     for k, name in enumerate(inst.nodes):
         ip = plan.node(name).container_ip

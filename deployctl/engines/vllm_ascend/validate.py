@@ -15,14 +15,15 @@ OWNED_FLAGS = ("--speculative-config", "--host", "--port", "--served-model-name"
 OWNED_ENV = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "ASCEND_RT_VISIBLE_DEVICES")
 
 
-def _args(inv, raw, version: str) -> list[Problem]:
+def _args(args, path: tuple, raw, version: str) -> list[Problem]:
+    """engine.args (or layout.<role>.engine.args at ``path``) against the version's parser table."""
     from deployctl.engines.vllm_ascend.catalog import option, suggest, takes_value
 
     out = []
-    args = list(inv.engine.args)
+    args = list(args)
     i = 0
     while i < len(args):
-        key = ("engine", "args", i)
+        key = path + (i,)
         arg = args[i]
         flag, eq, _ = arg.partition("=")
         if not flag.startswith("-"):
@@ -47,18 +48,23 @@ def _args(inv, raw, version: str) -> list[Problem]:
     return out
 
 
-def _additional(inv, raw, version: str) -> list[Problem]:
+def _additional(config: dict, path: tuple, raw, version: str) -> list[Problem]:
     import difflib
 
     from deployctl.engines.vllm_ascend.catalog import additional_keys
 
+    from deployctl.engines.vllm_ascend.catalog import ascend_table
+
     keys = additional_keys(version)
+    table = ascend_table(version)
+    source = (f"vllm-project/vllm-ascend@{table['vllm_ascend_commit'][:12]}:"
+              f"{table['additional_config'].get('source', 'vllm_ascend/ascend_config.py')}")
     out = []
-    for k in inv.engine.additional_config:
+    for k in config:
         if k not in keys:
             close = difflib.get_close_matches(k, list(keys), n=1)
-            out.append(raw.problem(("engine", "additional_config", k), f"vllm-ascend {version} reads no "
-                                   f"--additional-config key {k!r} (it would be ignored)",
+            out.append(raw.problem(path + (k,), f"vllm-ascend {version} reads no "
+                                   f"--additional-config key {k!r} (it would be ignored) [source: {source}]",
                                    f"did you mean {close[0]!r}?" if close else "see vllm_ascend/ascend_config.py of "
                                    "that version"))
     return out
@@ -95,7 +101,19 @@ def engine_problems(inv, raw) -> list[Problem]:
     from deployctl.engines.vllm_ascend.catalog import known
 
     version = known(version_from(inv.engine).version)
-    out = _args(inv, raw, version) + _additional(inv, raw, version) + _ascend_env(inv, raw, version)
+    e = inv.engine
+    out = (_args(e.args, ("engine", "args"), raw, version) +
+           _additional(e.additional_config, ("engine", "additional_config"), raw, version) +
+           _ascend_env(inv, raw, version))
+    from deployctl.inventory.roles import ROLES, role_block
+
+    for role in ROLES:      # a pd-split role's own args and additional-config, checked the same way at their lines
+        own = (role_block(inv, role).engine if role_block(inv, role) is not None else {})
+        if isinstance(own.get("args"), list):
+            out += _args(own["args"], ("layout", role, "engine", "args"), raw, version)
+        if isinstance(own.get("additional_config"), dict):
+            out += _additional(own["additional_config"], ("layout", role, "engine", "additional_config"), raw,
+                               version)
     from deployctl.engines.vllm_ascend.catalog import option
 
     if inv.model.speculative is not None and option(version, "--speculative-config") is None:
