@@ -38,6 +38,7 @@ class Ctx:
     kv_token_bytes: int                   # one token's KV over all layers (what P sends to D)
     notes: list[str] = field(default_factory=list)
     cache: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)     # the user's calibration in use (deployctl calibrate)
 
     @property
     def decoder(self):
@@ -119,9 +120,18 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
               "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
+    user = {}
+    if consts is None:          # the user's own calibration of this cluster, when `deployctl calibrate` stored one
+        from deployctl.perf.calibrate_user import label, load
+
+        doc = load(inv.cluster.name)
+        if doc is not None:
+            consts = Consts(**doc["consts"])
+            user = {"source": f"{label(doc)} ({doc['file']}; `deployctl calibrate --remove` drops it)",
+                    "user_rms_error": doc.get("rms_error", 0.0)}
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=max_prefill_tokens(inv),
-               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()))
+               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user)
 
 
 def batch_limit(ctx: Ctx) -> int:
@@ -289,6 +299,9 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
                             "estimated at concurrency 1")
     w = workload.model_copy(update={"concurrency": conc})
     n = evaluate(ctx, w.input_len, w.output_len, conc)
+    from deployctl.perf.serving import apply as simulate_serving
+
+    served = simulate_serving(ctx, n, w.input_len, w.output_len)    # issue 27: the simulated serving loop
     if n.limited_by == "prefill":
         warnings.append("the prefill instance cannot keep up: throughput is its capacity, TTFT grows with the queue")
     instances = [_instance(ctx, inst, w, n) for inst in plan.instances]
@@ -309,7 +322,8 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
         assumptions=_assumptions(ctx, w, note), warnings=warnings,
         calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill,
-                     "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py"})
+                     "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py",
+                     **ctx.calibration}, **served)
 
 
 def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:

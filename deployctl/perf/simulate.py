@@ -280,6 +280,8 @@ class _Loop:
 
     def _jump(self, dec: list[int], ctx: float) -> int:
         """Decode steps until something changes: a completion, KV full, an arrival, a prefill-side event."""
+        if any(self.gen[i] == 0 for i in dec):
+            return 1                              # P/D: a request's first token comes with its first step
         k = min(math.ceil((self.out[i] - self.gen[i]) / self.emit) for i in dec)
         room = self.s.kv_tokens - self.kv_used
         k = min(k, max(1, int(room // (len(dec) * self.emit))))
