@@ -299,7 +299,7 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
                             "estimated at concurrency 1")
     w = workload.model_copy(update={"concurrency": conc})
     n = evaluate(ctx, w.input_len, w.output_len, conc)
-    from deployctl.perf.serving import apply as simulate_serving
+    from deployctl.perf.serving import ASSUMPTION as SIM_ASSUMPTION, apply as simulate_serving
 
     served = simulate_serving(ctx, n, w.input_len, w.output_len)    # issue 27: the simulated serving loop
     if n.limited_by == "prefill":
@@ -320,7 +320,7 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         tpot_ms=round(n.tpot * 1e3, 3), tpot_floor_ms=round(n.tpot_floor * 1e3, 3),
         output_tokens_per_s=round(n.throughput, 2), per_die_tokens_per_s=round(n.throughput / ctx.dies, 3),
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
-        assumptions=_assumptions(ctx, w, note), warnings=warnings,
+        assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
         calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill,
                      "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py",
                      **ctx.calibration}, **served)
@@ -383,6 +383,9 @@ def describe(est: PlanEstimate) -> list[str]:
            f"SKU {est.sku}: TPOT {est.tpot_ms:.1f} ms (floor {est.tpot_floor_ms:.1f}), TTFT {est.ttft_ms:,.0f} ms, "
            f"{est.output_tokens_per_s:,.0f} output tokens/s ({est.per_die_tokens_per_s:,.1f} per die)",
            f"binding: {est.binding}"]
+    from deployctl.perf.serving import describe_line
+
+    out[1:1] = describe_line(est)
     alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
         step_ = inst.decode or inst.prefill

@@ -160,6 +160,12 @@ def _prefill_side(ctx, client: Client, used: int) -> PrefillSide:
                        transfer_s=ln.latency_us * 1e-6, transfer_s_per_token=per_token)
 
 
+ASSUMPTION = ("TTFT, TPOT and throughput are the p50s and throughput of a simulated serving loop per DP scheduler "
+              "(deployctl.perf.simulate) under a closed-loop client at this concurrency, all clients starting "
+              "together as the benchmark tools do; the load is spread evenly over the DP groups; the queueing terms "
+              "above are replaced by it (distribution.steady_state keeps them)")
+
+
 def apply(ctx, n, input_len: int, output_len: int) -> dict:
     """Replace the steady-state TTFT, TPOT and throughput of `n` (deployctl.perf.model.Numbers) by the simulated
     medians and throughput under the benchmark's client (closed loop at n.concurrency, simultaneous start); the
@@ -174,7 +180,7 @@ def apply(ctx, n, input_len: int, output_len: int) -> dict:
     base = sum(fixed.values())
     ttft = s.ttft["p50"]
     if ttft >= base:
-        n.ttft_parts = dict(fixed, **{"waiting in the serving loop (simulated, p50)": ttft - base})
+        n.ttft_parts = dict(fixed, **{"queueing in the serving loop (simulated, p50)": ttft - base})
     else:
         n.ttft_parts = {k: v * ttft / base for k, v in fixed.items()} if base else fixed
     n.ttft = ttft
@@ -184,3 +190,21 @@ def apply(ctx, n, input_len: int, output_len: int) -> dict:
     dist = s.as_dict()
     dist["steady_state"] = steady
     return {"distribution": dist, "client": client.describe()}
+
+
+def describe_line(est) -> list[str]:
+    """`deployctl plan`'s lines for the simulation (p50 / p99 in one line) and a user calibration in use."""
+    d, c = est.distribution, est.client
+    out = []
+    if d and c:
+        who = (f"{c['concurrency']} clients starting together, back to back" if c["mode"] == "concurrency" else
+               f"Poisson arrivals at {c['rate']:g}/s")
+        out.append(f"simulated serving loop ({who}, {c['requests']} requests): TTFT p50 {d['ttft_ms']['p50']:,.0f} / "
+                   f"p99 {d['ttft_ms']['p99']:,.0f} ms, TPOT p50 {d['tpot_ms']['p50']:.1f} / p99 "
+                   f"{d['tpot_ms']['p99']:.1f} ms, E2E p50 {d['e2e_ms']['p50'] / 1e3:,.1f} / p99 "
+                   f"{d['e2e_ms']['p99'] / 1e3:,.1f} s" + (f", {d['preemptions']} preemptions (KV cache full)"
+                                                          if d["preemptions"] else ""))
+    src = str(est.calibration.get("source", ""))
+    if src.startswith("calibrated from"):
+        out.append(f"deratings {src}")
+    return out
