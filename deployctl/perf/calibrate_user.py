@@ -9,7 +9,8 @@ the measured points of one or more bench runs of this cluster, and stored in
 What is fitted to what:
 * k_prefill to the median TTFT of the points at the lowest concurrency of each input length (1 in the default
   suites): there the TTFT is one prefill, without queueing, so it isolates the prefill step;
-* k_hbm and k_compute to the median TPOT and the output throughput of every point.
+* k_hbm, k_compute and k_fixed (the per-step fixed kernel costs, 1 in the published fit) to the median TPOT and
+  the output throughput of every point.
 
 Each estimate is the one `plan` makes (the simulated serving loop under the point's closed-loop client), with
 the trial deratings; the fit minimises the RMS relative error by coordinate search (each k in [0.25, 8]).
@@ -159,7 +160,7 @@ def fit(plan, pts: list[Measured], start: Consts | None = None) -> Consts:
     ctx = context(plan, consts=FITTED)
     c = start or FITTED
     for _ in range(3):
-        for name in ("k_prefill", "k_hbm", "k_compute"):
+        for name in ("k_prefill", "k_hbm", "k_compute", "k_fixed"):
             best = _search(lambda v: _rms(_errors(ctx, replace(c, **{name: v}), pts)), *BOUNDS)
             c = replace(c, **{name: round(best, 4)})
     return c
@@ -189,7 +190,7 @@ def save(cluster: str, consts: Consts, runs: list[str], rows: list[dict], run_di
     errs = [r[k]["error"] for r in rows for k in ("ttft_ms", "tpot_ms", "tokens_per_s")
             if r[k]["error"] is not None and r[k]["fitted"]]
     doc = {"cluster": cluster, "consts": {"k_hbm": consts.k_hbm, "k_compute": consts.k_compute,
-                                          "k_prefill": consts.k_prefill},
+                                          "k_prefill": consts.k_prefill, "k_fixed": consts.k_fixed},
            "runs": len(runs), "run_ids": runs, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
            "rms_error": round(_rms(errs), 4), "points": rows}
     tmp = p.with_name(p.name + ".tmp")

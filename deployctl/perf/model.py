@@ -321,7 +321,7 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         output_tokens_per_s=round(n.throughput, 2), per_die_tokens_per_s=round(n.throughput / ctx.dies, 3),
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
         assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
-        calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill,
+        calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill, "k_fixed": c.k_fixed,
                      "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py",
                      **ctx.calibration}, **served)
 
