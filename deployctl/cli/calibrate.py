@@ -26,12 +26,13 @@ def calibrate(
                                                             "RUN_DIR/calibration/<cluster>.json.")]
     = Path(".deployctl"),
 ):
-    """Fit the performance model's deratings (k_hbm, k_compute, k_prefill, k_fixed) to this cluster's bench runs, show each
-    point's error before and after, and store the fit for `plan` and `recommend` (they name it in their output).
+    """Fit the performance model's deratings (k_hbm, k_compute, k_prefill, k_fixed) to this cluster's bench runs,
+    show each point's error before and after, and store the fit for `plan` and `recommend` (they name it in their
+    output).
 
     k_prefill is fitted to the median TTFT at each input length's lowest concurrency (one prefill, no queueing);
-    k_hbm, k_compute and k_fixed (per-step fixed costs) to the median TPOT and the throughput of every point. Exit 0 when stored (or removed),
-    2 when there is nothing to fit.
+    k_hbm, k_compute and k_fixed (per-step fixed costs) to the median TPOT and the throughput of every point.
+    Exit 0 when stored (or removed), 2 when there is nothing to fit.
 
     Examples:
 
@@ -90,8 +91,8 @@ def _print(doc: dict, before: list[dict], rows: list[dict], skipped: list[str], 
     con = run_console()
     k = doc["consts"]
     con.print(esc(f"✓ {doc['cluster']}: deratings k_hbm {k['k_hbm']:.3f}, k_compute {k['k_compute']:.3f}, "
-                  f"k_prefill {k['k_prefill']:.3f}, k_fixed {k.get('k_fixed', 1.0):.3f} {cu_label(doc)}; RMS error {doc['rms_error']:.1%}; stored in "
-                  f"{where}"))
+                  f"k_prefill {k['k_prefill']:.3f}, k_fixed {k.get('k_fixed', 1.0):.3f} {cu_label(doc)}; "
+                  f"RMS error {doc['rms_error']:.1%}; stored in {where}"))
     t = Table(title="Fit error per point (estimate - measured) / measured: published fit -> calibrated",
               title_justify="left")
     for col in ("run", "point", "conc", "TTFT p50 ms", "error", "TPOT p50 ms", "error", "out tok/s", "error"):

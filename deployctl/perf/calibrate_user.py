@@ -99,7 +99,8 @@ def points(summaries: list[Path], model: str | None = None, dies: int | None = N
                 continue
             out.append(Measured(run=doc.get("run_id", s.parent.name), point=p["point"], input_len=p["input_len"],
                                 output_len=p["output_len"], concurrency=p["concurrency"],
-                                ttft_ms=(p.get("ttft_ms") or {}).get("p50"), tpot_ms=(p.get("tpot_ms") or {}).get("p50"),
+                                ttft_ms=(p.get("ttft_ms") or {}).get("p50"),
+                                tpot_ms=(p.get("tpot_ms") or {}).get("p50"),
                                 tokens_per_s=p.get("output_tokens_per_s")))
     lowest: dict[int, int] = {}
     for m in out:

@@ -54,7 +54,7 @@ class Consts:
     k_hbm: float          # decode, HBM-bound components
     k_compute: float      # decode, compute-bound components
     k_prefill: float      # prefill, every component
-    k_fixed: float = 1.0  # the per-step fixed kernel costs (1: msModeling's static costs; `deployctl calibrate` fits it)
+    k_fixed: float = 1.0  # per-step fixed kernel costs (1: msModeling's static costs; `deployctl calibrate` fits it)
 
 
 @dataclass

@@ -50,12 +50,17 @@ def test_chunked_prefill_takes_the_wave_in_one_budget():
     assert r.first_wave_ttft == pytest.approx([0.01 + 0.0001 * 4000] * 4)
 
 
-def test_pd_decode_admission_waits_for_the_kv_transfer():
+def _pd(concurrency: int, servers: float = 1, transfer_s: float = 0.0):
+    """A P/D run: prompts of 1000 tokens, one prompt per prefill batch, 50 output tokens."""
     lin = Lin()
-    fast = PrefillSide(steps=lin, sched=Sched(1000, 1, 0), servers=1, transfer_s=0.0, transfer_s_per_token=0.0)
-    slow = PrefillSide(steps=lin, sched=Sched(1000, 1, 0), servers=1, transfer_s=0.5, transfer_s_per_token=0.0)
-    a = simulate(Client(1000, 50, concurrency=1), Sched(8192, 256, BIG), lin, fast)
-    b = simulate(Client(1000, 50, concurrency=1), Sched(8192, 256, BIG), lin, slow)
+    pside = PrefillSide(steps=lin, sched=Sched(1000, 1, 0), servers=servers, transfer_s=transfer_s,
+                        transfer_s_per_token=0.0)
+    return simulate(Client(1000, 50, concurrency=concurrency), Sched(8192, 256, BIG), lin, pside), lin
+
+
+def test_pd_decode_admission_waits_for_the_kv_transfer():
+    a, lin = _pd(1)
+    b, _ = _pd(1, transfer_s=0.5)
     # concurrency 1: prefill (0.11 s) + transfer + the first decode step
     assert a.ttft[0] == pytest.approx(0.11 + lin.decode(1, 1000), rel=1e-3)
     assert b.ttft[0] - a.ttft[0] == pytest.approx(0.5, rel=1e-3)
@@ -63,11 +68,8 @@ def test_pd_decode_admission_waits_for_the_kv_transfer():
 
 
 def test_pd_prefill_servers_shared_by_more_decode_groups_queue_longer():
-    lin = Lin()
-    own = PrefillSide(steps=lin, sched=Sched(1000, 1, 0), servers=1, transfer_s=0.0, transfer_s_per_token=0.0)
-    half = PrefillSide(steps=lin, sched=Sched(1000, 1, 0), servers=0.5, transfer_s=0.0, transfer_s_per_token=0.0)
-    a = simulate(Client(1000, 50, concurrency=8), Sched(8192, 256, BIG), lin, own)
-    b = simulate(Client(1000, 50, concurrency=8), Sched(8192, 256, BIG), lin, half)
+    a, _ = _pd(8)
+    b, _ = _pd(8, servers=0.5)
     assert b.dist("ttft")["p90"] > a.dist("ttft")["p90"]
 
 
