@@ -110,10 +110,15 @@ def _steps(ctx, setup, client: Client, active: int) -> SimSteps:
     return ctx.cache[key]
 
 
-def sched_of(ctx, inst, role_budget: int | None = None) -> Sched:
-    inv = ctx.plan.inventory
+def sched_of(ctx, inst) -> Sched:
+    """The limits of one of the instance's DP schedulers: its role's max_prefill_tokens and max_batch_size
+    (layout.<role>.model over model), its KV cache, chunked prefill for vLLM-Ascend, MTP."""
+    from deployctl.inventory.roles import for_role
+    from deployctl.planning.plan import max_prefill_tokens
+
+    inv = for_role(ctx.plan.inventory, inst.role)
     su = ctx.setups[inst.name]
-    return Sched(token_budget=role_budget or ctx.prefill_batch_tokens, max_batch=inv.model.max_batch_size,
+    return Sched(token_budget=max_prefill_tokens(inv), max_batch=inv.model.max_batch_size,
                  kv_tokens=float(inst.memory.max_tokens * inst.degrees.cp),
                  chunked=inv.engine.kind != "mindie", drafts=su.mtp_drafts, accepted=su.accepted)
 
