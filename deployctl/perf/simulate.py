@@ -93,7 +93,7 @@ def percentile(xs: list[float], q: float) -> float:
 class _Loop:
     def __init__(self, client: Client, sched: Sched, steps: Steps, pside: PrefillSide | None):
         self.c, self.s, self.st, self.p = client, sched, steps, pside
-        rng = random.Random(client.seed)
+        rng = self.rng = random.Random(client.seed)
         n = client.total_requests
         self.inp, self.out = zip(*(lengths(client, rng) for _ in range(n))) if n else ((), ())
         self.n = n
@@ -172,9 +172,12 @@ class _Loop:
                 batch.append(i)
                 tokens += self.inp[i]
             took = p.steps.prefill(tokens)
-            self.pfree[k] = start + took * self.pstretch        # shared with the other D groups' prompts
+            # a server shared with other decode groups runs their batches of this round too (as many as ours, by
+            # symmetry); ours takes a uniformly drawn place among them
+            done = start + took * (1 + self.rng.random() * (self.pstretch - 1))
+            self.pfree[k] = start + took * self.pstretch
             for i in batch:
-                self.ready.append((start + took + p.transfer_s + p.transfer_s_per_token * self.inp[i], i))
+                self.ready.append((done + p.transfer_s + p.transfer_s_per_token * self.inp[i], i))
             self.ready.sort()
 
     def _next_prefill_event(self) -> float:
