@@ -178,6 +178,12 @@ def apply(ctx, n, input_len: int, output_len: int) -> dict:
     Returns {"distribution", "client"} for the estimate."""
     client = Client(input_len=input_len, output_len=output_len, concurrency=n.concurrency)
     s = simulate_plan(ctx, client)
+    if len(s.result.e2e) < s.per_group.total_requests:
+        # a request the KV cache cannot hold never completes: keep the steady-state numbers, say why
+        return {"distribution": {"note": f"not simulated: {s.per_group.total_requests - len(s.result.e2e)} of "
+                                         f"{s.per_group.total_requests} requests never fit the KV cache of a DP "
+                                         "group; the numbers are the steady-state formulas'"},
+                "client": client.describe()}
     steady = {"ttft_ms": round(n.ttft * 1e3, 3), "tpot_ms": round(n.tpot * 1e3, 3),
               "output_tokens_per_s": round(n.throughput, 2),
               "note": "the steady-state formulas (M/D/1 queueing) the simulation replaces, for comparison"}
@@ -201,7 +207,9 @@ def describe_line(est) -> list[str]:
     """`deployctl plan`'s lines for the simulation (p50 / p99 in one line) and a user calibration in use."""
     d, c = est.distribution, est.client
     out = []
-    if d and c:
+    if d and c and "ttft_ms" not in d:
+        out.append(str(d.get("note", "")))
+    elif d and c:
         who = (f"{c['concurrency']} clients starting together, back to back" if c["mode"] == "concurrency" else
                f"Poisson arrivals at {c['rate']:g}/s")
         out.append(f"simulated serving loop ({who}, {c['requests']} requests): TTFT p50 {d['ttft_ms']['p50']:,.0f} / "

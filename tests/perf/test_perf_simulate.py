@@ -128,3 +128,15 @@ def test_plan_ttft_rises_with_concurrency_under_simultaneous_start():
     p = plan("a2-4x8-dp-ep")
     got = [estimate_point(p, 3500, 1500, c)["ttft_ms"] for c in (1, 16, 64)]
     assert got == sorted(got) and got[2] > 3 * got[0]
+
+
+def test_a_kv_cache_that_holds_no_request_falls_back_to_the_steady_state():
+    from deployctl.perf.model import context, estimate_plan
+    from deployctl.perf.models import Workload
+
+    p = plan("a2-4x8-dp-ep")
+    ctx = context(p)
+    inst = ctx.decoder
+    tokens = inst.memory.max_tokens * inst.degrees.cp
+    est = estimate_plan(p, Workload(input_len=tokens + 10, output_len=16, concurrency=2), ctx=ctx)
+    assert "never fit the KV cache" in est.distribution["note"] and est.ttft_ms > 0
