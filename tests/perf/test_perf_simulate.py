@@ -140,3 +140,24 @@ def test_a_kv_cache_that_holds_no_request_falls_back_to_the_steady_state():
     tokens = inst.memory.max_tokens * inst.degrees.cp
     est = estimate_plan(p, Workload(input_len=tokens + 10, output_len=16, concurrency=2), ctx=ctx)
     assert "never fit the KV cache" in est.distribution["note"] and est.ttft_ms > 0
+
+
+class _Engine:
+    def __init__(self, kind, doc):
+        self.kind, self.doc = kind, doc
+
+    def model_dump(self):
+        return self.doc
+
+
+def test_which_engines_chunk_prefill_into_decode_steps():
+    from deployctl.perf.serving import chunked_prefill
+
+    assert chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"enable_fused_mc2": True}}))
+    assert not chunked_prefill(_Engine("mindie", {}))
+    assert not chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"ascend_scheduler_config":
+                                                                              {"enabled": True}}}))
+    assert not chunked_prefill(_Engine("vllm-ascend", {"args": ['--additional-config',
+                                                                '{"ascend_scheduler_config": {"enabled": true}}']}))
+    assert chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"ascend_scheduler_config":
+                                                                          {"enabled": False}}}))
