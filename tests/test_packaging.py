@@ -26,7 +26,7 @@ from conftest import EXAMPLES, HELM, ROOT
 pytestmark = pytest.mark.e2e
 
 COMMANDS = ["validate", "plan", "recommend", "render", "preflight", "up", "rollback", "history", "down",
-            "status", "logs", "diff", "bench", "engines", "schema"]
+            "status", "logs", "diff", "bench", "calibrate", "engines", "schema"]
 CHART_EXAMPLES = ROOT / "charts" / "examples"
 
 

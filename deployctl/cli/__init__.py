@@ -491,6 +491,11 @@ def bench(
               url=url, ignore_eos=ignore_eos, run_root=run_dir)
 
 
+from deployctl.cli.calibrate import calibrate as _calibrate  # noqa: E402 - issue 27
+
+app.command("calibrate")(_calibrate)
+
+
 @app.command("engines")
 def engines_cmd(
     output: OutputOpt = OutputFormat.text,

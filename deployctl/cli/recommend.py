@@ -74,11 +74,11 @@ def _print(rec, top: int) -> None:
               f"{obj.maximize.replace('_', ' ')} (estimated, SKU {esc(rec.sku)}; "
               f"{len(rec.candidates)} of {rec.considered} layouts plan and pass the engine's checks)")
     table = Table(show_lines=False)
-    for col in ("#", "layout", "conc.", "TTFT ms", "TPOT ms", "tok/s/die", "tok/s", "SLO", "binding"):
-        table.add_column(col, justify="right" if col in ("#", "conc.", "TTFT ms", "TPOT ms", "tok/s/die", "tok/s")
-                         else "left")
+    for col in ("#", "layout", "conc.", "TTFT p50/p90 ms", "TPOT p50/p90 ms", "tok/s/die", "tok/s", "SLO", "binding"):
+        table.add_column(col, justify="left" if col in ("layout", "SLO", "binding") else "right")
     for c in rec.candidates[:top]:
-        table.add_row(str(c.rank), esc(c.shape), str(c.concurrency), _fmt(c.ttft_ms), _fmt(c.tpot_ms, 1),
+        table.add_row(str(c.rank), esc(c.shape), str(c.concurrency), f"{_fmt(c.ttft_ms)} / {_fmt(c.ttft_p90_ms)}",
+                      f"{_fmt(c.tpot_ms, 1)} / {_fmt(c.tpot_p90_ms, 1)}",
                       _fmt(c.per_die_tokens_per_s, 1), _fmt(c.output_tokens_per_s), "yes" if c.meets_slo else
                       f"no (x{c.slo_ratio:.2f})", esc("; then ".join([c.binding, ", ".join(c.top_terms[1:])])))
     con.print(table)

@@ -54,6 +54,7 @@ class Consts:
     k_hbm: float          # decode, HBM-bound components
     k_compute: float      # decode, compute-bound components
     k_prefill: float      # prefill, every component
+    k_fixed: float = 1.0  # per-step fixed kernel costs (1: msModeling's static costs; `deployctl calibrate` fits it)
 
 
 @dataclass
@@ -317,7 +318,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
         name = f"MoE TP all-reduce over {LINK_NAMES[link]}"
         st.comm[name] = moe_layers * t
         st.comm_bytes[name] = moe_layers * moe_bytes
-    st.overhead = layers * layer_overhead(s.model)
+    st.overhead = layers * layer_overhead(s.model) * c.k_fixed
     if s.pp > 1:
         _, inter = link_keys(s)
         ln = links()[inter]

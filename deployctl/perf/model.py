@@ -38,6 +38,7 @@ class Ctx:
     kv_token_bytes: int                   # one token's KV over all layers (what P sends to D)
     notes: list[str] = field(default_factory=list)
     cache: dict = field(default_factory=dict)
+    calibration: dict = field(default_factory=dict)     # the user's calibration in use (deployctl calibrate)
 
     @property
     def decoder(self):
@@ -118,9 +119,18 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
               "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
+    user = {}
+    if consts is None:          # the user's own calibration of this cluster, when `deployctl calibrate` stored one
+        from deployctl.perf.calibrate_user import label, load
+
+        doc = load(inv.cluster.name)
+        if doc is not None:
+            consts = Consts(**doc["consts"])
+            user = {"source": f"{label(doc)} ({doc['file']}; `deployctl calibrate --remove` drops it)",
+                    "user_rms_error": doc.get("rms_error", 0.0)}
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
-               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()))
+               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user)
 
 
 def _prefill_batch(plan) -> int:
@@ -301,6 +311,9 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
                             "estimated at concurrency 1")
     w = workload.model_copy(update={"concurrency": conc})
     n = evaluate(ctx, w.input_len, w.output_len, conc)
+    from deployctl.perf.serving import ASSUMPTION as SIM_ASSUMPTION, apply as simulate_serving
+
+    served = simulate_serving(ctx, n, w.input_len, w.output_len)    # issue 27: the simulated serving loop
     if n.limited_by == "prefill":
         warnings.append("the prefill instance cannot keep up: throughput is its capacity, TTFT grows with the queue")
     instances = [_instance(ctx, inst, w, n) for inst in plan.instances]
@@ -319,9 +332,10 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         tpot_ms=round(n.tpot * 1e3, 3), tpot_floor_ms=round(n.tpot_floor * 1e3, 3),
         output_tokens_per_s=round(n.throughput, 2), per_die_tokens_per_s=round(n.throughput / ctx.dies, 3),
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
-        assumptions=_assumptions(ctx, w, note), warnings=warnings,
-        calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill,
-                     "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py"})
+        assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
+        calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill, "k_fixed": c.k_fixed,
+                     "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py",
+                     **ctx.calibration}, **served)
 
 
 def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:
@@ -381,6 +395,9 @@ def describe(est: PlanEstimate) -> list[str]:
            f"SKU {est.sku}: TPOT {est.tpot_ms:.1f} ms (floor {est.tpot_floor_ms:.1f}), TTFT {est.ttft_ms:,.0f} ms, "
            f"{est.output_tokens_per_s:,.0f} output tokens/s ({est.per_die_tokens_per_s:,.1f} per die)",
            f"binding: {est.binding}"]
+    from deployctl.perf.serving import describe_line
+
+    out[1:1] = describe_line(est)
     alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
         step_ = inst.decode or inst.prefill

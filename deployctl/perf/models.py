@@ -94,3 +94,7 @@ class PlanEstimate(Frozen):
     assumptions: list[str]
     warnings: list[str] = Field(default_factory=list)
     calibration: dict[str, float | str]
+    # issue 27: the simulated serving loop (deployctl.perf.simulate): p50/p90/p99 of TTFT, TPOT and E2E (ms) and
+    # throughput; the headline ttft_ms / tpot_ms / output_tokens_per_s are its p50s and throughput
+    distribution: dict | None = None
+    client: dict | None = None            # the benchmark client model simulated (deployctl.perf.clients)

@@ -45,6 +45,8 @@ class Candidate(Frozen):
     per_die_tokens_per_s: float
     binding: str
     top_terms: list[str]                  # the largest terms of the decode step, with their share
+    ttft_p90_ms: float | None = None      # the simulated serving loop's p90s (the SLO is judged on them)
+    tpot_p90_ms: float | None = None
     engine_warnings: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
@@ -134,13 +136,18 @@ def _ratio(obj: Objective, ttft: float, tpot: float) -> float:
     return max(r, default=0.0)
 
 
+SLO_PERCENTILE = "p90"      # the SLO holds when the simulated p90 TTFT and p90 TPOT meet it (docs/performance-model.md)
+
+
 def _operating_point(ctx, obj: Objective, cmax: int) -> tuple[int, bool, float]:
-    """The largest concurrency <= cmax meeting the SLO (TPOT and TTFT grow with concurrency), else 1."""
-    from deployctl.perf.model import evaluate
+    """The largest concurrency <= cmax meeting the SLO (TPOT and TTFT grow with concurrency), else 1; judged on
+    the simulated serving loop under the benchmark's closed-loop client (deployctl.perf.serving)."""
+    from deployctl.perf.clients import Client
+    from deployctl.perf.serving import simulate_plan
 
     def ratio(c: int) -> float:
-        n = evaluate(ctx, obj.input_len, obj.output_len, c)
-        return _ratio(obj, n.ttft, n.tpot)
+        s = simulate_plan(ctx, Client(input_len=obj.input_len, output_len=obj.output_len, concurrency=c))
+        return _ratio(obj, s.ttft[SLO_PERCENTILE], s.tpot[SLO_PERCENTILE])
 
     top = ratio(cmax)
     if top <= 1:
@@ -185,6 +192,7 @@ def recommend_report(inv, objective: Objective, sku: str | None = None) -> Recom
     seen: set = set()
     scored: list[_Scored] = []
     the_sku = None
+    calibrated = None
     considered = 0
     for layout in layouts(inv):
         considered += 1
@@ -199,6 +207,7 @@ def recommend_report(inv, objective: Objective, sku: str | None = None) -> Recom
         seen.add(key)
         ctx = context(plan, sku)
         the_sku = ctx.sku.key
+        calibrated = ctx.calibration.get("source") or calibrated
         held = kv_concurrency(ctx, objective.input_len, objective.output_len)
         if held == 0:
             dropped["KV cache holds no sequence of input+output tokens"] = \
@@ -217,7 +226,10 @@ def recommend_report(inv, objective: Objective, sku: str | None = None) -> Recom
     metric = (lambda s: s.est.per_die_tokens_per_s) if objective.maximize == "throughput_per_die" else \
         (lambda s: s.est.output_tokens_per_s)
     scored.sort(key=lambda s: (not s.meets, -metric(s) if s.meets else s.ratio, -metric(s)))
-    notes = []
+    notes = [f"SLO judged on the simulated {SLO_PERCENTILE} of TTFT and TPOT under a closed-loop client "
+             "(clients start together, back-to-back requests)"]
+    if calibrated:
+        notes.append(f"deratings {calibrated}")
     if scored and not scored[0].meets:
         notes.append("no layout meets the SLO: ranked by how close each comes (max of TPOT/SLO and TTFT/SLO at "
                      "concurrency 1)")
@@ -238,6 +250,8 @@ def _candidate(rank: int, s: _Scored) -> Candidate:
                      slo_ratio=round(s.ratio, 4), ttft_ms=e.ttft_ms, tpot_ms=e.tpot_ms, tpot_floor_ms=e.tpot_floor_ms,
                      output_tokens_per_s=e.output_tokens_per_s, per_die_tokens_per_s=e.per_die_tokens_per_s,
                      binding=e.binding, top_terms=top, engine_warnings=list(s.plan.engine.warnings),
+                     ttft_p90_ms=(e.distribution or {}).get("ttft_ms", {}).get("p90"),
+                     tpot_p90_ms=(e.distribution or {}).get("tpot_ms", {}).get("p90"),
                      notes=s.notes + e.warnings)
 
 

@@ -1,0 +1,208 @@
+"""Calibration from the user's own `deployctl bench` runs (issue 27 item 3; `deployctl calibrate`).
+
+The model's three deratings (deployctl.perf.calibration: k_hbm, k_compute for decode, k_prefill) are fitted to
+the measured points of one or more bench runs of this cluster, and stored in
+``<run-dir>/calibration/<cluster>.json`` next to the run records (``<run-dir>/runs/<id>-bench/summary.json``).
+`plan` and `recommend` read it (deployctl.perf.model.context) and name it in their output until
+`deployctl calibrate --remove`.
+
+What is fitted to what:
+* k_prefill to the median TTFT of the points at the lowest concurrency of each input length (1 in the default
+  suites): there the TTFT is one prefill, without queueing, so it isolates the prefill step;
+* k_hbm, k_compute and k_fixed (the per-step fixed kernel costs, 1 in the published fit) to the median TPOT and
+  the output throughput of every point.
+
+Each estimate is the one `plan` makes (the simulated serving loop under the point's closed-loop client), with
+the trial deratings; the fit minimises the RMS relative error by coordinate search (each k in [0.25, 8]).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from deployctl.perf.core import Consts
+
+DEFAULT_RUN_DIR = Path(".deployctl")
+BOUNDS = (0.25, 8.0)
+
+
+@dataclass
+class Measured:
+    run: str                      # run id
+    point: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tokens_per_s: float | None
+    use_ttft: bool = False
+
+
+def path_for(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> Path:
+    return Path(run_dir) / "calibration" / f"{cluster}.json"
+
+
+def load(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> dict | None:
+    """The stored calibration of `cluster`, or None (none stored, or unreadable: then the fitted defaults)."""
+    p = path_for(cluster, run_dir)
+    try:
+        doc = json.loads(p.read_text())
+        Consts(**doc["consts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    doc["file"] = str(p)
+    return doc
+
+
+def label(doc: dict) -> str:
+    return f"calibrated from {doc['runs']} bench run{'s' if doc['runs'] != 1 else ''} on {doc['date']}"
+
+
+def bench_runs(run_dir: Path, ids: list[str] | None = None) -> list[Path]:
+    """summary.json of the named runs (ids or paths), else of every bench run under run_dir/runs."""
+    root = Path(run_dir) / "runs"
+    if ids:
+        out = []
+        for r in ids:
+            p = Path(r)
+            p = p if p.is_dir() else root / r
+            out.append(p / "summary.json")
+        return out
+    return sorted(root.glob("*-bench/summary.json"))
+
+
+def points(summaries: list[Path], model: str | None = None, dies: int | None = None) -> tuple[list[Measured],
+                                                                                                list[str]]:
+    """The measured points of the runs, and why runs were left out (another model or size, failed points)."""
+    out: list[Measured] = []
+    skipped: list[str] = []
+    for s in summaries:
+        try:
+            doc = json.loads(s.read_text())
+        except (OSError, ValueError) as e:
+            skipped.append(f"{s}: unreadable ({e})")
+            continue
+        t = doc.get("target") or {}
+        if model and t.get("model") not in (None, model):
+            skipped.append(f"{doc.get('run_id', s.parent.name)}: model {t.get('model')!r}, not {model!r}")
+            continue
+        if dies and t.get("dies") and t["dies"] != dies:
+            skipped.append(f"{doc.get('run_id', s.parent.name)}: {t['dies']} dies, this plan has {dies}")
+            continue
+        for p in doc.get("points") or []:
+            if not p.get("ok") or p.get("failure"):
+                continue
+            out.append(Measured(run=doc.get("run_id", s.parent.name), point=p["point"], input_len=p["input_len"],
+                                output_len=p["output_len"], concurrency=p["concurrency"],
+                                ttft_ms=(p.get("ttft_ms") or {}).get("p50"),
+                                tpot_ms=(p.get("tpot_ms") or {}).get("p50"),
+                                tokens_per_s=p.get("output_tokens_per_s")))
+    lowest: dict[int, int] = {}
+    for m in out:
+        lowest[m.input_len] = min(lowest.get(m.input_len, m.concurrency), m.concurrency)
+    for m in out:
+        m.use_ttft = m.concurrency == lowest[m.input_len]
+    return out, skipped
+
+
+def predict(ctx, consts: Consts, m: Measured) -> dict:
+    """The plan's estimate of one point with these deratings (ms, tokens/s)."""
+    from deployctl.perf.model import evaluate
+    from deployctl.perf.serving import apply
+
+    ctx.consts = consts
+    ctx.cache.clear()
+    n = evaluate(ctx, m.input_len, m.output_len, m.concurrency)
+    apply(ctx, n, m.input_len, m.output_len)
+    return {"ttft_ms": n.ttft * 1e3, "tpot_ms": n.tpot * 1e3, "tokens_per_s": n.throughput}
+
+
+def _errors(ctx, consts: Consts, pts: list[Measured]) -> list[float]:
+    errs = []
+    for m in pts:
+        e = predict(ctx, consts, m)
+        if m.tpot_ms:
+            errs.append((e["tpot_ms"] - m.tpot_ms) / m.tpot_ms)
+        if m.tokens_per_s:
+            errs.append((e["tokens_per_s"] - m.tokens_per_s) / m.tokens_per_s)
+        if m.use_ttft and m.ttft_ms:
+            errs.append((e["ttft_ms"] - m.ttft_ms) / m.ttft_ms)
+    return errs
+
+
+def _rms(xs: list[float]) -> float:
+    return (sum(x * x for x in xs) / len(xs)) ** 0.5 if xs else 0.0
+
+
+def _search(f, lo: float, hi: float, steps: int = 12, rounds: int = 3) -> float:
+    """argmin of f on a log grid of [lo, hi], refined around the best cell."""
+    import math
+
+    a, b = math.log(lo), math.log(hi)
+    best = lo
+    for _ in range(rounds):
+        grid = [math.exp(a + (b - a) * i / steps) for i in range(steps + 1)]
+        best = min(grid, key=f)
+        cell = (b - a) / steps
+        a, b = max(a, math.log(best) - cell), min(b, math.log(best) + cell)
+    return best
+
+
+def fit(plan, pts: list[Measured], start: Consts | None = None) -> Consts:
+    """Deratings minimising the RMS relative error over the points (see the module docstring)."""
+    from deployctl.perf.calibration import FITTED
+    from deployctl.perf.model import context
+
+    ctx = context(plan, consts=FITTED)
+    c = start or FITTED
+    for _ in range(3):
+        for name in ("k_prefill", "k_hbm", "k_compute", "k_fixed"):
+            best = _search(lambda v: _rms(_errors(ctx, replace(c, **{name: v}), pts)), *BOUNDS)
+            c = replace(c, **{name: round(best, 4)})
+    return c
+
+
+def per_run(plan, consts: Consts, pts: list[Measured]) -> list[dict]:
+    """Each point's measured and estimated values and relative errors with `consts`."""
+    from deployctl.perf.model import context
+
+    ctx = context(plan, consts=consts)
+    rows = []
+    for m in pts:
+        e = predict(ctx, consts, m)
+        row = {"run": m.run, "point": m.point, "concurrency": m.concurrency, "input_len": m.input_len,
+               "output_len": m.output_len}
+        for key, meas in (("ttft_ms", m.ttft_ms), ("tpot_ms", m.tpot_ms), ("tokens_per_s", m.tokens_per_s)):
+            row[key] = {"measured": meas, "estimated": round(e[key], 3),
+                        "error": round((e[key] - meas) / meas, 4) if meas else None,
+                        "fitted": key != "ttft_ms" or m.use_ttft}
+        rows.append(row)
+    return rows
+
+
+def save(cluster: str, consts: Consts, runs: list[str], rows: list[dict], run_dir: Path = DEFAULT_RUN_DIR) -> Path:
+    p = path_for(cluster, run_dir)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    errs = [r[k]["error"] for r in rows for k in ("ttft_ms", "tpot_ms", "tokens_per_s")
+            if r[k]["error"] is not None and r[k]["fitted"]]
+    doc = {"cluster": cluster, "consts": {"k_hbm": consts.k_hbm, "k_compute": consts.k_compute,
+                                          "k_prefill": consts.k_prefill, "k_fixed": consts.k_fixed},
+           "runs": len(runs), "run_ids": runs, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+           "rms_error": round(_rms(errs), 4), "points": rows}
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, p)
+    return p
+
+
+def remove(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> bool:
+    p = path_for(cluster, run_dir)
+    if p.exists():
+        p.unlink()
+        return True
+    return False
