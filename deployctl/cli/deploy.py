@@ -76,7 +76,7 @@ def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
     """--break-lock: show who holds the lock, confirm, remove it on every host."""
     from deployctl.deploy.hostlock import break_lock, holders
     from deployctl.deploy.hosts import host_targets_abs
-    from deployctl.deploy.lockinfo import LockOwner, human_age
+    from deployctl.operation.lockinfo import LockOwner, human_age
     from deployctl.deploy.revision import cluster_dir
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
@@ -167,13 +167,13 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
                "restore": restored, "stages": [{"stage": n, "seconds": s} for n, s in out.stages],
                "changes": out.changes.model_dump() if out.changes is not None else None}
         if operation != "down" and out.status in ("successful", "nothing-to-do"):
-            from deployctl.deploy.remote import entry_url
+            from deployctl.fleet.processes import entry_url
             from deployctl.planning.plan import plan_layout
 
             doc["url"] = entry_url(plan_layout(inv))    # where clients go: the router of a fleet
         echo_json(doc)
         return
-    from deployctl.deploy.remote import entry_url
+    from deployctl.fleet.processes import entry_url
     from deployctl.planning.plan import plan_layout
 
     con = reporter.con

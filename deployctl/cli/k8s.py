@@ -85,7 +85,7 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
     """--break-lock without -y: show who holds the lock and ask before removing it."""
     import sys
 
-    from deployctl.deploy.lockinfo import human_age
+    from deployctl.operation.lockinfo import human_age
     from deployctl.k8s.up import lock_holder
 
     held = lock_holder(inv, inventory.parent)
@@ -108,7 +108,7 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 
 def _serving(inv) -> str:
-    from deployctl.deploy.remote import entry_url
+    from deployctl.fleet.processes import entry_url
     from deployctl.k8s.chart_values import fullname
     from deployctl.planning.plan import plan_layout
 

@@ -1,7 +1,7 @@
 """`deployctl up | rollback | down` on the hosts: the hosts backend run through the deploy pipeline.
 
 This module wires the real effects (paramiko executor, ansible-runner, preflight) into
-deployctl.deploy.hosts.HostsBackend and runs deployctl.deploy.pipeline.run_pipeline.
+deployctl.deploy.hosts.HostsBackend and runs deployctl.operation.pipeline.run_pipeline.
 """
 
 from __future__ import annotations
@@ -10,21 +10,10 @@ import threading
 from pathlib import Path
 
 from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
-from deployctl.deploy.pipeline import Options, Outcome, run_pipeline
-from deployctl.deploy.records import RunRecord
-from deployctl.deploy.revision import MANIFEST, node_bundles
+from deployctl.operation.pipeline import Options, Outcome, run_pipeline
+from deployctl.operation.records import RunRecord
+from deployctl.deploy.revision import node_bundles
 from deployctl.errors import ExecutionError
-from deployctl.models.artifact import Artifact
-from deployctl.models.plan import Plan
-
-
-def with_manifests(plan: Plan, artifacts: list[Artifact], run_id: str) -> list[Artifact]:
-    """Each node folder gets .deployctl.json: revision id, run id, file digests and the env digest."""
-    out = list(artifacts)
-    for node, bundle in node_bundles(plan, artifacts).items():
-        out.append(Artifact(kind="manifest", path=f"{node}/{MANIFEST}",
-                            content=bundle.manifest(plan.inventory.cluster.name, run_id), mode=0o640))
-    return out
 
 
 def _own_engine_findings(findings, deployed, engine: str):
@@ -119,9 +108,9 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
 
 def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor) -> dict[str, dict[str, list[str]]]:
     """node -> file -> ['key: old → new', ...] for every changed file of a deployed node."""
-    from deployctl.deploy.filediff import file_changes
+    from deployctl.operation.filediff import file_changes
     from deployctl.deploy.revision import cluster_dir
-    from deployctl.preflight.fanout import fan_out
+    from deployctl.executors.fanout import fan_out
 
     wanted = {h.node: [f.path for f in h.files if f.kind in ("changed", "removed")]
               for h in changes.hosts if h.current_rev}

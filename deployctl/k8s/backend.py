@@ -1,6 +1,6 @@
 """The k8s backend of the deploy pipeline: `up | rollback | down --target k8s` of one Helm release.
 
-K8sBackend implements deployctl.deploy.pipeline.Backend for one Helm release; the Kubernetes API client
+K8sBackend implements deployctl.operation.pipeline.Backend for one Helm release; the Kubernetes API client
 (KubeApi) and the helm runner (HelmClient) are passed to its constructor, so its logic is unit-tested
 with fakes (tests/k8s/test_k8s_backend.py) and end to end against a real control plane (kube-apiserver,
 controller-manager, scheduler; kwok nodes) with the real helm (tests/k8s/test_up_k8s*.py, tests/k8scluster.py).
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Callable
 
 from deployctl.k8s.chart_values import CHART_NAME
-from deployctl.deploy.lockinfo import LockOwner
-from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.lockinfo import LockOwner
+from deployctl.operation.pipeline import Applied, Outcome, UnitCheck, Verification
+from deployctl.operation.records import RunRecord
 from deployctl.errors import ExecutionError
 from deployctl.k8s import history as hist
 from deployctl.k8s.api import KubeTarget
@@ -146,7 +146,7 @@ def _settling(result: Verification) -> bool:
 # ------------------------------------------------------------------------------------------ the backend
 
 class K8sBackend:
-    """The effects of up, rollback or down of one Helm release (deployctl.deploy.pipeline.Backend)."""
+    """The effects of up, rollback or down of one Helm release (deployctl.operation.pipeline.Backend)."""
 
     def __init__(self, operation: str, target: KubeTarget, api, helm, record: RunRecord, opts: K8sOptions,
                  reporter, *, plan: Plan | None = None, release: Callable[[], Release] | None = None,

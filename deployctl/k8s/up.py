@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deployctl.deploy.pipeline import Options, Outcome, run_pipeline
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.pipeline import Options, Outcome, run_pipeline
+from deployctl.operation.records import RunRecord
 from deployctl.k8s.api import KubeApi, kube_target
 from deployctl.k8s.backend import K8sBackend, K8sOptions, release_docs
 from deployctl.k8s.diff import InstanceAction, ObjectChange, diff_objects, instance_actions, stale_instances

@@ -11,7 +11,7 @@ from typing import Callable
 
 from deployctl.executors.base import HostTarget
 from deployctl.models.host_facts import DeviceFacts, HostFacts, PingCheck
-from deployctl.preflight.batch import ProbeOutput
+from deployctl.executors.batch import ProbeOutput
 from deployctl.probes import hccn_tool, host, npu_smi, versions
 from deployctl.textsafe import clean
 

@@ -226,7 +226,7 @@ def _ports_per_node(inv) -> dict[str, set[int]]:
     except DeployctlError:          # plan refuses: `plan` says why; check what every node needs
         return {n.name: common for n in inv.nodes}
     out = {}
-    from deployctl.deploy.remote import processes
+    from deployctl.fleet.processes import processes
 
     for node in plan.nodes:
         procs = processes(plan, node.name)       # the engine's, and a fleet's router on its node

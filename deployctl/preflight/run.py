@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,31 +11,10 @@ from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.models.inventory import Inventory
 from deployctl.preflight import probes
-from deployctl.preflight.batch import PROBE_CONCURRENCY
-from deployctl.preflight.fanout import HostRun, Progress, fan_out_pipelined
+from deployctl.executors.batch import PROBE_CONCURRENCY
+from deployctl.executors.fanout import HostRun, Progress, fan_out_pipelined
+from deployctl.executors.targets import ssh_targets
 from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
-
-
-def _path(value: str | None, base: Path) -> str | None:
-    """Inventory paths are relative to the inventory file; ~ is the user's home."""
-    if not value:
-        return None
-    p = Path(os.path.expanduser(value))
-    return str(p if p.is_absolute() else base / p)
-
-
-def ssh_targets(inv: Inventory, base_dir: Path) -> list[HostTarget]:
-    """One target per node: the node's ssh overrides on top of the inventory's ssh defaults."""
-    out = []
-    for n in inv.nodes:
-        o = n.ssh
-        d = inv.ssh
-        out.append(HostTarget(
-            name=n.name, address=n.address,
-            user=(o and o.user) or d.user, port=(o and o.port) or d.port,
-            key=_path((o and o.key) or d.key, base_dir),
-            known_hosts=_path((o and o.known_hosts) or d.known_hosts, base_dir)))
-    return out
 
 
 @dataclass

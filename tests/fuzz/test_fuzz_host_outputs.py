@@ -126,7 +126,7 @@ def test_assemble_never_raises_and_facts_hold_their_patterns(hardware):
     """The host data boundary: every probe output mutated at once, HostFacts always built."""
     from deployctl.executors.base import HostTarget
     from deployctl.models.host_facts import HostFacts
-    from deployctl.preflight.batch import ProbeOutput
+    from deployctl.executors.batch import ProbeOutput
     from deployctl.preflight.probes import assemble
 
     baselines = _all_probe_outputs(hardware)
@@ -226,7 +226,7 @@ def sample_plan():
 
 def test_parse_state_never_raises(sample_plan):
     from deployctl.deploy.remote import parse_state
-    from deployctl.preflight.batch import ProbeOutput
+    from deployctl.executors.batch import ProbeOutput
 
     node = sample_plan.nodes[0].name
     baselines = _state_baselines()

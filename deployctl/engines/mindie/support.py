@@ -92,14 +92,7 @@ def expand_source(source: str) -> str:
 
 
 def check(plan) -> list[Finding]:
-    from dataclasses import replace
-
-    return [replace(f, source=expand_source(f.source)) for f in _check(plan)]
-
-
-def _check(plan) -> list[Finding]:
-    from deployctl.engines.mindie.rules import layout_findings
-
+    """The support matrix's findings for this plan (the driver adds rules.py's layout findings)."""
     inv = plan.inventory
     ver = plan.engine.version
     out: list[Finding] = []
@@ -119,7 +112,7 @@ def _check(plan) -> list[Finding]:
         out.append(Finding("warning", "model.name", note))
     if not entry:
         out.append(Finding("warning", "model.name", f"{name} is not in MindIE's support matrix: unverified"))
-        return out + layout_findings(plan)
+        return out
     ok, src = _value(entry.get("versions"), ver)
     if ok == "no":
         out.append(Finding("error", "model.name", f"{name} does not run on MindIE {ver}", src,
@@ -142,7 +135,7 @@ def _check(plan) -> list[Finding]:
     elif q["value"] == "unverified":
         out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE is unverified",
                            q.get("source", "")))
-    return out + layout_findings(plan)
+    return out
 
 
 def _versions_with(entry: dict) -> str:
