@@ -79,11 +79,11 @@ def fetch_host_logs(executor, target, names: list[str], host_dir: Path, tail: in
 
 def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | None = None,
                  since: str | None = None, tail: int = 200,
-                 max_log_mb: float | None = None) -> tuple[dict[str, HostLogs], RunRecord]:
+                 max_log_mb: float | None = None, plan=None) -> tuple[dict[str, HostLogs], RunRecord]:
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
+    plan = plan if plan is not None else plan_layout(inv)
     engine, ms = container_names(plan)
     targets = ssh_targets(inv, inventory_dir)
     if hosts:

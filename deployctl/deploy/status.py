@@ -153,7 +153,7 @@ def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:
     return Status("serving", rows, live["revision"] if live else None, note)
 
 
-def cluster_status(inv, inventory_dir) -> Status:
+def cluster_status(inv, inventory_dir, plan=None) -> Status:
     from deployctl.deploy.hosts import host_targets_abs
     from deployctl.deploy.up import read_state
     from deployctl.errors import DeployctlError
@@ -162,7 +162,7 @@ def cluster_status(inv, inventory_dir) -> Status:
 
     executor = SshExecutor()
     try:
-        plan, states = read_state(inv, inventory_dir, health=True, executor=executor)
+        plan, states = read_state(inv, inventory_dir, health=True, executor=executor, plan=plan)
         targets = {t.name: t for t in host_targets_abs(inv, inventory_dir)}
         ctl = control_for(plan, Remote(executor, targets))
         view = router = None

@@ -35,7 +35,8 @@ class PreflightResult:
 
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
-                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
+                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None,
+                  plan=None) -> PreflightResult:
     """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
 
     Phase 1 probes each host (at most PROBE_CONCURRENCY probes at once per host); phase 2 has each host
@@ -83,7 +84,7 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
         if run.error is None:
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
-    return PreflightResult(facts, check_facts(inv, facts), not_checked(inv, facts, ping_sample))
+    return PreflightResult(facts, check_facts(inv, facts, plan), not_checked(inv, facts, ping_sample))
 
 
 def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:
