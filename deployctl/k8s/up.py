@@ -8,7 +8,8 @@ from pathlib import Path
 from deployctl.operation.pipeline import Options, Outcome, run_pipeline
 from deployctl.operation.records import RunRecord
 from deployctl.k8s.api import KubeApi, kube_target
-from deployctl.k8s.backend import K8sBackend, K8sOptions, release_docs
+from deployctl.k8s.backend import K8sBackend
+from deployctl.k8s.state import K8sOptions, release_docs
 from deployctl.k8s.diff import InstanceAction, ObjectChange, diff_objects, instance_actions, stale_instances
 from deployctl.k8s.render import render_release
 from deployctl.k8s.rollout import Progress, describe, progress
