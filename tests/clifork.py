@@ -10,6 +10,7 @@ always under DEPLOYCTL_TEST_EXEC=1 (CI's full run can compare).
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 import subprocess
@@ -38,7 +39,14 @@ def run(exe: Path, args: list[str], cwd: Path, env: dict[str, str]) -> subproces
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        gc.freeze()              # the child's collector leaves the inherited heap alone: no copy-on-write of it
+        try:
+            pid = os.fork()
+        except BaseException:
+            gc.unfreeze()
+            raise
+        if pid:
+            gc.unfreeze()
         if pid == 0:             # the child: never returns into pytest
             code = 1
             try:
