@@ -27,7 +27,7 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
     def run(observed) -> None:
         from deployctl.preflight.run import run_preflight
 
-        result = run_preflight(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout, plan=plan)
+        result = run_preflight(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout, layout=plan)
         result.findings = _own_engine_findings(result.findings, observed, engine)
         record.write("preflight.json", result.to_file(inv).model_dump_json(indent=2))
         reporter.preflight(result)

@@ -36,13 +36,14 @@ class PreflightResult:
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
                   workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None,
-                  plan=None) -> PreflightResult:
+                  layout=None) -> PreflightResult:
     """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
 
     Phase 1 probes each host (at most PROBE_CONCURRENCY probes at once per host); phase 2 has each host
     ping a sample of its peers' device IPs over the NPU network. A host's pings start as soon as the
     facts they need are in (its own and those of the peers it pings, probes.host_ping_checks), not after
-    the slowest host's phase 1; they are the pings probes.ping_plan picks from all the facts.
+    the slowest host's phase 1; they are the pings probes.ping_plan picks from all the facts. ``layout``:
+    the operation's plan (up's), for the rule on free ports; without it that rule plans.
     """
     hw = inv.cluster.hardware
     targets = ssh_targets(inv, base_dir)
@@ -84,7 +85,7 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
         if run.error is None:
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
-    return PreflightResult(facts, check_facts(inv, facts, plan), not_checked(inv, facts, ping_sample))
+    return PreflightResult(facts, check_facts(inv, facts, layout), not_checked(inv, facts, ping_sample))
 
 
 def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:

@@ -18,7 +18,8 @@ from conftest import EXAMPLES
 from deployctl.cli import app
 from deployctl.cli.commands import load_and_validate
 from deployctl.deploy.revision import cluster_dir
-from deployctl.errors import LayoutError
+from deployctl.errors import ExecutionError, LayoutError
+from deployctl.executors.base import HostError
 from fakefleet import FakeFleet
 
 EXAMPLE = "a2-2x8-tp-pp.yaml"
@@ -94,3 +95,31 @@ def test_a_refused_plan_still_reads_once_and_points_into_the_file(counted):
     assert counts["read"] == 1 and counts["plan"] <= 1, counts
     assert refused.value.message.startswith(f"{inv}: ")
     assert refused.value.problems and all(p.file == str(inv) and p.line for p in refused.value.problems)
+
+
+class ProbesUnanswered:
+    """The fleet, except that preflight's first probe (the clock) times out on every host."""
+
+    def __init__(self, fleet):
+        self.fleet = fleet
+
+    def run(self, target, argv, timeout):
+        if argv[:1] == ["date"]:
+            raise HostError(target.name, "timeout", f"{target.address}:22 did not answer", "is it up?")
+        return self.fleet.run(target, argv, timeout)
+
+    def close(self) -> None:
+        pass
+
+
+def test_up_with_preflight_plans_once_too(counted, monkeypatch):
+    """Preflight inside `up` judges the ports from the operation's plan: here no host answers its probes, so
+    preflight fails and the run stops before anything changes, after every rule ran on that plan."""
+    inv, counts = counted
+    executor = ProbesUnanswered(ssh.SshExecutor())
+    monkeypatch.setattr(ssh, "SshExecutor", lambda *a, **k: executor)
+    counts.update(read=0, plan=0)
+    with pytest.raises(ExecutionError, match="preflight failed: nothing was changed"):   # main(): exit 1
+        CliRunner().invoke(app, ["up", "-i", str(inv), "-y", "--run-dir", str(inv.parent / "runs")],
+                           catch_exceptions=False)
+    assert counts["read"] == 1 and counts["plan"] <= 1, counts
