@@ -48,10 +48,12 @@ def check_golden(path: Path, actual: bytes, update: bool) -> None:
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the installed `deployctl` console script (exit codes and stderr exactly as users see them)."""
-    return subprocess.run([str(DEPLOYCTL), *args], capture_output=True, text=True, cwd=cwd or ROOT,
-                          env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "DEPLOYCTL_HELM": HELM,
-                               **(env or {})})
+    """Run the installed `deployctl` console script (exit codes and stderr exactly as users see them; forked from
+    this process, tests/clifork.py)."""
+    from clifork import run
+
+    return run(DEPLOYCTL, list(args), cwd or ROOT, {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1",
+                                                   "DEPLOYCTL_HELM": HELM, **(env or {})})
 
 
 # ------------------------------------------------------------------ Kubernetes: a real control plane
@@ -91,7 +93,8 @@ _E2E_MODULES: dict[Path, bool] = {}
 def _starts_hosts(path: Path) -> bool:
     if path not in _E2E_MODULES:
         text = path.read_text(errors="replace") if path.suffix == ".py" else ""
-        _E2E_MODULES[path] = "fuzz" in path.parts or any(call in text for call in E2E_CALLS)
+        # fuzz/: the fuzzers; fakecluster/: the simulated hosts' own tests (their sshd, stand-in engines, timing)
+        _E2E_MODULES[path] = bool({"fuzz", "fakecluster"} & set(path.parts)) or any(call in text for call in E2E_CALLS)
     return _E2E_MODULES[path]
 
 

@@ -960,6 +960,9 @@ def _on_disk_modes(arts: list) -> None:
 
 
 # =========================================================================== properties
+# The two fuzzing runs (150 and 80 generated clusters through the whole pipeline) are the e2e tier's, with the
+# fuzzers (CONTRIBUTING.md); the fast tier keeps the explicit cases above and the smaller properties below.
+@pytest.mark.e2e
 @PROPERTY_SETTINGS
 @given(cases())
 def test_valid_inventories_render_hccl_conformant_rank_tables(case: Case):
@@ -969,6 +972,7 @@ def test_valid_inventories_render_hccl_conformant_rank_tables(case: Case):
     _on_disk_modes(arts)
 
 
+@pytest.mark.e2e
 def test_generator_acceptance_rate():
     """Most generated inventories must reach the renderer (memory refusals are the only rejects)."""
     accepted = rejected = 0

@@ -28,7 +28,7 @@ from deployctl.bench import aiperf, prompts
 from deployctl.bench.estimate import Estimator, compare
 from deployctl.bench.stats import summarize
 from deployctl.bench.suites import Suite
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.records import RunRecord
 from deployctl.errors import ExecutionError
 
 SMOKE_TIMEOUT_S = 120.0

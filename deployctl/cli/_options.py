@@ -92,3 +92,22 @@ AllowExecOpt = Annotated[bool, typer.Option(
     "--allow-kubeconfig-exec", callback=_allow_exec,
     help="k8s: let the inventory's kubeconfig (kubernetes.kubeconfig) run its credential plugin (users with "
     "`exec` or `auth-provider`); refused otherwise. Also DEPLOYCTL_ALLOW_KUBECONFIG_EXEC=1.")]
+
+
+# plan and recommend
+InputLenOpt = Annotated[Optional[int], typer.Option(
+    "--input-len", "--input", min=1, metavar="TOKENS", help="Input tokens per request (default: model.max_input_len).")]
+OutputLenOpt = Annotated[Optional[int], typer.Option(
+    "--output-len", min=1, metavar="TOKENS",
+    help="Output tokens per request (default: model.max_seq_len - model.max_input_len).")]
+SkuOpt = Annotated[Optional[str], typer.Option(
+    "--sku", metavar="SKU", help="NPU SKU for the estimate, e.g. 910B3, 910B4, 800I-A3 (default: cluster.sku, "
+                                 "preflight's npu-smi chip name with --facts, else the hardware's default).")]
+
+# the commands that act on a deployment
+RunDirOpt = Annotated[Path, typer.Option("--run-dir", help="Where run records are written (relative to the "
+                                                           "current directory).")]
+BreakLockOpt = Annotated[bool, typer.Option(
+    "--break-lock", help="Remove a deployment lock left by a killed run (shows its holder and asks first; "
+                         "-y skips the question).")]
+ReadyTimeoutOpt = Annotated[int, typer.Option(help="Seconds each node may take to become ready.", min=1)]

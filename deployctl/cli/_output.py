@@ -115,7 +115,7 @@ def print_plan(plan) -> None:
         con.print(f"  [yellow]WARN[/] {esc(w)}")
     for w in e.notes:
         con.print(f"  note: {esc(w)}")
-    from deployctl.deploy.remote import has_router, processes
+    from deployctl.fleet.processes import has_router, processes
 
     ports = engines.driver(e.kind).host_ports(inv)
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
@@ -203,7 +203,7 @@ def role_settings(plan) -> list[str]:
 def _instance_tree(plan):
     from rich.tree import Tree
 
-    from deployctl.deploy.remote import has_router
+    from deployctl.fleet.processes import has_router
 
     roles = {r: len(plan.role(r)) for r in ("mixed", "prefill", "decode") if plan.role(r)}
     head = " + ".join(f"{n} {r}" for r, n in roles.items())
@@ -261,7 +261,7 @@ def print_render(plan, out: Path, artifacts) -> None:
     master = plan.nodes[0]
     con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
                   "there"))
-    from deployctl.deploy.remote import has_router, processes
+    from deployctl.fleet.processes import has_router, processes
 
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
     if router is not None:

@@ -57,7 +57,7 @@ def _target(inventory: Path, url: str | None):
     from deployctl.bench.run import Target
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
-    from deployctl.deploy.remote import entry_url
+    from deployctl.fleet.processes import entry_url
     from deployctl.errors import ExecutionError, LayoutError
     from deployctl.planning.plan import plan_layout
 

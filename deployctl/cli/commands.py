@@ -3,51 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import typer
 
 from deployctl.cli import _output
-
-
-def load_facts(path: Path | None):
-    """Read a facts file written by `deployctl preflight` (None when not given)."""
-    if path is None:
-        return None
-    from pydantic import ValidationError
-
-    from deployctl.errors import UsageError
-    from deployctl.models.host_facts import FactsFile
-
-    try:
-        return FactsFile.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise UsageError(f"cannot read facts file {path}: {exc.strerror or exc}",
-                         hint="pass the facts.json that `deployctl preflight` printed") from None
-    except ValidationError as exc:
-        raise UsageError(f"{path} is not a deployctl facts file ({exc.error_count()} problems)",
-                         hint="pass the facts.json that `deployctl preflight` printed") from None
+from deployctl.cli.context import load_facts, open_context
 
 
 def load_and_validate(path: Path, facts_path: Path | None = None):
-    from deployctl.errors import InventoryError
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.preflight.latest import inventory_identity
-
-    raw = load_inventory(path)
-    facts = load_facts(facts_path)
-    try:
-        inv = validate_inventory(raw, facts=facts)
-    except InventoryError:
-        identity = inventory_identity(raw) if facts is not None else None
-        if identity is not None:      # facts of other hosts explain the problems better than the problems
-            check_facts_match(*identity[:2], facts, facts_path, path)
-        raise
-    if facts is not None:
-        check_facts_match(inv.cluster.name, {n.name: n.address for n in inv.nodes}, facts, facts_path, path)
-    return inv
+    """The inventory validated in full with the facts of ``facts_path`` (an operation context's inventory)."""
+    return open_context(path, "full", facts=facts_path).inventory
 
 
 def load_for_discovery(path: Path):
@@ -55,39 +21,18 @@ def load_for_discovery(path: Path):
 
     Returns (raw, inventory, needs-facts notes); every other problem is refused (exit 2) as `validate` does.
     """
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_for_discovery
-
-    raw = load_inventory(path)
-    inv, gaps = validate_for_discovery(raw)
-    return raw, inv, gaps
-
-
-def check_facts_match(cluster: str, nodes: dict[str, str], facts, facts_path: Path, inventory: Path) -> None:
-    """The facts must come from this inventory's cluster and hosts (same addresses for the same names)."""
-    from deployctl.errors import UsageError
-
-    again = f"run `deployctl preflight -i {inventory}` and pass the facts file it saves"
-    if facts.cluster != cluster:
-        raise UsageError(f"{facts_path} holds facts of cluster '{facts.cluster}', not '{cluster}'", hint=again)
-    moved = [f"{name} ({facts.hosts[name].address} in the facts, {address} in the inventory)"
-             for name, address in nodes.items() if name in facts.hosts and facts.hosts[name].address != address]
-    if moved:
-        raise UsageError(f"{facts_path} was collected from other hosts: {', '.join(moved)}", hint=again)
+    ctx = open_context(path, "discovery")
+    return ctx.raw, ctx.inventory, list(ctx.gaps)
 
 
 def make_plan(path: Path, facts_path: Path | None = None):
-    from deployctl.errors import InventoryError, LayoutError
-    from deployctl.planning.plan import plan_layout
+    from deployctl.errors import InventoryError
 
     try:
-        inv = load_and_validate(path, facts_path)
+        ctx = open_context(path, "full", facts=facts_path)
     except InventoryError as exc:
         raise with_refusal_behind_gaps(exc, path, facts_path) from None
-    try:
-        return plan_layout(inv)
-    except LayoutError as exc:
-        raise located(exc, path) from None
+    return ctx.plan            # a refusal points into the inventory (located with the lines read once)
 
 
 def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
@@ -119,24 +64,18 @@ def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
         return exc
 
 
-def located(exc, path: Path):
+def located(exc, path: Path, raw=None):
     """A plan refusal pointing into the inventory: its file, and the line of each problem's key path
-    (the layout block of the instance that does not fit, ...)."""
-    import dataclasses
-
+    (the layout block of the instance that does not fit, ...). Without ``raw`` the file is read again."""
     from deployctl.inventory.load import load_inventory
+    from deployctl.operation.context import located as _located
 
-    if not exc.message.startswith(f"{path}: "):
-        exc.message = f"{path}: {exc.message}"
-    try:
-        raw = load_inventory(path)
-    except Exception:  # noqa: BLE001 - it loaded a moment ago; without lines the message still stands
-        return exc
-    keys = lambda p: tuple(int(k) if k.isdigit() else k for k in re.split(r"[.\[\]]+", p) if k)  # noqa: E731
-    exc.problems = [dataclasses.replace(p, file=p.file or str(path),
-                                        line=p.line or (raw.line_of(keys(p.path)) if p.path else None))
-                    for p in exc.problems]
-    return exc
+    if raw is None:
+        try:
+            raw = load_inventory(path)
+        except Exception:  # noqa: BLE001 - it loaded a moment ago; without lines the message still stands
+            raw = None
+    return _located(exc, path, raw)
 
 
 def _engine_accepts(inv, path: Path) -> None:

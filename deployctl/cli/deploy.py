@@ -8,6 +8,7 @@ import typer
 
 from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
+from deployctl.cli.context import open_context
 
 
 class CliReporter:
@@ -72,17 +73,15 @@ class CliReporter:
             self.con.print(("[green]" if u.ok else "[red]") + esc("  " + u.line()) + "[/]")
 
 
-def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
+def _break_lock(ctx, yes: bool, reporter: CliReporter) -> None:
     """--break-lock: show who holds the lock, confirm, remove it on every host."""
     from deployctl.deploy.hostlock import break_lock, holders
-    from deployctl.deploy.hosts import host_targets_abs
-    from deployctl.deploy.lockinfo import LockOwner, human_age
     from deployctl.deploy.revision import cluster_dir
     from deployctl.executors.ssh import SshExecutor
-    from deployctl.planning.plan import plan_layout
+    from deployctl.operation.lockinfo import LockOwner, human_age
 
-    cdir = cluster_dir(plan_layout(inv))
-    targets = host_targets_abs(inv, inventory.parent)
+    cdir = cluster_dir(ctx.plan)
+    targets = ctx.targets
     executor = SshExecutor()
     try:
         found = holders(executor, targets, cdir)
@@ -103,9 +102,7 @@ def _break_lock(inv, inventory: Path, yes: bool, reporter: CliReporter) -> None:
 def load_deployed_inventory(inventory: Path):
     """The inventory of a deployment that exists: device IPs may be left to preflight (they are in the
     deployed files already), every other problem is refused (exit 2) as `validate` does."""
-    from deployctl.cli.commands import load_for_discovery
-
-    return load_for_discovery(inventory)[1]
+    return open_context(inventory, "deployed").inventory
 
 
 def _ask(question: str, reporter: CliReporter) -> bool:
@@ -117,47 +114,39 @@ def _ask(question: str, reporter: CliReporter) -> bool:
     return typer.confirm(question, default=False)
 
 
-def _facts(inventory: Path, facts: Path | None, run_root: Path, reporter: CliReporter) -> Path | None:
-    from deployctl.preflight.latest import resolve_facts
-
-    path, note = resolve_facts(inventory, run_root, facts)
-    if note:
-        reporter.step(note)
-    return path
-
-
 def run_operation(operation: str, inventory: Path, output: str, run_root: Path, *, dry_run: bool = False,
                   yes: bool = False, skip_preflight: bool = False, trust_new_hosts: bool = False,
                   ready_timeout: int = 1800, pull: bool = False, to: int | None = None, purge: bool = False,
                   facts: Path | None = None, break_lock: bool = False, strategy: str = "rolling",
                   max_unavailable: int = 1, drain_timeout: int = 600) -> None:
     """up / rollback / down on the hosts, printed for people or as JSON."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.up import UpOptions, run_operation as run
 
     reporter = CliReporter(output == "json", operation)
     if operation == "up":
-        inv = load_and_validate(inventory, _facts(inventory, facts, run_root, reporter))
+        ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
     else:
-        inv = load_deployed_inventory(inventory)
+        ctx = open_context(inventory, "deployed")
     if break_lock:
-        _break_lock(inv, inventory, yes, reporter)
+        _break_lock(ctx, yes, reporter)
     opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
                      ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
                      to=to, purge=purge, strategy=strategy, max_unavailable=max_unavailable,
                      drain_timeout=drain_timeout)
-    from deployctl.cli.commands import located
     from deployctl.errors import LayoutError
 
     try:
-        out = run(operation, inv, opts, reporter, lambda changes: confirm_changes(reporter))
+        out = run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan)
     except LayoutError as exc:
-        raise located(exc, inventory) from None
-    _print_outcome(operation, inv, out, output, reporter)
+        raise ctx.located(exc) from None
+    _print_outcome(operation, ctx, out, output, reporter)
     raise typer.Exit(out.exit_code)
 
 
-def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter) -> None:
+def _print_outcome(operation: str, ctx, out, output: str, reporter: CliReporter) -> None:
+    from deployctl.fleet.processes import entry_url
+
+    inv = ctx.inventory
     verified = [u.__dict__ for u in out.verification.units] if out.verification else []
     restored = [u.__dict__ for u in out.restored.units] if out.restored else []
     if output == "json":
@@ -167,22 +156,16 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
                "restore": restored, "stages": [{"stage": n, "seconds": s} for n, s in out.stages],
                "changes": out.changes.model_dump() if out.changes is not None else None}
         if operation != "down" and out.status in ("successful", "nothing-to-do"):
-            from deployctl.deploy.remote import entry_url
-            from deployctl.planning.plan import plan_layout
-
-            doc["url"] = entry_url(plan_layout(inv))    # where clients go: the router of a fleet
+            doc["url"] = entry_url(ctx.plan)    # where clients go: the router of a fleet
         echo_json(doc)
         return
-    from deployctl.deploy.remote import entry_url
-    from deployctl.planning.plan import plan_layout
-
     con = reporter.con
     if out.status == "successful":
         if operation == "down":
             con.print(esc(f"✓ down: no engine container left on {len(inv.nodes)} node(s) (read back); "
                           f"record: {out.record.path}"))
             return
-        con.print(esc(f"✓ serving (verified on every node): {entry_url(plan_layout(inv))}/v1/chat/completions "
+        con.print(esc(f"✓ serving (verified on every node): {entry_url(ctx.plan)}/v1/chat/completions "
                       f"(model {inv.model.served_name}); record: {out.record.path}"))
     elif out.status == "nothing-to-do":
         con.print("✓ nothing to do: " + ("no engine container runs" if operation == "down" else
@@ -206,18 +189,15 @@ def _print_outcome(operation: str, inv, out, output: str, reporter: CliReporter)
 
 def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: Path) -> None:
     """What `up` would change per node, with the keys of every changed file (read-only)."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.up import host_changes
-
-    reporter = CliReporter(output == "json", "up")
-    inv = load_and_validate(inventory, _facts(inventory, facts, run_root, reporter))
-    from deployctl.cli.commands import located
     from deployctl.errors import LayoutError
 
+    reporter = CliReporter(output == "json", "up")
+    ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
     try:
-        _plan, changes, keys = host_changes(inv, inventory.parent)
+        _plan, changes, keys = host_changes(ctx.inventory, ctx.inventory_dir, plan=ctx.plan)
     except LayoutError as exc:
-        raise located(exc, inventory) from None
+        raise ctx.located(exc) from None
     if output == "json":
         doc = changes.model_dump()
         for h in doc["hosts"]:
@@ -237,8 +217,8 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
 def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     from deployctl.deploy.status import cluster_status
 
-    inv = load_deployed_inventory(inventory)
-    st = cluster_status(inv, inventory.parent)
+    ctx = open_context(inventory, "deployed")
+    st = cluster_status(ctx.inventory, ctx.inventory_dir, plan=ctx.plan)
     code = st.exit_code(expect_up)
     if output == "json":
         echo_json({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
@@ -292,9 +272,9 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
              max_log_mb: float | None = None) -> None:
     from deployctl.deploy.logs import collect_logs
 
-    inv = load_deployed_inventory(inventory)
-    logs, record = collect_logs(inv, inventory.parent, run_root, hosts=host, since=since, tail=tail,
-                                max_log_mb=max_log_mb)
+    ctx = open_context(inventory, "deployed")
+    logs, record = collect_logs(ctx.inventory, ctx.inventory_dir, run_root, hosts=host, since=since, tail=tail,
+                                max_log_mb=max_log_mb, plan=ctx.plan)
     failed = sorted(n for n, r in logs.items() if r.error)
     if output == "json":
         doc = {"run": str(record.path), "failed": failed,

@@ -38,12 +38,13 @@ def print_history(rows, output: str, title: str, findings: list[str] | None = No
 
 def run_history(inventory, output: str) -> None:
     """Hosts: the history every host keeps, merged, with what runs now marked live."""
-    from deployctl.cli.deploy import load_deployed_inventory
+    from deployctl.cli.context import open_context
     from deployctl.deploy import history as hist
     from deployctl.deploy.up import read_state
 
-    inv = load_deployed_inventory(inventory)
-    _plan, states = read_state(inv, inventory.parent)
+    ctx = open_context(inventory, "deployed")
+    inv = ctx.inventory
+    _plan, states = read_state(inv, ctx.inventory_dir, plan=ctx.plan)
     ok = {n: s for n, s in states.items() if not s.error}
     if not ok:
         from deployctl.errors import ExecutionError

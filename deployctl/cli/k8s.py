@@ -8,6 +8,7 @@ import typer
 
 from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
+from deployctl.cli.context import open_context
 
 
 def _changes_table(changes, actions):
@@ -85,7 +86,7 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
     """--break-lock without -y: show who holds the lock and ask before removing it."""
     import sys
 
-    from deployctl.deploy.lockinfo import human_age
+    from deployctl.operation.lockinfo import human_age
     from deployctl.k8s.up import lock_holder
 
     held = lock_holder(inv, inventory.parent)
@@ -107,12 +108,12 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
         raise typer.Exit(1)
 
 
-def _serving(inv) -> str:
-    from deployctl.deploy.remote import entry_url
+def _serving(ctx) -> str:
+    from deployctl.fleet.processes import entry_url
     from deployctl.k8s.chart_values import fullname
-    from deployctl.planning.plan import plan_layout
 
-    port = entry_url(plan_layout(inv)).rsplit(":", 1)[-1]
+    inv = ctx.inventory
+    port = entry_url(ctx.plan).rsplit(":", 1)[-1]
     return f"Service {fullname(inv)}.{inv.kubernetes.namespace}:{port} (model {inv.model.served_name})"
 
 
@@ -130,22 +131,22 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
     """up --target k8s. Prints the changes, the steps, the read back and one result line (or, with --output
     json, {status, run, failure, restored, revision, objects, instances, verification, after_undo, stages});
     exit 0 (successful, nothing to do, dry run, declined) or 1 (failed, canceled, lock held)."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import K8sOptions, run_up
 
-    inv = load_and_validate(inventory)
+    ctx = open_context(inventory)
+    inv = ctx.inventory
     reporter = K8sReporter(output == "json")
     if break_lock and not dry_run:
         _confirm_break_lock(inv, inventory, yes, reporter)
     opts = K8sOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_checks, ready_timeout=ready_timeout,
                       run_root=run_root, inventory_dir=inventory.parent, break_lock=break_lock, strategy=strategy)
-    out, backend = run_up(inv, opts, reporter, lambda changes: confirm_changes(reporter))
+    out, backend = run_up(inv, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan)
     if output == "json":
         echo_json(_result_doc(out, backend))
     else:
         con = reporter.con
         if out.status == "successful":
-            con.print(esc(f"✓ serving through {_serving(inv)}: helm revision {backend.applied_revision}; "
+            con.print(esc(f"✓ serving through {_serving(ctx)}: helm revision {backend.applied_revision}; "
                           f"record: {out.record.path}"))
         elif out.status == "nothing-to-do":
             con.print("✓ nothing to do: the release matches the rendered manifests")
@@ -161,10 +162,9 @@ def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
     """down --target k8s: `helm uninstall`, then read back that no pod or workload is left. Prints
     "✓ release R in namespace N: uninstalled" (or "not installed"); JSON {status: uninstalled | not-installed |
     failed | canceled, run, failure, verification}. Exit 0, or 1 when something is left or the lock is held."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import K8sOptions, run_down
 
-    inv = load_and_validate(inventory)
+    inv = open_context(inventory).inventory
     reporter = K8sReporter(output == "json")
     if break_lock:
         _confirm_break_lock(inv, inventory, True, reporter)
@@ -185,11 +185,10 @@ def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
 def run_history_k8s(inventory: Path, output: str) -> None:
     """history --target k8s: the release's helm revisions, oldest first, the live one marked, with the
     deployctl run and user that made each (deployctl.cli.history_output.print_history). Exit 0."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.cli.history_output import print_history
     from deployctl.k8s.history import k8s_history
 
-    inv = load_and_validate(inventory)
+    inv = open_context(inventory).inventory
     rows = k8s_history(inv, inventory.parent)
     print_history(rows, output, f"history of release {inv.helm_release} (namespace {inv.kubernetes.namespace})")
 
@@ -199,10 +198,10 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
     """rollback --target k8s [--to N]: the objects of revision N (default: the last revision before the live
     one that deployctl made and that served) vs live, `helm rollback`, restart the stale instances, read back.
     Prints like up; JSON as up's plus target_revision. Exit 0 / 1 (failed, lock held) / 2 (no such revision)."""
-    from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import K8sOptions, run_rollback
 
-    inv = load_and_validate(inventory)
+    ctx = open_context(inventory)
+    inv = ctx.inventory
     reporter = K8sReporter(output == "json")
     if break_lock and not dry_run:
         _confirm_break_lock(inv, inventory, yes, reporter)
@@ -216,7 +215,7 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
         target = out.changes.target_revision if out.changes is not None else to
         if out.status == "successful":
             con.print(esc(f"✓ rolled back to revision {target} (now helm revision {backend.applied_revision}); "
-                          f"serving through {_serving(inv)}; record: {out.record.path}"))
+                          f"serving through {_serving(ctx)}; record: {out.record.path}"))
         elif out.status == "nothing-to-do":
             con.print(esc(f"✓ nothing to do: what runs is revision {target}'s objects"))
         elif out.status in ("dry-run", "declined"):
@@ -227,10 +226,9 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
 
 
 def run_status_k8s(inventory: Path, output: str) -> None:
-    from deployctl.cli.commands import load_and_validate
     from deployctl.k8s.up import run_status
 
-    inv = load_and_validate(inventory)
+    inv = open_context(inventory).inventory
     prog, problems, degraded = run_status(inv, inventory.parent)
     if output == "json":
         echo_json({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
@@ -257,13 +255,12 @@ def run_status_k8s(inventory: Path, output: str) -> None:
 
 
 def run_diff(inventory: Path, output: str, target: str) -> None:
-    from deployctl.cli.commands import load_and_validate
-
-    inv = load_and_validate(inventory)
+    ctx = open_context(inventory)
+    inv = ctx.inventory
     if target == "k8s":
         from deployctl.k8s.up import run_diff as diff_k8s
 
-        changes, actions = diff_k8s(inv, inventory.parent)
+        changes, actions = diff_k8s(inv, inventory.parent, plan=ctx.plan)
         if output == "json":
             echo_json({"objects": [c.__dict__ for c in changes],
                       "instances": [a.__dict__ for a in actions]})

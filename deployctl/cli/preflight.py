@@ -46,7 +46,7 @@ def _progress_printer(names: list[str]):
 
 def start_record(run_root: Path):
     """The run record under <run-root>/runs/<id>-preflight/ (status running)."""
-    from deployctl.deploy.records import RunRecord
+    from deployctl.operation.records import RunRecord
     from deployctl.errors import UsageError
 
     try:

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from deployctl.deploy import history as hist
-from deployctl.deploy.pipeline import Applied, Outcome
-from deployctl.deploy.remote import has_router
+from deployctl.operation.pipeline import Applied, Outcome
+from deployctl.fleet.processes import has_router
 from deployctl.executors.ansible import PlaybookResult, TaskFailure, prepare, write_inventory
 
 SMOKE_TASK = "POST /v1/chat/completions"
@@ -42,7 +42,7 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
     ms = [h.node for h in changes.hosts if h.ms_action not in (None, "keep")]
     # where the engine's driver says clients go: a router answers for every instance behind it (smoke it when
     # anything moved); otherwise each restarted instance's entry node
-    from deployctl.deploy.remote import processes
+    from deployctl.fleet.processes import processes
 
     entries = [n.name for n in plan.nodes if processes(plan, n.name).smoke]
     routed = any(has_router(plan, n.name) for n in plan.nodes)
@@ -67,7 +67,7 @@ def _common(b) -> dict:
 
 def _process_vars(plan, name: str) -> dict:
     """What the engine's driver says about this node: readiness lines, health URLs, smoke endpoint."""
-    from deployctl.deploy.remote import processes
+    from deployctl.fleet.processes import processes
 
     p = processes(plan, name)
     return {"deployctl_ip": plan.node(name).container_ip,
@@ -187,7 +187,7 @@ def run_restore(b, observed) -> PlaybookResult:
     """Stop what this run started; restart the revision that ran before, with `previous` as it was."""
     hostvars = {}
     for node in b.moved:
-        from deployctl.deploy.hosts import ran_before
+        from deployctl.deploy.remote import ran_before
 
         before = observed[node]
         ran = ran_before(before, b.engine)
@@ -258,7 +258,7 @@ def entry_for(b, outcome: Outcome, desired, revision: int) -> dict:
 
 
 def write_entry(b, entry: dict) -> list[str]:
-    from deployctl.deploy.hosts import run_script
+    from deployctl.executors.fanout import run_script
 
     text = json.dumps(entry, sort_keys=True)
     return run_script(b.executor, b.targets, lambda t: ["sh", "-c", hist.WRITE, "deployctl-history", b.cdir,
@@ -266,7 +266,7 @@ def write_entry(b, entry: dict) -> list[str]:
 
 
 def prune(b, plan: hist.Prune) -> None:
-    from deployctl.deploy.hosts import run_script
+    from deployctl.executors.fanout import run_script
 
     def paths(t):
         return ([f"history/{r}.json" for r in plan.history.get(t.name, [])]

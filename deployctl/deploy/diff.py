@@ -6,7 +6,7 @@ Instances whose nodes are unchanged and running are left alone.
 
 from __future__ import annotations
 
-from deployctl.deploy.remote import processes
+from deployctl.fleet.processes import processes
 from deployctl.deploy.revision import NodeBundle
 from deployctl.models.deploy import ChangeSet, DeployedState, FileChange, HostChange
 from deployctl.models.plan import Plan

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deployctl.deploy.historyrow import HistoryRow
+from deployctl.operation.historyrow import HistoryRow
 from deployctl.errors import UsageError
-from deployctl.deploy.hostdata import HistoryEntry
+from deployctl.models.hostdata import HistoryEntry
 from deployctl.models.deploy import DeployedState
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from deployctl.deploy.lockinfo import LockHeld, LockOwner, _now
+from deployctl.operation.lockinfo import LockHeld, LockOwner, _now
 from deployctl.errors import ExecutionError
 from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
 

@@ -13,16 +13,17 @@ from typing import Any, Callable
 
 from deployctl.deploy import history as hist
 from deployctl.deploy.diff import diff_deployment
-from deployctl.deploy.hostdata import clean_entry, seal
+from deployctl.models.hostdata import clean_entry, seal
 from deployctl.deploy.hostlock import HostLock
-from deployctl.deploy.lockinfo import LockOwner
-from deployctl.deploy.pipeline import Applied, Outcome, UnitCheck, Verification
-from deployctl.deploy.records import RunRecord
-from deployctl.deploy.remote import container_names, has_router, read_deployed
+from deployctl.operation.lockinfo import LockOwner
+from deployctl.operation.pipeline import Applied, Outcome, UnitCheck, Verification
+from deployctl.operation.records import RunRecord
+from deployctl.deploy.remote import container_names, ran_before, read_deployed
+from deployctl.fleet.processes import has_router
 from deployctl.deploy.revision import cluster_dir
 from deployctl.deploy.verify import Want, verify_nodes
 from deployctl.errors import ExecutionError, Problem
-from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
+from deployctl.executors.base import Executor, HostTarget
 from deployctl.models.deploy import ChangeSet, DeployedState
 from deployctl.models.plan import Plan
 
@@ -136,7 +137,7 @@ class HostsBackend:
         return self._render_up()
 
     def _render_up(self) -> Desired:
-        from deployctl.deploy.up import with_manifests
+        from deployctl.deploy.revision import with_manifests
         from deployctl.deploy.revision import node_bundles
         from deployctl.render import render_artifacts
         from deployctl.render.write import write_tree
@@ -196,7 +197,7 @@ class HostsBackend:
             if self.rollout is not None:
                 steps = " -> ".join("+".join(b) for b in self.rollout.batches)
                 self.reporter.step(f"rolling update, {self.opts.max_unavailable} instance(s) at a time: {steps}")
-                return roll(self, self.rollout, desired, changes, observed, cancel)
+                return roll(self, self.rollout, desired, changes, observed, cancel, run_up)
             running = any(h.action == "restart" for h in changes.hosts)     # a first start has nothing to roll
             if running and len(moving_instances(self.plan, changes)) > 1 and len(self.plan.instances) > 1:
                 self.reporter.step(f"all changed instances at once: {why}")
@@ -240,7 +241,7 @@ class HostsBackend:
         wants = {}
         for name in nodes:
             it = desired.nodes[name]
-            wants[name] = Want(it.rev, it.env_digest, it.env_keys, ms=has_router(self.plan, name))
+            wants[name] = Want(it.rev, it.env_digest, it.env_keys, router=has_router(self.plan, name))
         return verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=nodes)
 
     # -- verify -------------------------------------------------------------------------------------
@@ -252,7 +253,8 @@ class HostsBackend:
                 out[node.name] = Want(None)
                 continue
             it = desired.nodes[node.name]
-            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, ms=has_router(self.plan, node.name), smoke=node.name in smoke)
+            out[node.name] = Want(it.rev, it.env_digest, it.env_keys, router=has_router(self.plan, node.name),
+                                  smoke=node.name in smoke)
         return out
 
     def verify(self, desired: Desired, changes) -> Verification:
@@ -280,7 +282,7 @@ class HostsBackend:
             ran = ran_before(before, self.engine)
             man = before.revisions.get(before.current_rev or "")
             wants[node] = Want(before.current_rev if ran else None, man.env_digest if man else "",
-                               tuple(man.env_keys) if man else (), ms=has_router(self.plan, node) and bool(ran))
+                               tuple(man.env_keys) if man else (), router=has_router(self.plan, node) and bool(ran))
         failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
         units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
                            u.cause + (failed_task if not u.ok else ""))
@@ -315,12 +317,6 @@ class HostsBackend:
             prune(self, hist.prune_plan(entry, states, self.inv.deploy.keep_revisions))
 
 
-def ran_before(state: DeployedState, engine: str) -> bool:
-    """The engine ran a recorded revision before this run: the undo starts it again (else just stops)."""
-    c = state.containers.get(engine)
-    return bool(c is not None and c.status == "running" and state.current_rev)
-
-
 def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedState]:
     """The states, or ExecutionError naming every host that could not be read (nothing is changed)."""
     down = {n: s.error for n, s in states.items() if s.error}
@@ -333,24 +329,8 @@ def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedStat
 
 def host_targets_abs(inv, inventory_dir: Path) -> list[HostTarget]:
     """SSH targets with key/known_hosts paths made absolute (ansible runs from another directory)."""
-    from deployctl.preflight.run import ssh_targets
+    from deployctl.executors.targets import ssh_targets
 
     return ssh_targets(inv, inventory_dir.resolve())
 
 
-def run_script(executor: Executor, targets: list[HostTarget], argv_for: Callable[[HostTarget], list[str]],
-               timeout: float) -> list[str]:
-    """Run one command on every target in parallel; returns the hosts where it failed."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(t: HostTarget) -> str | None:
-        try:
-            res = executor.run(t, argv_for(t), timeout)
-        except HostError as exc:
-            return f"{t.name} ({exc.message})"
-        return None if res.rc == 0 else f"{t.name} (rc {res.rc}: {(res.stdout + res.stderr).strip()[:200]})"
-
-    if not targets:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
-        return [x for x in pool.map(one, targets) if x]

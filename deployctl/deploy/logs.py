@@ -11,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deployctl.deploy.records import RunRecord
-from deployctl.deploy.remote import container_names, has_router
+from deployctl.operation.records import RunRecord
+from deployctl.deploy.remote import container_names
+from deployctl.fleet.processes import has_router
 from deployctl.errors import UsageError
 from deployctl.executors.base import DEFAULT_LOG_MB, FAN_OUT, LOG_ENV, HostError, fmt_mb, limit_bytes
-from deployctl.preflight.batch import PREAMBLE
-from deployctl.preflight.run import ssh_targets
+from deployctl.executors.batch import PREAMBLE
+from deployctl.executors.targets import ssh_targets
 
 SHOW_BYTES = 256 * 1024       # of each log's end, for the terminal / JSON (the file has all that was read)
 LOG_TIMEOUT = 60.0
@@ -78,11 +79,11 @@ def fetch_host_logs(executor, target, names: list[str], host_dir: Path, tail: in
 
 def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | None = None,
                  since: str | None = None, tail: int = 200,
-                 max_log_mb: float | None = None) -> tuple[dict[str, HostLogs], RunRecord]:
+                 max_log_mb: float | None = None, plan=None) -> tuple[dict[str, HostLogs], RunRecord]:
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
+    plan = plan if plan is not None else plan_layout(inv)
     engine, ms = container_names(plan)
     targets = ssh_targets(inv, inventory_dir)
     if hosts:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import hashlib
 import re
 
-from deployctl.deploy.hostdata import (REV, parse_container, parse_count, parse_history, parse_link, parse_lock,
+from deployctl.models.hostdata import (REV, parse_container, parse_count, parse_history, parse_link, parse_lock,
                                        parse_manifests, printable)
 from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.deploy import ContainerState, DeployedState
 from deployctl.models.plan import Plan
-from deployctl.preflight.batch import ProbeOutput
-from deployctl.preflight.fanout import fan_out
+from deployctl.executors.batch import ProbeOutput
+from deployctl.executors.fanout import fan_out
+from deployctl.fleet.processes import processes
 
 # one JSON document per line: state, mounts, env (newlines are literal in the Go template)
 INSPECT_FORMAT = "{{json .State}}\n{{json .Mounts}}\n{{json .Config.Env}}"
@@ -27,33 +28,6 @@ CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat
 # how often the container's log holds its ready line (a process without HTTP, e.g. a headless vLLM rank);
 # container and line are arguments, never spliced into the script
 READY_LINES = 'docker logs "$1" 2>&1 | grep -c -F -- "$2"; true'
-
-
-def processes(plan: Plan, node: str):
-    """What the engine's driver says runs on this node (engine container, router containers, readiness)."""
-    from dataclasses import replace
-
-    from deployctl import engines
-
-    procs = engines.driver(plan.engine.kind).processes(plan, plan.node(node))
-    if plan.router is not None and plan.router.node == node:     # several mixed instances: the router in front
-        from deployctl.fleet.router import process
-
-        return replace(procs, router=process(plan), serves=plan.router.url, smoke=True)
-    if plan.router is not None:
-        return replace(procs, smoke=False)        # clients (and the smoke request) go through the router
-    return procs
-
-
-def has_router(plan: Plan, node: str) -> bool:
-    """This node runs the router in front of the instances (the engine's P/D router, or deployctl's)."""
-    return plan.node(node).runs_router or (plan.router is not None and plan.router.node == node)
-
-
-def entry_url(plan: Plan) -> str:
-    """Where clients go: the endpoint `up` sends its smoke request to (the router, else the first instance's
-    master), as the engine's driver says."""
-    return next((p.serves for p in (processes(plan, n.name) for n in plan.nodes) if p.smoke and p.serves), "")
 
 
 def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
@@ -121,7 +95,7 @@ def _text(out: dict[str, ProbeOutput], key: str) -> str | None:
 
 
 def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedState:
-    """What ``node`` said, parsed (deployctl.deploy.hostdata): what does not parse is a finding, never an error."""
+    """What ``node`` said, parsed (deployctl.models.hostdata): what does not parse is a finding, never an error."""
     names = list(processes(plan, node).containers)
     current, findings = parse_link(_text(out, "dep.current"), node, "current")
     previous, more = parse_link(_text(out, "dep.previous"), node, "previous")
@@ -161,3 +135,9 @@ def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdi
         else:
             out[name] = parse_state(plan, name, run.outputs)
     return out
+
+
+def ran_before(state: DeployedState, engine: str) -> bool:
+    """The engine ran a recorded revision before this run: the undo starts it again (else just stops)."""
+    c = state.containers.get(engine)
+    return bool(c is not None and c.status == "running" and state.current_rev)

@@ -68,3 +68,12 @@ def node_bundles(plan: Plan, artifacts: list[Artifact]) -> dict[str, NodeBundle]
 def cluster_dir(plan: Plan) -> str:
     inv = plan.inventory
     return f"{inv.engine.deploy_dir.rstrip('/')}/{inv.cluster.name}"
+
+
+def with_manifests(plan: Plan, artifacts: list[Artifact], run_id: str) -> list[Artifact]:
+    """Each node folder gets .deployctl.json: revision id, run id, file digests and the env digest."""
+    out = list(artifacts)
+    for node, bundle in node_bundles(plan, artifacts).items():
+        out.append(Artifact(kind="manifest", path=f"{node}/{MANIFEST}",
+                            content=bundle.manifest(plan.inventory.cluster.name, run_id), mode=0o640))
+    return out

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from deployctl.deploy import history as hist
-from deployctl.deploy.remote import container_names, has_router
+from deployctl.deploy.remote import container_names
+from deployctl.fleet.processes import has_router
 from deployctl.deploy.verify import Want, container_env_digest, engine_problems
 from deployctl.models.deploy import DeployedState
 from deployctl.models.plan import Plan
@@ -90,7 +91,7 @@ def judge(plan: Plan, states: dict[str, DeployedState], view: dict[str, str] | N
         else:
             man = s.revisions.get(mounted or "")
             want = Want(s.current_rev, man.env_digest if man else "", tuple(man.env_keys) if man else (),
-                        ms=has_router(plan, node.name))
+                        router=has_router(plan, node.name))
             problems += [p.replace("`current` names", "drift: `current` names") for p in
                          engine_problems(s, engine, want, ms)]
             if c.status == "running" and mounted and mounted != s.current_rev:
@@ -152,7 +153,7 @@ def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:
     return Status("serving", rows, live["revision"] if live else None, note)
 
 
-def cluster_status(inv, inventory_dir) -> Status:
+def cluster_status(inv, inventory_dir, plan=None) -> Status:
     from deployctl.deploy.hosts import host_targets_abs
     from deployctl.deploy.up import read_state
     from deployctl.errors import DeployctlError
@@ -161,7 +162,7 @@ def cluster_status(inv, inventory_dir) -> Status:
 
     executor = SshExecutor()
     try:
-        plan, states = read_state(inv, inventory_dir, health=True, executor=executor)
+        plan, states = read_state(inv, inventory_dir, health=True, executor=executor, plan=plan)
         targets = {t.name: t for t in host_targets_abs(inv, inventory_dir)}
         ctl = control_for(plan, Remote(executor, targets))
         view = router = None

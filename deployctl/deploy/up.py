@@ -1,7 +1,7 @@
 """`deployctl up | rollback | down` on the hosts: the hosts backend run through the deploy pipeline.
 
 This module wires the real effects (paramiko executor, ansible-runner, preflight) into
-deployctl.deploy.hosts.HostsBackend and runs deployctl.deploy.pipeline.run_pipeline.
+deployctl.deploy.hosts.HostsBackend and runs deployctl.operation.pipeline.run_pipeline.
 """
 
 from __future__ import annotations
@@ -10,21 +10,10 @@ import threading
 from pathlib import Path
 
 from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
-from deployctl.deploy.pipeline import Options, Outcome, run_pipeline
-from deployctl.deploy.records import RunRecord
-from deployctl.deploy.revision import MANIFEST, node_bundles
+from deployctl.operation.pipeline import Options, Outcome, run_pipeline
+from deployctl.operation.records import RunRecord
+from deployctl.deploy.revision import node_bundles
 from deployctl.errors import ExecutionError
-from deployctl.models.artifact import Artifact
-from deployctl.models.plan import Plan
-
-
-def with_manifests(plan: Plan, artifacts: list[Artifact], run_id: str) -> list[Artifact]:
-    """Each node folder gets .deployctl.json: revision id, run id, file digests and the env digest."""
-    out = list(artifacts)
-    for node, bundle in node_bundles(plan, artifacts).items():
-        out.append(Artifact(kind="manifest", path=f"{node}/{MANIFEST}",
-                            content=bundle.manifest(plan.inventory.cluster.name, run_id), mode=0o640))
-    return out
 
 
 def _own_engine_findings(findings, deployed, engine: str):
@@ -34,11 +23,11 @@ def _own_engine_findings(findings, deployed, engine: str):
     return [f for f in findings if not (f.rule in ("ports-free", "npu-busy") and f.host in running)]
 
 
-def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str):
+def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str, plan=None):
     def run(observed) -> None:
         from deployctl.preflight.run import run_preflight
 
-        result = run_preflight(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout)
+        result = run_preflight(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout, layout=plan)
         result.findings = _own_engine_findings(result.findings, observed, engine)
         record.write("preflight.json", result.to_file(inv).model_dump_json(indent=2))
         reporter.preflight(result)
@@ -49,19 +38,20 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
 
 
 def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
-                  cancel: threading.Event | None = None, executor=None, runner=None) -> Outcome:
-    """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner."""
+                  cancel: threading.Event | None = None, executor=None, runner=None, plan=None) -> Outcome:
+    """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
+    is the operation's (its context's), else planned here."""
     from deployctl.executors.ansible import run_playbook
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
+    plan = plan if plan is not None else plan_layout(inv)
     record = RunRecord.create(opts.run_root, operation)
     own = executor is None
     executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
                            runner or run_playbook, record, opts, reporter)
-    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine)
+    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine, plan)
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
     try:
@@ -75,14 +65,15 @@ def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | No
     return run_operation("up", inv, opts, reporter, confirm, cancel)
 
 
-def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None):
-    """(plan, states) for the read-only commands: status, diff, history (no lock, no change)."""
+def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None, plan=None):
+    """(plan, states) for the read-only commands: status, diff, history (no lock, no change); ``plan``: the
+    operation's, else planned here."""
     from deployctl.deploy.remote import read_deployed
     from deployctl.deploy.revision import cluster_dir
     from deployctl.executors.ssh import SshExecutor
     from deployctl.planning.plan import plan_layout
 
-    plan = plan_layout(inv)
+    plan = plan if plan is not None else plan_layout(inv)
     own = executor is None
     executor = executor or SshExecutor()
     try:
@@ -94,7 +85,7 @@ def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool =
     return plan, states
 
 
-def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
+def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60, plan=None):
     """`deployctl diff`: what `up` would change on each host (read-only: SSH reads, no preflight), and
     the key-level changes of every changed file (read from the host's current revision)."""
     from deployctl.deploy.diff import diff_deployment
@@ -106,7 +97,7 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
 
     executor = SshExecutor()     # one connection per host for both reads
     try:
-        plan, states = read_state(inv, inventory_dir, ssh_timeout, executor=executor)
+        plan, states = read_state(inv, inventory_dir, ssh_timeout, executor=executor, plan=plan)
         require_readable(states)
         engine, ms = container_names(plan)
         bundles = node_bundles(plan, render_artifacts(plan))
@@ -119,9 +110,9 @@ def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60):
 
 def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor) -> dict[str, dict[str, list[str]]]:
     """node -> file -> ['key: old → new', ...] for every changed file of a deployed node."""
-    from deployctl.deploy.filediff import file_changes
+    from deployctl.operation.filediff import file_changes
     from deployctl.deploy.revision import cluster_dir
-    from deployctl.preflight.fanout import fan_out
+    from deployctl.executors.fanout import fan_out
 
     wanted = {h.node: [f.path for f in h.files if f.kind in ("changed", "removed")]
               for h in changes.hosts if h.current_rev}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deployctl.deploy.pipeline import UnitCheck, Verification
+from deployctl.operation.pipeline import UnitCheck, Verification
 from deployctl.deploy.remote import env_digest
 from deployctl.models.deploy import ContainerState, DeployedState
 from deployctl.models.plan import Plan
@@ -23,7 +23,7 @@ class Want:
     rev: str | None
     env_digest: str = ""
     env_keys: tuple[str, ...] = ()
-    ms: bool = False              # the MindIE-MS containers must run too
+    router: bool = False          # the router containers the engine's driver names must run too
     smoke: bool = False           # this node answered (or must answer) the smoke request
 
 
@@ -31,7 +31,7 @@ def container_env_digest(c: ContainerState, keys: tuple[str, ...]) -> str:
     return env_digest({k: c.env[k] for k in keys if k in c.env})
 
 
-def engine_problems(state: DeployedState, engine: str, want: Want, ms_names: tuple[str, ...] = ()) -> list[str]:
+def engine_problems(state: DeployedState, engine: str, want: Want, router_names: tuple[str, ...] = ()) -> list[str]:
     """Why a node does not run ``want`` (empty: it does). The first cause is the most basic one."""
     if state.error:
         return [f"unreachable: {state.error}"]
@@ -53,8 +53,8 @@ def engine_problems(state: DeployedState, engine: str, want: Want, ms_names: tup
         out.append(f"`current` names revision {state.current_rev or '(none)'}")
     if running and state.ready is False:
         out.append("a health check of the engine did not answer 200")
-    if want.ms:
-        for name in ms_names:
+    if want.router:
+        for name in router_names:
             m = state.containers.get(name)
             if m is None or m.status != "running":
                 out.append(f"{name.rsplit('-', 1)[-1]} {m.status if m else 'absent'}")
@@ -72,7 +72,7 @@ def describe_running(state: DeployedState, engine: str) -> str:
 
 
 def verify_nodes(plan: Plan, wants: dict[str, Want], states: dict[str, DeployedState], engine: str,
-                 ms_names: tuple[str, ...], smoke: dict[str, str] | None = None,
+                 router_names: tuple[str, ...], smoke: dict[str, str] | None = None,
                  nodes: list[str] | None = None) -> Verification:
     """One UnitCheck per node (of ``nodes``, default all): observed state against ``wants``; smoke answers
     from the run's events."""
@@ -82,7 +82,7 @@ def verify_nodes(plan: Plan, wants: dict[str, Want], states: dict[str, DeployedS
             continue
         want = wants[node.name]
         state = states[node.name]
-        causes = engine_problems(state, engine, want, ms_names)
+        causes = engine_problems(state, engine, want, router_names)
         observed = describe_running(state, engine)
         if want.smoke:
             answer = (smoke or {}).get(node.name)

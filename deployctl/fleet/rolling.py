@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
-from deployctl.deploy.pipeline import Applied
+from deployctl.operation.pipeline import Applied
 from deployctl.fleet.control import RouterControl, wait_until
 from deployctl.models.deploy import ChangeSet
 
@@ -67,9 +68,11 @@ def plan_rollout(plan, changes: ChangeSet, control: RouterControl | None, strate
     return Rollout(control, batches, warnings), ""
 
 
-def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: threading.Event) -> Applied:
-    """Run the batches (see the module docstring). ``b`` is the hosts backend. A router or host that cannot be
-    talked to ends the rollout like a failed instance (restored and put back), never with a traceback."""
+def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: threading.Event,
+         run_up: Callable[..., Applied]) -> Applied:
+    """Run the batches (see the module docstring). ``b`` is the hosts backend, ``run_up`` its apply step (called
+    with ``only=`` one batch's nodes). A router or host that cannot be talked to ends the rollout like a failed
+    instance (restored and put back), never with a traceback."""
     from deployctl.errors import DeployctlError
 
     for w in rollout.warnings:
@@ -78,7 +81,7 @@ def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: thr
     try:
         for k, batch in enumerate(rollout.batches, start=1):
             applied = _batch(b, rollout.control, batch, f"{k}/{len(rollout.batches)}", all_moved, desired, changes,
-                             observed, cancel)
+                             observed, cancel, run_up)
             if not applied.ok:
                 return applied
     except DeployctlError as exc:
@@ -89,9 +92,7 @@ def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: thr
 
 
 def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[str], desired, changes, observed,
-           cancel: threading.Event) -> Applied:
-    from deployctl.deploy.ansible_run import run_up
-
+           cancel: threading.Event, run_up: Callable[..., Applied]) -> Applied:
     plan, rep = b.plan, b.reporter
     nodes = [n for i in batch for n in plan.instance(i).nodes]
     names = ", ".join(batch)

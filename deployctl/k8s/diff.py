@@ -8,7 +8,7 @@ manifest is a difference. Instances restart as a whole: when the checksum of an 
 
 Each changed object carries ``fields`` (the differing paths, as before) and ``details``, one line per
 field with the live and the rendered value; a ConfigMap file (``config.json``, ``boot.sh``, ...) is diffed
-key by key inside (deployctl.deploy.filediff), secret-looking values read ``***``. Example::
+key by key inside (deployctl.operation.filediff), secret-looking values read ``***``. Example::
 
     ConfigMap    r1-mindie-mixed-files   changed    data.config.json
     StatefulSet  r1-mindie-mixed-master  changed    spec.template.metadata.annotations.checksum/instance
@@ -60,7 +60,7 @@ _MISSING = _Missing()
 
 
 def _show(value, secret: bool) -> str | None:
-    from deployctl.deploy.filediff import show_json, show_text
+    from deployctl.operation.filediff import show_json, show_text
     from deployctl.secrets import MASK
 
     if value is _MISSING:
@@ -94,7 +94,7 @@ class _Diff:
         self.out: list[tuple[str, str]] = []
 
     def field(self, path: str, old, new, secret: bool) -> None:
-        from deployctl.deploy.filediff import KeyChange
+        from deployctl.operation.filediff import KeyChange
 
         self.out.append((path or ".", str(KeyChange(path or ".", _show(old, secret), _show(new, secret)))))
 
@@ -142,7 +142,7 @@ class _Diff:
 
     def data(self, path: str, key: str, old, new) -> None:
         """One key of a ConfigMap's data: a file diffed key by key, or a value (an env variable)."""
-        from deployctl.deploy.filediff import file_changes
+        from deployctl.operation.filediff import file_changes
         from deployctl.secrets import is_secret
 
         if old == new:
@@ -171,7 +171,7 @@ def _secret_child(parent: dict, key) -> bool:
 
 
 def _is_file(key: str, old, new) -> bool:
-    from deployctl.deploy.filediff import file_format
+    from deployctl.operation.filediff import file_format
 
     texts = [v for v in (old, new) if isinstance(v, str)]
     return "." in str(key).lstrip(".") or file_format(str(key)) != "lines" or any("\n" in t for t in texts)

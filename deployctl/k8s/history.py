@@ -25,7 +25,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from deployctl.deploy.historyrow import HistoryRow
+from deployctl.operation.historyrow import HistoryRow
 from deployctl.errors import UsageError
 from deployctl.k8s.lease import MANAGED_BY, _iso, _parse_time
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable
 
-from deployctl.deploy.lockinfo import STALE_AFTER_S, LockHeld, LockOwner
+from deployctl.operation.lockinfo import STALE_AFTER_S, LockHeld, LockOwner
 from deployctl.errors import ExecutionError
 
 RENEW_S = 20.0

@@ -138,7 +138,7 @@ def _owner(obj: dict, kind: str) -> dict | None:
 
 
 def _pod_unit(pod: dict, intended: str, template: str, current: str, template_cause: str):
-    from deployctl.deploy.pipeline import UnitCheck
+    from deployctl.operation.pipeline import UnitCheck
 
     state = pod_state(pod)
     where = f" on {state.node}" if state.node else ""
@@ -158,7 +158,7 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
     """Every pod the rendered StatefulSets/Deployments want exists, runs its workload's current template
     (StatefulSet status.updateRevision / the newest ReplicaSet's pod-template-hash), whose pod template is
     the rendered one (checksum annotation), and is Ready."""
-    from deployctl.deploy.pipeline import UnitCheck
+    from deployctl.operation.pipeline import UnitCheck
 
     live = {(w["kind"], w["metadata"]["name"]): w for w in workloads}
     by_name = {p["metadata"]["name"]: p for p in pods}
@@ -211,7 +211,7 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
 
 def check_release(release: str, status: dict | None, revision: int | None):
     """helm's view: the release is `deployed`, at the revision this run made (None: any)."""
-    from deployctl.deploy.pipeline import UnitCheck
+    from deployctl.operation.pipeline import UnitCheck
 
     intended = f"deployed at revision {revision}" if revision else "deployed"
     if not status:
@@ -229,7 +229,7 @@ def check_release(release: str, status: dict | None, revision: int | None):
 
 def check_gone(release: str, status: dict | None, objects: list[dict], pods: list[dict]) -> list:
     """After an uninstall: no helm release, no workload and no pod of the release left."""
-    from deployctl.deploy.pipeline import UnitCheck
+    from deployctl.operation.pipeline import UnitCheck
 
     out = []
     for o in objects:

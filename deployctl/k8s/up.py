@@ -5,23 +5,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deployctl.deploy.pipeline import Options, Outcome, run_pipeline
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.pipeline import Options, Outcome, run_pipeline
+from deployctl.operation.records import RunRecord
 from deployctl.k8s.api import KubeApi, kube_target
-from deployctl.k8s.backend import K8sBackend, K8sOptions, release_docs
+from deployctl.k8s.backend import K8sBackend
+from deployctl.k8s.state import K8sOptions, release_docs
 from deployctl.k8s.diff import InstanceAction, ObjectChange, diff_objects, instance_actions, stale_instances
 from deployctl.k8s.render import render_release
 from deployctl.k8s.rollout import Progress, describe, progress
 
 
 def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, to: int | None = None,
-                  api=None, helm=None) -> tuple[Outcome, K8sBackend]:
-    """Run up, rollback or down of the inventory's release through the pipeline."""
+                  api=None, helm=None, plan=None) -> tuple[Outcome, K8sBackend]:
+    """Run up, rollback or down of the inventory's release through the pipeline (``plan``: up's, from the
+    operation's context; else planned here)."""
     from deployctl.k8s.helm import HelmClient
 
     target = kube_target(inv, opts.inventory_dir)
-    plan = None
-    if operation == "up":
+    if operation != "up":
+        plan = None
+    elif plan is None:
         from deployctl.planning.plan import plan_layout
 
         plan = plan_layout(inv)
@@ -35,8 +38,8 @@ def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, t
     return outcome, backend
 
 
-def run_up(inv, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
-    return run_operation("up", inv, opts, reporter, confirm)
+def run_up(inv, opts: K8sOptions, reporter, confirm, plan=None) -> tuple[Outcome, K8sBackend]:
+    return run_operation("up", inv, opts, reporter, confirm, plan=plan)
 
 
 def run_rollback(inv, to: int | None, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
@@ -49,11 +52,11 @@ def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
     return run_operation("down", inv, opts, reporter, lambda changes: True)
 
 
-def run_diff(inv, inventory_dir: Path) -> tuple[list[ObjectChange], list[InstanceAction]]:
+def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
     from deployctl.planning.plan import plan_layout
 
     target = kube_target(inv, inventory_dir)
-    docs = release_docs(render_release(plan_layout(inv)))
+    docs = release_docs(render_release(plan if plan is not None else plan_layout(inv)))
     live = KubeApi(target).release_objects()
     return diff_objects(docs, live), instance_actions(docs, live)
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from deployctl.deploy.hostdata import HistoryEntry, LockDoc, Manifest
+from deployctl.models.hostdata import HistoryEntry, LockDoc, Manifest
 from deployctl.models.base import Frozen
 
 

@@ -140,7 +140,7 @@ def inventory_identity(raw) -> tuple[str, dict[str, str], float] | None:
 
 
 def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
-                  max_age_hours: float | None = None) -> tuple[Path | None, str | None]:
+                  max_age_hours: float | None = None, raw=None) -> tuple[Path | None, str | None]:
     """Which facts file `up`/`diff` use, and a one-line note to print (None when nothing is used).
 
     explicit given -> (explicit, None) (no further checks here; load_and_validate validates it).
@@ -158,9 +158,11 @@ def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
 
     if explicit is not None:
         return explicit, None
-    from deployctl.inventory.load import load_inventory
+    if raw is None:         # the inventory as already read (the operation's context), else read here
+        from deployctl.inventory.load import load_inventory
 
-    identity = inventory_identity(load_inventory(inventory))
+        raw = load_inventory(inventory)
+    identity = inventory_identity(raw)
     if identity is None:
         return None, None
     cluster, nodes, limit = identity

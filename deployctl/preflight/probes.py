@@ -11,8 +11,8 @@ from typing import Callable
 
 from deployctl.executors.base import HostTarget
 from deployctl.models.host_facts import DeviceFacts, HostFacts, PingCheck
-from deployctl.preflight.batch import ProbeOutput
-from deployctl.probes import hccn_tool, host, npu_smi, versions
+from deployctl.executors.batch import ProbeOutput
+from deployctl.probes import hccn_tool, host, npu_smi, npu_smi_queries, versions
 from deployctl.textsafe import clean
 
 HCCN = "hccn_tool"
@@ -106,7 +106,7 @@ def _device_facts(hardware: str, out: dict[str, ProbeOutput], errors: dict) -> d
         spod = None
         if hardware == "a3":
             npu, chip = divmod(dev, 2)
-            spod = _parse(out, f"npu.spod.{npu}.{chip}", npu_smi.parse_spod_info, errors)
+            spod = _parse(out, f"npu.spod.{npu}.{chip}", npu_smi_queries.parse_spod_info, errors)
         devices[dev] = DeviceFacts(
             phy_id=dev,
             # hccn_tool exits non-zero when no IP is set, printing the "no ip was preset" form
@@ -130,7 +130,7 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         os_info = os_info.model_copy(update={"arch": arch})
     boards = {}
     for n in range(NPUS_PER_SERVER):
-        board = _parse(out, f"npu.board.{n}", npu_smi.parse_board_info, errors)
+        board = _parse(out, f"npu.board.{n}", npu_smi_queries.parse_board_info, errors)
         if board:
             boards[n] = board
     docker = out.get("host.docker")

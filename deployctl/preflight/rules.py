@@ -7,6 +7,7 @@ does not) and names the host and device it concerns, with a fix.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from functools import partial
 
 from deployctl.models.host_facts import Finding, HostFacts
 from deployctl.models.inventory import Inventory
@@ -212,9 +213,10 @@ def check_pings(inv, facts):
                          "check the RoCE switch/VLAN and routes between the two NICs", h.name, p.device)
 
 
-def _ports_per_node(inv) -> dict[str, set[int]]:
+def _ports_per_node(inv, plan=None) -> dict[str, set[int]]:
     """The host ports each node's processes listen on, as the engine's driver says (e.g. a distributed MindIE
-    decode node's per-DP-rank ports, the router's on its node), plus the ports every node needs."""
+    decode node's per-DP-rank ports, the router's on its node), plus the ports every node needs. ``plan``:
+    the operation's plan when it has one (else planned here)."""
     from deployctl import engines
     from deployctl.errors import DeployctlError
     from deployctl.planning.plan import plan_layout
@@ -222,11 +224,11 @@ def _ports_per_node(inv) -> dict[str, set[int]]:
     driver = engines.for_inventory(inv)
     common = set(driver.host_ports(inv).values())
     try:
-        plan = plan_layout(inv)
+        plan = plan if plan is not None else plan_layout(inv)
     except DeployctlError:          # plan refuses: `plan` says why; check what every node needs
         return {n.name: common for n in inv.nodes}
     out = {}
-    from deployctl.deploy.remote import processes
+    from deployctl.fleet.processes import processes
 
     for node in plan.nodes:
         procs = processes(plan, node.name)       # the engine's, and a fleet's router on its node
@@ -234,9 +236,9 @@ def _ports_per_node(inv) -> dict[str, set[int]]:
     return out
 
 
-def check_host_basics(inv, facts):
+def check_host_basics(inv, facts, plan=None):
     e = inv.engine
-    node_ports = _ports_per_node(inv)
+    node_ports = _ports_per_node(inv, plan)
     for h in _up(facts):
         ports = node_ports.get(h.name, set())
         w = h.weights
@@ -309,9 +311,11 @@ def _up(facts: dict[str, HostFacts]):
     return [h for h in facts.values() if h.reachable]
 
 
-def check_facts(inv: Inventory, facts: dict[str, HostFacts]) -> list[Finding]:
-    """Every finding, FAIL first, then by host and device (stable for reports and tests)."""
-    return sort_findings(inv, [f for rule in RULES for f in rule(inv, facts)])
+def check_facts(inv: Inventory, facts: dict[str, HostFacts], plan=None) -> list[Finding]:
+    """Every finding, FAIL first, then by host and device (stable for reports and tests). ``plan``: the
+    operation's plan when it has one (the port rule needs it; else it plans)."""
+    rules = [partial(rule, plan=plan) if rule is check_host_basics else rule for rule in RULES]
+    return sort_findings(inv, [f for rule in rules for f in rule(inv, facts)])
 
 
 def sort_findings(inv: Inventory, findings: list[Finding]) -> list[Finding]:

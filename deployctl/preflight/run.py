@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,31 +11,10 @@ from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.models.inventory import Inventory
 from deployctl.preflight import probes
-from deployctl.preflight.batch import PROBE_CONCURRENCY
-from deployctl.preflight.fanout import HostRun, Progress, fan_out_pipelined
+from deployctl.executors.batch import PROBE_CONCURRENCY
+from deployctl.executors.fanout import HostRun, Progress, fan_out_pipelined
+from deployctl.executors.targets import ssh_targets
 from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
-
-
-def _path(value: str | None, base: Path) -> str | None:
-    """Inventory paths are relative to the inventory file; ~ is the user's home."""
-    if not value:
-        return None
-    p = Path(os.path.expanduser(value))
-    return str(p if p.is_absolute() else base / p)
-
-
-def ssh_targets(inv: Inventory, base_dir: Path) -> list[HostTarget]:
-    """One target per node: the node's ssh overrides on top of the inventory's ssh defaults."""
-    out = []
-    for n in inv.nodes:
-        o = n.ssh
-        d = inv.ssh
-        out.append(HostTarget(
-            name=n.name, address=n.address,
-            user=(o and o.user) or d.user, port=(o and o.port) or d.port,
-            key=_path((o and o.key) or d.key, base_dir),
-            known_hosts=_path((o and o.known_hosts) or d.known_hosts, base_dir)))
-    return out
 
 
 @dataclass
@@ -57,13 +35,15 @@ class PreflightResult:
 
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
-                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None) -> PreflightResult:
+                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None,
+                  layout=None) -> PreflightResult:
     """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
 
     Phase 1 probes each host (at most PROBE_CONCURRENCY probes at once per host); phase 2 has each host
     ping a sample of its peers' device IPs over the NPU network. A host's pings start as soon as the
     facts they need are in (its own and those of the peers it pings, probes.host_ping_checks), not after
-    the slowest host's phase 1; they are the pings probes.ping_plan picks from all the facts.
+    the slowest host's phase 1; they are the pings probes.ping_plan picks from all the facts. ``layout``:
+    the operation's plan (up's), for the rule on free ports; without it that rule plans.
     """
     hw = inv.cluster.hardware
     targets = ssh_targets(inv, base_dir)
@@ -105,7 +85,7 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
         if run.error is None:
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
-    return PreflightResult(facts, check_facts(inv, facts), not_checked(inv, facts, ping_sample))
+    return PreflightResult(facts, check_facts(inv, facts, layout), not_checked(inv, facts, ping_sample))
 
 
 def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:

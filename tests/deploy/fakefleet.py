@@ -18,7 +18,7 @@ from pathlib import Path
 
 from deployctl.executors.base import CommandResult, HostError, HostTarget
 from deployctl.executors.ansible import PlaybookResult, TaskFailure
-from deployctl.preflight.batch import BEGIN, END
+from deployctl.executors.batch import BEGIN, END
 
 
 @dataclass

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from deployctl.deploy.filediff import KeyChange, file_changes, file_format, is_secret, parse_env
+from deployctl.operation.filediff import KeyChange, file_changes, file_format, is_secret, parse_env
 
 GOLDEN = ROOT / "tests" / "golden" / "a2-2x8-tp-pp" / "node1"
 

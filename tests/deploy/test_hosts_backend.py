@@ -11,7 +11,7 @@ import pytest
 
 from conftest import EXAMPLES
 from deployctl.cli.commands import load_and_validate
-from deployctl.deploy.lockinfo import LockHeld, LockOwner
+from deployctl.operation.lockinfo import LockHeld, LockOwner
 from deployctl.deploy.revision import cluster_dir
 from deployctl.deploy.up import UpOptions, run_operation
 from deployctl.errors import ExecutionError, UsageError

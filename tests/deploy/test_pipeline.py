@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from deployctl.deploy.pipeline import Applied, Options, UnitCheck, Verification, run_pipeline
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.pipeline import Applied, Options, UnitCheck, Verification, run_pipeline
+from deployctl.operation.records import RunRecord
 from deployctl.errors import ExecutionError
 
 

@@ -30,7 +30,7 @@ def secret_inventory(tmp_path: Path, secret_env=("MODEL_REPO_AUTH",)) -> Path:
 
 
 def test_one_definition_of_secret_names():
-    from deployctl.deploy import filediff
+    from deployctl.operation import filediff
     from deployctl.k8s import diff as k8s_diff
     from deployctl import secrets
 
@@ -76,7 +76,7 @@ def test_secret_env_names_are_validated(tmp_path):
 
 
 def test_diff_masks_names_listed_in_secret_env():
-    from deployctl.deploy.filediff import file_changes
+    from deployctl.operation.filediff import file_changes
 
     old, new = b"MODEL_REPO_AUTH=a\nHF_TOKEN=x\n", b"MODEL_REPO_AUTH=b\nHF_TOKEN=y\n"
     shown = [str(c) for c in file_changes("env", old, new, secret_names=frozenset({"MODEL_REPO_AUTH"}))]
@@ -84,7 +84,7 @@ def test_diff_masks_names_listed_in_secret_env():
 
 
 def test_run_record_files_are_private(tmp_path):
-    from deployctl.deploy.records import RunRecord
+    from deployctl.operation.records import RunRecord
 
     rec = RunRecord.create(tmp_path, "up")
     p = rec.write("rendered/node1/x.json", "{}")

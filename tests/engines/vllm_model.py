@@ -181,8 +181,9 @@ def write(inv: dict, path: Path) -> Path:
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([str(DEPLOYCTL), *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+    from clifork import run
+
+    return run(DEPLOYCTL, list(args), ROOT, {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
 
 
 # ---------------------------------------------------------------------------------------- rendered output

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from deployctl.probes import hccn_tool, host, npu_smi, versions
+from deployctl.probes import hccn_tool, host, npu_smi, npu_smi_queries, versions
 
 from .host_mutate import (BOARD, CHIP_MAP, HCCN_CONF, HCCN_ONE, HCCN_TRANSCRIPTS, HEALTH, HOST, NPU_INFO, NPU_LIST,
                           SPOD, VERSIONS, mutated)
@@ -40,11 +40,11 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029
 
 PARSERS = {   # name: (parser, baselines)
     "npu-smi info": (npu_smi.parse_npu_smi_info, NPU_INFO),
-    "npu-smi info -l": (npu_smi.parse_npu_list, NPU_LIST),
-    "npu-smi info -m": (npu_smi.parse_chip_map, CHIP_MAP),
-    "npu-smi board": (npu_smi.parse_board_info, BOARD),
-    "npu-smi health": (npu_smi.parse_npu_health, HEALTH),
-    "npu-smi spod-info": (npu_smi.parse_spod_info, SPOD),
+    "npu-smi info -l": (npu_smi_queries.parse_npu_list, NPU_LIST),
+    "npu-smi info -m": (npu_smi_queries.parse_chip_map, CHIP_MAP),
+    "npu-smi board": (npu_smi_queries.parse_board_info, BOARD),
+    "npu-smi health": (npu_smi_queries.parse_npu_health, HEALTH),
+    "npu-smi spod-info": (npu_smi_queries.parse_spod_info, SPOD),
     "version.info": (versions.parse_version_info, VERSIONS),
     "hccn.conf": (hccn_tool.parse_hccn_conf, HCCN_CONF),
     "hccn_tool -ip": (hccn_tool.parse_ip_conf, HCCN_ONE["ip"] + HCCN_TRANSCRIPTS),
@@ -126,7 +126,7 @@ def test_assemble_never_raises_and_facts_hold_their_patterns(hardware):
     """The host data boundary: every probe output mutated at once, HostFacts always built."""
     from deployctl.executors.base import HostTarget
     from deployctl.models.host_facts import HostFacts
-    from deployctl.preflight.batch import ProbeOutput
+    from deployctl.executors.batch import ProbeOutput
     from deployctl.preflight.probes import assemble
 
     baselines = _all_probe_outputs(hardware)
@@ -226,7 +226,7 @@ def sample_plan():
 
 def test_parse_state_never_raises(sample_plan):
     from deployctl.deploy.remote import parse_state
-    from deployctl.preflight.batch import ProbeOutput
+    from deployctl.executors.batch import ProbeOutput
 
     node = sample_plan.nodes[0].name
     baselines = _state_baselines()

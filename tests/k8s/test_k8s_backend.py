@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.deploy.lockinfo import LockHeld, LockOwner
-from deployctl.deploy.pipeline import Options, run_pipeline
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.lockinfo import LockHeld, LockOwner
+from deployctl.operation.pipeline import Options, run_pipeline
+from deployctl.operation.records import RunRecord
 from deployctl.errors import ExecutionError, UsageError
 from deployctl.k8s import history as hist
 from deployctl.k8s.api import KubeTarget

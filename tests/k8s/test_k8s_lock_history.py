@@ -176,7 +176,7 @@ def test_lease_lock_through_the_official_client(k8s_cluster, k8s_ns):
     with a precondition."""
     import time
 
-    from deployctl.deploy.lockinfo import LockHeld, LockOwner
+    from deployctl.operation.lockinfo import LockHeld, LockOwner
     from deployctl.k8s.api import KubeApi, KubeTarget
     from deployctl.k8s.lease import LeaseLock, holder
 

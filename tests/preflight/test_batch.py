@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from deployctl.preflight.batch import batch_argv, split_outputs
+from deployctl.executors.batch import batch_argv, split_outputs
 
 
 def run(commands, timeout=5):
@@ -153,7 +153,7 @@ def test_probe_host_runs_the_batch_concurrently_through_an_executor():
     import time
 
     from deployctl.executors.base import CommandResult, HostTarget
-    from deployctl.preflight.fanout import probe_host
+    from deployctl.executors.fanout import probe_host
 
     class LocalExecutor:
         argvs: list = []

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, run_cli
 from deployctl.executors.base import HostTarget
 from deployctl.models.host_facts import HostFacts
-from deployctl.preflight.batch import ProbeOutput
+from deployctl.executors.batch import ProbeOutput
 from deployctl.preflight.probes import MAX_PROBE_TEXT, assemble, host_commands
 from deployctl.preflight.rules import check_host_basics
 

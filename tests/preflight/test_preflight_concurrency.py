@@ -19,10 +19,11 @@ from deployctl.executors.base import HostTarget
 from deployctl.executors.ssh import SshExecutor
 from deployctl.models.host_facts import HostFacts
 from deployctl.preflight import probes
-from deployctl.preflight.batch import PROBE_CONCURRENCY
-from deployctl.preflight.fanout import fan_out, probe_host
+from deployctl.executors.batch import PROBE_CONCURRENCY
+from deployctl.executors.fanout import fan_out, probe_host
 from deployctl.preflight.rules import check_facts, not_checked
-from deployctl.preflight.run import run_preflight, ssh_targets
+from deployctl.executors.targets import ssh_targets
+from deployctl.preflight.run import run_preflight
 from fakecluster import FakeCluster, default_cluster, with_faults
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
 

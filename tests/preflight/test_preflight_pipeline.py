@@ -15,7 +15,7 @@ from deployctl.executors.base import CommandResult, HostError, HostTarget
 from deployctl.models.facts import IpConf
 from deployctl.models.host_facts import DeviceFacts, HostFacts
 from deployctl.preflight import probes
-from deployctl.preflight.fanout import fan_out_pipelined
+from deployctl.executors.fanout import fan_out_pipelined
 
 
 def two_phase_ping_plan(facts, sample):

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deployctl.models.facts import HEALTH_VALUES, NpuChip, NpuProcess
-from deployctl.probes.npu_smi import (
+from deployctl.probes.npu_smi import parse_npu_smi_info
+from deployctl.probes.npu_smi_queries import (
     parse_board_info,
     parse_chip_map,
     parse_npu_health,
     parse_npu_list,
-    parse_npu_smi_info,
     parse_spod_info,
 )
 

@@ -321,7 +321,7 @@ def default_one():
 def _backend(fc, tmp_path):
     from deployctl.cli.commands import load_and_validate
     from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs
-    from deployctl.deploy.records import RunRecord
+    from deployctl.operation.records import RunRecord
     from deployctl.executors.ansible import run_playbook
     from deployctl.planning.plan import plan_layout
     from recording import RecordingReporter

@@ -24,8 +24,8 @@ import pytest
 from conftest import DEPLOYCTL, ROOT
 from deployctl.executors.base import HostError, HostTarget, OutputLimitExceeded, limit_bytes
 from deployctl.executors.ssh import SshExecutor
-from deployctl.preflight.batch import batch_argv
-from deployctl.preflight.fanout import fan_out
+from deployctl.executors.batch import batch_argv
+from deployctl.executors.fanout import fan_out
 from fakecluster import default_cluster
 
 MB = 2**20

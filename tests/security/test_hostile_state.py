@@ -1,6 +1,6 @@
 """A host that lies about its deployment state (issue 21, observations 1 (parsing), 3 and 4): planted links,
 manifests, history entries, lock files and `docker inspect` answers are parsed at one boundary
-(deployctl/deploy/hostdata.py); what does not parse is a finding naming the host, never a crash, and one host's
+(deployctl/models/hostdata.py); what does not parse is a finding naming the host, never a crash, and one host's
 history never decides what happens to another host. Pure and in-memory (tests/deploy/fakefleet.py); the same
 lies planted on simulated hosts are in test_hostile_state_e2e.py."""
 
@@ -18,16 +18,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # 
 from conftest import EXAMPLES  # noqa: E402
 from deployctl.cli.commands import load_and_validate  # noqa: E402
 from deployctl.deploy import history as hist  # noqa: E402
-from deployctl.deploy.hostdata import seal  # noqa: E402
+from deployctl.models.hostdata import seal  # noqa: E402
 from deployctl.deploy.hosts import host_targets_abs  # noqa: E402
-from deployctl.deploy.lockinfo import LockHeld, LockOwner  # noqa: E402
+from deployctl.operation.lockinfo import LockHeld, LockOwner  # noqa: E402
 from deployctl.deploy.remote import parse_state, read_deployed, state_commands  # noqa: E402
 from deployctl.deploy.revision import cluster_dir  # noqa: E402
 from deployctl.deploy.status import judge  # noqa: E402
 from deployctl.deploy.up import UpOptions, run_operation  # noqa: E402
 from deployctl.errors import UsageError  # noqa: E402
 from deployctl.planning.plan import plan_layout  # noqa: E402
-from deployctl.preflight.batch import ProbeOutput  # noqa: E402
+from deployctl.executors.batch import ProbeOutput  # noqa: E402
 from fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402
 

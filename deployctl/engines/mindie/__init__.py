@@ -49,9 +49,12 @@ class MindieDriver:
         return needs_interfaces(inv)
 
     def check(self, plan) -> list:
-        from deployctl.engines.mindie.support import check
+        from dataclasses import replace
 
-        return check(plan)
+        from deployctl.engines.mindie.rules import layout_findings
+        from deployctl.engines.mindie.support import check, expand_source
+
+        return [replace(f, source=expand_source(f.source)) for f in check(plan) + layout_findings(plan)]
 
     def accept(self, plan) -> list:
         from deployctl.engines.mindie.acceptance import plan_findings

@@ -96,7 +96,8 @@ def expand_source(source: str) -> str:
 
 def check(plan) -> list[Finding]:
     """The support matrix's findings, engine.assume applied (assume.py); the acceptance refusals an assumption
-    turned into warnings are listed here too, so that plan shows them."""
+    turned into warnings are listed here too, so that plan shows them (the driver adds rules.py's layout
+    findings)."""
     from dataclasses import replace
 
     from deployctl.engines.mindie import assume
@@ -131,8 +132,6 @@ def _check(plan) -> list[tuple[str | None, Finding]]:
 
 
 def _matrix(plan) -> list:
-    from deployctl.engines.mindie.rules import layout_findings
-
     inv = plan.inventory
     ver = plan.engine.version
     out: list[Finding] = []
@@ -152,7 +151,7 @@ def _matrix(plan) -> list:
         out.append(Finding("warning", "model.name", note))
     if not entry:
         out.append(Finding("warning", "model.name", f"{name} is not in MindIE's support matrix: unverified"))
-        return out + layout_findings(plan)
+        return out
     ok, src = _value(entry.get("versions"), ver)
     if ok == "no":
         out.append(_refused("model-version", "model.name", f"{name} does not run on MindIE {ver}", src,
@@ -175,7 +174,7 @@ def _matrix(plan) -> list:
     elif q["value"] == "unverified":
         out.append(Finding("warning", "model.quant", f"{name} {inv.model.quant} on MindIE is unverified",
                            q.get("source", "")))
-    return out + layout_findings(plan)
+    return out
 
 
 def _versions_with(entry: dict) -> str:

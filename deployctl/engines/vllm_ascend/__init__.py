@@ -64,9 +64,13 @@ class VllmAscendDriver:
         return needs_interfaces(inv)
 
     def check(self, plan) -> list:
+        from deployctl.engines.vllm_ascend.ports import port_findings
         from deployctl.engines.vllm_ascend.support import check
 
-        return check(plan)
+        out = check(plan)
+        if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders
+            out += port_findings(plan)
+        return out
 
     def accept(self, plan) -> list:
         return []       # vLLM's own argument checks are not encoded yet

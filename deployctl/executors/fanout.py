@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget, OutputLimitExceeded, short_command
-from deployctl.preflight.batch import BEGIN, ProbeOutput, batch_argv, split_outputs
+from deployctl.executors.batch import BEGIN, ProbeOutput, batch_argv, split_outputs
 
 Commands = list[tuple[str, list[str]]]
 Progress = Callable[[str, str], None]
@@ -123,3 +123,19 @@ def fan_out_pipelined(executor: Executor, targets: list[HostTarget], commands_fo
                                         follow_parallel)] = False
     order = [t.name for t in targets]
     return {n: first[n] for n in order}, {n: second[n] for n in order if n in second}
+
+
+def run_script(executor: Executor, targets: list[HostTarget], argv_for: Callable[[HostTarget], list[str]],
+               timeout: float) -> list[str]:
+    """Run one command on every target in parallel; returns the hosts where it failed."""
+    def one(t: HostTarget) -> str | None:
+        try:
+            res = executor.run(t, argv_for(t), timeout)
+        except HostError as exc:
+            return f"{t.name} ({exc.message})"
+        return None if res.rc == 0 else f"{t.name} (rc {res.rc}: {(res.stdout + res.stderr).strip()[:200]})"
+
+    if not targets:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+        return [x for x in pool.map(one, targets) if x]

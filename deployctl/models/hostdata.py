@@ -4,7 +4,7 @@ A host is untrusted input (issue 21): its `current`/`previous` links, revision m
 lock file, `docker inspect` answers and health answers are parsed here, and anything that does not parse is
 left out with a finding naming the host ("node1: history/x.json is not a deployctl history entry - ignored"),
 never an exception. Revision ids are what deployctl.deploy.revision makes (16 hex digits), run ids what
-deployctl.deploy.records makes (``20260101T000000.000000Z-up``).
+deployctl.operation.records makes (``20260101T000000.000000Z-up``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class HistoryEntry(_HostDoc):
 
 
 class LockDoc(_HostDoc):
-    """The lock file (deployctl.deploy.lockinfo.LockOwner as JSON)."""
+    """The lock file (deployctl.operation.lockinfo.LockOwner as JSON)."""
 
     user: Text(128)
     host: Text(255)

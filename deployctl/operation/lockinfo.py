@@ -42,7 +42,7 @@ class LockOwner:
     @classmethod
     def from_json(cls, text: str) -> "LockOwner | None":
         """The holder a lock file names, or None when it is not a deployctl lock (a host's file: untrusted)."""
-        from deployctl.deploy.hostdata import parse_lock
+        from deployctl.models.hostdata import parse_lock
 
         doc, _ = parse_lock(text, "")
         return None if doc is None else cls(**doc.model_dump())

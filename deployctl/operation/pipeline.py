@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from deployctl.deploy.records import RunRecord
+from deployctl.operation.records import RunRecord
 
 STAGES = ("read", "preflight", "render", "diff", "confirm", "lock", "apply", "verify", "record")
 OK_STATUSES = ("successful", "nothing-to-do", "dry-run", "declined")

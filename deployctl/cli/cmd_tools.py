@@ -1,0 +1,133 @@
+"""The tools around a deployment: bench, engines, schema."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from deployctl.cli._app import app
+from deployctl.cli._options import (InventoryOpt, OutputFormat, OutputOpt, RunDirOpt)
+
+
+@app.command()
+def bench(
+    inventory: InventoryOpt,
+    output: OutputOpt = OutputFormat.text,
+    suite: Annotated[Optional[str], typer.Option(
+        "--suite", metavar="SUITE|FILE",
+        help="default (long-context + concurrency), long-context (concurrency 1; 1024, 4096, 8000 tokens in; "
+             "128 out), concurrency (10 and 50 at 1024/128), or a YAML suite file (README: Benchmarking).")]
+    = None,
+    input_len: Annotated[Optional[str], typer.Option(
+        "--input", metavar="TOKENS", help="Input tokens per request, e.g. 1024 or 1024,4096 (a custom suite: "
+                                          "every combination of --input, --output-len, --concurrency).")] = None,
+    output_len: Annotated[Optional[str], typer.Option(
+        "--output-len", metavar="TOKENS", help="Output tokens per request, e.g. 128 or 128,512.")] = None,
+    concurrency: Annotated[Optional[str], typer.Option(
+        "--concurrency", metavar="N", help="Concurrent requests, e.g. 1 or 1,10,50.")] = None,
+    requests: Annotated[Optional[int], typer.Option(
+        "--requests", min=1, help="Requests measured per point (default: max(5, 4 x concurrency)).")] = None,
+    warmup: Annotated[Optional[int], typer.Option(
+        "--warmup", min=0, help="Warm-up requests per point, not measured (default 2).")] = None,
+    duration_limit: Annotated[Optional[float], typer.Option(
+        "--duration-limit", metavar="SECONDS", min=1,
+        help="Seconds of measurement per point at most: then no new request is sent and those in flight "
+             "get 60 s more (default 300).")] = None,
+    url: Annotated[Optional[str], typer.Option(
+        "--url", metavar="URL", help="Measure this http(s)://HOST:PORT instead of the deployment's entry point "
+                                     "(e.g. a load balancer in front of it).")] = None,
+    ignore_eos: Annotated[bool, typer.Option(
+        "--ignore-eos/--no-ignore-eos", help="Ask the engine to generate all the output tokens (ignore_eos).")]
+    = True,
+    run_dir: RunDirOpt = Path(".deployctl"),
+):
+    """Measure the deployed endpoint with AIPerf: TTFT, TPOT, end-to-end latency and output throughput per
+    point (p50/p90/p99), compared with the plan's estimate.
+
+    Sends to the deployment's entry point (instance master, MindIE-MS coordinator or vLLM proxy) one
+    smoke request, then each point of the suite (a warm-up, then the measured requests, streamed). Records
+    every request, summary.json, PNG plots and report.md under --run-dir/runs/<id>-bench/. Exit 0 when
+    every point measured without a failed request, 1 otherwise, 2 for a bad inventory, flag or suite file.
+
+    Examples:
+
+    \b
+      deployctl bench -i my.yaml                                  # the field guide's two suites
+      deployctl bench -i my.yaml --suite long-context
+      deployctl bench -i my.yaml --input 2048 --output-len 256 --concurrency 1,8,32
+      deployctl bench -i my.yaml --suite my-suite.yaml --output json
+    """
+    from deployctl.cli.bench import run_bench
+
+    run_bench(inventory, output.value, suite=suite, inputs=input_len, output_len=output_len,
+              concurrency=concurrency, requests=requests, warmup=warmup, duration_limit=duration_limit,
+              url=url, ignore_eos=ignore_eos, run_root=run_dir)
+
+
+from deployctl.cli.calibrate import calibrate as _calibrate  # noqa: E402 - listed after bench in --help
+
+app.command("calibrate")(_calibrate)
+
+
+@app.command("engines")
+def engines_cmd(
+    output: OutputOpt = OutputFormat.text,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of the README's "
+                                                              "\"Supported combinations\" section.")] = False,
+):
+    """Show what each engine runs: per model and engine version, the runtime, whether it is supported
+    (yes, no, unverified), the quantizations, the servers upstream validated and the source of each entry.
+
+    `no` is refused by plan/render/up (exit 2); a combination no source covers is allowed with a WARN.
+
+    Examples:
+
+    \b
+      deployctl engines
+      deployctl engines --output json
+      deployctl engines --markdown      # the README's "Supported combinations" block
+    """
+    from deployctl.cli.engines import run_engines
+
+    run_engines(output.value, markdown)
+
+
+@app.command("schema")
+def schema_cmd(
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", metavar="FILE", help=(
+        "Write to this file instead of standard output."), dir_okay=False)] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help=(
+        "The inventory reference (docs/inventory.md) instead of the JSON Schema."))] = False,
+):
+    """Print the inventory's JSON Schema (draft 7), for editors: with the YAML language server (VS Code's YAML
+    extension, Neovim, Helix) an inventory gets key completion, each key's description on hover and an error
+    for a typo'd key or a wrong type while it is written.
+
+    Point an inventory at the schema with a first line
+    `# yaml-language-server: $schema=inventory.schema.json` (a path relative to the inventory, or a URL);
+    the examples in a checkout use ../../deployctl/schema/inventory.schema.json. `deployctl validate` still
+    checks what a schema cannot (device counts, unique IPs, layout degrees, the model catalog).
+
+    Examples:
+
+    \b
+      deployctl schema -o inventory.schema.json
+      deployctl schema --markdown -o docs/inventory.md   # the generated inventory reference
+    """
+    from deployctl.schema import schema_text
+    from deployctl.schema.reference import reference_markdown
+
+    text = reference_markdown() if markdown else schema_text()
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        from deployctl.errors import UsageError
+
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}", hint="pass -o with a writable path") from None
+    typer.echo(f"wrote {out}", err=True)

@@ -1,0 +1,127 @@
+"""The architecture's contracts (pyproject.toml [tool.importlinter], docs/architecture.md): the tree keeps them,
+and they bite: a copy of the package with one forbidden import fails `lint-imports`, naming that import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = Path(sys.executable).parent / "lint-imports"
+
+# Module-level cycles that are known debts in code other work owns (docs/architecture.md, "Debts"): none may be
+# added.
+KNOWN_CYCLES = [
+    {"deployctl.engines.mindie.acceptance", "deployctl.engines.mindie.acceptance_custom"},
+    {"deployctl.perf.model", "deployctl.perf.recommend", "deployctl.planning.fixes", "deployctl.planning.plan"},
+]
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd), "NO_COLOR": "1", "COLUMNS": "200"}
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A copy of the package and its contracts, to break on purpose."""
+    shutil.copytree(ROOT / "deployctl", tmp_path / "deployctl",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.yaml", "*.j2", "charts", "playbooks"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def add_import(tree: Path, module: str, line: str) -> None:
+    path = tree / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + f"\n{line}\n")
+
+
+def test_the_tree_keeps_every_contract():
+    res = lint(ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "4 kept, 0 broken" in res.stdout
+
+
+def test_the_copy_keeps_them_too(scratch):
+    res = lint(scratch)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("module, line, names", [
+    # an upward import: the models naming the hosts backend
+    ("deployctl.models.plan", "from deployctl.deploy import hosts  # noqa",
+     ["deployctl.models.plan -> deployctl.deploy.hosts"]),
+    # the core naming an engine plug-in
+    ("deployctl.planning.memory", "import deployctl.engines.mindie.support  # noqa",
+     ["deployctl.planning.memory -> deployctl.engines.mindie.support"]),
+    # one backend importing the other
+    ("deployctl.k8s.history", "from deployctl.deploy import status  # noqa",
+     ["deployctl.k8s.history -> deployctl.deploy.status"]),
+    # one engine plug-in importing the other
+    ("deployctl.engines.vllm_ascend.ports", "from deployctl.engines.mindie import rules  # noqa",
+     ["deployctl.engines.vllm_ascend.ports -> deployctl.engines.mindie.rules"]),
+    # a cycle inside a package
+    ("deployctl.operation.records", "from deployctl.operation import pipeline  # noqa",
+     [".records -> .pipeline", ".pipeline -> .records"]),
+])
+def test_a_forbidden_import_breaks_a_contract(scratch, module, line, names):
+    add_import(scratch, module, line)
+    res = lint(scratch)
+    assert res.returncode != 0, res.stdout
+    assert "BROKEN" in res.stdout
+    assert any(n in res.stdout for n in names), res.stdout
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.find_modules_directly_imported_by(w)))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.add(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(comp)
+    return out
+
+
+def test_no_import_cycle_across_packages_but_the_known_debts():
+    """acyclic_siblings checks the modules of each package; this checks every module against every other
+    (lazy imports inside functions count too)."""
+    found = _cycles(grimp.build_graph("deployctl", cache_dir=None))
+    assert sorted(map(sorted, found)) == sorted(map(sorted, KNOWN_CYCLES))
