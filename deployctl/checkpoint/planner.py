@@ -7,7 +7,7 @@ as catalog/models.yaml lists them for its hand-written entries.
 
 from __future__ import annotations
 
-from deployctl.catalog import KvSpec, ModelInfo, ParamsB, QuantBytes
+from deployctl.catalog.info import KvSpec, ModelInfo, ParamsB, QuantBytes
 from deployctl.checkpoint.description import ModelDescription
 
 REFERENCE_WORKSPACE_MB = 0.25      # catalog/models.yaml deepseek-v3 (hidden 7168): scaled by hidden for others

@@ -173,7 +173,7 @@ def print_plan(plan) -> None:
 
 def _limits(plan, inst) -> str:
     from deployctl.inventory.roles import for_role
-    from deployctl.planning.plan import max_prefill_tokens
+    from deployctl.planning.limits import max_prefill_tokens
 
     view = for_role(plan.inventory, inst.role)
     return f"{view.model.max_batch_size} / {max_prefill_tokens(view, inst.role):,}"

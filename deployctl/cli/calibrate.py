@@ -46,19 +46,19 @@ def calibrate(
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
     from deployctl.errors import LayoutError, UsageError
-    from deployctl.perf import calibrate_user as cu
+    from deployctl.perf import calibrate_user as cu, calibration_store as store
     from deployctl.perf.calibration import FITTED
     from deployctl.planning.plan import plan_layout
 
     inv = load_deployed_inventory(inventory)
     cluster = inv.cluster.name
     if remove:
-        gone = cu.remove(cluster, run_dir)
+        gone = store.remove(cluster, run_dir)
         if output.value == "json":
-            echo_json({"cluster": cluster, "removed": gone, "file": str(cu.path_for(cluster, run_dir))})
+            echo_json({"cluster": cluster, "removed": gone, "file": str(store.path_for(cluster, run_dir))})
         else:
             typer.echo(f"{'removed' if gone else 'no calibration stored for'} {cluster} "
-                       f"({cu.path_for(cluster, run_dir)})")
+                       f"({store.path_for(cluster, run_dir)})")
         return
     try:
         plan = plan_layout(inv)
@@ -75,8 +75,8 @@ def calibrate(
     before = cu.per_run(plan, FITTED, pts)
     rows = cu.per_run(plan, consts, pts)
     ids = sorted({p.run for p in pts})
-    where = cu.save(cluster, consts, ids, rows, run_dir)
-    doc = cu.load(cluster, run_dir)
+    where = store.save(cluster, consts, ids, rows, run_dir)
+    doc = store.load(cluster, run_dir)
     if output.value == "json":
         echo_json(dict(doc, before=before, skipped=skipped))
         return
@@ -112,7 +112,7 @@ def _print(doc: dict, before: list[dict], rows: list[dict], skipped: list[str], 
 
 
 def cu_label(doc: dict) -> str:
-    from deployctl.perf.calibrate_user import label
+    from deployctl.perf.calibration_store import label
 
     return label(doc)
 

@@ -110,7 +110,7 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 def _serving(ctx) -> str:
     from deployctl.fleet.processes import entry_url
-    from deployctl.k8s.chart_values import fullname
+    from deployctl.charts.values import fullname
 
     inv = ctx.inventory
     port = entry_url(ctx.plan).rsplit(":", 1)[-1]

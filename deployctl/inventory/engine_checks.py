@@ -168,10 +168,10 @@ def check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
 
 
 def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> list[Problem]:
-    """kubernetes.values against the chart's schema (k8s/chart_values.py), leaving the plan's keys alone."""
+    """kubernetes.values against the chart's schema (charts/values.py), leaving the plan's keys alone."""
     from pydantic import ValidationError
 
-    from deployctl.k8s.chart_values import CHART_NAME, owned_values, values_model
+    from deployctl.charts.values import CHART_NAME, owned_values, values_model
     from deployctl.render.merge import deep_merge
 
     def has(tree, dotted: str) -> bool:

@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from deployctl.k8s.chart_values import CHART_NAME
+from deployctl.charts.values import CHART_NAME
 from deployctl.operation.lockinfo import LockOwner
 from deployctl.operation.pipeline import Applied, Outcome, UnitCheck, Verification
 from deployctl.operation.records import RunRecord

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from deployctl import __version__, engines
 from deployctl.models.artifact import Artifact
-from deployctl.k8s.chart_values import CHART_NAME, chart_values
+from deployctl.charts.values import CHART_NAME, chart_values
 from deployctl.models.plan import Plan
 
 

@@ -1,4 +1,4 @@
-"""values.schema.json of the chart, generated from its values model (k8s/chart_values.py + every engine's block).
+"""values.schema.json of the chart, generated from its values model (charts/values.py + every engine's block).
 
     python -m deployctl.k8s.schema deployctl/charts/ascend-llm/values.schema.json
 
@@ -23,7 +23,7 @@ def _rewrite_refs(node):
 
 
 def values_schema() -> dict:
-    from deployctl.k8s.chart_values import values_model
+    from deployctl.charts.values import values_model
 
     schema = _rewrite_refs(values_model().model_json_schema())
     defs = schema.pop("$defs", {})

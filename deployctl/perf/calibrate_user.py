@@ -19,14 +19,12 @@ the trial deratings; the fit minimises the RMS relative error by coordinate sear
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
+from deployctl.perf.calibration_store import rms
 from deployctl.perf.core import Consts
 
-DEFAULT_RUN_DIR = Path(".deployctl")
 BOUNDS = (0.25, 8.0)
 
 
@@ -41,26 +39,6 @@ class Measured:
     tpot_ms: float | None
     tokens_per_s: float | None
     use_ttft: bool = False
-
-
-def path_for(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> Path:
-    return Path(run_dir) / "calibration" / f"{cluster}.json"
-
-
-def load(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> dict | None:
-    """The stored calibration of `cluster`, or None (none stored, or unreadable: then the fitted defaults)."""
-    p = path_for(cluster, run_dir)
-    try:
-        doc = json.loads(p.read_text())
-        Consts(**doc["consts"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    doc["file"] = str(p)
-    return doc
-
-
-def label(doc: dict) -> str:
-    return f"calibrated from {doc['runs']} bench run{'s' if doc['runs'] != 1 else ''} on {doc['date']}"
 
 
 def bench_runs(run_dir: Path, ids: list[str] | None = None) -> list[Path]:
@@ -135,10 +113,6 @@ def _errors(ctx, consts: Consts, pts: list[Measured]) -> list[float]:
     return errs
 
 
-def _rms(xs: list[float]) -> float:
-    return (sum(x * x for x in xs) / len(xs)) ** 0.5 if xs else 0.0
-
-
 def _search(f, lo: float, hi: float, steps: int = 12, rounds: int = 3) -> float:
     """argmin of f on a log grid of [lo, hi], refined around the best cell."""
     import math
@@ -162,7 +136,7 @@ def fit(plan, pts: list[Measured], start: Consts | None = None) -> Consts:
     c = start or FITTED
     for _ in range(3):
         for name in ("k_prefill", "k_hbm", "k_compute", "k_fixed"):
-            best = _search(lambda v: _rms(_errors(ctx, replace(c, **{name: v}), pts)), *BOUNDS)
+            best = _search(lambda v: rms(_errors(ctx, replace(c, **{name: v}), pts)), *BOUNDS)
             c = replace(c, **{name: round(best, 4)})
     return c
 
@@ -185,24 +159,3 @@ def per_run(plan, consts: Consts, pts: list[Measured]) -> list[dict]:
     return rows
 
 
-def save(cluster: str, consts: Consts, runs: list[str], rows: list[dict], run_dir: Path = DEFAULT_RUN_DIR) -> Path:
-    p = path_for(cluster, run_dir)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    errs = [r[k]["error"] for r in rows for k in ("ttft_ms", "tpot_ms", "tokens_per_s")
-            if r[k]["error"] is not None and r[k]["fitted"]]
-    doc = {"cluster": cluster, "consts": {"k_hbm": consts.k_hbm, "k_compute": consts.k_compute,
-                                          "k_prefill": consts.k_prefill, "k_fixed": consts.k_fixed},
-           "runs": len(runs), "run_ids": runs, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-           "rms_error": round(_rms(errs), 4), "points": rows}
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, p)
-    return p
-
-
-def remove(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> bool:
-    p = path_for(cluster, run_dir)
-    if p.exists():
-        p.unlink()
-        return True
-    return False

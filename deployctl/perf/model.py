@@ -121,7 +121,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     m = catalog.models()[inv.model.name]
     user = {}
     if consts is None:          # the user's own calibration of this cluster, when `deployctl calibrate` stored one
-        from deployctl.perf.calibrate_user import label, load
+        from deployctl.perf.calibration_store import label, load
 
         doc = load(inv.cluster.name)
         if doc is not None:
@@ -136,7 +136,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
 def _prefill_batch(plan) -> int:
     """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
     from deployctl.inventory.roles import for_role
-    from deployctl.planning.plan import max_prefill_tokens
+    from deployctl.planning.limits import max_prefill_tokens
 
     role = next(i.role for i in plan.instances if i.role in ("mixed", "prefill"))
     return max_prefill_tokens(for_role(plan.inventory, role), role)

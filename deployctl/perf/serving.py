@@ -126,7 +126,7 @@ def sched_of(ctx, inst) -> Sched:
     """The limits of one of the instance's DP schedulers: its role's max_prefill_tokens and max_batch_size
     (layout.<role>.model over model), its KV cache, chunked prefill for vLLM-Ascend, MTP."""
     from deployctl.inventory.roles import for_role
-    from deployctl.planning.plan import max_prefill_tokens
+    from deployctl.planning.limits import max_prefill_tokens
 
     inv = for_role(ctx.plan.inventory, inst.role)
     su = ctx.setups[inst.name]

@@ -8,21 +8,8 @@ from deployctl.models.inventory import Device, Inventory, Router as RouterSettin
 from deployctl.models.plan import Degrees, EngineInfo, FleetRouter, Instance, MemoryFit, Plan, PlanNode, Rank
 from deployctl.planning.instances import router_node
 from deployctl.planning.layout import effective_preset, resolve_instances
+from deployctl.planning.limits import max_prefill_tokens
 from deployctl.planning.memory import memory_fit
-
-
-def max_prefill_tokens(inv: Inventory, role: str = "mixed") -> int:
-    """The tokens of one forward batch an instance is configured and memory-sized for (pass the role's view,
-    inventory/roles.for_role): the model's (or role's) max_prefill_tokens; unset, a whole longest input, except on
-    a pd-split decode role of an engine that chunks prefills, which only ever runs decode steps: its batch
-    times (1 + speculative tokens), as vllm-ascend's PD CI sizes its decode instances (DeepSeek-V3_2-W8A8-EP.yaml
-    @182b75ea L138/L141/L134: --max-num-batched-tokens 42 = --max-num-seqs 14 x (1 + 2 MTP tokens))."""
-    m = inv.model
-    if m.max_prefill_tokens:
-        return m.max_prefill_tokens
-    if role == "decode" and engines.chunks_prefill(inv):
-        return m.max_batch_size * (1 + (m.speculative.tokens if m.speculative is not None else 0))
-    return max(8192, m.max_input_len)
 
 
 def node_devices(inv: Inventory, name: str) -> list[Device]:

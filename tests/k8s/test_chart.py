@@ -186,7 +186,7 @@ def test_pods_are_pinned_to_their_servers_master_first():
 
 def test_chart_defaults_are_the_models_defaults():
     """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
-    from deployctl.k8s.chart_values import values_model
+    from deployctl.charts.values import values_model
 
     assert yaml.safe_load((CHART / "values.yaml").read_text()) == values_model()().model_dump()
 

@@ -52,12 +52,13 @@ class MindieDriver:
         from dataclasses import replace
 
         from deployctl.engines.mindie.rules import layout_findings
-        from deployctl.engines.mindie.support import check, expand_source
+        from deployctl.engines.mindie.findings import check
+        from deployctl.engines.mindie.support import expand_source
 
         return [replace(f, source=expand_source(f.source)) for f in check(plan) + layout_findings(plan)]
 
     def accept(self, plan) -> list:
-        from deployctl.engines.mindie.acceptance import plan_findings
+        from deployctl.engines.mindie.findings import plan_findings
 
         return plan_findings(plan)
 

@@ -7,7 +7,7 @@ answers, for one config.json (plus the node's rank table and the env deployctl e
 refuse and with which message. MindIE 2.1-2.3 use the 2.x sources (LLM23); 3.0 and 3.1 the 3.0 sources
 (3.1 has no public source: its checks are assumed to be 3.0's). Unknown versions are not checked.
 
-``evaluate(config, version, ranktable=None, env=None)`` -> [Refusal]; ``plan_findings(plan)`` -> [Finding]
+``evaluate(config, version, ranktable=None, env=None)`` -> [Refusal]; ``plan_refusals(plan)`` -> [(check id, Finding)]
 for every rendered config file of a plan (see docs/engines-mindie-acceptance.md). Never raises on junk input:
 a value of the wrong type is reported by the type checks, and the value checks skip it as MindIE never gets
 that far.
@@ -314,7 +314,7 @@ def _ms_refusals(plan, version) -> list:
     """MindIE-MS's refusals of ms_controller.json / ms_coordinator.json (acceptance_ms.py), pd-split only."""
     from deployctl.engines.base import Finding
     from deployctl.engines.mindie.acceptance_ms import evaluate
-    from deployctl.engines.mindie.assume import hint as assume_hint
+    from deployctl.engines.mindie.refusal import hint as assume_hint
     from deployctl.engines.mindie.ms import controller_doc, coordinator_doc
 
     router = next((n for n in plan.nodes if n.runs_router), None)
@@ -338,22 +338,28 @@ def _ms_refusals(plan, version) -> list:
     return out
 
 
-def plan_findings(plan) -> list:
-    """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error); a refusal
-    engine.assume names is left out here (support.check lists it as a warning: assume.py)."""
-    from deployctl.engines.mindie import assume
+def assumable() -> dict[str, str]:
+    """Every refusal id engine.assume may name -> what it is about: the support matrix's (assume.MATRIX), every
+    acceptance check's and every MindIE-MS check's."""
+    from deployctl.engines.mindie.acceptance_ms import checks as ms_checks
+    from deployctl.engines.mindie.assume import MATRIX
 
-    return [f for refusal, f in plan_refusals(plan) if assume.apply(plan.inventory, refusal, f).level == "error"]
+    out = dict(MATRIX)
+    out.update({c["id"]: f"MindIE's own check {c['id']} (acceptance.yaml)" for c in data()["checks"]
+                if c.get("kind") != "runtime"})
+    out.update({c["id"]: f"MindIE-MS's check {c['id']} (acceptance_ms.yaml)" for side in ("controller", "coordinator")
+                for c in ms_checks(side)})
+    return out
 
 
 def plan_refusals(plan) -> list:
     """(acceptance check id, Finding error) of every refusal of this plan's rendered config files."""
-    from deployctl.engines.mindie.assume import hint as assume_hint
+    from deployctl.engines.mindie.refusal import hint as assume_hint
     from deployctl.engines.base import Finding
     from deployctl.engines.mindie.config import config_files
     from deployctl.engines.mindie.env import computed_env
     from deployctl.engines.mindie.ranktable import ranktable_doc
-    from deployctl.engines.mindie.support import distributed
+    from deployctl.engines.mindie.topology import distributed
 
     version = plan.engine.version
     if source_set(version) is None:

@@ -28,25 +28,6 @@ MATRIX = {
 }
 
 
-def known() -> dict[str, str]:
-    """Every refusal id engine.assume may name -> what it is about."""
-    from deployctl.engines.mindie.acceptance import data
-
-    out = dict(MATRIX)
-    from deployctl.engines.mindie.acceptance_ms import checks as ms_checks
-
-    out.update({c["id"]: f"MindIE's own check {c['id']} (acceptance.yaml)" for c in data()["checks"]
-                if c.get("kind") != "runtime"})
-    out.update({c["id"]: f"MindIE-MS's check {c['id']} (acceptance_ms.yaml)" for side in ("controller", "coordinator")
-                for c in ms_checks(side)})
-    return out
-
-
-def hint(refusal: str) -> str:
-    return (f"if your image runs it anyway (a custom or patched build), say so: engine.assume: "
-            f"[{{refusal: {refusal}, reason: <what the image runs>}}]")
-
-
 def apply(inv, refusal: str, finding: Finding) -> Finding:
     """The finding as the inventory's assumptions leave it: an error an entry names becomes a warning."""
     for i, a in enumerate(getattr(inv.engine, "assume", ()) or ()):

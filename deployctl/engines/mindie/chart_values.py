@@ -1,6 +1,6 @@
 """MindIE's block of the `ascend-llm` chart's values (`mindie:`): the keys only templates/mindie-*.yaml read.
 
-The common keys are deployctl/k8s/chart_values.py; the values are built in helm.py. Field names are the chart's.
+The common keys are deployctl/charts/values.py; the values are built in helm.py. Field names are the chart's.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from deployctl.engines.mindie.install import RUN_PACKAGE
-from deployctl.k8s.chart_values import Resources
+from deployctl.charts.values import Resources
 from deployctl.models.base import Frozen
 
 OWNED_VALUES = ("ms",)    # rendered from the plan; kubernetes.values may not set mindie.ms

@@ -25,7 +25,7 @@ from deployctl.engines.mindie.support import backend
 from deployctl.inventory.roles import for_role
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan, PlanNode
-from deployctl.planning.plan import max_prefill_tokens
+from deployctl.planning.limits import max_prefill_tokens
 from deployctl.render.merge import merge_by_position, to_json
 
 

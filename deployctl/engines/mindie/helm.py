@@ -30,9 +30,9 @@ from deployctl.engines.mindie.env import node_env
 from deployctl.engines.mindie.install import install, ms_home, server
 from deployctl.engines.mindie.processes import dp_servers
 from deployctl.engines.mindie.start import dp_cpu_slices
-from deployctl.engines.mindie.support import distributed
+from deployctl.engines.mindie.topology import distributed
 from deployctl.errors import LayoutError, Problem, RenderError
-from deployctl.k8s.chart_values import Instance, Service, common_values, files_of
+from deployctl.charts.values import Instance, Service, common_values, files_of
 from deployctl.k8s.nodes import k8s_node
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Plan

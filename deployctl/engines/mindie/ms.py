@@ -16,7 +16,7 @@ import json
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
 from deployctl.engines.mindie.ranktable import uses_super_pod
-from deployctl.engines.mindie.support import distributed
+from deployctl.engines.mindie.topology import distributed
 from deployctl.render.merge import deep_merge, merge_by_position, to_json
 
 

@@ -4,7 +4,7 @@ decode) and, on the pd-split router node, MindIE-MS's controller and coordinator
 from __future__ import annotations
 
 from deployctl.engines.base import NodeProcesses, Process
-from deployctl.engines.mindie.support import distributed
+from deployctl.engines.mindie.topology import distributed
 
 # the daemon logs this once it serves (MindIE-LLM src/server/daemon/llm_daemon.cpp L323-324)
 READY_LINE = "Daemon start success!"

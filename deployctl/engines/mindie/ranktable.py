@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from deployctl.models.artifact import Artifact
 from deployctl.models.plan import Instance, Plan
-from deployctl.engines.mindie.support import distributed
+from deployctl.engines.mindie.topology import distributed
 from deployctl.render.merge import to_json
 
 

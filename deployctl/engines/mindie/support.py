@@ -40,11 +40,6 @@ def role_preset(model: str, role: str) -> dict | None:
     return matrix()["role_presets"].get(backend(model), {}).get(role)
 
 
-def distributed(plan, inst) -> bool:
-    """A pd-split decode runs distributed DP: one MindIE server per DP rank (mindie-upstream-rules.md §1.1)."""
-    return inst.role == "decode" and plan.preset == "pd-split"
-
-
 def needs_gloo_interface(plan, inst) -> bool:
     """The torch runtime's gloo groups span servers: every node must name its interface (GLOO_SOCKET_IFNAME)."""
     return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or plan.preset == "pd-split")
@@ -94,39 +89,13 @@ def expand_source(source: str) -> str:
     return source
 
 
-def check(plan) -> list[Finding]:
-    """The support matrix's findings, engine.assume applied (assume.py); the acceptance refusals an assumption
-    turned into warnings are listed here too, so that plan shows them (the driver adds rules.py's layout
-    findings)."""
-    from dataclasses import replace
-
-    from deployctl.engines.mindie import assume
-    from deployctl.engines.mindie.acceptance import plan_refusals
-
-    hit: set[str] = set()
-    out = []
-    for refusal, f in _check(plan):
-        if refusal is not None and f.level == "error":
-            hit.add(refusal)
-            f = assume.apply(plan.inventory, refusal, f)
-        out.append(replace(f, source=expand_source(f.source)))
-    if getattr(plan.inventory.engine, "assume", None):
-        for refusal, f in plan_refusals(plan):
-            hit.add(refusal)
-            f = assume.apply(plan.inventory, refusal, f)
-            if f.level == "warning":
-                out.append(f)
-        out += assume.unused(plan.inventory, hit)
-    return out
-
-
 def _refused(refusal: str, path: str, message: str, source: str = "", hint: str = "") -> tuple[str, Finding]:
-    from deployctl.engines.mindie.assume import hint as assume_hint
+    from deployctl.engines.mindie.refusal import hint as assume_hint
 
     return refusal, Finding("error", path, message, source, hint="; ".join(h for h in (hint, assume_hint(refusal)) if h))
 
 
-def _check(plan) -> list[tuple[str | None, Finding]]:
+def matrix_findings(plan) -> list[tuple[str | None, Finding]]:
     """(refusal id or None, finding) of the support matrix; ids name what engine.assume may lift."""
     return [x if isinstance(x, tuple) else (None, x) for x in _matrix(plan)]
 

@@ -157,9 +157,10 @@ def _speculative(inv, raw) -> list[Problem]:
 
 
 def _assume(e, raw) -> list[Problem]:
-    from deployctl.engines.mindie.assume import MATRIX, known
+    from deployctl.engines.mindie.acceptance import assumable
+    from deployctl.engines.mindie.assume import MATRIX
 
-    ids = known()
+    ids = assumable()
     return [raw.problem(("engine", "assume", i, "refusal"), f"no refusal is named {a.refusal!r}",
                         f"name one of {', '.join(MATRIX)} or a MindIE acceptance check id (acceptance.yaml), as "
                         "the refusal's hint says")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from deployctl.engines.vllm_ascend.render import LAUNCHER, PROXY, PROXY_LAUNCHER, node_env
-from deployctl.k8s.chart_values import HostMount, Instance, Pod, Resources, Service, common_values, files_of
+from deployctl.charts.values import HostMount, Instance, Pod, Resources, Service, common_values, files_of
 from deployctl.k8s.nodes import k8s_node
 from deployctl.models.base import Frozen
 

@@ -68,7 +68,7 @@ def kv_transfer(plan, inst) -> dict:
 
 def common_args(plan, inst) -> list[str]:
     from deployctl.inventory.roles import for_role
-    from deployctl.planning.plan import max_prefill_tokens
+    from deployctl.planning.limits import max_prefill_tokens
 
     inv = for_role(plan.inventory, inst.role)      # a pd-split role's own limits, memory share, additional-config
     m, e = inv.model, inv.engine
