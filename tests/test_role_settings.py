@@ -158,7 +158,7 @@ def test_a_published_128k_decode_layout_fits_once_decode_is_sized_for_decode_ste
 
 
 def test_a_role_change_touches_only_that_roles_files_so_diff_and_up_restart_only_it():
-    from deployctl.deploy.filediff import file_changes
+    from deployctl.operation.filediff import file_changes
     from deployctl.render import render_artifacts
 
     def files(decode: dict) -> dict[str, bytes]:

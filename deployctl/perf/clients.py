@@ -62,9 +62,9 @@ class Client:
         d = asdict(self)
         d["requests"] = self.total_requests
         d["semantics"] = ("closed loop: every client starts at once and sends its next request when the previous "
-                          "one finishes (vllm bench serve --max-concurrency, AIPerf --concurrency, AISBench "
-                          "batch_size)" if self.mode == "concurrency" else
-                          "open loop: Poisson arrivals (vllm bench serve --request-rate, AIPerf --request-rate)"
+                          "one finishes (AIPerf --concurrency, AISBench batch_size, the engines' own serving benchmarks' "
+                          "--max-concurrency)" if self.mode == "concurrency" else
+                          "open loop: Poisson arrivals (AIPerf --request-rate, the serving benchmarks' --request-rate)"
                           + (f", at most {self.concurrency} in flight" if self.concurrency else ""))
         d["lengths"] = "fixed" if not self.spread else f"uniform within ±{self.spread:.0%}"
         return d

@@ -112,19 +112,11 @@ def _steps(ctx, setup, client: Client, active: int) -> SimSteps:
     return ctx.cache[key]
 
 
-def chunked_prefill(engine) -> bool:
-    """Whether the engine mixes prefill chunks into decode steps: vLLM-Ascend's V1 scheduler does; MindIE and
-    vLLM-Ascend's AscendScheduler (``additional_config.ascend_scheduler_config.enabled``, the multi-node guides up to
-    v0.11.0: ../shared/reference/vllm-ascend.md §1.2) run prefill and decode batches apart (assumed prefill first)."""
-    if engine.kind == "mindie":
-        return False
-    text = json.dumps(engine.model_dump()).replace(" ", "").lower()
-    return not re.search(r'ascend_scheduler_config\W{0,4}\{[^}]*enabled\W{0,4}true', text)
-
-
 def sched_of(ctx, inst) -> Sched:
     """The limits of one of the instance's DP schedulers: its role's max_prefill_tokens and max_batch_size
-    (layout.<role>.model over model), its KV cache, chunked prefill for vLLM-Ascend, MTP."""
+    (layout.<role>.model over model), its KV cache, whether the engine mixes prefill chunks into decode steps (its
+    driver's chunked_prefill), MTP."""
+    from deployctl import engines
     from deployctl.inventory.roles import for_role
     from deployctl.planning.limits import max_prefill_tokens
 
@@ -132,7 +124,7 @@ def sched_of(ctx, inst) -> Sched:
     su = ctx.setups[inst.name]
     return Sched(token_budget=max_prefill_tokens(inv), max_batch=inv.model.max_batch_size,
                  kv_tokens=float(inst.memory.max_tokens * inst.degrees.cp),
-                 chunked=chunked_prefill(inv.engine), drafts=su.mtp_drafts, accepted=su.accepted)
+                 chunked=engines.chunks_prefill(inv), drafts=su.mtp_drafts, accepted=su.accepted)
 
 
 def simulate_plan(ctx, client: Client) -> Served:

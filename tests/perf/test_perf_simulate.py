@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from deployctl.perf.clients import Client
 from deployctl.perf.simulate import PrefillSide, Sched, simulate
 from perflib import plan
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "inventories" / "examples"
 
 
 class Lin:
@@ -142,22 +146,26 @@ def test_a_kv_cache_that_holds_no_request_falls_back_to_the_steady_state():
     assert "never fit the KV cache" in est.distribution["note"] and est.ttft_ms > 0
 
 
-class _Engine:
-    def __init__(self, kind, doc):
-        self.kind, self.doc = kind, doc
-
-    def model_dump(self):
-        return self.doc
-
-
 def test_which_engines_chunk_prefill_into_decode_steps():
-    from deployctl.perf.serving import chunked_prefill
+    """vLLM-Ascend's V1 scheduler mixes prefill chunks into decode steps; with chunking off (or 0.11's Ascend
+    scheduler without it: the driver's own test) and on MindIE prefill and decode run apart: the simulation's
+    schedulers follow what the engine's driver says."""
+    import yaml
 
-    assert chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"enable_fused_mc2": True}}))
-    assert not chunked_prefill(_Engine("mindie", {}))
-    assert not chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"ascend_scheduler_config":
-                                                                              {"enabled": True}}}))
-    assert not chunked_prefill(_Engine("vllm-ascend", {"args": ['--additional-config',
-                                                                '{"ascend_scheduler_config": {"enabled": true}}']}))
-    assert chunked_prefill(_Engine("vllm-ascend", {"additional_config": {"ascend_scheduler_config":
-                                                                          {"enabled": False}}}))
+    from deployctl.inventory.load import parse_yaml
+    from deployctl.inventory.validate import validate_inventory
+    from deployctl.perf.model import context
+    from deployctl.perf.serving import sched_of
+    from deployctl.planning.plan import plan_layout
+
+    def chunked(example: str, args: list[str] | None = None) -> bool:
+        path = EXAMPLES / example
+        doc = yaml.safe_load(path.read_text())
+        if args is not None:
+            doc["engine"]["args"] = args
+        p = plan_layout(validate_inventory(parse_yaml(yaml.safe_dump(doc), str(path), path.parent)))
+        return sched_of(context(p), p.instances[0]).chunked
+
+    assert chunked("vllm-a2-2x8-v32-dp-ep.yaml")
+    assert not chunked("a2-2x8-tp-pp.yaml")
+    assert not chunked("vllm-a2-2x8-v32-dp-ep.yaml", ["--no-enable-chunked-prefill"])
