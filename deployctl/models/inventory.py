@@ -85,6 +85,17 @@ class Speculative(Strict):
     draft_weights_path: str | None = Field(None, description=(
         "eagle/eagle3: the draft model's weights, as the engine container sees them (mount them with "
         "engine.mounts)."))
+    acceptance: list[float] | None = Field(None, min_length=1, max_length=16, description=(
+        "For the performance estimate only: the share of drafts accepted at each position, measured on your "
+        "traffic (e.g. [0.8, 0.55] for 2 tokens; the engine's spec-decode metrics report it). Default: the "
+        "method's published figure (docs/performance-model.md)."))
+
+    @field_validator("acceptance")
+    @classmethod
+    def _rates(cls, v):
+        if v is not None and not all(0.0 <= r <= 1.0 for r in v):
+            raise ValueError("each position's acceptance is a share between 0 and 1")
+        return v
 
     @model_validator(mode="after")
     def _draft(self):

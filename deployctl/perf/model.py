@@ -113,7 +113,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     from deployctl.perf.speculative import acceptance
 
     method = spec.method if spec is not None else "mtp"
-    accept, accepted, why = acceptance(method, drafts)
+    accept, accepted, why = acceptance(method, drafts, spec.acceptance if spec is not None else None)
     mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0, accepted_per_step=accepted,
               source=f"{drafts} draft token(s) from {where}; {why}" if drafts else
               "none: model.speculative is not set and the engine settings name no MTP")

@@ -19,9 +19,12 @@ def draft_acceptance() -> dict:
     return yaml.safe_load(resources.files(__package__).joinpath("speculative.yaml").read_text(encoding="utf-8"))
 
 
-def acceptance(method: str, drafts: int) -> tuple[float, float, str]:
-    """(per-position acceptance the step model uses, accepted drafts per step, where it comes from)."""
+def acceptance(method: str, drafts: int, measured: list[float] | None = None) -> tuple[float, float, str]:
+    """(per-position acceptance the step model uses, accepted drafts per step, where it comes from); ``measured``
+    (model.speculative.acceptance) wins over the method's published figure."""
     table = draft_acceptance()
+    if measured:
+        table = {method: {"per_position": list(measured), "source": "model.speculative.acceptance, as measured"}}
     if method not in table:
         return (MTP_ACCEPT, sum(MTP_ACCEPT ** i for i in range(1, drafts + 1)),
                 "acceptance 0.7 per position (CloudMatrix384 MTP1, planner-math.md §4.3; MTP3 gives 1.53 against "

@@ -36,3 +36,26 @@ def test_mtp_keeps_the_geometric_default_and_unsourced_positions_count_as_reject
     assert acceptance("mtp", 3)[1] == pytest.approx(0.7 + 0.49 + 0.343)
     accept, accepted, why = acceptance("eagle3", 5)
     assert accepted == pytest.approx(1.26) and "no source" in why
+
+
+def test_measured_acceptance_replaces_the_published_figure_and_lowers_tpot():
+    from deployctl.inventory.load import parse_yaml as parse
+    from deployctl.perf.model import estimate_plan
+    from deployctl.perf.models import Workload
+
+    spec = {"method": "eagle3", "tokens": 2, "draft_weights_path": "/data/models/Qwen3-eagle3"}
+    published = ctx_with(spec)
+    measured = ctx_with({**spec, "acceptance": [0.9, 0.8]})
+    assert measured.mtp.accepted_per_step == pytest.approx(1.7)
+    assert "as measured" in measured.mtp.source
+    w = Workload(input_len=2048, output_len=256, concurrency=16)
+    assert (estimate_plan(measured.plan, w, ctx=measured).tpot_ms
+            < estimate_plan(published.plan, w, ctx=published).tpot_ms)
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["model"]["speculative"] = {**spec, "acceptance": [1.5]}
+    from deployctl.errors import InventoryError
+
+    with pytest.raises(InventoryError) as exc:
+        validate_inventory(parse(yaml.safe_dump(doc), "spec.yaml", EXAMPLE.parent))
+    [problem] = exc.value.problems
+    assert problem.path == "model.speculative.acceptance" and "between 0 and 1" in problem.message
