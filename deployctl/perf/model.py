@@ -134,7 +134,11 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
         "HCCS inside an A2 server assumed the same); "
         f"between servers over {'/'.join(sorted(inter))} at 85% of the link; A2 EP over RoCE has no published "
         "Ascend measurement (extrapolated)",
-        "no two-microbatch overlap of communication (engine defaults)",
+        ("two-microbatch overlap (engine settings): communication hidden behind compute in prefill and in decode "
+         f"steps above {max(su.dbo_decode_tokens for su in ctx.setups.values())} tokens per DP group"
+         if any(su.microbatches > 1 for su in ctx.setups.values()) else
+         "no two-microbatch overlap of communication (engine defaults; vLLM --enable-dbo or VLLM_ASCEND_ENABLE_DBO "
+         "turns it on, MindIE has no such setting deployctl knows)"),
         f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
         "docs/performance-model.md); A2 SKUs reuse them",
     ]
