@@ -39,7 +39,8 @@ class Setup:
     shared_in_ep: bool = False      # the shared expert runs on EP slots of its own (CloudMatrix) instead of every die
     mtp_drafts: int = 0             # MTP draft tokens per step (0: no MTP)
     mtp_accept: float = 0.7         # acceptance of each draft position
-    microbatches: int = 1           # 2: EP communication overlapped with compute by two microbatches
+    microbatches: int = 1           # 2: communication overlapped with compute by two microbatches
+    dbo_decode_tokens: int = 0      # decode overlaps only above this many tokens per DP group (0: decode never)
 
     @property
     def accepted(self) -> float:
@@ -238,6 +239,39 @@ def _allreduce(s: Setup, group: int, nbytes: float) -> tuple[float, str]:
 LINK_NAMES = {"hccs": "HCCS", "ub": "UB", "roce": "RoCE"}
 
 
+def overlaps(s: Setup, phase: str, tokens_group: float) -> bool:
+    """Two microbatches hide communication behind compute: prefill always when set; decode only above the
+    engine's decode threshold (vLLM ParallelConfig.dbo_decode_token_threshold, 32 by default: a decode batch of
+    fewer tokens is not split)."""
+    if s.microbatches < 2:
+        return False
+    return phase == "prefill" or bool(s.dbo_decode_tokens) and tokens_group > s.dbo_decode_tokens
+
+
+def _local_tp_comm(s: Setup, m, st: Step, layers: int, own: float, sampled: float) -> None:
+    """o_proj / lm_head TP wider than the attention TP (MindIE's o_proj_local_tp / lm_head_local_tp inside DP
+    attention): the weight read per die shrinks (in step()) and the group exchanges its tokens. Assumed pattern
+    (not read in the engines' source): o_proj all-gathers the group's attention outputs (heads x v_head_dim per
+    token) and reduce-scatters its hidden output; lm_head all-gathers the hidden states and sends the
+    vocabulary-split BF16 logits back to each token's die. Two collectives each, with the all-reduce's latency.
+    `own`: the tokens one die brings (its DP group's); `sampled`: those of them that reach lm_head."""
+    v_dim = arch(s.model).get("mla", {}).get("v_head_dim") or m.kv.head_dim or 128
+    vocab = m.params_b.lm_head * 1e9 / m.hidden
+    eta, lat = efficiency()["eta_link"], ep_comm()["allreduce_latency_us"] * 1e-6
+    for name, g, count, n, per_token in (("o_proj TP gather + reduce-scatter", s.o_proj_tp, layers, own,
+                                          m.heads * v_dim + m.hidden),
+                                         ("lm_head TP gather + logits", s.lm_head_tp, 1, sampled, m.hidden + vocab)):
+        if not g or g <= s.tp:
+            continue
+        peers = g // s.tp                  # distinct token sets in the group (TP ranks share theirs)
+        nbytes = (peers - 1) * n * per_token * 2
+        intra, inter = link_keys(s)
+        key = intra if g <= s.dies_per_node else inter
+        label = f"{name} over {LINK_NAMES[key]}"
+        st.comm[label] = count * (2 * lat + nbytes / (links()[key].gbps * 1e9 * eta))
+        st.comm_bytes[label] = count * nbytes
+
+
 def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_group: float | None = None,
          groups_active: int | None = None) -> Step:
     """One step of the instance.
@@ -257,11 +291,13 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     mtp = s.mtp_drafts if phase == "decode" else 0
     layers, moe_layers, dense_layers = m.layers + mtp, m.moe_layers + mtp, m.dense_layers
     kh, kc = (c.k_hbm, c.k_compute) if phase == "decode" else (c.k_prefill, c.k_prefill)
-    st = Step(phase=phase, k_hbm=kh, k_compute=kc, sku=s.sku, overlap=phase == "prefill" and s.microbatches > 1)
+    st = Step(phase=phase, k_hbm=kh, k_compute=kc, sku=s.sku, overlap=overlaps(s, phase, tokens_group))
 
     attn_params = (p.attention_per_layer - p.o_proj_per_layer) / s.tp + p.o_proj_per_layer / (s.o_proj_tp or s.tp)
+    # o_proj TP wider than tp gathers its group's tokens: FLOPs per die stay those of attention / tp
     st.parts.append(Part("attention weights", bytes=layers * attn_params * 1e9 * q.attention,
-                         flops=layers * local * 2 * attn_params * 1e9, int8=_int8(q.attention), eta=eff["eta_gemm"]))
+                         flops=layers * local * 2 * p.attention_per_layer / s.tp * 1e9, int8=_int8(q.attention),
+                         eta=eff["eta_gemm"]))
     f_tok, kv_seq = _attention(s, m, phase, ctx)
     seqs = (seqs_group if seqs_group is not None else tokens_group) / s.cp
     decode = phase == "decode"
@@ -318,6 +354,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
         name = f"MoE TP all-reduce over {LINK_NAMES[link]}"
         st.comm[name] = moe_layers * t
         st.comm_bytes[name] = moe_layers * moe_bytes
+    _local_tp_comm(s, m, st, layers, local, local if decode else local / max(ctx, 1))
     st.overhead = layers * layer_overhead(s.model) * c.k_fixed
     if s.pp > 1:
         _, inter = link_keys(s)
