@@ -73,46 +73,6 @@ def mtp_of(engine) -> tuple[int, str]:
     return found[0] if found else (0, "")
 
 
-DBO_DECODE_TOKENS = 32     # vLLM ParallelConfig.dbo_decode_token_threshold default (vllm/config/parallel.py)
-
-
-def overlap_of(engine, env: dict | None = None) -> tuple[int, str]:
-    """(decode token threshold, where) when the engine settings turn on two-microbatch overlap, else (0, "").
-
-    vLLM's dual batch overlap: `--enable-dbo` / `enable_dbo` (vllm/config/parallel.py ParallelConfig.enable_dbo,
-    with `dbo_decode_token_threshold`, default 32); vLLM-Ascend's own DBO model variants: the environment
-    variable VLLM_ASCEND_ENABLE_DBO=1 (vllm_ascend/envs.py; its decode threshold assumed the same). MindIE: no
-    setting was found (not expressible)."""
-    found: list[tuple[int, str]] = []
-    threshold = [DBO_DECODE_TOKENS]
-
-    def on(v) -> bool:
-        return v is True or str(v).strip().lower() in ("1", "true", "yes", "on")
-
-    def walk(node, path):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                key = str(k).lower().lstrip("-").replace("-", "_")
-                if key == "dbo_decode_token_threshold":
-                    threshold[0] = int(v)
-                elif key in ("enable_dbo", "vllm_ascend_enable_dbo") and on(v):
-                    found.append((0, f"{path}.{k}"))
-                else:
-                    walk(v, f"{path}.{k}")
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                walk(v, f"{path}[{i}]")
-        elif isinstance(node, str) and re.search(r"--enable-dbo\b", node):
-            found.append((0, path))
-            m = re.search(r"--dbo-decode-token-threshold[ =](\d+)", node)
-            if m:
-                threshold[0] = int(m.group(1))
-
-    walk(engine.model_dump(), "engine")
-    walk(env or {}, "env")
-    return (threshold[0], found[0][1]) if found else (0, "")
-
-
 def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
     from deployctl import engines
 
@@ -122,7 +82,8 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
     pods = {plan.node(n).super_pod_id for n in inst.nodes}
     role = getattr(inv.layout, inst.role, None) if inst.role in ("prefill", "decode") else None
     env = {**inv.engine.model_dump().get("env", {}), **(role.env if role is not None else {})}
-    dbo, _ = overlap_of(inv.engine, env)
+    overlap = getattr(engines.for_inventory(inv), "microbatch_overlap", None)   # the engine's two-microbatch overlap
+    dbo = overlap(inv.engine, env)[0] if overlap is not None else 0
     return Setup(model=inv.model.name, quant=inv.model.quant, sku=sku, dies=inst.world_size,
                  dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,

@@ -137,8 +137,8 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
         ("two-microbatch overlap (engine settings): communication hidden behind compute in prefill and in decode "
          f"steps above {max(su.dbo_decode_tokens for su in ctx.setups.values())} tokens per DP group"
          if any(su.microbatches > 1 for su in ctx.setups.values()) else
-         "no two-microbatch overlap of communication (engine defaults; vLLM --enable-dbo or VLLM_ASCEND_ENABLE_DBO "
-         "turns it on, MindIE has no such setting deployctl knows)"),
+         "no two-microbatch overlap of communication (the engine settings turn none on; docs/performance-model.md "
+         "lists the settings that do)"),
         f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
         "docs/performance-model.md); A2 SKUs reuse them",
     ]

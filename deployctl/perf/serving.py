@@ -14,9 +14,7 @@ it); prefill on a grid of token counts; values between grid points are interpola
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from dataclasses import dataclass
 
 from deployctl.perf.clients import Client, share

@@ -1,4 +1,4 @@
-"""Plans the check set's inventories for deployctl.perf.accuracy (validation sits above deployctl.perf) and prints
+"""Plans the check set's inventories for tests/perf/accuracy.py (validation sits above deployctl.perf) and prints
 the tables of docs/performance-model.md: `.venv/bin/python tests/perf/accuracy_report.py`."""
 
 from __future__ import annotations
@@ -27,6 +27,6 @@ def plan_of(inventory: dict):
 
 
 if __name__ == "__main__":
-    from deployctl.perf.accuracy import markdown
+    from accuracy import markdown
 
     print(markdown(plan_of))

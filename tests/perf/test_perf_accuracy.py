@@ -7,7 +7,7 @@ import re
 from accuracy_report import plan_of
 from perflib import ROOT
 
-from deployctl.perf import accuracy
+import accuracy
 
 DOC = ROOT / "docs" / "performance-model.md"
 

@@ -98,7 +98,7 @@ def test_two_microbatches_hide_communication_above_the_decode_threshold():
 def test_dbo_is_read_from_the_engine_settings():
     from types import SimpleNamespace
 
-    from deployctl.perf.context import overlap_of
+    from deployctl.engines.vllm_ascend.overlap import overlap_of
 
     def eng(d):
         return SimpleNamespace(model_dump=lambda: d)

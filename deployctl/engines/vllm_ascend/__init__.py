@@ -58,6 +58,12 @@ class VllmAscendDriver:
                 return False
         return True
 
+    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]:
+        """(decode token threshold, where it is set) when the settings turn on two-microbatch overlap, else (0, "")."""
+        from deployctl.engines.vllm_ascend.overlap import overlap_of
+
+        return overlap_of(engine, env)
+
     def needs_interfaces(self, inv) -> str | None:
         from deployctl.engines.vllm_ascend.support import needs_interfaces
 

@@ -1,6 +1,6 @@
 """The accuracy report (issue 27 item 4): deployctl's estimate against published Ascend points it was not fitted on.
 
-`deployctl/perf/points.yaml` holds the check set (each point's source, layout, client and measured values). Each
+`tests/perf/points.yaml` holds the check set (each point's source, layout, client and measured values). Each
 point becomes a deployctl inventory (`inventory_of`), goes through validation and the planner (the caller's `plan_of`:
 validation sits above this layer), the engine's own checks and the
 simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses is
