@@ -15,7 +15,7 @@ from deployctl.executors.batch import PROBE_CONCURRENCY
 from deployctl.executors.fanout import HostRun, Progress, fan_out_pipelined
 from deployctl.executors.targets import ssh_targets
 from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
-from deployctl.preflight.weights_files import weights_findings
+from deployctl.preflight.weights_files import merge, weights_findings
 
 
 @dataclass
@@ -87,7 +87,8 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
     extra, notes = weights_findings(inv.model.weights_path, targets, executor, facts, timeout)
-    return PreflightResult(facts, sort_findings(inv, check_facts(inv, facts, layout) + extra),
+    findings = merge(check_facts(inv, facts, layout), extra, inv.model.weights_path)
+    return PreflightResult(facts, sort_findings(inv, findings),
                            not_checked(inv, facts, ping_sample) + notes)
 
 

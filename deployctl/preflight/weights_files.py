@@ -47,3 +47,12 @@ def weights_findings(weights_path: str, targets: list[HostTarget], executor: Exe
 
 def _has_dir(h: HostFacts | None) -> bool:
     return bool(h and h.reachable and h.weights and h.weights.exists and h.weights.readable is not False)
+
+
+def merge(findings: list[Finding], extra: list[Finding], weights_path: str) -> list[Finding]:
+    """``findings`` with the per-file ones added; a node with a per-file FAIL loses check_weights_same's
+    total-size finding (it says "<path> holds N bytes"), which the per-file ones say more precisely."""
+    named = {f.host for f in extra if f.severity == "FAIL"}
+    total = f"{weights_path} holds "
+    return [f for f in findings if not (f.rule == "weights" and f.host in named
+                                        and f.message.startswith(total))] + extra

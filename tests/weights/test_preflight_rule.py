@@ -45,3 +45,14 @@ def test_identical_nodes_and_no_index(tmp_path):
         (d / "model.safetensors.index.json").unlink()
     found, notes = weights_findings("/data/w", targets(roots), DirExecutor(roots), facts(roots), 30)
     assert {f.severity for f in found} == {"WARN"} and "no node has a readable" in notes[0]
+
+
+def test_per_file_findings_replace_the_total_size_one_on_that_node():
+    from deployctl.models.host_facts import Finding
+    from deployctl.preflight.weights_files import merge
+
+    total = Finding(rule="weights", severity="FAIL", host="node1", message="/w holds 5 bytes, the other nodes 10")
+    other = Finding(rule="weights", severity="FAIL", host="node2", message="/w holds 7 bytes, the other nodes 10")
+    missing = Finding(rule="weights", severity="FAIL", host="node1", message="/w missing")
+    per_file = Finding(rule="weights", severity="FAIL", host="node1", message="/w/a: 5 bytes, expected 10 bytes")
+    assert merge([total, other, missing], [per_file], "/w") == [other, missing, per_file]
