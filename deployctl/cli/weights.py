@@ -111,6 +111,7 @@ def sync(inventory: InventoryOpt,
 
         echo_json({"source": result.source, "copied": [{"node": n, "file": f, "bytes": b}
                                                         for n, f, b in result.copies],
+                   "resumed": [{"node": n, "file": f, "from_byte": b} for n, f, b in result.resumed],
                    "failed": [d.as_dict() for d in result.failed], "skipped": [d.as_dict() for d in result.skipped],
                    "after": result.after.as_dict() if result.after else None, "ok": result.ok})
     else:
@@ -177,6 +178,8 @@ def _print_sync(result, nodes: int) -> None:
     total = sum(b for _, _, b in result.copies)
     con.print(esc(f"Sync from {result.source}: {len(result.copies)} file copies ({total:,} bytes) to "
                   f"{len({n for n, _, _ in result.copies})} of {nodes} nodes"))
+    for node, name, start in result.resumed:
+        con.print(esc(f"  {node}: {name} resumed at byte {start:,}"))
     for title, diffs in (("Not copied", result.skipped), ("Copies that failed", result.failed)):
         if diffs:
             con.print(_diff_table(title, diffs))

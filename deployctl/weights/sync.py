@@ -50,6 +50,7 @@ class SyncResult:
     source: str
     copies: list[tuple[str, str, int]]                  # (node, file, bytes) planned
     failed: list[Difference] = field(default_factory=list)
+    resumed: list[tuple[str, str, int]] = field(default_factory=list)    # (node, file, from byte)
     skipped: list[Difference] = field(default_factory=list)
     before: CheckResult | None = None
     after: CheckResult | None = None
@@ -110,8 +111,9 @@ def plan(source: Source, ref: dict[str, FileState], dests: CheckResult) -> tuple
 
 
 def copy_file(executor, source: Source, dest: HostTarget, directory: str, name: str, size: int,
-              timeout: float, progress: Progress) -> None:
-    """Copy one file to ``dest`` through this machine, resuming a part file; HostError when it fails."""
+              timeout: float, progress: Progress) -> int:
+    """Copy one file to ``dest`` through this machine, resuming a part file; the byte it resumed from.
+    HostError when it fails."""
     final = f"{safe_dir(directory)}/{safe_name(name)}"
     part = final + PART
     r = executor.run(dest, ["sh", "-c", _PART_SIZE, "deployctl-part", part], timeout)
@@ -131,6 +133,7 @@ def copy_file(executor, source: Source, dest: HostTarget, directory: str, name: 
         raise HostError(dest.name, "copy", clean(f"{part} is not {size:,} bytes after the copy "
                                                  f"({r.stdout.strip()[:60]}): not moved into place",
                                                  multiline=False))
+    return have
 
 
 def _relay(executor, source: Source, dest: HostTarget, src_path: str, part: str, offset: int, size: int,
@@ -216,8 +219,10 @@ def sync_weights(executor, source: Source, dests: list[HostTarget], directory: s
         failed = []
         for name, size in by_node[node]:
             try:
-                copy_file(executor, source, targets_by[node], directory, name, size, timeout,
-                          progress or (lambda _n, _b: None))
+                start = copy_file(executor, source, targets_by[node], directory, name, size, timeout,
+                                  progress or (lambda _n, _b: None))
+                if start:
+                    result.resumed.append((node, name, start))
             except HostError as exc:
                 failed.append(Difference(node, name, "copy", clean(exc.message, multiline=False)[:300]))
                 if exc.kind not in ("copy",):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 from conftest import run_cli
 from fakecluster import default_cluster
@@ -86,15 +87,25 @@ def test_check_names_the_node_sync_repairs_it(fake_cluster_factory, tmp_path):
     res = cli("weights", "sync", "-i", str(inv), "--from", "node1", "--hash")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "every node holds the source's 4 files" in res.stdout
+    assert f"node2: {SHARD} resumed at byte 300,000" in res.stdout
     assert check(inv, "--hash")[0] == 0
     assert sha(fc, "node3", PATH) == sha(fc, "node2", PATH) == sha(fc, "node1", PATH)
     assert not fc.node("node2").host_path(PATH + ".deployctl-part").exists()
 
 
-def test_sync_refuses_a_bad_source(fake_cluster_factory, tmp_path):
+def test_sync_from_this_machine_and_a_bad_source(fake_cluster_factory, tmp_path):
     fc = fake_cluster_factory(default_cluster(2))
     inv = tmp_path / "inventory.yaml"
     inv.write_text(fc.inventory_snippet() + TAIL)
+    local = tmp_path / "ckpt"
+    shutil.copytree(fc.node("node1").host_path(DEFAULT_WEIGHTS_DIR), local)
+    (local / SHARD).write_bytes(b"a checkpoint of another revision")
+    res = cli("weights", "sync", "-i", str(inv), "--from", str(local), "--output", "json")
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0 and sorted((c["node"], c["file"]) for c in doc["copied"]) == [
+        ("node1", SHARD), ("node2", SHARD)]
+    assert fc.node("node2").host_path(PATH).read_bytes() == b"a checkpoint of another revision"
+
     res = cli("weights", "sync", "-i", str(inv), "--from", "node9")
     assert res.returncode == 2 and "neither a node" in res.stderr
     res = cli("weights", "sync", "-i", str(inv), "--from", "node1", "--to", "node1")
