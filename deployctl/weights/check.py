@@ -138,10 +138,12 @@ def check_weights(executor: Executor, targets: list[HostTarget], directory: str,
             return CheckResult(directory, [], index_from, hashes, differences=early + [
                 Difference(index_from, INDEX, "index", clean(f"names an unsafe file: {exc}", multiline=False))])
     limit = HASH_TIMEOUT if hashes else timeout
+    gone = {d.node: d for d in early if d.kind == "host"}       # unreachable while reading the index: not again
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
-        found = list(pool.map(lambda t: list_node(executor, t, directory, names, hashes, limit), targets))
+        found = list(pool.map(lambda t: gone.get(t.name) or list_node(executor, t, directory, names, hashes,
+                                                                      limit), targets))
     result = CheckResult(directory, names, index_from, hashes)
-    diffs = [d for d in early if not any(isinstance(f, Difference) and f.node == d.node for f in found)]
+    diffs = [d for d in early if d.kind != "host"]
     for t, f in zip(targets, found):
         if isinstance(f, Difference):
             diffs.append(f)

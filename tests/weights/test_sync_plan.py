@@ -79,3 +79,16 @@ def test_local_listing(tmp_path):
     got = local_listing(tmp_path, NAMES, hashes=True)
     assert got["config.json"] == ok(2, hashlib.sha256(b"{}").hexdigest())
     assert got["model.safetensors.index.json"].state == "missing" and got["s1.safetensors"].state == "notfile"
+
+
+@pytest.mark.parametrize("path", ["/data/models/../../etc", "/data/models/x#y", "/data/models/$(id)"])
+def test_a_weights_path_deployctl_will_not_put_in_a_command_is_exit_2_at_its_line(tmp_path, path):
+    from conftest import ROOT, run_cli
+
+    text = (ROOT / "inventories" / "sample.yaml").read_text()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(text.replace("weights_path: /data/models/DeepSeek-R1-W8A8 ", f"weights_path: '{path}' ", 1))
+    for cmd in (["check"], ["sync", "--from", "node1"]):
+        res = run_cli("weights", *cmd, "-i", str(inv))
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert "model.weights_path" in res.stderr and "inv.yaml:90" in res.stderr, res.stderr
