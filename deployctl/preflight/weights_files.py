@@ -28,6 +28,10 @@ def weights_findings(weights_path: str, targets: list[HostTarget], executor: Exe
     except ValueError as exc:
         return [], [f"the weights' files one by one ({exc})"]
     result = check_weights(executor, up, weights_path, timeout=timeout)
+    if result.index_from is None:        # e.g. a single-file checkpoint: nothing names the files to compare
+        why = result.differences[0].have if result.differences else "no node answered"
+        return [], [f"the weights' files one by one (no node has a readable model.safetensors.index.json: "
+                    f"{why[:160]})"]
     out = []
     for d in result.differences:
         if d.kind == "host":
@@ -40,9 +44,7 @@ def weights_findings(weights_path: str, targets: list[HostTarget], executor: Exe
             want = f", expected {d.want}" if d.want else ""
             out.append(Finding(rule="weights", severity="FAIL", host=d.node,
                                message=f"{weights_path}/{d.file}: {d.have}{want}", hint=HINT))
-    notes = [] if result.index_from else ["the weights' files one by one (no node has a readable "
-                                          "model.safetensors.index.json)"]
-    return out, notes
+    return out, []
 
 
 def _has_dir(h: HostFacts | None) -> bool:

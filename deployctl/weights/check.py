@@ -71,10 +71,13 @@ def fetch_index(executor: Executor, target: HostTarget, directory: str, timeout:
                 rc = res.rc if res.stopped is None else (-1 if res.stopped == "limit" else 124)
             else:
                 r = executor.run(target, argv, timeout)
-                sink.write(r.stdout.encode())
+                sink.write((r.stdout if r.rc == 0 else r.stdout + r.stderr).encode())
                 rc = r.rc
         if rc != 0:
-            raise HostError(target.name, "index", f"cannot read {path} (exit {rc})",
+            with open(tmp, "rb") as f:          # head's complaint (stderr goes to the same sink)
+                said = clean(f.read(300).decode(errors="replace"), multiline=False).strip()
+            said = said.rsplit(": ", 1)[-1][:120]      # head: cannot open 'PATH' for reading: <the reason>
+            raise HostError(target.name, "index", f"cannot read {path} (exit {rc}{': ' + said if said else ''})",
                             "the node lacks the index or it is unreadable: copy it with `deployctl weights sync`")
         try:
             return typed(IndexFile, read_json(Path(tmp), MAX_INDEX_BYTES), f"{target.name}:{path}")
