@@ -227,6 +227,10 @@ def sync_weights(executor, source: Source, dests: list[HostTarget], directory: s
                 failed.append(Difference(node, name, "copy", clean(exc.message, multiline=False)[:300]))
                 if exc.kind not in ("copy",):
                     break            # the connection is gone: the node's other files would fail the same way
+            except Exception as exc:  # noqa: BLE001 - paramiko's channel errors, a local read: about this copy
+                failed.append(Difference(node, name, "copy", clean(f"{type(exc).__name__}: {exc}",
+                                                                   multiline=False)[:300]))
+                break
         return failed
 
     if by_node:

@@ -92,3 +92,22 @@ def test_a_weights_path_deployctl_will_not_put_in_a_command_is_exit_2_at_its_lin
         res = run_cli("weights", *cmd, "-i", str(inv))
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         assert "model.weights_path" in res.stderr and "inv.yaml:90" in res.stderr, res.stderr
+
+
+def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
+    from deployctl.weights.sync import sync_weights
+
+    class Broken(Scripted):
+        def client(self, target):
+            raise EOFError("the channel closed")
+
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "s1.safetensors"}}')
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "s1.safetensors").write_bytes(b"x" * 10)
+    listing = "0 ok 2\n1 ok 39\n2 missing\nend 3\n"
+    ex = Broken(**{"deployctl-weights": (0, listing), "deployctl-part": (0, "0\n")})
+    src = Source("local", "/data/w", local=tmp_path)
+    result = sync_weights(ex, src, [DEST], "/data/w")
+    assert [(d.node, d.file, d.kind) for d in result.failed] == [("node2", "s1.safetensors", "copy")]
+    assert "EOFError" in result.failed[0].have and not result.ok
+    assert [(d.node, d.kind) for d in result.after.differences] == [("node2", "missing")]
