@@ -40,6 +40,9 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
 
     inv, targets, directory = _load(inventory)
     executor = _executor(trust_new_hosts)
+    if hashes and output.value != "json":
+        typer.echo(f"hashing on {len(targets)} nodes at once (sha256 reads every byte: minutes for hundreds "
+                   "of GB)…", err=True)
     try:
         result = check_weights(executor, targets, directory, hashes=hashes, timeout=timeout)
     finally:
