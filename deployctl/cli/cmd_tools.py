@@ -71,6 +71,10 @@ from deployctl.cli.calibrate import calibrate as _calibrate  # noqa: E402 - list
 
 app.command("calibrate")(_calibrate)
 
+from deployctl.cli.weights import weights_app as _weights  # noqa: E402
+
+app.add_typer(_weights, name="weights")
+
 
 @app.command("engines")
 def engines_cmd(

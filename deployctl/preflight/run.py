@@ -15,6 +15,7 @@ from deployctl.executors.batch import PROBE_CONCURRENCY
 from deployctl.executors.fanout import HostRun, Progress, fan_out_pipelined
 from deployctl.executors.targets import ssh_targets
 from deployctl.preflight.rules import check_facts, check_gaps, not_checked, sort_findings
+from deployctl.preflight.weights_files import merge, weights_findings
 
 
 @dataclass
@@ -85,7 +86,10 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
         if run.error is None:
             facts[name] = facts[name].model_copy(
                 update={"pings": probes.ping_results(plan[name], run.outputs)})
-    return PreflightResult(facts, check_facts(inv, facts, layout), not_checked(inv, facts, ping_sample))
+    extra, notes = weights_findings(inv.model.weights_path, targets, executor, facts, timeout)
+    findings = merge(check_facts(inv, facts, layout), extra, inv.model.weights_path)
+    return PreflightResult(facts, sort_findings(inv, findings),
+                           not_checked(inv, facts, ping_sample) + notes)
 
 
 def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:

@@ -339,11 +339,12 @@ def test_missing_weights_is_a_weights_fail(cluster):
 def test_weights_of_a_different_size_are_a_weights_fail_on_the_odd_node(cluster):
     r = cluster(default_cluster(3), node1={"weights_size_mb": 2}).run()     # half-copied, on the FIRST node
     assert r.rc == 1
-    assert r.findings == [("weights", "FAIL", "node1", None)]
     sizes = {n: r.host(n).weights.total_bytes for n in ("node1", "node2", "node3")}
     assert sizes["node1"] < sizes["node2"] == sizes["node3"]
-    assert r.messages("weights") == [f"{DEFAULT_WEIGHTS_DIR} holds {sizes['node1']:,} bytes, the other nodes "
-                                     f"{sizes['node2']:,}"]
+    # the per-file rule names each shard (and replaces the total-size finding on that node)
+    assert r.findings == [("weights", "FAIL", "node1", None)] * 2
+    assert r.messages("weights") == [f"{DEFAULT_WEIGHTS_DIR}/model-0000{i}-of-00002.safetensors: 1,048,576 bytes, "
+                                     "expected 2,097,152 bytes" for i in (1, 2)]
 
 
 def test_missing_image_is_an_image_fail(cluster):
