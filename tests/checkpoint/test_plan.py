@@ -110,6 +110,27 @@ def test_checkpoint_numbers_against_the_hand_written_catalog():
     assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv.latent) == (61, 3, 256, 1, 576)
 
 
+def test_hand_written_v32_numbers_against_the_real_files(tmp_path):
+    """No V3.2 HF config.json was found, so the built-in deepseek-v3.2 entry keeps models.yaml's hand-written numbers;
+    they agree with the description built from real files (DeepSeek-V3's config.json + the index_* keys of DeepSeek's
+    V3.2-Exp inference config, tests/checkpoint/quoted.py) within 0.05%, the router 0.26% as V3's; the KV layout
+    (576-wide latent, 128-wide indexer key) is the inference config's kv_lora_rank + qk_rope_head_dim and
+    index_head_dim."""
+    from deployctl.checkpoint.planner import model_info
+    from tests.checkpoint.quoted import DSV32_INFERENCE, QUOTED, write
+    ours = model_info(describe(write(tmp_path / "v32", QUOTED["deepseek-v3.2-exp"])), "v32")
+    hand = catalog.builtin_models()["deepseek-v3.2"]
+    assert hand.checkpoint in ("", None)
+    for field in ("attention_per_layer", "o_proj_per_layer", "dense_ffn_per_layer", "expert", "embedding", "lm_head"):
+        assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=5e-4), field
+    assert hand.params_b.router_per_layer == pytest.approx(ours.params_b.router_per_layer, rel=3e-3)
+    assert hand.kv.latent == DSV32_INFERENCE["kv_lora_rank"] + DSV32_INFERENCE["qk_rope_head_dim"] == ours.kv.latent
+    assert hand.kv.indexer == DSV32_INFERENCE["index_head_dim"] == ours.kv.indexer
+    assert (hand.layers, hand.dense_layers, hand.routed_experts) == (DSV32_INFERENCE["n_layers"],
+                                                                     DSV32_INFERENCE["n_dense_layers"],
+                                                                     DSV32_INFERENCE["n_routed_experts"])
+
+
 def test_recommend_for_a_dense_model_varies_attention_only():
     from deployctl.perf.recommend import layouts
 
