@@ -29,6 +29,8 @@ KIMI_K2 = {**{k: v for k, v in KIMI_K26["text_config"].items() if k != "quantiza
 # planner-math.md §2.3 (HF config as quoted in vLLM test fixtures): hidden 4096, 94 layers, 64 heads, 4 KV heads,
 # head_dim 128, 128 experts, top-8, moe_inter 1536, vocab 151,936; intermediate 12288 from
 # github.com/zyzshishui/slime scripts/models/qwen3-235B-A22B.sh (--ffn-hidden-size 12288).
+# Every value here also equals a verbatim copy of Qwen3-235B-A22B-Instruct-2507's config.json in a report the code
+# index returns without its repository (index file id 62836009775): not citable, so the file is not stored.
 QWEN3_235B = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
               "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
               "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_experts": 128,
@@ -48,7 +50,9 @@ GLM45 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hid
 # Qwen/Qwen3-Next-80B-A3B-Instruct config.json as quoted in the code corpus (file not named by the index): hidden
 # 2048, 48 layers, head_dim 256, full_attention_interval 4, linear 16 key / 32 value heads of 128, conv kernel 4,
 # intermediate 5120, moe_intermediate 512; 512 experts, 10 routed + 1 shared per token (xAGI-labs blog post on
-# Qwen3-Next); 16 heads / 2 KV heads, shared expert 512, vocab 151936: unverified.
+# Qwen3-Next); 16 heads / 2 KV heads, shared expert 512, vocab 151936: unverified. Every value here also equals a
+# verbatim copy of its config.json in a report the code index returns without its repository (index file id
+# 62751147890): not citable, so the file is not stored.
 QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
               "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
               "intermediate_size": 5120, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,

@@ -131,6 +131,18 @@ def test_hand_written_v32_numbers_against_the_real_files(tmp_path):
                                                                      DSV32_INFERENCE["n_routed_experts"])
 
 
+def test_hand_written_qwen3_235b_numbers_against_its_config(tmp_path):
+    """No citable Qwen3-235B-A22B config.json was found, so the built-in entry keeps models.yaml's hand-written numbers;
+    they are the quoted config's (tests/checkpoint/quoted.py) rounded to 3-4 digits, KV layout included."""
+    from deployctl.checkpoint.planner import model_info
+    from tests.checkpoint.quoted import QUOTED, write
+    ours = model_info(describe(write(tmp_path / "q", QUOTED["qwen3-235b-a22b"])), "q")
+    hand = catalog.builtin_models()["qwen3-235b-a22b"]
+    for field in ("attention_per_layer", "o_proj_per_layer", "expert", "router_per_layer", "embedding", "lm_head"):
+        assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=1e-2), field
+    assert (hand.layers, hand.routed_experts, hand.kv.kv_heads, hand.kv.head_dim) == (ours.layers, 128, 4, 128)
+
+
 def test_recommend_for_a_dense_model_varies_attention_only():
     from deployctl.perf.recommend import layouts
 
