@@ -1,28 +1,36 @@
-"""config.json values of the families whose real file was not found in this session, each assembled from values a
-cited source quotes (not the upstream file: the keys deployctl reads only). Sources are named per model."""
+"""config.json values of the families whose real Hugging Face config.json was not found in this session: built from a
+real file where one covers the family, otherwise from values a cited source quotes (the keys deployctl reads only).
+Sources are named per model; real files are under tests/fixtures/checkpoints/ with a SOURCE each."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-DSV3 = json.loads((Path(__file__).parents[1] / "fixtures/checkpoints/deepseek-v3/config.json").read_text())
+FIXTURES = Path(__file__).parents[1] / "fixtures/checkpoints"
+DSV3 = json.loads((FIXTURES / "deepseek-v3/config.json").read_text())
+# DeepSeek's own V3.2-Exp inference config (real file, deepseek-ai/DeepSeek-V3.2-Exp@3b99a535 inference/)
+DSV32_INFERENCE = json.loads((FIXTURES / "deepseek-v3.2-exp/config_671B_v3.2.json").read_text())
+# Kimi-K2.6's config.json (real file, tt-metal@291b855c): the Kimi-K2 language model under text_config
+KIMI_K26 = json.loads((FIXTURES / "kimi-k2.6/config.json").read_text())
 
-# deepseek-ai/DeepSeek-V3.2-Exp inference/configs/config_671B_v3.2.json: index_n_heads 64, index_head_dim 128,
-# index_topk 2048 (shared/reference/planner-math.md §2.2); the rest is DeepSeek-V3's trunk (same section).
+# DeepSeek-V3.2-Exp in HF form: DeepSeek-V3's real config.json (test_read.py checks that every trunk value of the
+# V3.2-Exp inference config equals it) plus the indexer keys of the real V3.2-Exp inference config. Architecture and
+# model_type names: as vLLM registers them (DeepseekV32ForCausalLM / deepseek_v32); the HF file itself: unverified.
 DEEPSEEK_V32 = {**DSV3, "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32",
-                "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+                **{k: DSV32_INFERENCE[k] for k in ("index_n_heads", "index_head_dim", "index_topk")}}
 
-# planner-math.md §2.3 (Kimi-K2.x configs as quoted in public repos): hidden 7168, 61 layers, 64 heads, MLA 512+64,
-# 384 experts, top-8, 1 shared, first_k_dense 1, moe_inter 2048, vocab 163,840; model_type kimi_k2 and
-# intermediate 18432 from github.com/ParagEkbote/hf-model-inspector model_inspection_report.md
-# (moonshotai/Kimi-K2-Instruct-0905). MTP layers: unverified (0 taken). Dtype: FP8 as DeepSeek-V3.
-KIMI_K2 = {**DSV3, "model_type": "kimi_k2", "num_attention_heads": 64, "num_key_value_heads": 64,
-           "n_routed_experts": 384, "first_k_dense_replace": 1, "vocab_size": 163840, "num_nextn_predict_layers": 0}
+# Kimi-K2-Instruct (FP8): the language model of the real Kimi-K2.6 config (text_config: 61 layers, 64 heads, MLA
+# 512+64, 384 experts, top-8, 1 shared, first_k_dense 1, vocab 163,840, no MTP layer) with DeepSeek-V3's FP8 block
+# quantization (K2-Instruct is published in FP8 as V3: planner-math.md §2.3; its own config.json: unverified).
+KIMI_K2 = {**{k: v for k, v in KIMI_K26["text_config"].items() if k != "quantization_config"},
+           "quantization_config": DSV3["quantization_config"]}
 
 # planner-math.md §2.3 (HF config as quoted in vLLM test fixtures): hidden 4096, 94 layers, 64 heads, 4 KV heads,
 # head_dim 128, 128 experts, top-8, moe_inter 1536, vocab 151,936; intermediate 12288 from
 # github.com/zyzshishui/slime scripts/models/qwen3-235B-A22B.sh (--ffn-hidden-size 12288).
+# Every value here also equals a verbatim copy of Qwen3-235B-A22B-Instruct-2507's config.json in a report the code
+# index returns without its repository (index file id 62836009775): not citable, so the file is not stored.
 QWEN3_235B = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
               "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
               "intermediate_size": 12288, "moe_intermediate_size": 1536, "num_experts": 128,
@@ -42,7 +50,9 @@ GLM45 = {"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hid
 # Qwen/Qwen3-Next-80B-A3B-Instruct config.json as quoted in the code corpus (file not named by the index): hidden
 # 2048, 48 layers, head_dim 256, full_attention_interval 4, linear 16 key / 32 value heads of 128, conv kernel 4,
 # intermediate 5120, moe_intermediate 512; 512 experts, 10 routed + 1 shared per token (xAGI-labs blog post on
-# Qwen3-Next); 16 heads / 2 KV heads, shared expert 512, vocab 151936: unverified.
+# Qwen3-Next); 16 heads / 2 KV heads, shared expert 512, vocab 151936: unverified. Every value here also equals a
+# verbatim copy of its config.json in a report the code index returns without its repository (index file id
+# 62751147890): not citable, so the file is not stored.
 QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
               "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
               "intermediate_size": 5120, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
@@ -51,19 +61,8 @@ QWEN3_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_ne
               "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 151936,
               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
 
-# MiniMax-M2: vocab 200064, hidden 3072, expert width (intermediate_size) 1536, 62 layers, 48 heads, 8 KV heads,
-# head_dim 128, 256 experts, top-8, FP8 blocks of 128x128 with 3 MTP modules, as quoted by several public parsers
-# (github.com/ModelCloud/GPTQModel gptqmodel/hf_minimax_m2/configuration_minimax_m2.py defaults; Tenstorrent's
-# MiniMax-M2.5 helper); the upstream file itself: unverified.
-MINIMAX_M2 = {"architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
-              "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
-              "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8, "use_qk_norm": True,
-              "num_mtp_modules": 3, "vocab_size": 200064, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-              "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn", "activation_scheme": "dynamic",
-                                      "weight_block_size": [128, 128]}}
-
 QUOTED = {"deepseek-v3.2-exp": DEEPSEEK_V32, "kimi-k2": KIMI_K2, "qwen3-235b-a22b": QWEN3_235B, "glm-4.5": GLM45,
-          "qwen3-next-80b-a3b": QWEN3_NEXT, "minimax-m2": MINIMAX_M2}
+          "qwen3-next-80b-a3b": QWEN3_NEXT}
 
 
 def write(tmp: Path, config: dict, **files: dict) -> Path:

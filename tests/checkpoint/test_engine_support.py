@@ -21,8 +21,8 @@ def test_a_listed_family_is_supported_without_a_warning():
     assert _model_warnings(plan) == []
 
 
-def test_a_family_not_listed_for_the_version_is_warned(tmp_path):
-    ck = write(tmp_path / "mm", QUOTED["minimax-m2"])                     # listed from 0.18 only
+def test_a_family_not_listed_for_the_version_is_warned():
+    ck = FIXTURES / "minimax-m2"                                           # listed from 0.18 only
     plan = plan_of(inventory("minimax-m2", ck, quant="w8a8", nodes=2, preset="dp-ep", hardware="a3"))
     (warning,) = _model_warnings(plan)
     assert "minimax-m2" in warning and "unverified" in warning

@@ -110,6 +110,39 @@ def test_checkpoint_numbers_against_the_hand_written_catalog():
     assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv.latent) == (61, 3, 256, 1, 576)
 
 
+def test_hand_written_v32_numbers_against_the_real_files(tmp_path):
+    """No V3.2 HF config.json was found, so the built-in deepseek-v3.2 entry keeps models.yaml's hand-written numbers;
+    they agree with the description built from real files (DeepSeek-V3's config.json + the index_* keys of DeepSeek's
+    V3.2-Exp inference config, tests/checkpoint/quoted.py) within 0.05%, the router 0.26% as V3's; the KV layout
+    (576-wide latent, 128-wide indexer key) is the inference config's kv_lora_rank + qk_rope_head_dim and
+    index_head_dim."""
+    from deployctl.checkpoint.planner import model_info
+    from tests.checkpoint.quoted import DSV32_INFERENCE, QUOTED, write
+    ours = model_info(describe(write(tmp_path / "v32", QUOTED["deepseek-v3.2-exp"])), "v32")
+    hand = catalog.builtin_models()["deepseek-v3.2"]
+    assert hand.checkpoint in ("", None)
+    for field in ("attention_per_layer", "o_proj_per_layer", "dense_ffn_per_layer", "expert", "embedding", "lm_head"):
+        assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=5e-4), field
+    assert hand.params_b.router_per_layer == pytest.approx(ours.params_b.router_per_layer, rel=3e-3)
+    assert hand.kv.latent == DSV32_INFERENCE["kv_lora_rank"] + DSV32_INFERENCE["qk_rope_head_dim"] == ours.kv.latent
+    assert hand.kv.indexer == DSV32_INFERENCE["index_head_dim"] == ours.kv.indexer
+    assert (hand.layers, hand.dense_layers, hand.routed_experts) == (DSV32_INFERENCE["n_layers"],
+                                                                     DSV32_INFERENCE["n_dense_layers"],
+                                                                     DSV32_INFERENCE["n_routed_experts"])
+
+
+def test_hand_written_qwen3_235b_numbers_against_its_config(tmp_path):
+    """No citable Qwen3-235B-A22B config.json was found, so the built-in entry keeps models.yaml's hand-written numbers;
+    they are the quoted config's (tests/checkpoint/quoted.py) rounded to 3-4 digits, KV layout included."""
+    from deployctl.checkpoint.planner import model_info
+    from tests.checkpoint.quoted import QUOTED, write
+    ours = model_info(describe(write(tmp_path / "q", QUOTED["qwen3-235b-a22b"])), "q")
+    hand = catalog.builtin_models()["qwen3-235b-a22b"]
+    for field in ("attention_per_layer", "o_proj_per_layer", "expert", "router_per_layer", "embedding", "lm_head"):
+        assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=1e-2), field
+    assert (hand.layers, hand.routed_experts, hand.kv.kv_heads, hand.kv.head_dim) == (ours.layers, 128, 4, 128)
+
+
 def test_recommend_for_a_dense_model_varies_attention_only():
     from deployctl.perf.recommend import layouts
 

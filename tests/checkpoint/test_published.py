@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
 
 
 def _describe(key: str, tmp_path: Path):
-    if (FIXTURES / key).is_dir():
+    if (FIXTURES / key / "config.json").is_file():
         return describe(FIXTURES / key)
     return describe(write(tmp_path / key, QUOTED[key]))
 
@@ -39,6 +39,8 @@ PUBLISHED = [
     ("deepseek-v3.2-exp", 671.85e9, "main", 0.002, "planner-math.md §2.2: V3 trunk + 0.85B lightning indexer "
      "(cann-recipes)"),
     ("kimi-k2", 1026e9, "main", 0.005, "planner-math.md §2.3: ~1,026B (official: about 1T)"),
+    ("kimi-k2.6", 1026e9, "main", 0.005, "planner-math.md §2.3: ~1,026B for the K2 language model (vision tower "
+     "not counted)"),
     ("qwen3-235b-a22b", 235e9, "main", 0.005, "planner-math.md §2.3: official 235B"),
     ("qwen3-30b-a3b", 30.5e9, "main", 0.02, "huggingface.co/ggml-org/Qwen3-30B-A3B-GGUF: 31B params (rounded)"),
     ("qwen3-32b", 32.8e9, "main", 0.005, "huggingface.co/spaces/polats/ZeroGPU-LLM-Inference@b9efb74a app.py: 32.8B"),
@@ -69,6 +71,7 @@ def test_deepseek_fp8_bytes_match_the_measured_checkpoint():
 KV = [
     ("deepseek-v3", 61 * (512 + 64) * 2, "MLA: layers x (kv_lora_rank + qk_rope_head_dim) x 2 = 70,272"),
     ("kimi-k2", 61 * (512 + 64) * 2, "MLA, as DeepSeek-V3 (planner-math.md §2.3)"),
+    ("kimi-k2.6", 61 * (512 + 64) * 2, "MLA, real K2.6 config.json text_config"),
     ("deepseek-v3.2-exp", 61 * (576 + 128) * 2, "MLA + indexer key 128 (BF16, planner-math.md §2.2)"),
     ("qwen3-235b-a22b", 94 * 2 * 4 * 128 * 2, "GQA: layers x 2 x kv_heads x head_dim x 2 = 192,512 (192.5 KB)"),
     ("qwen3-30b-a3b", 48 * 2 * 4 * 128 * 2, "GQA"),

@@ -11,7 +11,7 @@ import pytest
 from deployctl.checkpoint import describe
 from deployctl.checkpoint.read import MAX_CONFIG_BYTES, classify
 from deployctl.errors import InventoryError
-from tests.checkpoint.quoted import DSV3, QUOTED, QWEN3_235B, write
+from tests.checkpoint.quoted import DSV3, DSV32_INFERENCE, KIMI_K26, QUOTED, QWEN3_235B, write
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
 
@@ -111,9 +111,41 @@ def test_families_from_their_configs(tmp_path):
     assert fam["deepseek-v3.2-exp"].indexer.topk == 2048
     assert fam["glm-4.5"].attention == "gqa" and fam["glm-4.5"].dense_layers == 3 and fam["glm-4.5"].mtp_layers == 1
     assert fam["qwen3-next-80b-a3b"].linear is not None and fam["qwen3-next-80b-a3b"].shared_experts == 1
-    assert fam["minimax-m2"].quantization.scheme == "fp8" and fam["minimax-m2"].notes     # MTP weights unverified
+    mm = describe(FIXTURES / "minimax-m2")                                                  # the real file
+    assert (mm.family, mm.attention, mm.layers, mm.routed_experts, mm.experts_per_token) == ("minimax_m2", "gqa", 62,
+                                                                                           256, 8)
+    assert mm.quantization.scheme == "fp8" and mm.notes                                    # MTP weights unverified
     dense = describe(FIXTURES / "qwen3-32b")
     assert dense.routed_experts == 0 and dense.dense_layers == dense.layers == 64
+
+
+def test_the_v32_inference_config_has_deepseek_v3s_trunk():
+    """DeepSeek's real V3.2-Exp inference config (its own key names) against DeepSeek-V3's real config.json: every
+    trunk value is equal, so the HF-form V3.2 config quoted.py builds (V3 + the three index_* keys) is V3.2's."""
+    names = {"vocab_size": "vocab_size", "dim": "hidden_size", "inter_dim": "intermediate_size",
+             "moe_inter_dim": "moe_intermediate_size", "n_layers": "num_hidden_layers",
+             "n_dense_layers": "first_k_dense_replace", "n_heads": "num_attention_heads",
+             "n_routed_experts": "n_routed_experts", "n_shared_experts": "n_shared_experts",
+             "n_activated_experts": "num_experts_per_tok", "n_expert_groups": "n_group", "n_limited_groups": "topk_group",
+             "route_scale": "routed_scaling_factor", "score_func": "scoring_func", "q_lora_rank": "q_lora_rank",
+             "kv_lora_rank": "kv_lora_rank", "qk_nope_head_dim": "qk_nope_head_dim",
+             "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim"}
+    assert {k: DSV32_INFERENCE[k] for k in names} == {k: DSV3[v] for k, v in names.items()}
+    assert DSV32_INFERENCE["dtype"] == "fp8" and DSV3["quantization_config"]["quant_method"] == "fp8"
+    v32 = QUOTED["deepseek-v3.2-exp"]
+    assert (v32["index_n_heads"], v32["index_head_dim"], v32["index_topk"]) == (64, 128, 2048)
+
+
+def test_the_real_kimi_k26_config(tmp_path):
+    """Kimi-K2.6's real config.json: the language model under text_config is read (vision tower noted), INT4
+    group-32 routed experts; its text_config is the Kimi-K2 trunk quoted.py uses for K2-Instruct."""
+    d = describe(FIXTURES / "kimi-k2.6")
+    assert (d.family, d.attention, d.layers, d.dense_layers, d.routed_experts, d.mtp_layers) == ("kimi_k2", "mla", 61,
+                                                                                                 1, 384, 0)
+    assert d.quantization.scheme == "w4a16" and any("vision" in n for n in d.notes)
+    k2 = describe(write(tmp_path, QUOTED["kimi-k2"]))
+    assert (k2.layers, k2.routed_experts, k2.quantization.scheme) == (61, 384, "fp8")
+    assert KIMI_K26["text_config"]["num_nextn_predict_layers"] == 0
 
 
 def test_kimi_k25_language_model_under_text_config(tmp_path):
