@@ -71,6 +71,10 @@ from deployctl.cli.calibrate import calibrate as _calibrate  # noqa: E402 - list
 
 app.command("calibrate")(_calibrate)
 
+from deployctl.cli.observe import observe_app as _observe  # noqa: E402 - its command group, after calibrate
+
+app.add_typer(_observe, name="observe")
+
 
 @app.command("engines")
 def engines_cmd(

@@ -14,6 +14,7 @@ A driver answers, for one engine kind:
 * ``render(plan)``: every file of every node;
 * ``processes(plan, node)``: what runs on a node (containers, start files, readiness, ports);
 * ``host_ports(inv)``: ports that must be free on every node before a launch;
+* ``metrics_targets(plan)``: every Prometheus endpoint the engine's processes serve (``deployctl observe``);
 * ``helm_values(plan)``: the engine's part of the chart values.
 """
 
@@ -97,6 +98,18 @@ class Process:
 
 
 @dataclass(frozen=True)
+class MetricsTarget:
+    """One Prometheus endpoint an engine process serves: http://address:port/path."""
+
+    node: str                            # the plan node it runs on
+    instance: str                        # the plan instance it belongs to
+    role: str                            # the instance's role: mixed, prefill, decode
+    address: str                         # host:port
+    path: str = "/metrics"
+    needs: str = ""                      # what must be set for it to answer (e.g. an environment variable)
+
+
+@dataclass(frozen=True)
 class NodeProcesses:
     """What runs on one node: the engine and, on at most one node, the router in front of the instances."""
 
@@ -165,3 +178,5 @@ class EngineDriver(Protocol):
     def processes(self, plan, node) -> NodeProcesses: ...
 
     def host_ports(self, inv) -> dict[str, int]: ...
+
+    def metrics_targets(self, plan) -> list[MetricsTarget]: ...

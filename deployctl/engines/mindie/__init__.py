@@ -84,6 +84,11 @@ class MindieDriver:
 
         return node_processes(plan, node)
 
+    def metrics_targets(self, plan) -> list:
+        from deployctl.engines.mindie.processes import metrics_targets
+
+        return metrics_targets(plan)
+
     def host_ports(self, inv) -> dict[str, int]:
         from deployctl.engines.mindie.processes import host_ports
 

@@ -57,3 +57,17 @@ def node_processes(plan, node) -> NodeProcesses:
 def host_ports(inv) -> dict[str, int]:
     p = inv.engine.ports
     return {"api": p.api, "dp_rpc": p.dp_rpc}
+
+
+def metrics_targets(plan) -> list:
+    """GET /metrics on every API process's port: vLLM mounts prometheus_client's app there
+    (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41); headless nodes serve no HTTP, their
+    engine cores report through the API server of their instance's master."""
+    from deployctl.engines.base import MetricsTarget
+
+    out = []
+    for node in plan.nodes:
+        inst = plan.instance(node.instance)
+        out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{s.port}")
+                for s in node_launch(plan, node.name).serves if s.port is not None]
+    return out
