@@ -1,0 +1,101 @@
+"""The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
+cluster: a vLLM-Ascend fleet of two single-node replicas behind deployctl's HAProxy router is brought up with
+`deployctl up`, Prometheus scrapes what `deployctl observe render` wrote, and through its HTTP API every engine and
+router target is up and every vLLM and router panel of the dashboard returns series (the MindIE and NPU queries
+parse, and return nothing here: no MindIE engine, no npu-exporter on the simulated hosts)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from fakecluster import default_cluster
+from fakecluster.spec import DEFAULT_WEIGHTS_DIR, VLLM_IMAGES
+from promserver import Prometheus, concrete
+
+pytestmark = pytest.mark.e2e
+
+TAIL = f"""\
+engine: {{kind: vllm-ascend, image: "{VLLM_IMAGES['a2']}"}}
+model: {{name: qwen3-235b-a22b, quant: w8a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: qwen3,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
+layout: {{preset: single, replicas: 2}}
+router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
+"""
+# panels whose queries need an engine or exporter the simulated vLLM fleet does not run
+NOT_HERE = ("MindIE", "NPU")
+
+
+def chat(url: str) -> None:
+    body = json.dumps({"model": "qwen3", "messages": [{"role": "user", "content": "hello"}],
+                       "max_tokens": 8}).encode()
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+
+
+def wait_for(prom: Prometheus, expr: str, want, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    got = None
+    while time.monotonic() < deadline:
+        got = prom.query(expr)
+        if got["status"] == "success" and want(got["data"]["result"]):
+            return got["data"]["result"]
+        time.sleep(0.5)
+    pytest.fail(f"{expr}: {got}")
+
+
+def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fake_cluster_factory, tmp_path):
+    fc = fake_cluster_factory(default_cluster(2))
+    inv = tmp_path / "inv.yaml"
+    doc = yaml.safe_load(fc.inventory_snippet() + TAIL)
+    for node in doc["nodes"]:
+        node["interface"] = "eth0"        # the simulated hosts' NIC (fakecluster/cluster.py); vLLM-Ascend names it
+    inv.write_text(yaml.safe_dump(doc))
+    res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(tmp_path / "runs"), "--ready-timeout", "90",
+                  "--skip-preflight")
+    assert res.returncode == 0, res.stdout + res.stderr
+    router = f"http://{fc.node('node1').ip}:8080"
+    for _ in range(6):
+        chat(router)
+
+    res = run_cli("observe", "render", "-i", str(inv), "-o", str(tmp_path / "mon"), "--interval", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    dash = json.loads((tmp_path / "mon" / "grafana-dashboard.json").read_text())
+    cluster = "fake-a2-2"
+    with Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
+        ups = wait_for(prom, 'up{job=~"deployctl-engine|deployctl-router"} == 1', lambda r: len(r) == 3)
+        assert sorted((r["metric"]["job"], r["metric"]["instance"], r["metric"]["node"], r["metric"]["role"],
+                       r["metric"]["cluster"]) for r in ups) == [
+            ("deployctl-engine", "mixed-0", "node1", "mixed", cluster),
+            ("deployctl-engine", "mixed-1", "node2", "mixed", cluster),
+            ("deployctl-router", "router", "node1", "router", cluster)]
+        # a few scrapes, so rate() has two samples; traffic in between
+        wait_for(prom, "count_over_time(up{job=\"deployctl-engine\"}[1m])", lambda r: r and min(
+            float(x["value"][1]) for x in r) >= 3)
+        for _ in range(6):
+            chat(router)
+        time.sleep(2.5)
+        empty, checked = [], 0
+        for panel in dash["panels"]:
+            for t in panel["targets"]:
+                got = prom.query(concrete(t["expr"], cluster, "30s"))
+                assert got["status"] == "success", (panel["title"], t["expr"], got)
+                if any(w in panel["title"] or w in t["legendFormat"] for w in NOT_HERE):
+                    continue
+                checked += 1
+                if not got["data"]["result"]:
+                    empty.append((panel["title"], t["expr"]))
+        assert checked >= 9 and empty == [], empty
+        # the traffic is in the counters: 12 answered requests over the two replicas
+        tokens = prom.query(f'sum(vllm:generation_tokens_total{{cluster="{cluster}"}})')["data"]["result"]
+        assert float(tokens[0]["value"][1]) > 0
+        served = prom.query('sum(vllm:time_to_first_token_seconds_count)')["data"]["result"]
+        assert float(served[0]["value"][1]) >= 12
+        backends = prom.query('haproxy_server_status{state="UP", proxy="instances"} == 1')["data"]["result"]
+        assert sorted(r["metric"]["server"] for r in backends) == ["mixed-0", "mixed-1"]
