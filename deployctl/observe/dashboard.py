@@ -2,21 +2,13 @@
 "Import dashboard" and by file provisioning), built as a dict. Every query selects on the variable ``$cluster``
 (a constant set to the inventory's cluster name), so no inventory value is written into PromQL.
 
-Metric names, each from the exporter's own source:
+The engine's metric names come from its driver (``metric_names``, each cited there). The others:
 
-* vLLM (0.13.0 wheel, vllm/v1/metrics/loggers.py): vllm:time_to_first_token_seconds L671,
-  vllm:inter_token_latency_seconds L741 (the TPOT histogram since 0.11; vllm:time_per_output_token_seconds is hidden
-  from 0.12 on, L703-708), vllm:generation_tokens L579 (a prometheus_client Counter: exposed with ``_total``),
-  vllm:num_requests_running L415, vllm:num_requests_waiting L425, vllm:kv_cache_usage_perc L461 (0..1).
-* MindIE Server (MindIE-LLM@8b4871a src/server/endpoint/http_wrapper/prometheus_metrics.cpp): num_requests_running
-  L119, num_requests_waiting L124, time_to_first_token_seconds L146, time_per_output_token_seconds L151,
-  generation_tokens_total L183, npu_cache_usage_perc L189.
 * npu-exporter (Ascend/ascend-npu-exporter@0516e8af collector/npu_collector.go L23-51): npu_chip_info_health_status
   (1 healthy, 0 not; getHealthCode), npu_chip_info_hbm_used_memory / npu_chip_info_hbm_total_memory (MB),
   npu_chip_info_error_code, label ``id`` (the device's physical id).
 * HAProxy's exporter (addons/promex, HAProxy 2.6; names as served by Debian 12's haproxy 2.6.12):
-  haproxy_server_status{proxy, server, state} (1 on the current state), haproxy_backend_active_servers,
-  haproxy_server_current_sessions.
+  haproxy_server_status{proxy, server, state} (1 on the current state), haproxy_server_current_sessions.
 """
 
 from __future__ import annotations
@@ -37,49 +29,33 @@ def _q(hist: str, q: float) -> str:
     return f"histogram_quantile({q}, sum by (instance, le) (rate({hist}_bucket{{{E}}}[{RATE}])))"
 
 
-# (title, unit, [(expr, legend)]): vLLM's query first, then MindIE's; each returns nothing on the other engine
-PANELS = [
-    ("Time to first token p90 per instance", "s",
-     [(_q("vllm:time_to_first_token_seconds", 0.9), "{{instance}} vLLM"),
-      (_q("time_to_first_token_seconds", 0.9), "{{instance}} MindIE")]),
-    ("Time per output token p90 per instance", "s",
-     [(_q("vllm:inter_token_latency_seconds", 0.9), "{{instance}} vLLM"),
-      (_q("time_per_output_token_seconds", 0.9), "{{instance}} MindIE")]),
-    ("Output tokens per second per instance", "short",
-     [(f"sum by (instance) (rate(vllm:generation_tokens_total{{{E}}}[{RATE}]))", "{{instance}} vLLM"),
-      (f"sum by (instance) (rate(generation_tokens_total{{{E}}}[{RATE}]))", "{{instance}} MindIE")]),
-    ("Requests in flight per instance", "short",
-     [(f"sum by (instance) (vllm:num_requests_running{{{E}}})", "{{instance}} vLLM"),
-      (f"sum by (instance) (num_requests_running{{{E}}})", "{{instance}} MindIE")]),
-    ("Requests queued per instance", "short",
-     [(f"sum by (instance) (vllm:num_requests_waiting{{{E}}})", "{{instance}} vLLM"),
-      (f"sum by (instance) (num_requests_waiting{{{E}}})", "{{instance}} MindIE")]),
-    ("KV cache use per instance", "percentunit",
-     [(f"max by (instance) (vllm:kv_cache_usage_perc{{{E}}})", "{{instance}} vLLM"),
-      (f"max by (instance) (npu_cache_usage_perc{{{E}}})", "{{instance}} MindIE")]),
-    ("Engine endpoints up", "short",
-     [(f"up{{{E}}}", "{{instance}} {{node}}")]),
-    ("Engine restarts (counter resets, 1 h)", "short",
-     [(f"sum by (instance) (resets(vllm:generation_tokens_total{{{E}}}[1h]))", "{{instance}} vLLM"),
-      (f"sum by (instance) (resets(generation_tokens_total{{{E}}}[1h]))", "{{instance}} MindIE")]),
-    ("Router: backends up", "short",
-     [(f'max by (server) (haproxy_server_status{{{R}, proxy="instances", state="UP"}})', "{{server}}"),
-      (f"up{{{R}}}", "router scrape")]),
-    ("Router: sessions per backend", "short",
-     [(f'sum by (server) (haproxy_server_current_sessions{{{R}, proxy="instances"}})', "{{server}}")]),
-    ("NPU health (1 healthy)", "short",
-     [(f"min by (node, id) (npu_chip_info_health_status{{{N}}})", "{{node}} NPU {{id}}")]),
-    ("NPU error code", "short",
-     [(f"max by (node, id) (npu_chip_info_error_code{{{N}}})", "{{node}} NPU {{id}}")]),
-    ("NPU HBM used", "percentunit",
-     [(f"max by (node, id) (npu_chip_info_hbm_used_memory{{{N}}} / npu_chip_info_hbm_total_memory{{{N}}})",
-       "{{node}} NPU {{id}}")]),
-]
-
-
-def queries() -> list[tuple[str, str]]:
-    """(panel title, expr) of every query, for checks."""
-    return [(title, expr) for title, _, exprs in PANELS for expr, _ in exprs]
+def panels(m) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(title, unit, [(expr, legend)]) of every panel, the engine's for its ``MetricNames`` ``m``."""
+    return [
+        ("Time to first token p90 per instance", "s", [(_q(m.ttft, 0.9), "{{instance}} p90"),
+                                                       (_q(m.ttft, 0.5), "{{instance}} p50")]),
+        ("Time per output token p90 per instance", "s", [(_q(m.tpot, 0.9), "{{instance}} p90"),
+                                                         (_q(m.tpot, 0.5), "{{instance}} p50")]),
+        ("Output tokens per second per instance", "short",
+         [(f"sum by (instance) (rate({m.generated}{{{E}}}[{RATE}]))", "{{instance}}")]),
+        ("Requests in flight per instance", "short", [(f"sum by (instance) ({m.running}{{{E}}})", "{{instance}}")]),
+        ("Requests queued per instance", "short", [(f"sum by (instance) ({m.waiting}{{{E}}})", "{{instance}}")]),
+        ("KV cache use per instance", "percentunit", [(f"max by (instance) ({m.kv_usage}{{{E}}})", "{{instance}}")]),
+        ("Engine endpoints up", "short", [(f"up{{{E}}}", "{{instance}} {{node}}")]),
+        ("Engine restarts (counter resets, 1 h)", "short",
+         [(f"sum by (instance) (resets({m.generated}{{{E}}}[1h]))", "{{instance}}")]),
+        ("Router: backends up", "short",
+         [(f'max by (server) (haproxy_server_status{{{R}, proxy="instances", state="UP"}})', "{{server}}"),
+          (f"up{{{R}}}", "router scrape")]),
+        ("Router: sessions per backend", "short",
+         [(f'sum by (server) (haproxy_server_current_sessions{{{R}, proxy="instances"}})', "{{server}}")]),
+        ("NPU health (1 healthy)", "short",
+         [(f"min by (node, id) (npu_chip_info_health_status{{{N}}})", "{{node}} NPU {{id}}")]),
+        ("NPU error code", "short", [(f"max by (node, id) (npu_chip_info_error_code{{{N}}})", "{{node}} NPU {{id}}")]),
+        ("NPU HBM used", "percentunit",
+         [(f"max by (node, id) (npu_chip_info_hbm_used_memory{{{N}}} / npu_chip_info_hbm_total_memory{{{N}}})",
+           "{{node}} NPU {{id}}")]),
+    ]
 
 
 def _panel(k: int, title: str, unit: str, exprs: list) -> dict:
@@ -92,9 +68,10 @@ def _panel(k: int, title: str, unit: str, exprs: list) -> dict:
                          "range": True} for i, (expr, legend) in enumerate(exprs)]}
 
 
-def dashboard(cluster: str, engine: str) -> dict:
+def dashboard(cluster: str, engine: str, names) -> dict:
+    """The dashboard of one deployment: ``engine`` is the engine's display name, ``names`` its ``MetricNames``."""
     return {
-        "title": f"deployctl: {cluster}", "uid": None, "tags": ["deployctl", "ascend", engine],
+        "title": f"deployctl: {cluster}", "uid": None, "tags": ["deployctl", "ascend"],
         "description": f"Engines ({engine}), router and NPUs of the deployment {cluster} (deployctl observe render).",
         "schemaVersion": SCHEMA_VERSION, "version": 1, "editable": True, "graphTooltip": 1,
         "time": {"from": "now-1h", "to": "now"}, "refresh": "30s", "timezone": "",
@@ -104,5 +81,5 @@ def dashboard(cluster: str, engine: str) -> dict:
             {"name": "cluster", "type": "constant", "query": cluster, "hide": 2,
              "current": {"text": cluster, "value": cluster}}]},
         "annotations": {"list": []},
-        "panels": [_panel(k, title, unit, exprs) for k, (title, unit, exprs) in enumerate(PANELS)],
+        "panels": [_panel(k, title, unit, exprs) for k, (title, unit, exprs) in enumerate(panels(names))],
     }

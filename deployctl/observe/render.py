@@ -16,9 +16,13 @@ def render_files(plan, npu_exporter_port: int | None = None, npu_scheme: str = "
     from deployctl.observe.dashboard import dashboard
     from deployctl.observe.scrape import scrape_config, scrape_yaml, targets
 
+    from deployctl import engines
+
+    driver = engines.driver(plan.engine.kind)
     found = targets(plan, npu_exporter_port, npu_scheme)
+    board = dashboard(plan.inventory.cluster.name, driver.display, driver.metric_names)
     files = {PROMETHEUS_FILE: scrape_yaml(scrape_config(found, interval_s)),
-             DASHBOARD_FILE: json.dumps(dashboard(plan.inventory.cluster.name, plan.engine.kind), indent=2) + "\n"}
+             DASHBOARD_FILE: json.dumps(board, indent=2) + "\n"}
     return files, found
 
 

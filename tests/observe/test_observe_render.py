@@ -89,8 +89,26 @@ def test_the_dashboard_model(tmp_path):
     assert not any("r1-fleet" in e for e in exprs)     # the inventory's name reaches PromQL only via the variable
 
 
-def test_every_dashboard_query_parses_in_prometheus(tmp_path):
-    render(FLEET, tmp_path / "mon")
+def test_the_dashboard_reads_the_engines_own_metric_names(tmp_path):
+    render(FLEET, tmp_path / "mindie")
+    render(vllm_fleet(tmp_path), tmp_path / "vllm")
+    exprs = {}
+    for kind in ("mindie", "vllm"):
+        dash = json.loads((tmp_path / kind / "grafana-dashboard.json").read_text())
+        exprs[kind] = " ".join(t["expr"] for p in dash["panels"] for t in p["targets"])
+    for name in ("vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
+                 "vllm:generation_tokens_total", "vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc"):
+        assert name in exprs["vllm"] and name not in exprs["mindie"], name
+    for name in ("(time_to_first_token_seconds_bucket", "(time_per_output_token_seconds_bucket",
+                 "(generation_tokens_total", "(num_requests_running", "(npu_cache_usage_perc"):
+        assert name in exprs["mindie"] and name not in exprs["vllm"], name
+
+
+@pytest.mark.parametrize("example", ["mindie", "vllm"])
+def test_every_dashboard_query_parses_in_prometheus(tmp_path, example):
+    inv = FLEET if example == "mindie" else vllm_fleet(tmp_path)
+    render(inv, tmp_path / "mon")
     dash = json.loads((tmp_path / "mon" / "grafana-dashboard.json").read_text())
     with Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
         bad = prom.query("sum(rate(up[")

@@ -84,6 +84,12 @@ class MindieDriver:
 
         return node_processes(plan, node)
 
+    @property
+    def metric_names(self):
+        from deployctl.engines.mindie.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
     def metrics_targets(self, plan) -> list:
         from deployctl.engines.mindie.processes import metrics_targets
 
