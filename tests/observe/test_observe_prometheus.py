@@ -1,6 +1,6 @@
 """The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
-cluster: a vLLM-Ascend fleet of two single-node replicas behind deployctl's HAProxy router is brought up with
-`deployctl up`, Prometheus scrapes what `deployctl observe render` wrote, and through its HTTP API every engine and
+cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE with its monitor switch on) behind
+deployctl's HAProxy router is brought up with `deployctl up`, Prometheus scrapes what `deployctl observe render` wrote, and through its HTTP API every engine and
 router target is up and every engine and router panel of the dashboard returns series (the NPU queries parse, and
 return nothing here: the simulated hosts run no npu-exporter)."""
 
@@ -15,24 +15,31 @@ import yaml
 
 from conftest import run_cli
 from fakecluster import default_cluster
-from fakecluster.spec import DEFAULT_WEIGHTS_DIR, VLLM_IMAGES
+from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR, VLLM_IMAGES
 from promserver import Prometheus, concrete
 
 pytestmark = pytest.mark.e2e
 
-TAIL = f"""\
+ROUTER = "router: {port: 8080, admin_port: 8081, check_interval_ms: 300}\nlayout: {preset: single, replicas: 2}\n"
+ENGINES = {
+    "vllm": f"""\
 engine: {{kind: vllm-ascend, image: "{VLLM_IMAGES['a2']}"}}
-model: {{name: qwen3-235b-a22b, quant: w8a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: qwen3,
+model: {{name: qwen3-235b-a22b, quant: w8a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
-layout: {{preset: single, replicas: 2}}
-router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
-"""
+""",
+    # MindIE serves /metrics only with MIES_SERVICE_MONITOR_MODE=1 (docs/observability.md)
+    "mindie": f"""\
+engine: {{image: "{DEFAULT_IMAGES['a2']}", env: {{MIES_SERVICE_MONITOR_MODE: 1}}}}
+model: {{name: deepseek-r1, quant: w4a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
+        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
+""",
+}
 # panels whose queries need an exporter the simulated hosts do not run
 NOT_HERE = ("NPU",)
 
 
 def chat(url: str) -> None:
-    body = json.dumps({"model": "qwen3", "messages": [{"role": "user", "content": "hello"}],
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello"}],
                        "max_tokens": 8}).encode()
     req = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -50,10 +57,11 @@ def wait_for(prom: Prometheus, expr: str, want, timeout: float = 60):
     pytest.fail(f"{expr}: {got}")
 
 
-def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fake_cluster_factory, tmp_path):
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fake_cluster_factory, tmp_path, engine):
     fc = fake_cluster_factory(default_cluster(2))
     inv = tmp_path / "inv.yaml"
-    doc = yaml.safe_load(fc.inventory_snippet() + TAIL)
+    doc = yaml.safe_load(fc.inventory_snippet() + ENGINES[engine] + ROUTER)
     for node in doc["nodes"]:
         node["interface"] = "eth0"        # the simulated hosts' NIC (fakecluster/cluster.py); vLLM-Ascend names it
     inv.write_text(yaml.safe_dump(doc))
@@ -93,9 +101,10 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
                     empty.append((panel["title"], t["expr"]))
         assert checked >= 12 and empty == [], empty
         # the traffic is in the counters: 12 answered requests over the two replicas
-        tokens = prom.query(f'sum(vllm:generation_tokens_total{{cluster="{cluster}"}})')["data"]["result"]
+        prefix = "vllm:" if engine == "vllm" else ""
+        tokens = prom.query(f'sum({prefix}generation_tokens_total{{cluster="{cluster}"}})')["data"]["result"]
         assert float(tokens[0]["value"][1]) > 0
-        served = prom.query('sum(vllm:time_to_first_token_seconds_count)')["data"]["result"]
+        served = prom.query(f"sum({prefix}time_to_first_token_seconds_count)")["data"]["result"]
         assert float(served[0]["value"][1]) >= 12
         backends = prom.query('haproxy_server_status{state="UP", proxy="instances"} == 1')["data"]["result"]
         assert sorted(r["metric"]["server"] for r in backends) == ["mixed-0", "mixed-1"]

@@ -122,6 +122,20 @@ class Timing:
                 % (c["ttft_ms"], c["ttft_per_token_ms"], c["tpot_ms"], c["tpot_per_request_ms"]))
 
 
+PROM_BUCKETS = (0.01, 0.1, 1.0, 10.0)   # a few of the engines' own buckets
+
+
+def prom_histogram(name, doc, labels, count, total):
+    """A histogram whose observations all sit at total / count (the stand-in keeps no distribution)."""
+    each = total / count if count else 0.0
+    out = ["# HELP %s %s" % (name, doc), "# TYPE %s histogram" % name]
+    for le in PROM_BUCKETS:
+        out.append('%s_bucket{%s,le="%s"} %.1f' % (name, labels, le, count if each <= le else 0))
+    out += ['%s_bucket{%s,le="+Inf"} %.1f' % (name, labels, count), "%s_count{%s} %.1f" % (name, labels, count),
+            "%s_sum{%s} %s" % (name, labels, repr(float(total)))]
+    return out
+
+
 TALLY_LOCK = threading.Lock()
 
 

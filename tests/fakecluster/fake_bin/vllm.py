@@ -73,7 +73,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
-                         prompt_tokens, read_settings)
+                         prom_histogram, prompt_tokens, read_settings)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
 STOP = threading.Event()
@@ -468,21 +468,8 @@ def prom_label(value):
 # prometheus_client adds _total), vllm:time_to_first_token_seconds (L671) and vllm:inter_token_latency_seconds (L741)
 # histograms. The stand-in counts answered requests (openai_fake.tally); its KV cache use is the share of
 # max_batch_size in flight; its inter-token latency is one observation per generated token after the first, at the
-# configured TPOT (0 when no timing is set). Its buckets are a few of vLLM's.
-BUCKETS = (0.01, 0.1, 1.0, 10.0)
-
-
-def histogram(name, doc, labels, count, total):
-    """A histogram whose observations all sit at total / count (the stand-in keeps no distribution)."""
-    each = total / count if count else 0.0
-    out = ["# HELP %s %s" % (name, doc), "# TYPE %s histogram" % name]
-    for le in BUCKETS:
-        out.append('%s_bucket{%s,le="%s"} %.1f' % (name, labels, le, count if each <= le else 0))
-    out += ['%s_bucket{%s,le="+Inf"} %.1f' % (name, labels, count), "%s_count{%s} %.1f" % (name, labels, count),
-            "%s_sum{%s} %s" % (name, labels, repr(float(total)))]
-    return out
-
-
+# configured TPOT (0 when no timing is set). Its buckets are a few of vLLM's
+# (openai_fake.prom_histogram).
 def metrics_text(ctx):
     """GET /metrics in prometheus_client's text format (labels sorted, float values). Every request in flight on
     this API process (openai_fake.Timing.active: from the request until its last token) counts as running on the
@@ -508,9 +495,9 @@ def metrics_text(ctx):
                              ("vllm:generation_tokens", "Number of generation tokens processed.", t["generated"])):
         lines += ["# HELP %s_total %s" % (name, doc), "# TYPE %s_total counter" % name,
                   "%s_total{%s} %.1f" % (name, first, value)]
-    lines += histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", first,
+    lines += prom_histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", first,
                        t["requests"], t["ttft_s"])
-    lines += histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", first,
+    lines += prom_histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", first,
                        steps, steps * tpot)
     return "\n".join(lines) + "\n"
 
