@@ -1,14 +1,19 @@
 """The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
 cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE with its monitor switch on) behind
 deployctl's HAProxy router is brought up with `deployctl up`, Prometheus scrapes what `deployctl observe render` wrote, and through its HTTP API every engine and
-router target is up and every engine and router panel of the dashboard returns series (the NPU queries parse, and
-return nothing here: the simulated hosts run no npu-exporter)."""
+router target is up and every panel of the dashboard returns series: engines, router, and the NPU panels from a
+stand-in npu-exporter run on each simulated host (tests/fakecluster/fake_bin/npu_exporter.py), where an NPU set to
+Alarm shows as unhealthy with an error code."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,8 +39,22 @@ model: {{name: deepseek-r1, quant: w4a8, weights_path: {DEFAULT_WEIGHTS_DIR}, se
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 """,
 }
-# panels whose queries need an exporter the simulated hosts do not run
-NOT_HERE = ("NPU",)
+NPU_EXPORTER = Path(__file__).resolve().parents[1] / "fakecluster" / "fake_bin" / "npu_exporter.py"
+
+
+@contextlib.contextmanager
+def npu_exporters(fc):
+    """The npu-exporter stand-in on every node: in the node's network namespace, on its address, port 8082."""
+    procs = [subprocess.Popen(["ip", "netns", "exec", n.netns, sys.executable, str(NPU_EXPORTER), "--ip", n.ip],
+                              env={"PATH": "/usr/bin:/bin", "FAKECLUSTER_STATE": str(n.state_file)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in fc.nodes]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
 
 
 def chat(url: str) -> None:
@@ -72,11 +91,15 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
     for _ in range(6):
         chat(router)
 
-    res = run_cli("observe", "render", "-i", str(inv), "-o", str(tmp_path / "mon"), "--interval", "1")
+    res = run_cli("observe", "render", "-i", str(inv), "-o", str(tmp_path / "mon"), "--interval", "1",
+                  "--npu-exporter")
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "WARN" not in res.stderr, res.stderr
     dash = json.loads((tmp_path / "mon" / "grafana-dashboard.json").read_text())
     cluster = "fake-a2-2"
-    with Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
+    fc.update_node("node2", npu_health={3: "Alarm"})
+    with npu_exporters(fc), Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
+        wait_for(prom, 'up{job="deployctl-npu"} == 1', lambda r: len(r) == 2)
         ups = wait_for(prom, 'up{job=~"deployctl-engine|deployctl-router"} == 1', lambda r: len(r) == 3)
         assert sorted((r["metric"]["job"], r["metric"]["instance"], r["metric"]["node"], r["metric"]["role"],
                        r["metric"]["cluster"]) for r in ups) == [
@@ -94,12 +117,10 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
             for t in panel["targets"]:
                 got = prom.query(concrete(t["expr"], cluster, "30s"))
                 assert got["status"] == "success", (panel["title"], t["expr"], got)
-                if any(w in panel["title"] for w in NOT_HERE):
-                    continue
                 checked += 1
                 if not got["data"]["result"]:
                     empty.append((panel["title"], t["expr"]))
-        assert checked >= 12 and empty == [], empty
+        assert checked >= 15 and empty == [], empty
         # the traffic is in the counters: 12 answered requests over the two replicas
         prefix = "vllm:" if engine == "vllm" else ""
         tokens = prom.query(f'sum({prefix}generation_tokens_total{{cluster="{cluster}"}})')["data"]["result"]
@@ -108,3 +129,11 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
         assert float(served[0]["value"][1]) >= 12
         backends = prom.query('haproxy_server_status{state="UP", proxy="instances"} == 1')["data"]["result"]
         assert sorted(r["metric"]["server"] for r in backends) == ["mixed-0", "mixed-1"]
+        # the NPU set to Alarm, and only it, is unhealthy, with an error code; 8 NPUs per node have HBM numbers
+        sick = prom.query("npu_chip_info_health_status == 0")["data"]["result"]
+        assert [(r["metric"]["node"], r["metric"]["id"]) for r in sick] == [("node2", "3")]
+        code = prom.query('npu_chip_info_error_code{node="node2", id="3"}')["data"]["result"]
+        assert float(code[0]["value"][1]) > 0
+        hbm = prom.query(concrete([t["expr"] for p in dash["panels"] if p["title"] == "NPU HBM used"
+                                   for t in p["targets"]][0], cluster))["data"]["result"]
+        assert len(hbm) == 16 and all(0 < float(r["value"][1]) < 1 for r in hbm)
