@@ -142,3 +142,19 @@ def test_values_are_serialised_never_spliced():
     back = yaml.safe_load(scrape_yaml(config))
     assert back == config
     assert back["scrape_configs"][0]["static_configs"][0]["labels"]["cluster"] == odd
+
+
+@pytest.mark.parametrize("example, want", [
+    # MindIE pd-split: prefill nodes on the metrics port; a distributed decode node, one daemon per DP rank, each on
+    # its own metricsPort (dist_base + 4k + 2)
+    ("a3-pd-2p2d.yaml", {("prefill", "p1", "10.202.0.2:1027"), ("decode", "d1", "10.202.0.4:10002"),
+                         ("decode", "d1", "10.202.0.4:10014")}),
+    # vLLM-Ascend pd-split: one `vllm serve` per DP rank, each with its API port
+    ("vllm-a3-1p1d-qwen3.yaml", {("prefill", "p1", "10.202.0.2:8001"), ("decode", "d1", "10.202.0.3:8003")}),
+])
+def test_pd_split_targets_carry_their_role(tmp_path, example, want):
+    doc = render(EXAMPLES / example, tmp_path / "mon")
+    got = {(t["labels"]["role"], t["labels"]["node"], t["address"]) for t in doc["targets"]}
+    assert want <= got, sorted(got)
+    assert {t["labels"]["role"] for t in doc["targets"]} == {"prefill", "decode"}
+    assert not any(t["job"] == "deployctl-router" for t in doc["targets"])   # no fleet router in a pd-split
