@@ -50,9 +50,8 @@ def targets(plan, npu_exporter_port: int | None = None, npu_scheme: str = "http"
     if npu_exporter_port is not None:
         for node in plan.nodes:
             inst = plan.instance(node.instance)
-            out.append(Target(NPU_JOB, f"{node.container_ip}:{npu_exporter_port}", {"cluster": cluster, "node": node.name,
-                                                                        "instance": inst.name, "role": inst.role},
-                              scheme=npu_scheme))
+            labels = {"cluster": cluster, "node": node.name, "instance": inst.name, "role": inst.role}
+            out.append(Target(NPU_JOB, f"{node.container_ip}:{npu_exporter_port}", labels, scheme=npu_scheme))
     return out
 
 
