@@ -1,9 +1,9 @@
 """The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
 cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE with its monitor switch on) behind
-deployctl's HAProxy router is brought up with `deployctl up`, Prometheus scrapes what `deployctl observe render` wrote, and through its HTTP API every engine and
-router target is up and every panel of the dashboard returns series: engines, router, and the NPU panels from a
-stand-in npu-exporter run on each simulated host (tests/fakecluster/fake_bin/npu_exporter.py), where an NPU set to
-Alarm shows as unhealthy with an error code."""
+deployctl's HAProxy router is brought up with `deployctl up`; Prometheus scrapes what `deployctl observe render`
+wrote; through its HTTP API every engine, router and npu-exporter target is up and every panel of the dashboard
+returns series (the NPU panels from a stand-in npu-exporter on each simulated host,
+tests/fakecluster/fake_bin/npu_exporter.py), and an NPU set to Alarm shows unhealthy with an error code."""
 
 from __future__ import annotations
 
