@@ -52,7 +52,13 @@ def render(
     plan = make_plan(inventory, facts)
     files, found = render_files(plan, npu_exporter_port if npu_exporter else None,
                                 "https" if npu_exporter_https else "http", interval)
-    paths = write_files(out, files)
+    try:
+        paths = write_files(out, files)
+    except OSError as exc:
+        from deployctl.errors import UsageError
+
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}",
+                         hint="pass -o with a writable directory") from None
     if output.value == "json":
         typer.echo(json.dumps({"files": [str(p) for p in paths], "targets": [
             {"job": t.job, "address": t.address, "path": t.path, "labels": t.labels, "needs": t.needs}

@@ -158,3 +158,11 @@ def test_pd_split_targets_carry_their_role(tmp_path, example, want):
     assert want <= got, sorted(got)
     assert {t["labels"]["role"] for t in doc["targets"]} == {"prefill", "decode"}
     assert not any(t["job"] == "deployctl-router" for t in doc["targets"])   # no fleet router in a pd-split
+
+
+def test_an_unwritable_directory_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = run_cli("observe", "render", "-i", str(FLEET), "-o", str(blocker / "mon"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "cannot write" in res.stderr and "Traceback" not in res.stderr
