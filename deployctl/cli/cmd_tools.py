@@ -75,6 +75,10 @@ from deployctl.cli.weights import weights_app as _weights  # noqa: E402
 
 app.add_typer(_weights, name="weights")
 
+from deployctl.cli.observe import observe_app as _observe  # noqa: E402 - its command group, after calibrate
+
+app.add_typer(_observe, name="observe")
+
 
 @app.command("engines")
 def engines_cmd(

@@ -14,6 +14,8 @@ A driver answers, for one engine kind:
 * ``render(plan)``: every file of every node;
 * ``processes(plan, node)``: what runs on a node (containers, start files, readiness, ports);
 * ``host_ports(inv)``: ports that must be free on every node before a launch;
+* ``metrics_targets(plan)``: every Prometheus endpoint the engine's processes serve (``deployctl observe``);
+* ``metric_names``: the names of the engine's Prometheus metrics the dashboard reads (``deployctl observe``);
 * ``helm_values(plan)``: the engine's part of the chart values.
 """
 
@@ -97,6 +99,30 @@ class Process:
 
 
 @dataclass(frozen=True)
+class MetricsTarget:
+    """One Prometheus endpoint an engine process serves: http://address:port/path."""
+
+    node: str                            # the plan node it runs on
+    instance: str                        # the plan instance it belongs to
+    role: str                            # the instance's role: mixed, prefill, decode
+    address: str                         # host:port
+    path: str = "/metrics"
+    needs: str = ""                      # what must be set for it to answer (e.g. an environment variable)
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The engine's Prometheus metrics that ``deployctl observe``'s dashboard reads (each driver cites them)."""
+
+    ttft: str                            # histogram of time to first token, seconds (without _bucket)
+    tpot: str                            # histogram of time per output token / inter-token latency, seconds
+    generated: str                       # counter of generated tokens (as exposed, with _total)
+    running: str                         # gauge: requests being computed
+    waiting: str                         # gauge: requests queued
+    kv_usage: str                        # gauge: KV cache use, 0..1
+
+
+@dataclass(frozen=True)
 class NodeProcesses:
     """What runs on one node: the engine and, on at most one node, the router in front of the instances."""
 
@@ -165,3 +191,7 @@ class EngineDriver(Protocol):
     def processes(self, plan, node) -> NodeProcesses: ...
 
     def host_ports(self, inv) -> dict[str, int]: ...
+
+    def metrics_targets(self, plan) -> list[MetricsTarget]: ...
+
+    metric_names: MetricNames

@@ -216,7 +216,8 @@ class Router(Strict):
         "The node it runs on (nodes[].name); default: the master of the first instance."))
     port: int = Field(8080, ge=1024, le=65535, description="Where clients connect.")
     admin_port: int = Field(8081, ge=1024, le=65535, description=(
-        "HAProxy's runtime API, on 127.0.0.1 of that node only."))
+        "HAProxy's runtime API, on 127.0.0.1 of that node only; on the node's address the same port serves "
+        "read-only Prometheus metrics (GET /metrics, `deployctl observe render`)."))
     image: str = Field("haproxy:2.6", min_length=1, description=(
         "The HAProxy image (Docker Hub's official one; 2.6 is an LTS branch)."))
     check_interval_ms: int = Field(1000, ge=100, le=60000, description=(

@@ -84,6 +84,17 @@ class MindieDriver:
 
         return node_processes(plan, node)
 
+    @property
+    def metric_names(self):
+        from deployctl.engines.mindie.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
+    def metrics_targets(self, plan) -> list:
+        from deployctl.engines.mindie.processes import metrics_targets
+
+        return metrics_targets(plan)
+
     def host_ports(self, inv) -> dict[str, int]:
         from deployctl.engines.mindie.processes import host_ports
 

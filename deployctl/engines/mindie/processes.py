@@ -3,7 +3,7 @@ decode) and, on the pd-split router node, MindIE-MS's controller and coordinator
 
 from __future__ import annotations
 
-from deployctl.engines.base import NodeProcesses, Process
+from deployctl.engines.base import MetricNames, NodeProcesses, Process
 from deployctl.engines.mindie.topology import distributed
 
 # the daemon logs this once it serves (MindIE-LLM src/server/daemon/llm_daemon.cpp L323-324)
@@ -75,3 +75,29 @@ def host_ports(inv) -> dict[str, int]:
     p = inv.engine.ports
     return {"http": p.http, "management": p.management, "metrics": p.metrics, "inter_comm": p.inter_comm,
             "multi_node": p.multi_node, "master": p.master}
+
+
+# MindIE Server serves Prometheus text on GET /metrics of its metrics server, managementIpAddress:metricsPort
+# (MindIE-LLM@8b4871a src/server/endpoint/http_wrapper/http_handler.cpp L1963-1971, http_server.cpp L284), and only
+# with MIES_SERVICE_MONITOR_MODE=1 in its environment (prometheus_metrics.cpp L58-69; else 500).
+MONITOR_ENV = "MIES_SERVICE_MONITOR_MODE"
+# the metrics deployctl's dashboard reads (prometheus_metrics.cpp: L146, L151, L183, L119, L124, L189; label model_name)
+METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_output_token_seconds",
+                           generated="generation_tokens_total", running="num_requests_running",
+                           waiting="num_requests_waiting", kv_usage="npu_cache_usage_perc")
+
+
+def metrics_targets(plan) -> list:
+    from deployctl.engines.base import MetricsTarget
+
+    e = plan.inventory.engine
+    on = str((e.env or {}).get(MONITOR_ENV, "")).strip() == "1"
+    needs = "" if on else f"engine.env {MONITOR_ENV}: 1 (MindIE answers /metrics with 500 without it)"
+    out = []
+    for node in plan.nodes:
+        inst = plan.instance(node.instance)
+        ports = ([dp_ports(plan, k)["metricsPort"] for k in range(dp_servers(plan, node))]
+                 if is_distributed(plan, node) else [e.ports.metrics])
+        out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{port}", needs=needs)
+                for port in ports]
+    return out

@@ -102,6 +102,17 @@ class VllmAscendDriver:
 
         return router_control(plan, remote)
 
+    @property
+    def metric_names(self):
+        from deployctl.engines.vllm_ascend.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
+    def metrics_targets(self, plan) -> list:
+        from deployctl.engines.vllm_ascend.processes import metrics_targets
+
+        return metrics_targets(plan)
+
     def host_ports(self, inv) -> dict[str, int]:
         from deployctl.engines.vllm_ascend.processes import host_ports
 

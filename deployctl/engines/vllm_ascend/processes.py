@@ -10,7 +10,7 @@ The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 
 from __future__ import annotations
 
-from deployctl.engines.base import NodeProcesses, Process
+from deployctl.engines.base import MetricNames, NodeProcesses, Process
 from deployctl.engines.vllm_ascend.launch import node_launch
 from deployctl.engines.vllm_ascend.support import feature
 from deployctl.engines.vllm_ascend.render import container_name, proxy_name
@@ -57,3 +57,24 @@ def node_processes(plan, node) -> NodeProcesses:
 def host_ports(inv) -> dict[str, int]:
     p = inv.engine.ports
     return {"api": p.api, "dp_rpc": p.dp_rpc}
+
+# the metrics deployctl's dashboard reads (vllm 0.13.0 wheel, vllm/v1/metrics/loggers.py: L671, L741 (the TPOT histogram
+# since 0.11; vllm:time_per_output_token_seconds is hidden from 0.12 on, L703-708), L579 (a prometheus_client Counter,
+# exposed with _total), L415, L425, L461 (vllm:gpu_cache_usage_perc is gone); labels model_name, engine)
+METRIC_NAMES = MetricNames(ttft="vllm:time_to_first_token_seconds", tpot="vllm:inter_token_latency_seconds",
+                           generated="vllm:generation_tokens_total", running="vllm:num_requests_running",
+                           waiting="vllm:num_requests_waiting", kv_usage="vllm:kv_cache_usage_perc")
+
+
+def metrics_targets(plan) -> list:
+    """GET /metrics on every API process's port: vLLM mounts prometheus_client's app there
+    (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41); headless nodes serve no HTTP, their
+    engine cores report through the API server of their instance's master."""
+    from deployctl.engines.base import MetricsTarget
+
+    out = []
+    for node in plan.nodes:
+        inst = plan.instance(node.instance)
+        out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{s.port}")
+                for s in node_launch(plan, node.name).serves if s.port is not None]
+    return out

@@ -45,7 +45,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_fake import (PREFILLED_HEADER, JsonHandler, Timing, answer, interface_addresses,  # noqa: E402
-                         passthrough, read_settings, relay_stream)  # (shared with vllm.py)
+                         passthrough, prom_histogram, read_settings, relay_stream)  # (shared with vllm.py)
 
 SETTINGS_PATH = "/.fakecluster/settings.json"
 STOP = threading.Event()
@@ -556,7 +556,30 @@ def prometheus_text(ctx):
     for (name, doc), value in zip(MONITOR_HELP, ctx.get("sampled") or (0, 0, 0)):
         lines += ["# HELP %s %s" % (name, doc), "# TYPE %s gauge" % name,
                   '%s{model_name="%s"} %d' % (name, label, value)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + latency_lines(ctx, 'model_name="%s"' % label)) + "\n"
+
+
+# More of the same file's metrics, those deployctl's dashboard reads (prometheus_metrics.cpp @8b4871a):
+# time_to_first_token_seconds L146 and time_per_output_token_seconds L151 (histograms), prompt_tokens_total L178 and
+# generation_tokens_total L183 (counters), npu_cache_usage_perc L189 (gauge). The stand-in counts answered requests
+# (openai_fake.tally); its cache use is the share of maxBatchSize in flight; one TPOT observation per generated token
+# after the first, at the configured TPOT.
+def latency_lines(ctx, labels):
+    t = dict(ctx.get("tally") or {"requests": 0, "prompt": 0, "generated": 0, "ttft_s": 0.0})
+    running = (ctx.get("sampled") or (0,))[0]
+    timing = ctx.get("timing")
+    tpot = timing.cfg["tpot_ms"] / 1000.0 if isinstance(timing, Timing) else 0.0
+    steps = max(0, t["generated"] - t["requests"])
+    out = prom_histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels,
+                         t["requests"], t["ttft_s"])
+    out += prom_histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels,
+                          steps, steps * tpot)
+    for name, doc, value in (("prompt_tokens_total", "Number of prefill tokens processed.", t["prompt"]),
+                             ("generation_tokens_total", "Number of generation tokens processed.", t["generated"])):
+        out += ["# HELP %s %s" % (name, doc), "# TYPE %s counter" % name, "%s{%s} %d" % (name, labels, value)]
+    use = min(1.0, running / float(ctx.get("max_batch") or 1))
+    return out + ["# HELP npu_cache_usage_perc NPU KV-cache usage. 1 means 100 percent usage.",
+                  "# TYPE npu_cache_usage_perc gauge", "npu_cache_usage_perc{%s} %s" % (labels, repr(use))]
 
 
 def metrics_json(ctx, mgmt_ip, mgmt_port):
@@ -1258,6 +1281,7 @@ def daemon(argv=()):
                       "config_digest": hashlib.sha256(json.dumps([mdc, bc.get("ScheduleConfig")],
                                                                  sort_keys=True).encode()).hexdigest(),
                       "timing": Timing(faults.get("timing")),
+                      "max_batch": (bc.get("ScheduleConfig") or {}).get("maxBatchSize") or 1,
                       "monitor": monitor_mode(env("MIES_SERVICE_MONITOR_MODE")),
                       "metric_model": " & ".join(str(m.get("modelName", "")) for m in mdc["ModelConfig"])}
     if ApiHandler.ctx["monitor"]:

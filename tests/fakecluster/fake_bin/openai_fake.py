@@ -122,6 +122,33 @@ class Timing:
                 % (c["ttft_ms"], c["ttft_per_token_ms"], c["tpot_ms"], c["tpot_per_request_ms"]))
 
 
+PROM_BUCKETS = (0.01, 0.1, 1.0, 10.0)   # a few of the engines' own buckets
+
+
+def prom_histogram(name, doc, labels, count, total):
+    """A histogram whose observations all sit at total / count (the stand-in keeps no distribution)."""
+    each = total / count if count else 0.0
+    out = ["# HELP %s %s" % (name, doc), "# TYPE %s histogram" % name]
+    for le in PROM_BUCKETS:
+        out.append('%s_bucket{%s,le="%s"} %.1f' % (name, labels, le, count if each <= le else 0))
+    out += ['%s_bucket{%s,le="+Inf"} %.1f' % (name, labels, count), "%s_count{%s} %.1f" % (name, labels, count),
+            "%s_sum{%s} %s" % (name, labels, repr(float(total)))]
+    return out
+
+
+TALLY_LOCK = threading.Lock()
+
+
+def tally(ctx, prompt_tokens, generated, ttft_s):
+    """What a metrics endpoint counts: answered requests, their tokens and the sum of their first-token times."""
+    with TALLY_LOCK:
+        t = ctx.setdefault("tally", {"requests": 0, "prompt": 0, "generated": 0, "ttft_s": 0.0})
+        t["requests"] += 1
+        t["prompt"] += prompt_tokens
+        t["generated"] += generated
+        t["ttft_s"] += ttft_s
+
+
 def sleep_until(deadline):
     left = deadline - time.monotonic()
     if left > 0:
@@ -218,6 +245,7 @@ def _answer(h, req, path, ctx, source, extra, prefilled, timing):
     created = int(time.time())
     rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
     usage = {"prompt_tokens": ptoks, "completion_tokens": len(toks), "total_tokens": ptoks + len(toks)}
+    tally(ctx, ptoks, len(toks), time.monotonic() - start)
     if not req.get("stream"):
         if timing.enabled:                                  # the other tokens, one decode step each
             deadline = time.monotonic()

@@ -73,7 +73,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
-                         prompt_tokens, read_settings)
+                         prom_histogram, prompt_tokens, read_settings)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
 STOP = threading.Event()
@@ -463,6 +463,13 @@ def prom_label(value):
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+# More of vLLM 0.13's metrics (vllm 0.13.0 wheel, vllm/v1/metrics/loggers.py), those deployctl's dashboard reads:
+# vllm:kv_cache_usage_perc (gauge, L461), vllm:prompt_tokens / vllm:generation_tokens (counters, L570/L579:
+# prometheus_client adds _total), vllm:time_to_first_token_seconds (L671) and vllm:inter_token_latency_seconds (L741)
+# histograms. The stand-in counts answered requests (openai_fake.tally); its KV cache use is the share of
+# max_batch_size in flight; its inter-token latency is one observation per generated token after the first, at the
+# configured TPOT (0 when no timing is set). Its buckets are a few of vLLM's
+# (openai_fake.prom_histogram).
 def metrics_text(ctx):
     """GET /metrics in prometheus_client's text format (labels sorted, float values). Every request in flight on
     this API process (openai_fake.Timing.active: from the request until its last token) counts as running on the
@@ -477,6 +484,21 @@ def metrics_text(ctx):
         for k, rank in enumerate(ctx.get("engines") or [0]):
             value = active if i == 0 and k == 0 else 0
             lines.append('%s{engine="%d",model_name="%s"} %.1f' % (name, rank, prom_label(ctx["model"][0]), value))
+    first = 'engine="%d",model_name="%s"' % ((ctx.get("engines") or [0])[0], prom_label(ctx["model"][0]))
+    t = dict(ctx.get("tally") or {"requests": 0, "prompt": 0, "generated": 0, "ttft_s": 0.0})
+    kv = min(1.0, active / float(ctx.get("max_batch") or 1)) if active else 0.0
+    tpot = (timing.cfg["tpot_ms"] / 1000.0) if isinstance(timing, Timing) else 0.0
+    steps = max(0, t["generated"] - t["requests"])
+    lines += ["# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
+              "# TYPE vllm:kv_cache_usage_perc gauge", "vllm:kv_cache_usage_perc{%s} %s" % (first, repr(kv))]
+    for name, doc, value in (("vllm:prompt_tokens", "Number of prefill tokens processed.", t["prompt"]),
+                             ("vllm:generation_tokens", "Number of generation tokens processed.", t["generated"])):
+        lines += ["# HELP %s_total %s" % (name, doc), "# TYPE %s_total counter" % name,
+                  "%s_total{%s} %.1f" % (name, first, value)]
+    lines += prom_histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", first,
+                       t["requests"], t["ttft_s"])
+    lines += prom_histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", first,
+                       steps, steps * tpot)
     return "\n".join(lines) + "\n"
 
 
@@ -686,7 +708,7 @@ def serve(argv, settings):
         "model": names, "root": model, "started": time.time(), "version": version, "max_seq": max_seq,
         "max_input": max_seq, "ip": ip, "kv": kv, "kv_port": kv_port, "tp": tp, "ranks": ranks,
         "mooncake_error": faults.get("mooncake_error"), "timing": Timing(faults.get("timing")),
-        "log_stats": not ns.get("disable_log_stats"),
+        "log_stats": not ns.get("disable_log_stats"), "max_batch": ns.get("max_num_seqs") or 256,
         # the engine cores the API server reports on (AsyncLLM engine_ranks_managed): its own rank with external DP
         # (--data-parallel-rank), every DP rank when it is the front end of internal DP
         "engines": list(ranks) if external else list(range(dp)),
