@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 
 from deployctl.engines.vllm_ascend.support import feature, is_moe
+from deployctl.errors import ExecutionError
 
 
 @dataclass(frozen=True)
@@ -196,12 +197,32 @@ def launches(plan) -> dict[str, NodeLaunch]:
         out.update(_instance_launch(plan, inst))
     router = next((n for n in plan.nodes if n.runs_router), None)
     if router is not None:
-        ends = {r: [ep for i in plan.role(r) for n in i.nodes for ep in out[n].endpoints] for r in ("prefill", "decode")}
-        argv = ("--host", router.container_ip, "--port", str(plan.inventory.engine.ports.proxy),
-                "--prefiller-hosts", *[h for h, _ in ends["prefill"]],
-                "--prefiller-ports", *[str(p) for _, p in ends["prefill"]],
-                "--decoder-hosts", *[h for h, _ in ends["decode"]],
-                "--decoder-ports", *[str(p) for _, p in ends["decode"]])
         launch = out[router.name]
-        out[router.name] = NodeLaunch(launch.serves, argv, launch.mooncake, launch.endpoints)
+        out[router.name] = NodeLaunch(launch.serves, proxy_argv(plan, out), launch.mooncake, launch.endpoints)
     return out
+
+
+def proxy_argv(plan, every: dict[str, NodeLaunch], leave_out=frozenset()) -> tuple[str, ...]:
+    """The P/D proxy's argv (after the script): the API endpoints of every P and D instance not in ``leave_out``
+    (instance names), ``every`` being ``launches(plan)``. The proxy learns its servers only from this argv, at
+    start (load_balance_proxy_server_example.py@v0.13.0 parse_args L438-454, lifespan L487-490): where it has no
+    safe /instances/remove (support.yaml ``proxy_instances_api``: 0.11, 0.13), restarting it with the live
+    instances is how it stops sending to a dead one (docs/router.md). A role left without an instance is refused:
+    the proxy needs at least one P and one D (nargs="+")."""
+    names = {i.name for i in plan.instances}
+    unknown = sorted(set(leave_out) - names)
+    if unknown:
+        raise ValueError(f"not instances of this plan: {', '.join(unknown)}")
+    router = next(n for n in plan.nodes if n.runs_router)
+    ends = {r: [ep for i in plan.role(r) if i.name not in leave_out for n in i.nodes for ep in every[n].endpoints]
+            for r in ("prefill", "decode")}
+    empty = [r for r in ("prefill", "decode") if not ends[r]]
+    if empty:
+        raise ExecutionError(f"the P/D proxy cannot run without a {' or '.join(empty)} instance "
+                             f"(left out: {', '.join(sorted(leave_out))})",
+                             hint="the role has no other instance: recovery restarts it; the proxy keeps its list")
+    return ("--host", router.container_ip, "--port", str(plan.inventory.engine.ports.proxy),
+            "--prefiller-hosts", *[h for h, _ in ends["prefill"]],
+            "--prefiller-ports", *[str(p) for _, p in ends["prefill"]],
+            "--decoder-hosts", *[h for h, _ in ends["decode"]],
+            "--decoder-ports", *[str(p) for _, p in ends["decode"]])
