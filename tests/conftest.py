@@ -116,7 +116,10 @@ class _K8sLastUser:
 
 
 def pytest_configure(config):
+    import tiers
+
     config.pluginmanager.register(_K8sLastUser(), "deployctl-k8s-last-user")
+    tiers.FAST["on"] = (config.getoption("markexpr") or "").replace(" ", "") == "note2e"
 
 
 @pytest.hookimpl(trylast=True)

@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
+from tiers import examples
 from pydantic import ValidationError
 
 from conftest import ROOT, run_cli
@@ -199,7 +200,7 @@ def _parent(data, path):
     return data
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(example=st.sampled_from(INVENTORIES), pick=st.integers(min_value=0), mutation=st.sampled_from(
     ["typo", "drop", "value"]), value=st.sampled_from(_VALUES), where=st.integers(min_value=0, max_value=3))
 def test_schema_and_models_agree_on_mutated_inventories(example, pick, mutation, value, where):

@@ -42,6 +42,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, assume, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
+from tiers import examples
 
 from deployctl.errors import InventoryError, LayoutError
 from deployctl.inventory.load import parse_yaml
@@ -68,7 +69,7 @@ TORCH_MODELS = {"deepseek-v3.2-exp"}   # backendType torch: MindIE 3.0 only (min
 IMAGE_22 = "swr.example.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
 IMAGE_30 = "swr.example.com/ascendhub/mindie:3.0.0-800I-A3-py311-openeuler24.03-lts"
 DIST_DP_BASE_PORT = 10000   # ms_controller initial_dist_server_port (Motor deploy_ac_job.py INIT_PORT L112)
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
+PROPERTY_SETTINGS = settings(max_examples=examples(150), deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -977,7 +978,7 @@ def test_generator_acceptance_rate():
     """Most generated inventories must reach the renderer (memory refusals are the only rejects)."""
     accepted = rejected = 0
 
-    @settings(max_examples=80, deadline=None, database=None, phases=[Phase.generate],
+    @settings(max_examples=examples(80), deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(cases())
     def probe(case):
@@ -1059,7 +1060,7 @@ def test_container_ip_equal_to_other_nodes_address_is_refused():
     assert "is also the server IP of nodes[0]" in err.value.render()
 
 
-@settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate],
+@settings(max_examples=examples(30), deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))
 @given(cases(pods="unbalanced"))
 def test_property_pd_split_unbalanced_pods_are_refused(case: Case):
@@ -1067,7 +1068,7 @@ def test_property_pd_split_unbalanced_pods_are_refused(case: Case):
         run_pipeline(case)  # turns the InventoryError into an AssertionError carrying its message
 
 
-@settings(max_examples=30, deadline=None, database=None, phases=[Phase.generate],
+@settings(max_examples=examples(30), deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))
 @given(cases(kinds=["explicit"], preset_for_degrees=False))
 def test_property_explicit_degrees_without_preset(case: Case):

@@ -8,6 +8,7 @@ import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from conftest import ROOT
 from deployctl.operation.filediff import KeyChange, file_changes, file_format, is_secret, parse_env
@@ -331,7 +332,7 @@ def test_format_comes_from_the_file_name():
         "json", "json", "env", "env", "env", "yaml", "yaml", "lines", "lines", "lines"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(name=st.sampled_from(["config.json", "env", "a.yaml", "start.sh"]),
        old=st.one_of(st.none(), st.binary(max_size=200), st.text(max_size=200).map(str.encode)),
        new=st.one_of(st.none(), st.binary(max_size=200), st.text(max_size=200).map(str.encode)))

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from conftest import ROOT, run_cli
 from deployctl.engines.mindie import acceptance
@@ -211,7 +212,7 @@ def _paths(doc, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), junk=JSON, rt=JSON, version=st.sampled_from(["2.2", "3.0", "3.1"]))
 def test_checks_never_crash_on_junk(data, junk, rt, version):
     global BASE

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from conftest import ROOT, run_cli
 from deployctl.engines.mindie.acceptance_ms import checks, evaluate
@@ -94,7 +95,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                                                                                      max_size=4), max_leaves=12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(doc=st.dictionaries(st.sampled_from(["http_config", "request_limit", "digs_scheduler_config",
                                             "multi_node_infer_config", "default_p_rate", "string_token_rate"]),
                            json_values, max_size=6))

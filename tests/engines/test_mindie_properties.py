@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -61,7 +62,7 @@ def workspace(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("mindie-props")
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(combo=combos())
 def test_matrix_accepted_renders_upstream_rules_refused_name_source(combo, workspace):

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import vllm_model as vm  # noqa: E402
 
-SETTINGS = settings(max_examples=50, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=examples(50), deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])
 MODELS = ["qwen3-235b-a22b", "deepseek-v3", "deepseek-r1", "deepseek-v3.2"]

@@ -10,6 +10,7 @@ import pytest
 from transcripts import section
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from deployctl.models.facts import IpConf
 from deployctl.probes.hccn_tool import (
@@ -95,7 +96,7 @@ def test_ip_errors(text, message):
         parse_ip_conf(text)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.ip_addresses(v=4), st.integers(8, 32), st.sampled_from(["", " "]))
 def test_ip_round_trip(ip, prefix, space):
     mask = str(ipaddress.IPv4Network(f"0.0.0.0/{prefix}").netmask)
@@ -174,7 +175,7 @@ def test_ping_loss_and_errors():
         parse_ping("\n".join(itove("for i in {0..7}; do hccn_tool -i $i -ping")[:10]))
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.integers(0, 15), st.ip_addresses(v=4), st.integers(1, 100), st.data())
 def test_ping_round_trip(device, target, sent, data):
     received = data.draw(st.integers(0, sent))

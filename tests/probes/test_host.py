@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from deployctl.models.facts import DiskFree, WeightsDir
 from deployctl.probes.host import (
@@ -128,7 +129,7 @@ def test_df_on_this_machine(tmp_path):
     assert df.total_bytes > 0 and 0 <= df.avail_bytes <= df.total_bytes
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.integers(1, 10**15), st.data(), st.sampled_from(["/", "/data", "/mnt/a b"]))
 def test_df_round_trip(total, data, mount):
     used = data.draw(st.integers(0, total))
@@ -170,7 +171,7 @@ def test_ss_errors(text):
         parse_listening_ports(text)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.lists(st.tuples(st.sampled_from(["0.0.0.0", "[::]", "*", "127.0.0.1", "[fe80::1%eth0]"]),
                           st.integers(0, 65535)), max_size=20))
 def test_ss_round_trip(listeners):

@@ -8,6 +8,7 @@ import pytest
 from transcripts import section
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from deployctl.models.facts import HEALTH_VALUES, NpuChip, NpuProcess
 from deployctl.probes.npu_smi import parse_npu_smi_info
@@ -269,7 +270,7 @@ def tables(draw):
     return chips, procs, a3, widths
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tables())
 def test_round_trip_any_width(table):
     chips, procs, a3, widths = table
