@@ -17,6 +17,7 @@ from deployctl.fleet.control import RouterControl, wait_until
 from deployctl.watch.observe import NodeObs
 from deployctl.watch.tracker import event
 
+DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish
 SERVE_TIMEOUT = 60          # s: the router's health checks see the restarted instance up
 
 Observe = Callable[[list[str]], dict[str, NodeObs]]
@@ -62,7 +63,10 @@ class Recoverer:
         nodes = list(inst.nodes)
         t0 = time.monotonic()
         self.control.drain(name)
-        self.emit(event("drained", name, cause=f"out of {self.control.what}"))
+        # what it still serves finishes first (a dead instance has nothing in flight: the router failed it over)
+        idle = wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
+        self.emit(event("drained", name, cause=f"out of {self.control.what}"
+                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
         while self.restarts.get(name, 0) < self.policy.max_restarts and not self.cancel.is_set():
             attempt = self.restarts.get(name, 0) + 1
             self.restarts[name] = attempt

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from deployctl.watch.observe import Fault, NodeObs
 
 
-def event(kind: str, instance: str = "", node: str = "", cause: str = "", device: int | None = None,
+def event(what: str, instance: str = "", node: str = "", cause: str = "", device: int | None = None,
           **more) -> dict:
-    doc = {"ts": round(time.time(), 3), "event": kind, "instance": instance, "node": node, "cause": cause}
+    doc = {"ts": round(time.time(), 3), "event": what, "instance": instance, "node": node, "cause": cause}
     if device is not None:
         doc["device"] = device
     doc.update(more)
