@@ -1,5 +1,5 @@
 """The commands that act on the hosts or the cluster: preflight, up, rollback, history, down, status, logs,
-diff (implementations: preflight.py, deploy.py, k8s.py, history_output.py)."""
+diff, watch (implementations: preflight.py, deploy.py, k8s.py, history_output.py, watch.py)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from deployctl.watch.observe import Fault, NodeObs
 
 
+_RANK = {"npu": 0, "link": 1, "fatal-log": 2, "container": 3, "unreachable": 4, "not-ready": 5}
+
+
 def event(what: str, instance: str = "", node: str = "", cause: str = "", device: int | None = None,
           **more) -> dict:
     doc = {"ts": round(time.time(), 3), "event": what, "instance": instance, "node": node, "cause": cause}
@@ -28,6 +31,10 @@ class Tracker:
     seen: dict[tuple, int] = field(default_factory=dict)      # fault key -> rounds in a row
     active: dict[tuple, Fault] = field(default_factory=dict)  # reported faults
     failed: dict[str, float] = field(default_factory=dict)    # instance -> since when (time.time())
+    noted: set[str] = field(default_factory=set)
+
+    def _instance(self, node: str) -> str:
+        return next((i.name for i in self.plan.instances if node in i.nodes), "")
 
     def round(self, observed: dict[str, NodeObs], skip: frozenset[str] = frozenset()) -> list[dict]:
         """The events of one round; instances in ``skip`` (being recovered) report nothing."""
@@ -35,6 +42,11 @@ class Tracker:
         for obs in observed.values():
             for f in obs.faults():
                 current[f.key] = f
+        for obs in observed.values():       # what did not parse: once each (a note, never a fault)
+            for note in obs.notes[:5]:
+                if note not in self.noted and len(self.noted) < 1000:
+                    self.noted.add(note)
+                    events.append(event("note", obs.node and self._instance(obs.node), obs.node, note))
         for key in list(self.seen):
             if key not in current:
                 del self.seen[key]
@@ -54,9 +66,10 @@ class Tracker:
                 events.append(event("cleared", inst.name, f.node, f.cause, f.device, kind=f.kind))
             if mine and inst.name not in self.failed:
                 self.failed[inst.name] = now
-                first = next(iter(mine.values()))
+                # named by its most telling fault (hardware before what it causes), every cause listed
+                first = min(mine.values(), key=lambda f: _RANK.get(f.kind, 9))
                 events.append(event("instance-failed", inst.name, first.node, first.cause, first.device,
-                                    kind=first.kind))
+                                    kind=first.kind, causes=[f"{f.node}: {f.cause}" for f in mine.values()]))
             elif not mine and inst.name in self.failed and _serving(inst, observed):
                 del self.failed[inst.name]
                 events.append(event("instance-serving", inst.name))
