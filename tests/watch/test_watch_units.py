@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from pathlib import Path
 
 import yaml
 from conftest import EXAMPLES
@@ -23,7 +22,6 @@ from deployctl.watch.recover import Recoverer
 from deployctl.watch.tracker import Tracker
 
 FLEET = EXAMPLES / "a2-fleet-4x2x8-dp-ep.yaml"
-NPU_OK = (Path(__file__).resolve().parents[1] / "fakecluster").as_posix()
 
 
 def plan_of(**recovery):
@@ -39,7 +37,7 @@ def npu_smi(health: dict[int, str]) -> str:
     for i in range(8):
         rows.append(f"| {i}     910B3               | {health.get(i, 'OK'):<15} | 95.4        36                0    / 0"
                     "             |")
-        rows.append(f"| 0                         | 0000:C1:00.0    | 0           0    / 0          3338 / 65536 "
+        rows.append("| 0                         | 0000:C1:00.0    | 0           0    / 0          3338 / 65536 "
                     "        |")
     return ("+------+\n| npu-smi 23.0.6                   Version: 23.0.6                                       |\n"
             "+---------------------------+---------------+----------------------------------------------------+\n"
