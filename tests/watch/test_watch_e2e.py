@@ -3,7 +3,8 @@ HAProxy, a steady load through the router; a killed engine container (mixed-1) a
 (mixed-2) are each detected, drained, restarted and put back, with recovery enabled in the inventory. Prints
 the times to detect (fault injected -> `instance-failed` event) and to recover (-> `back`), and counts the
 requests that failed: only the killed instance's requests in flight may fail (the router's retries and
-redispatch move the rest), none at all while the NPU in Alarm is drained."""
+redispatch move the rest), none at all while the NPU in Alarm is drained. A device link down (hccn_tool) on the
+router's node is detected the same way."""
 
 from __future__ import annotations
 
@@ -139,14 +140,25 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
             npu_detect, npu_recover = failed2["ts"] - t1, back2["ts"] - t1
             assert failed2["node"] == "node5" and failed2.get("device") == 3 and "Alarm" in failed2["cause"], \
                 (failed2, watch.all[-12:])
+            # 3. a device link of node1 (mixed-0, the router's node: the router keeps running) down, then up again
+            npu_failures = len(load.failures) - kill_failures
+            t2 = time.time()
+            set_device(fc, "node1", 2, "link", "DOWN")
+            failed3 = watch.wait("instance-failed", "mixed-0", 60)
+            watch.wait("drained", "mixed-0", 60)
+            set_device(fc, "node1", 2, "link", "UP")
+            back3 = watch.wait("back", "mixed-0", 240)
+            link_detect, link_recover = failed3["ts"] - t2, back3["ts"] - t2
+            assert failed3["node"] == "node1" and failed3.get("device") == 2 and failed3["kind"] == "link", failed3
             time.sleep(3)
     finally:
         watch.stop()
     print(f"\nkilled container: detected in {kill_detect:.1f} s, back in the router after {kill_recover:.1f} s; "
           f"NPU Alarm: detected in {npu_detect:.1f} s, back after {npu_recover:.1f} s (Alarm cleared by the test); "
           f"requests ok {load.ok} (during the faults {load.ok - before}), failed {len(load.failures)} "
-          f"(kill: {kill_failures}, NPU: {len(load.failures) - kill_failures})", load.failures[:5])
-    assert kill_detect < 10 and npu_detect < 10, (kill_detect, npu_detect)
+          f"(kill: {kill_failures}, NPU: {npu_failures}); link down: detected in {link_detect:.1f} s, back after "
+          f"{link_recover:.1f} s", [f[:200] for f in load.failures[:5]])
+    assert kill_detect < 10 and npu_detect < 10 and link_detect < 10, (kill_detect, npu_detect, link_detect)
     # only the killed instance's requests in flight may fail (4 clients: at most 4); none while an NPU is drained
     assert kill_failures <= 4, load.failures
     assert len(load.failures) == kill_failures, load.failures
