@@ -1,5 +1,5 @@
 """The commands that act on the hosts or the cluster: preflight, up, rollback, history, down, status, logs,
-diff (implementations: preflight.py, deploy.py, k8s.py, history_output.py)."""
+diff, watch (implementations: preflight.py, deploy.py, k8s.py, history_output.py, watch.py)."""
 
 from __future__ import annotations
 
@@ -254,3 +254,21 @@ def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     from deployctl.cli.deploy import run_diff_hosts
 
     run_diff_hosts(inventory, output.value, facts, run_dir)
+
+
+@app.command()
+def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_dir: RunDirOpt = Path(".deployctl"),
+          interval: Annotated[float, typer.Option(help="Seconds between rounds.", min=0.5, max=600)] = 2.5,
+          once: Annotated[bool, typer.Option("--once", help="One round, then exit (1 when an instance is not "
+                                                            "serving).")] = False,
+          confirm: Annotated[int, typer.Option(help="Rounds in a row before a silent node or engine is a "
+                                                    "fault.", min=1, max=100)] = 2,
+          recover: Annotated[Optional[bool], typer.Option("--recover/--no-recover", help="Override the "
+                                                          "inventory's deploy.recovery.enabled.")] = None):
+    """Watch the deployment in the foreground: every round, per node and instance, containers, health, NPU
+    health, device links and fatal engine log lines; every event recorded (runs/<id>-watch/events.jsonl) and
+    sent to deploy.recovery.hooks; with deploy.recovery.enabled a failed instance behind the router is taken
+    out, restarted and put back (docs/watch.md)."""
+    from deployctl.cli.watch import run_watch
+
+    run_watch(inventory, output.value, run_dir, interval, once, confirm, recover)

@@ -16,18 +16,10 @@ from deployctl.models.plan import Plan
 from deployctl.executors.batch import ProbeOutput
 from deployctl.executors.fanout import fan_out
 from deployctl.fleet.processes import processes
+from deployctl.probes.containers import HTTP_STATUS, INSPECT_FORMAT, READY_LINES  # noqa: F401 (re-exported)
 
-# one JSON document per line: state, mounts, env (newlines are literal in the Go template)
-INSPECT_FORMAT = "{{json .State}}\n{{json .Mounts}}\n{{json .Config.Env}}"
-# GET a URL with the host's own python3 (MindIE hosts have it; curl is not always there)
-HTTP_STATUS = ("import sys, urllib.request\n"
-               "try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=3).status)\n"
-               "except Exception as e:\n    print(getattr(e, 'code', 0))\n")
 # every JSON file of a glob, separated (paths come in as arguments, never spliced into the script)
 CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat "$f"; echo; }; done; true'
-# how often the container's log holds its ready line (a process without HTTP, e.g. a headless vLLM rank);
-# container and line are arguments, never spliced into the script
-READY_LINES = 'docker logs "$1" 2>&1 | grep -c -F -- "$2"; true'
 
 
 def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:

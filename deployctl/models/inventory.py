@@ -285,6 +285,36 @@ class Kubernetes(Strict):
         "Deep-merged over the rendered chart values (deployctl/charts/ascend-llm/values.yaml)."))
 
 
+class RecoveryHooks(Strict):
+    """Where `deployctl watch` reports its events (every one: fault, cleared, drain, restart, back, left out)."""
+
+    webhook: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048, description=(
+        "POST every event here as one JSON document (Content-Type: application/json, 5 s timeout; a failed POST "
+        "is reported, never retried)."))
+    command: list[str] | None = Field(None, min_length=1, max_length=64, description=(
+        "Run this argv (no shell) for every event, the event as JSON on its stdin (10 s timeout); nothing of "
+        "the event is put into the command line."))
+
+
+class Recovery(Strict):
+    """`deployctl watch`: what it does when an instance behind the router fails (off by default: it only
+    reports)."""
+
+    enabled: bool = Field(False, description=(
+        "Take a failed instance out of the router, restart all of its nodes' containers, verify them from what "
+        "the hosts report (container running, health checks or ready lines, NPUs healthy) and put it back."))
+    max_restarts: int = Field(3, ge=1, le=100, description=(
+        "Restarts of one instance per `watch` run; after the last one fails the instance stays out of the "
+        "router and is reported left out (the others keep serving)."))
+    backoff_s: float = Field(10.0, ge=0, le=3600, description=(
+        "Wait before a retry: backoff_s, then doubled each attempt (also how long an unhealthy NPU gets to "
+        "recover before the instance is restarted anyway)."))
+    ready_timeout_s: float = Field(300.0, gt=0, le=7200, description=(
+        "How long a restarted instance may take to be ready again (model load)."))
+    hooks: RecoveryHooks = Field(default_factory=RecoveryHooks, description=(
+        "Alerts on every event, with or without recovery enabled."))
+
+
 class Deploy(Strict):
     """`up` / `rollback` on the hosts: what the hosts keep."""
 
@@ -294,6 +324,8 @@ class Deploy(Strict):
     facts_max_age_hours: float = Field(24.0, gt=0, le=24 * 365, description=(
         "`up`/`diff` fill missing device IPs from the latest successful preflight only when it is younger than "
         "this (else: run preflight again, or --facts FILE)."))
+    recovery: Recovery = Field(default_factory=Recovery, description=(
+        "`deployctl watch`: restart a failed instance behind the router (docs/watch.md); off by default."))
 
 
 def _default_kind(v: Any) -> Any:

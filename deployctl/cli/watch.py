@@ -1,0 +1,90 @@
+"""`deployctl watch`: the loop in the foreground (docs/watch.md says why, and how to run it as a systemd
+unit): a live table (rich Live) of every instance and node, or one JSON line per event (--output json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from deployctl.cli._output import echo_json, esc
+from deployctl.cli._output import run_console as _console
+from deployctl.cli.context import open_context
+
+
+def _row_npu(o) -> str:
+    bad = {d: h for d, h in o.npu.items() if h != "OK"}
+    return "OK" if o.npu and not bad else ", ".join(f"{d}:{h}" for d, h in bad.items()) or "-"
+
+
+def table(w, last: list[dict]):
+    from rich.console import Group
+    from rich.table import Table
+
+    states = w.states()
+    inst = Table(title=f"deployctl watch - round {w.rounds} ({w.round_s:.1f} s)")
+    for col in ("instance", "nodes", "state"):
+        inst.add_column(col)
+    for i in w.plan.instances:
+        s = states[i.name]
+        style = "green" if s == "serving" else "yellow" if s in ("starting", "draining", "restarting") else "red"
+        inst.add_row(esc(i.name), esc(", ".join(i.nodes)), f"[{style}]{esc(s)}[/]")
+    nodes = Table()
+    for col in ("node", "instance", "containers", "ready", "NPU", "links down", "fault"):
+        nodes.add_column(col)
+    for n in w.plan.nodes:
+        o = w.observed.get(n.name)
+        if o is None:
+            continue
+        faults = "; ".join(f.cause for f in o.faults())
+        nodes.add_row(*(esc(v) for v in (
+            n.name, n.instance, ", ".join(f"{c} {s}" for c, s in o.containers.items()) or o.error[:60],
+            {True: "yes", False: "no", None: "-"}[o.ready], _row_npu(o),
+            ",".join(map(str, o.links_down)) or "-", faults[:120])))
+    lines = [esc(f"{e['event']} {e['instance']} {e['node']} {e['cause']}") for e in last[-8:]]
+    return Group(inst, nodes, *lines)
+
+
+def run_watch(inventory: Path, output: str, run_root: Path, interval: float, once: bool, confirm: int,
+              recover: bool | None) -> None:
+    from deployctl.executors.ssh import SshExecutor
+    from deployctl.watch.loop import Watcher
+
+    ctx = open_context(inventory, "deployed")
+    plan = ctx.plan
+    last: list[dict] = []
+
+    def on_event(ev: dict) -> None:
+        if output == "json":
+            echo_json(ev, indent=None, default=str)
+        else:
+            last.append(ev)
+            del last[:-50]
+
+    executor = SshExecutor()
+    w = Watcher(plan, ctx.inventory, ctx.targets, executor, run_root, interval=interval, confirm=confirm,
+                on_event=on_event, recover=recover)
+    try:
+        if once or output == "json":
+            w.run(once=once)
+            if once and output == "json":
+                echo_json({"event": "round", "states": w.states(), "record": str(w.record.path)}, indent=None)
+            elif once:
+                _console().print(table(w, last))
+        else:
+            from rich.live import Live
+
+            con = _console()
+            with Live(table(w, last), console=con, refresh_per_second=2, transient=False) as live:
+                import threading
+
+                t = threading.Thread(target=w.run, daemon=True)
+                t.start()
+                while t.is_alive():
+                    t.join(0.5)
+                    live.update(table(w, last))
+    except KeyboardInterrupt:
+        w.close()
+    finally:
+        executor.close()
+    raise typer.Exit(0 if not once or w.healthy() else 1)

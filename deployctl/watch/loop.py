@@ -1,0 +1,128 @@
+"""The watch loop: a round every ``interval`` s reads every node at once (one SSH command per node, bounded
+by the round timeout and the executor's output cap), turns what they said into events (tracker.py), records
+each event in the cluster's run records (runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands
+it to the caller (the CLI prints it); a failed instance goes to the recovery policy when it is enabled."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from deployctl.executors.base import FAN_OUT, Executor, HostTarget
+from deployctl.executors.batch import PROBE_CONCURRENCY
+from deployctl.executors.fanout import fan_out, run_script
+from deployctl.fleet.control import Remote, control_for
+from deployctl.fleet.processes import processes
+from deployctl.operation.records import RunRecord
+from deployctl.watch.hooks import Hooks
+from deployctl.watch.observe import NodeObs, node_commands, parse_node
+from deployctl.watch.recover import Recoverer
+from deployctl.watch.tracker import Tracker, event, instance_state
+
+RESTART_TIMEOUT = 120     # s: `docker restart` of one node's engine containers
+
+
+class Watcher:
+    def __init__(self, plan, inv, targets: list[HostTarget], executor: Executor, run_root: Path | None, *,
+                 interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
+                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None):
+        self.plan, self.executor, self.interval = plan, executor, interval
+        self.targets = {t.name: t for t in targets}
+        self.round_timeout, self.on_event = round_timeout, on_event
+        self.window = int(interval * 2 + round_timeout) + 1    # log seconds read per round (overlapping rounds)
+        self.tracker = Tracker(plan, confirm=confirm)
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.observed: dict[str, NodeObs] = {}
+        self.rounds, self.round_s = 0, 0.0
+        self.record = RunRecord.create(run_root, "watch") if run_root is not None else None
+        if self.record is not None:
+            self.record.status("running")
+        policy = inv.deploy.recovery
+        self.policy = policy
+        self.hooks = Hooks(policy.hooks.webhook, policy.hooks.command,
+                           lambda msg: self._emit(event("hook-error", cause=msg), hooks=False))
+        enabled = policy.enabled if recover is None else recover
+        control = control_for(plan, Remote(executor, self.targets)) if enabled else None
+        self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
+                                   interval) if enabled else None
+
+    # ---- reading -----------------------------------------------------------------------------------------
+    def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
+        targets = [self.targets[n] for n in (nodes or [n.name for n in self.plan.nodes])]
+        runs = fan_out(self.executor, targets, lambda t: node_commands(self.plan, t.name, self.window),
+                       self.round_timeout, FAN_OUT, measure_clock=False, parallel=PROBE_CONCURRENCY)
+        out = {}
+        for name, run in runs.items():
+            err = f"{run.error.message}" if run.error is not None else ""
+            out[name] = parse_node(self.plan, name, run.outputs, err)
+        return out
+
+    def restart(self, nodes: list[str]) -> list[str]:
+        """`docker restart` of the engine containers on every node at once (never the router's)."""
+        return run_script(self.executor, [self.targets[n] for n in nodes],
+                          lambda t: ["docker", "restart", *processes(self.plan, t.name).engine.containers],
+                          RESTART_TIMEOUT)
+
+    # ---- events --------------------------------------------------------------------------------------------
+    def _emit(self, ev: dict, hooks: bool = True) -> None:
+        with self.lock:
+            if self.record is not None:
+                fd = os.open(self.record.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(ev, default=str) + "\n")
+            self.on_event(ev)
+        if hooks:
+            self.hooks.send(ev)
+
+    # ---- the loop --------------------------------------------------------------------------------------------
+    def step(self) -> list[dict]:
+        t0 = time.monotonic()
+        observed = self.observe()
+        rec = self.recoverer
+        busy = frozenset(rec.active) if rec else frozenset()
+        if rec:
+            with rec.lock:
+                for name in rec.done:
+                    self.tracker.forget(self.plan.instance(name))
+                rec.done.clear()
+        events = self.tracker.round(observed, skip=busy)
+        with self.lock:
+            self.observed = observed
+            self.rounds += 1
+            self.round_s = time.monotonic() - t0
+        for ev in events:
+            self._emit(ev)
+            if ev["event"] == "instance-failed" and rec is not None:
+                rec.start(ev["instance"])
+        return events
+
+    def run(self, once: bool = False) -> None:
+        try:
+            while not self.cancel.is_set():
+                start = time.monotonic()
+                self.step()
+                if once:
+                    break
+                self.cancel.wait(max(0.0, self.interval - (time.monotonic() - start)))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.cancel.set()
+        if self.recoverer:
+            self.recoverer.join()
+        self.hooks.close()
+        if self.record is not None:
+            self.record.status("finished")
+
+    def states(self) -> dict[str, str]:
+        busy = dict(self.recoverer.active) if self.recoverer else {}
+        return {i.name: instance_state(i, self.observed, self.tracker, busy) for i in self.plan.instances}
+
+    def healthy(self) -> bool:
+        return all(s == "serving" for s in self.states().values())

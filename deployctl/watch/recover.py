@@ -1,0 +1,128 @@
+"""The recovery policy (inventory deploy.recovery): a failed instance behind the router is taken out
+(drain), restarted whole (every node's engine containers: a rank cannot rejoin a live HCCL world), verified
+from what its hosts report (containers running and restarted, health checks or ready lines, NPUs and links
+healthy, no fatal log line) and put back; a retry waits backoff_s, doubled each time; after max_restarts the
+instance stays out and is reported left out, with the nodes whose NPU or link is still unhealthy.
+
+Each recovery runs on a thread of its own so the watch keeps reading (and reporting) the other instances."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from deployctl.errors import DeployctlError
+from deployctl.fleet.control import RouterControl, wait_until
+from deployctl.watch.observe import NodeObs
+from deployctl.watch.tracker import event
+
+DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish
+SERVE_TIMEOUT = 60          # s: the router's health checks see the restarted instance up
+
+Observe = Callable[[list[str]], dict[str, NodeObs]]
+Restart = Callable[[list[str]], list[str]]      # nodes -> the ones where the restart failed (with why)
+
+
+class Recoverer:
+    def __init__(self, plan, policy, control: RouterControl | None, observe: Observe, restart: Restart,
+                 emit: Callable[[dict], None], cancel: threading.Event, interval: float = 2.0):
+        self.plan, self.policy, self.control = plan, policy, control
+        self.observe, self.restart, self.emit, self.cancel, self.interval = observe, restart, emit, cancel, interval
+        self.restarts: dict[str, int] = {}
+        self.active: dict[str, str] = {}        # instance -> what it does now (draining, restarting, left out)
+        self.done: list[str] = []               # instances recovered since the caller last looked
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, name: str) -> None:
+        with self.lock:
+            if name in self.active:
+                return
+            routed = self.control.routed() if self.control is not None else []
+            if name not in routed:
+                self.emit(event("not-recovered", name, cause="no router in front of this instance can take it "
+                                                             "out (a single instance, or a P/D deployment)"))
+                self.active[name] = "failed (no recovery)"
+                return
+            self.active[name] = "draining"
+        t = threading.Thread(target=self._guarded, args=(name,), daemon=True, name=f"recover-{name}")
+        self.threads.append(t)
+        t.start()
+
+    def _guarded(self, name: str) -> None:
+        try:
+            self._recover(name)
+        except DeployctlError as exc:
+            self.emit(event("recovery-error", name, cause=exc.message))
+            with self.lock:
+                self.active[name] = "failed (recovery error)"
+
+    def _recover(self, name: str) -> None:
+        inst = self.plan.instance(name)
+        nodes = list(inst.nodes)
+        t0 = time.monotonic()
+        self.control.drain(name)
+        # what it still serves finishes first (a dead instance has nothing in flight: the router failed it over)
+        idle = wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
+        self.emit(event("drained", name, cause=f"out of {self.control.what}"
+                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
+        while self.restarts.get(name, 0) < self.policy.max_restarts and not self.cancel.is_set():
+            attempt = self.restarts.get(name, 0) + 1
+            self.restarts[name] = attempt
+            wait = self.policy.backoff_s * 2 ** (attempt - 1)
+            sick = self._sick_hardware(nodes)
+            if sick:     # restarting on an NPU in Alarm only fails again: give it the backoff to come back
+                self.emit(event("waiting", name, cause=f"{'; '.join(sick)}: waiting up to {wait:g} s"))
+                if not wait_until(lambda: not self._sick_hardware(nodes), wait, self.cancel, self.interval):
+                    continue
+            before = self.observe(nodes)
+            self._set(name, "restarting")
+            self.emit(event("restart", name, cause=f"attempt {attempt} of {self.policy.max_restarts}: "
+                                                   f"{', '.join(nodes)}"))
+            failed = self.restart(nodes)
+            if not failed and self._verified(nodes, before):
+                self._set(name, "putting back")
+                self.control.ready(name)
+                back = wait_until(lambda: self.control.serving(name), SERVE_TIMEOUT, self.cancel, 0.5)
+                took = round(time.monotonic() - t0, 1)
+                self.emit(event("back" if back else "not-serving", name, recover_s=took,
+                                cause=f"restarted and ready after {took} s" if back else
+                                f"ready, but {self.control.what} does not send to it after {SERVE_TIMEOUT} s"))
+                with self.lock:
+                    self.active.pop(name, None)
+                    self.done.append(name)
+                return
+            self.emit(event("restart-failed", name, cause="; ".join(failed) or "not ready in time: "
+                            + "; ".join(self._why(nodes)) or "not ready in time"))
+            self._set(name, "backing off")
+            self.cancel.wait(wait)
+        sick = self._sick_hardware(nodes)
+        self.emit(event("left-out", name, cause=f"after {self.restarts.get(name, 0)} restarts: "
+                        + ("; ".join(sick) if sick else "it does not come back") + "; the others keep serving"))
+        self._set(name, "left out")
+
+    def _set(self, name: str, what: str) -> None:
+        with self.lock:
+            self.active[name] = what
+
+    def _sick_hardware(self, nodes: list[str]) -> list[str]:
+        obs = self.observe(nodes)
+        return [f"{f.node}: {f.cause}" for o in obs.values() for f in o.faults() if f.kind in ("npu", "link")]
+
+    def _why(self, nodes: list[str]) -> list[str]:
+        return [f"{f.node}: {f.cause}" for o in self.observe(nodes).values() for f in o.faults()]
+
+    def _verified(self, nodes: list[str], before: dict[str, NodeObs]) -> bool:
+        """Every node's containers run a new start (StartedAt moved), answer ready and show no fault."""
+        def ok() -> bool:
+            now = self.observe(nodes)
+            return all(n in now and not now[n].faults() and now[n].ready is True
+                       and all(now[n].started.get(c) != before.get(n, NodeObs(n)).started.get(c)
+                               for c in now[n].started) for n in nodes)
+
+        return wait_until(ok, self.policy.ready_timeout_s, self.cancel, self.interval)
+
+    def join(self, timeout: float = 5) -> None:
+        for t in self.threads:
+            t.join(timeout)
