@@ -47,7 +47,7 @@ def calibrate(
     from deployctl.cli.deploy import load_deployed_inventory
     from deployctl.errors import LayoutError, UsageError
     from deployctl.perf import calibrate_user as cu, calibration_store as store
-    from deployctl.perf.calibration import FITTED
+    from deployctl.perf.calibration import fitted_for
     from deployctl.planning.plan import plan_layout
 
     inv = load_deployed_inventory(inventory)
@@ -72,7 +72,7 @@ def calibrate(
                          + (f" ({'; '.join(skipped[:3])})" if skipped else ""),
                          hint="run `deployctl bench -i INV` first (several concurrencies), or name the runs")
     consts = cu.fit(plan, pts)
-    before = cu.per_run(plan, FITTED, pts)
+    before = cu.per_run(plan, fitted_for(inv.engine.kind), pts)     # what plan used: the engine's deratings
     rows = cu.per_run(plan, consts, pts)
     ids = sorted({p.run for p in pts})
     where = store.save(cluster, consts, ids, rows, run_dir)

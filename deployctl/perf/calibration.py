@@ -25,6 +25,17 @@ FITTED = Consts(k_hbm=1.023, k_compute=1.685, k_prefill=2.018)
 # the largest relative error on any point that docs/performance-model.md states (the test keeps it true)
 ERROR_BOUND = 0.12
 
+
+
+def fitted_for(kind: str) -> Consts:
+    """The deratings an engine kind runs with: its driver's own `perf_deratings` (fitted on that engine's published
+    points) when it has them, else FITTED (the CloudMatrix384 / cann-recipes fit)."""
+    from deployctl import engines
+
+    own = getattr(engines.driver(kind), "perf_deratings", None)
+    return Consts(**own) if own else FITTED
+
+
 CM = "arXiv 2506.12708 (CloudMatrix384)"
 _CM_DECODE = dict(model="deepseek-r1", quant="w8a8", sku="910C", dies=320, dies_per_node=16, dp=320, moe_ep=320,
                   super_pod=True, extra_expert_slots=64, shared_in_ep=True, mtp_drafts=1, mtp_accept=0.7)

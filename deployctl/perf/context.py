@@ -95,7 +95,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
 def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     from deployctl import catalog
     from deployctl.models.plan import Degrees
-    from deployctl.perf.calibration import FITTED
+    from deployctl.perf.calibration import fitted_for
     from deployctl.perf.hardware import default_reason, sku_for
     from deployctl.planning.memory import kv_bytes_per_token
     inv = plan.inventory
@@ -124,7 +124,8 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
             consts = Consts(**doc["consts"])
             user = {"source": f"{label(doc)} ({doc['file']}; `deployctl calibrate --remove` drops it)",
                     "user_rms_error": doc.get("rms_error", 0.0)}
-    return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts or FITTED, mtp=mtp, setups=setups,
+    consts = consts or fitted_for(inv.engine.kind)     # else the engine's own deratings (or the CloudMatrix fit)
+    return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
                kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user)
 

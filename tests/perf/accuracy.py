@@ -1,12 +1,14 @@
 """The accuracy report (issue 27 item 4): deployctl's estimate against published Ascend points it was not fitted on.
 
-`tests/perf/points.yaml` holds the check set (each point's source, layout, client and measured values). Each
+`tests/perf/points.yaml` holds the points (`set: fit` - vLLM-Ascend's own deratings are fitted on them,
+tests/perf/fit_engine.py; `set: check` - never fitted on), each with its source, layout, client and measured values. Each
 point becomes a deployctl inventory (`inventory_of`), goes through validation and the planner (the caller's `plan_of`:
 validation sits above this layer), the engine's own checks and the
 simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses is
 listed with the reason. `report()` gives the rows and the MAPE of TPOT, TTFT and throughput;
 `python tests/perf/accuracy_report.py` prints the markdown that docs/performance-model.md carries (a test recomputes
-it, so the docs cannot drift). Nothing here fits anything: the deratings stay those of calibration.py.
+it, so the docs cannot drift). Nothing here fits anything: rows use the engine's deratings
+(`calibration.fitted_for("vllm-ascend")`), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"
 @cache
 def points() -> dict:
     return yaml.safe_load(POINTS.read_text())
+
+
+def in_set(name: str) -> list[dict]:
+    """The points of one set ("fit" or "check")."""
+    return [p for p in points()["points"] if p["set"] == name]
+
+
+def engine_consts(cloudmatrix: bool = False):
+    """The deratings rows are estimated with: vLLM-Ascend's own, or (before) the CloudMatrix fit."""
+    from deployctl.perf.calibration import FITTED, fitted_for
+
+    return FITTED if cloudmatrix else fitted_for("vllm-ascend")
 
 
 def inventory_of(p: dict) -> dict:
@@ -48,6 +62,7 @@ def inventory_of(p: dict) -> dict:
         model["max_prefill_tokens"] = lim["max_prefill_tokens"]
     if p.get("speculative"):
         model["speculative"] = p["speculative"]
+
     return {"cluster": {"name": "check", "hardware": hw, **({"super_pod": True} if hw == "a3" else {})},
             "engine": {"kind": "vllm-ascend", "image": IMAGES[hw]},
             "model": model, "layout": layout,
@@ -88,17 +103,18 @@ def check_plan(plan) -> str | None:
     return f"vLLM-Ascend refuses: {errors[0].message[:140]}" if errors else None
 
 
-def estimate(p: dict, plan_of) -> Row:
+def estimate(p: dict, plan_of, consts=None) -> Row:
     """The point's row; `plan_of(inventory_dict)` gives (plan, None) or (None, why deployctl refuses it) — the
-    inventory is validated above this layer (tests/perf/accuracy_report.py does it)."""
-    from deployctl.perf.calibration import FITTED
+    inventory is validated above this layer (tests/perf/accuracy_report.py does it); `consts` default to
+    vLLM-Ascend's deratings."""
     from deployctl.perf.clients import Client
     from deployctl.perf.model import context
     from deployctl.perf.serving import simulate_plan
 
     lay, c = p["layout"], p["client"]
     dec = lay["decode"] if lay.get("preset") == "pd-split" else lay
-    slots = p["limits"]["max_batch_size"] * dec["dp"] * dec.get("instances", 1)
+    per_rank = dec.get("model", {}).get("max_batch_size", p["limits"]["max_batch_size"])   # a role's own limit first
+    slots = per_rank * dec["dp"] * dec.get("instances", 1)
     row = Row(id=p["id"], measured=dict(p["measured"]),
               running=min(c["concurrency"], c.get("requests") or c["concurrency"], slots))
     plan, why = plan_of(inventory_of(p))
@@ -109,16 +125,16 @@ def estimate(p: dict, plan_of) -> Row:
     rate = c.get("rate") or 0.0
     client = Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
                     concurrency=c["concurrency"], rate=rate, requests=c.get("requests"))
-    served = simulate_plan(context(plan, consts=FITTED), client)
+    served = simulate_plan(context(plan, consts=consts or engine_consts()), client)
     row.estimated = {"ttft_ms": served.ttft["p50"] * 1e3, "tpot_ms": served.tpot["p50"] * 1e3,
                      "throughput": served.throughput}
     return row
 
 
 @cache
-def report(plan_of) -> tuple[list[Row], dict[str, tuple[float | None, int]]]:
-    """Every check point's row and, per metric, (MAPE, points that publish it and were expressed)."""
-    rows = [estimate(p, plan_of) for p in points()["check"]]
+def report(plan_of, which: str = "check", cloudmatrix: bool = False) -> tuple[list[Row], dict]:
+    """Every point's row of one set and, per metric, (MAPE, points that publish it and were expressed)."""
+    rows = [estimate(p, plan_of, engine_consts(cloudmatrix)) for p in in_set(which)]
     mape = {}
     for key, _ in METRICS:
         errs = [abs(r.error(key)) for r in rows if r.error(key) is not None]
@@ -134,10 +150,8 @@ def _fmt(v: float | None, pct: bool = False) -> str:
     return f"{v:+.0%}" if pct else f"{v:,.1f}"
 
 
-def markdown(plan_of) -> str:
-    """The check-set tables of docs/performance-model.md (between the accuracy markers)."""
-    rows, mape = report(plan_of)
-    by_id = {p["id"]: p for p in points()["check"]}
+def _table(rows: list[Row]) -> list[str]:
+    by_id = {p["id"]: p for p in points()["points"]}
     out = ["| point | hardware, servers | model, quant | layout | client (in/out, concurrency, rate) | "
            "TPOT ms meas. / est. / err | TTFT ms meas. / est. / err | tok/s meas. / est. / err | "
            "running, TPOT implied / err |",
@@ -163,16 +177,32 @@ def markdown(plan_of) -> str:
                if r.implied_tpot_ms is not None and not r.refused else "–")
         out.append(f"| {r.id} | {p['hardware'].upper()}, {p['servers']} | {p['model']} {p['quant']} | {layout} | "
                    f"{cl} | " + " | ".join(cells) + f" | {imp} |")
-    out.append("")
-    out.append("| metric | check-set MAPE | points | target |")
-    out.append("|---|---|---|---|")
-    for (key, name), target in zip(METRICS, ("≤ 20 %", "≤ 35 %", "≤ 20 %")):
-        m, n = mape[key]
-        out.append(f"| {name} | {'–' if m is None else f'{m:.0%}'} | {n} | {target} |")
-    m, n = mape["implied_tpot"]
-    out.append(f"| TPOT implied by the measured throughput (diagnostic) | {'–' if m is None else f'{m:.0%}'} | {n} "
-               "| – |")
-    refused = [r for r in rows if r.refused]
+    return out
+
+
+def _pct(m) -> str:
+    return "–" if m is None else f"{m:.0%}"
+
+
+def markdown(plan_of) -> str:
+    """The fit-set and check-set tables of docs/performance-model.md (between the accuracy markers), with
+    vLLM-Ascend's deratings, and the MAPEs before (CloudMatrix fit) and after (vLLM-Ascend's fit)."""
+    out = ["**Fit set** (vLLM-Ascend's deratings are fitted on these):", ""]
+    out += _table(report(plan_of, "fit")[0])
+    out += ["", "**Check set** (never fitted on):", ""]
+    rows, _ = report(plan_of, "check")
+    out += _table(rows)
+    out += ["", "| set | metric | MAPE, CloudMatrix deratings (before) | MAPE, vLLM-Ascend deratings (after) | points "
+            "| target |", "|---|---|---|---|---|---|"]
+    for which in ("fit", "check"):
+        before, after = report(plan_of, which, True)[1], report(plan_of, which)[1]
+        for (key, name), target in zip(METRICS, ("≤ 20 %", "≤ 35 %", "≤ 20 %")):
+            out.append(f"| {which} | {name} | {_pct(before[key][0])} | {_pct(after[key][0])} | {after[key][1]} "
+                       f"| {target if which == 'check' else '–'} |")
+        out.append(f"| {which} | TPOT implied by the measured throughput (diagnostic) | "
+                   f"{_pct(before['implied_tpot'][0])} | {_pct(after['implied_tpot'][0])} | "
+                   f"{after['implied_tpot'][1]} | – |")
+    refused = [r for w in ("fit", "check") for r in report(plan_of, w)[0] if r.refused]
     unexpressed = points().get("unexpressed", [])
     if refused or unexpressed:
         out.append("")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from accuracy_report import plan_of
 from perflib import ROOT
 
@@ -12,21 +14,46 @@ import accuracy
 DOC = ROOT / "docs" / "performance-model.md"
 
 
-def test_check_points_are_complete_and_apart_from_the_fit_set():
+def test_points_are_complete_and_split_by_the_declared_rule():
     from deployctl.perf.calibration import POINTS
 
-    check = accuracy.points()["check"]
-    ids = [p["id"] for p in check]
+    pts = accuracy.points()["points"]
+    ids = [p["id"] for p in pts]
     assert len(ids) == len(set(ids))
     fitted = {p.key for p in POINTS}
-    for p in check:
+    for p in pts:
         assert p["id"] not in fitted
         assert re.search(r"@[0-9a-f]{8}|https?://", p["source"]), p["id"]     # repo@commit:path or a URL
         assert p["measured"] and set(p["measured"]) <= {"ttft_ms", "tpot_ms", "throughput"}
         assert {"input", "output", "concurrency"} <= set(p["client"])
         assert p["hardware"] in ("a2", "a3") and p["servers"] >= 1
+        # the rule (points.yaml header): vllm-ascend tests/e2e/weekly/ -> fit, everything else -> check
+        weekly = p["source"].startswith("vllm-project/vllm-ascend@") and ":tests/e2e/weekly/" in p["source"]
+        assert p["set"] == ("fit" if weekly else "check"), p["id"]
+    assert len(accuracy.in_set("check")) >= 12 and len(accuracy.in_set("fit")) >= 8
     for u in accuracy.points()["unexpressed"]:
         assert u["source"] and u["why"]
+
+
+def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix_fit():
+    import yaml
+
+    from deployctl.perf.calibration import FITTED, fitted_for
+    from deployctl.perf.core import Consts
+
+    own = yaml.safe_load((ROOT / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
+    assert fitted_for("vllm-ascend") == Consts(**own) != FITTED
+    assert fitted_for("mindie") == FITTED
+
+
+@pytest.mark.e2e
+def test_the_engine_fit_reproduces_perf_yaml():
+    """tests/perf/fit_engine.py on the fit set gives perf.yaml's values (slow: a grid over four deratings)."""
+    import fit_engine
+
+    from deployctl.perf.calibration import fitted_for
+
+    assert fit_engine.fit()[0] == fitted_for("vllm-ascend")
 
 
 def test_every_point_is_estimated_or_refused_with_a_reason():

@@ -19,6 +19,14 @@ class VllmAscendDriver:
     needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
 
     @property
+    def perf_deratings(self) -> dict:
+        """The step model's deratings for this engine (perf.yaml: fitted on vLLM-Ascend's own published points,
+        tests/perf/fit_engine.py), read by deployctl.perf.calibration.fitted_for."""
+        from deployctl.engines.vllm_ascend.support import perf_deratings
+
+        return perf_deratings()
+
+    @property
     def settings(self):
         from deployctl.engines.vllm_ascend.settings import VllmAscendSettings
 

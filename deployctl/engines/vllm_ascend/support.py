@@ -12,6 +12,12 @@ def matrix() -> dict:
     return read_data(__package__, "support.yaml")
 
 
+@cache
+def perf_deratings() -> dict:
+    """perf.yaml's consts (k_hbm, k_compute, k_prefill, k_fixed)."""
+    return dict(read_data(__package__, "perf.yaml")["consts"])
+
+
 def feature(name: str, version: str | None) -> dict:
     from deployctl.engines.vllm_ascend.catalog import known
 
