@@ -264,8 +264,8 @@ def targeted(draw, tree, case: Case):
     parent = tree
     for i, part in enumerate(path[:-1]):
         if isinstance(parent, list):
-            if not parent:
-                return
+            if not isinstance(part, int) or not -len(parent) <= part < len(parent):
+                return              # an earlier mutation made this a list of another shape (e.g. nodes[0] = [1])
             parent = parent[part]
             continue
         if not isinstance(parent, dict):
@@ -276,6 +276,8 @@ def targeted(draw, tree, case: Case):
     if not isinstance(parent, (dict, list)) or (isinstance(parent, list) and not parent):
         return
     key = path[-1]
+    if isinstance(parent, list) and (not isinstance(key, int) or not -len(parent) <= key < len(parent)):
+        return
     old = parent.get(key) if isinstance(parent, dict) else parent[key]
     kind = draw(st.sampled_from(["shell", "option", "envsplit", "unicode", "control", "address", "number"]))
     if kind == "number":
