@@ -15,8 +15,9 @@ MEASURED = {"ttft_ms": ("ttft_ms", "p50"), "tpot_ms": ("tpot_ms", "p50"),
 
 
 class Estimator:
-    def __init__(self, plan):
+    def __init__(self, plan, calibration: dict | None = None):
         self.plan = plan
+        self.calibration = calibration     # the cluster's own fit (`deployctl calibrate`), read by the caller
         self.note: str | None = None
         self._fn = None
         self._loaded = False
@@ -42,7 +43,8 @@ class Estimator:
                 self.note = "no estimate: no plan for this endpoint (--url without an inventory plan)"
             return None
         try:
-            got = fn(self.plan, input_len, output_len, concurrency)
+            extra = {"calibration": self.calibration} if self.calibration is not None else {}
+            got = fn(self.plan, input_len, output_len, concurrency, **extra)
         except Exception as e:  # noqa: BLE001 - an estimate that cannot be made is "-", never a failed benchmark
             self.note = self.note or f"no estimate for some points: {type(e).__name__}: {e}"
             return None

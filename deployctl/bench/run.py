@@ -119,7 +119,10 @@ def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
         raise
     reporter.step(f"smoke: answered {answer[:60]!r}")
     tokenizer = prompts.write_tokenizer(rec.path / "tokenizer")
-    estimator = Estimator(target.plan)
+    from deployctl.perf.calibration_store import load as load_calibration
+
+    estimator = Estimator(target.plan, load_calibration(target.plan.inventory.cluster.name, opts.run_root)
+                          if target.plan else None)
     rows: list[dict] = []
     status = "running"
     try:

@@ -115,13 +115,14 @@ def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
 def plan_estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None):
     """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds)."""
     from deployctl.errors import UsageError
+    from deployctl.perf.calibration_store import load
     from deployctl.perf.model import default_workload, estimate_plan
 
     w = default_workload(plan)
     w = w.model_copy(update={k: v for k, v in (("input_len", input_len), ("output_len", output_len),
                                                 ("concurrency", concurrency)) if v is not None})
     try:
-        return estimate_plan(plan, w, sku=sku)
+        return estimate_plan(plan, w, sku=sku, calibration=load(plan.inventory.cluster.name))
     except ValueError as exc:          # an unknown SKU name
         raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/perf/hardware.yaml)") \
             from None

@@ -112,7 +112,9 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
     inv = load_and_validate(inventory_path)
     obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize)
     try:
-        rec = recommend_report(inv, obj, sku)
+        from deployctl.perf.calibration_store import load
+
+        rec = recommend_report(inv, obj, sku, calibration=load(inv.cluster.name))
     except ValueError as exc:          # an unknown SKU name
         raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/perf/hardware.yaml)") \
             from None

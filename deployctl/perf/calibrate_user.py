@@ -3,7 +3,7 @@
 The model's three deratings (deployctl.perf.calibration: k_hbm, k_compute for decode, k_prefill) are fitted to
 the measured points of one or more bench runs of this cluster, and stored in
 ``<run-dir>/calibration/<cluster>.json`` next to the run records (``<run-dir>/runs/<id>-bench/summary.json``).
-`plan` and `recommend` read it (deployctl.perf.model.context) and name it in their output until
+`plan`, `recommend` and `bench` read it (calibration_store.load, in the command) and pass it to the estimate, which names it in their output until
 `deployctl calibrate --remove`.
 
 What is fitted to what:

@@ -1,5 +1,6 @@
 """Where a cluster's own calibration (`deployctl calibrate`) is kept: ``<run-dir>/calibration/<cluster>.json``,
-read by the performance model (deployctl.perf.model.context) and written by deployctl.perf.calibrate_user."""
+read by the commands that estimate (plan, recommend, bench: the performance model itself reads no file) and written by
+deployctl.perf.calibrate_user."""
 
 from __future__ import annotations
 

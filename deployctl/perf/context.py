@@ -92,7 +92,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
                  microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
 
 
-def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
+def context(plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
     from deployctl import catalog
     from deployctl.models.plan import Degrees
     from deployctl.perf.calibration import fitted_for
@@ -116,14 +116,12 @@ def context(plan, sku: str | None = None, consts: Consts | None = None) -> Ctx:
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
     m = catalog.models()[inv.model.name]
     user = {}
-    if consts is None:          # the user's own calibration of this cluster, when `deployctl calibrate` stored one
-        from deployctl.perf.calibration_store import label, load
+    if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
+        from deployctl.perf.calibration_store import label  # read by the command that asks)
 
-        doc = load(inv.cluster.name)
-        if doc is not None:
-            consts = Consts(**doc["consts"])
-            user = {"source": f"{label(doc)} ({doc['file']}; `deployctl calibrate --remove` drops it)",
-                    "user_rms_error": doc.get("rms_error", 0.0)}
+        consts = Consts(**calibration["consts"])
+        user = {"source": f"{label(calibration)} ({calibration['file']}; `deployctl calibrate --remove` drops it)",
+                "user_rms_error": calibration.get("rms_error", 0.0)}
     consts = consts or fitted_for(inv.engine.kind)     # else the engine's own deratings (or the CloudMatrix fit)
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),

@@ -152,11 +152,12 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
     return out
 
 
-def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None) -> PlanEstimate:
+def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
+                  calibration: dict | None = None) -> PlanEstimate:
     """The estimate of every instance and of the deployment (see the module docstring)."""
     from deployctl.perf.calibration import ERROR_BOUND
 
-    ctx = ctx or context(plan, sku)
+    ctx = ctx or context(plan, sku, calibration=calibration)
     warnings = list(ctx.notes)
     for role in ("mixed", "prefill", "decode"):
         shapes = {(len(i.nodes), i.degrees) for i in plan.role(role)}
@@ -235,10 +236,10 @@ def default_workload(plan) -> Workload:
     return Workload(input_len=m.max_input_len, output_len=max(1, m.max_seq_len - m.max_input_len))
 
 
-def estimate_point(plan, input_len: int, output_len: int, concurrency: int) -> dict:
+def estimate_point(plan, input_len: int, output_len: int, concurrency: int, calibration: dict | None = None) -> dict:
     """ttft_ms, tpot_ms, output_tokens_per_s (deployment) and per_die_tokens_per_s at one measured point."""
     est = estimate_plan(plan, Workload(input_len=input_len, output_len=output_len, concurrency=concurrency),
-                        ctx=_cached_context(plan))
+                        ctx=_cached_context(plan, calibration))
     return {"ttft_ms": est.ttft_ms, "tpot_ms": est.tpot_ms, "output_tokens_per_s": est.output_tokens_per_s,
             "per_die_tokens_per_s": est.per_die_tokens_per_s}
 
@@ -246,14 +247,14 @@ def estimate_point(plan, input_len: int, output_len: int, concurrency: int) -> d
 _CONTEXTS: dict[int, tuple[object, Ctx]] = {}
 
 
-def _cached_context(plan) -> Ctx:
+def _cached_context(plan, calibration: dict | None = None) -> Ctx:
     """One context per plan object (bench asks for many points of the same plan); the plan is kept with it so
     its id stays its own."""
     hit = _CONTEXTS.get(id(plan))
     if hit is None or hit[0] is not plan:
         if len(_CONTEXTS) >= 8:
             _CONTEXTS.pop(next(iter(_CONTEXTS)))
-        hit = _CONTEXTS[id(plan)] = (plan, context(plan))
+        hit = _CONTEXTS[id(plan)] = (plan, context(plan, calibration=calibration))
     return hit[1]
 
 

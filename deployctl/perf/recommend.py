@@ -184,7 +184,8 @@ def _plan(inv, layout: dict):
     return plan, None
 
 
-def recommend_report(inv, objective: Objective, sku: str | None = None) -> Recommendation:
+def recommend_report(inv, objective: Objective, sku: str | None = None,
+                     calibration: dict | None = None) -> Recommendation:
     from deployctl.perf.model import batch_limit, context, estimate_plan, kv_concurrency
     from deployctl.perf.models import Workload
 
@@ -205,7 +206,7 @@ def recommend_report(inv, objective: Objective, sku: str | None = None) -> Recom
             dropped["same layout as another candidate"] = dropped.get("same layout as another candidate", 0) + 1
             continue
         seen.add(key)
-        ctx = context(plan, sku)
+        ctx = context(plan, sku, calibration=calibration)
         the_sku = ctx.sku.key
         calibrated = ctx.calibration.get("source") or calibrated
         held = kv_concurrency(ctx, objective.input_len, objective.output_len)
