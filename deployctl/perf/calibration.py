@@ -36,6 +36,15 @@ def fitted_for(kind: str) -> Consts:
     return Consts(**own) if own else FITTED
 
 
+def fitted_source(kind: str) -> str:
+    """Where the deratings fitted_for(kind) gives come from, as the estimate's assumptions say it."""
+    from deployctl import engines
+
+    own = getattr(engines.driver(kind), "perf_deratings_source", None)
+    return own or (f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
+                   "docs/performance-model.md); A2 SKUs reuse them")
+
+
 CM = "arXiv 2506.12708 (CloudMatrix384)"
 _CM_DECODE = dict(model="deepseek-r1", quant="w8a8", sku="910C", dies=320, dies_per_node=16, dp=320, moe_ep=320,
                   super_pod=True, extra_expert_slots=64, shared_in_ep=True, mtp_drafts=1, mtp_accept=0.7)

@@ -30,6 +30,7 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     cache: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)     # the user's calibration in use (deployctl calibrate)
+    consts_source: str = ""                              # where `consts` come from, for the assumptions
 
     @property
     def decoder(self):
@@ -95,7 +96,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
 def context(plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
     from deployctl import catalog
     from deployctl.models.plan import Degrees
-    from deployctl.perf.calibration import fitted_for
+    from deployctl.perf.calibration import fitted_for, fitted_source
     from deployctl.perf.hardware import default_reason, sku_for
     from deployctl.planning.memory import kv_bytes_per_token
     inv = plan.inventory
@@ -122,10 +123,13 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
         consts = Consts(**calibration["consts"])
         user = {"source": f"{label(calibration)} ({calibration['file']}; `deployctl calibrate --remove` drops it)",
                 "user_rms_error": calibration.get("rms_error", 0.0)}
+    where = user.get("source") or ("deratings given by the caller" if consts is not None
+                                   else fitted_source(inv.engine.kind))
     consts = consts or fitted_for(inv.engine.kind)     # else the engine's own deratings (or the CloudMatrix fit)
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
-               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user)
+               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user,
+               consts_source=where)
 
 
 def _prefill_batch(plan) -> int:

@@ -119,8 +119,6 @@ def _step_estimate(st: Step, seqs: float, tokens: float, ctx_len: float, extra=(
 
 
 def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
-    from deployctl.perf.calibration import ERROR_BOUND
-
     inter = {LINK_NAMES[link_keys(s)[1]] for s in ctx.setups.values()}
     out = [
         f"SKU {ctx.sku.key} ({ctx.sku_source})",
@@ -139,8 +137,7 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
          if any(su.microbatches > 1 for su in ctx.setups.values()) else
          "no two-microbatch overlap of communication (the engine settings turn none on; docs/performance-model.md "
          "lists the settings that do)"),
-        f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
-        "docs/performance-model.md); A2 SKUs reuse them",
+        ctx.consts_source,
     ]
     if ctx.plan.preset == "pd-split":
         out.append("pd-split: TTFT = one prompt's prefill + KV transfer P->D + the first decode step, plus M/D/1 "

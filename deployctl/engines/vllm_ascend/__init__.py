@@ -27,6 +27,12 @@ class VllmAscendDriver:
         return perf_deratings()
 
     @property
+    def perf_deratings_source(self) -> str:
+        from deployctl.engines.vllm_ascend.support import perf_deratings_source
+
+        return perf_deratings_source()
+
+    @property
     def settings(self):
         from deployctl.engines.vllm_ascend.settings import VllmAscendSettings
 

@@ -18,6 +18,12 @@ def perf_deratings() -> dict:
     return dict(read_data(__package__, "perf.yaml")["consts"])
 
 
+def perf_deratings_source() -> str:
+    """Where perf.yaml's deratings come from, as the estimate's assumptions say it."""
+    return (f"deratings fitted on vLLM-Ascend's own published points ({read_data(__package__, 'perf.yaml')['fitted_on']}"
+            "; docs/performance-model.md \"Per-engine deratings\", where the check-set errors are)")
+
+
 def feature(name: str, version: str | None) -> dict:
     from deployctl.engines.vllm_ascend.catalog import known
 
