@@ -241,18 +241,18 @@ def estimate_point(plan, input_len: int, output_len: int, concurrency: int, cali
             "per_die_tokens_per_s": est.per_die_tokens_per_s}
 
 
-_CONTEXTS: dict[int, tuple[object, Ctx]] = {}
+_CONTEXTS: dict[int, tuple[object, object, Ctx]] = {}
 
 
 def _cached_context(plan, calibration: dict | None = None) -> Ctx:
-    """One context per plan object (bench asks for many points of the same plan); the plan is kept with it so
-    its id stays its own."""
+    """One context per plan object and calibration (bench asks for many points of the same plan); both are kept
+    with it so their ids stay their own."""
     hit = _CONTEXTS.get(id(plan))
-    if hit is None or hit[0] is not plan:
+    if hit is None or hit[0] is not plan or hit[1] is not calibration:
         if len(_CONTEXTS) >= 8:
             _CONTEXTS.pop(next(iter(_CONTEXTS)))
-        hit = _CONTEXTS[id(plan)] = (plan, context(plan, calibration=calibration))
-    return hit[1]
+        hit = _CONTEXTS[id(plan)] = (plan, calibration, context(plan, calibration=calibration))
+    return hit[2]
 
 
 def describe(est: PlanEstimate) -> list[str]:
