@@ -35,33 +35,18 @@ def _from_checkpoint(info: ModelInfo) -> ModelInfo:
         "layers": d.layers, "dense_layers": d.dense_layers, "hidden": d.hidden, "heads": d.heads,
         "routed_experts": d.routed_experts, "shared_experts": d.shared_experts,
         "experts_per_token": d.experts_per_token, "mtp_layers": d.mtp_layers, "params_b": params_b(d),
-        "kv": kv_spec(d)})
-
-
-_FROM_CHECKPOINT: dict[str, ModelInfo] = {}
-_ARCH_FROM_CHECKPOINT: dict[str, dict] = {}
-_FAMILY_FROM_CHECKPOINT: dict[str, str] = {}
+        "kv": kv_spec(d), "family": d.family})
 
 
 def models() -> dict[str, ModelInfo]:
-    """The built-in models, and those described from a checkpoint (model.config_path) under their inventory name."""
-    return {**builtin_models(), **_FROM_CHECKPOINT}
+    """The built-in models (a model described from its checkpoint travels with its inventory: `model_of`)."""
+    return builtin_models()
 
 
-def register(info: ModelInfo, arch: dict | None = None, family: str = "") -> None:
-    """Make a model described from its checkpoint known under `info.key` (arch: perf/arch.yaml's extras; family:
-    deployctl.checkpoint's family id, which the engines' support matrices list)."""
-    _FROM_CHECKPOINT[info.key] = info
-    _ARCH_FROM_CHECKPOINT[info.key] = arch or {}
-    _FAMILY_FROM_CHECKPOINT[info.key] = family
-
-
-def checkpoint_family(key: str) -> str | None:
-    return _FAMILY_FROM_CHECKPOINT.get(key) if key in _FROM_CHECKPOINT else None
-
-
-def checkpoint_arch(key: str) -> dict | None:
-    return _ARCH_FROM_CHECKPOINT.get(key)
+def model_of(inv) -> ModelInfo | None:
+    """The model an inventory serves: the one described from its checkpoint (model.config_path, attached by
+    validation) or the built-in entry of model.name; None when neither exists (validation refuses that)."""
+    return inv.checkpoint_model or builtin_models().get(inv.model.name)
 
 
 @cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from deployctl.models.base import Frozen
 
@@ -54,6 +54,8 @@ class ModelInfo(Frozen):
     quants: dict[str, QuantBytes]
     mtp_layers: int = 0     # num_nextn_predict_layers of the checkpoint: MTP drafts need at least one
     checkpoint: str = ""    # catalog/checkpoints/<this>/: the checkpoint files the architecture numbers come from
+    family: str = ""        # deployctl.checkpoint's family id (the engines' support matrices list families)
+    arch: dict[str, Any] | None = None   # perf/arch.yaml's extras (MLA, DSA) of a model described from its checkpoint
 
     @property
     def moe_layers(self) -> int:

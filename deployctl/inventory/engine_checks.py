@@ -24,21 +24,31 @@ SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
 BIND_UNSAFE = re.compile(r"[:,\s]")
 
 
+def describe_checkpoint(inv, raw: RawInventory) -> tuple:
+    """(the inventory carrying the model described from model.config_path, the problems when it cannot be read);
+    the inventory unchanged without config_path."""
+    m = inv.model
+    if m.config_path is None:
+        return inv, []
+    from deployctl.checkpoint.adopt import describe_model
+
+    info, found = describe_model(raw.base_dir / Path(m.config_path).expanduser(), m.name)  # absolute stays as given
+    if found:
+        return inv, [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
+                                 "fix the checkpoint files named below, or point model.config_path elsewhere"),
+                     *found]
+    return inv.with_checkpoint(info), []
+
+
 def check_model(inv, raw: RawInventory) -> list[Problem]:
     from deployctl import catalog
 
     out = []
     m = inv.model
-    if m.config_path is not None:
-        from deployctl.checkpoint.adopt import adopt
-
-        found = adopt(raw.base_dir / Path(m.config_path).expanduser(), m.name)     # absolute paths stay as given
-        if found:
-            return [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
-                                "fix the checkpoint files named below, or point model.config_path elsewhere"),
-                    *found]
+    if m.config_path is not None and inv.checkpoint_model is None:
+        return []       # describe_checkpoint reported why
     models = catalog.models()
-    info = models.get(m.name)
+    info = catalog.model_of(inv)
     if info is None:
         close = [k for k in models if k.startswith(m.name)] or difflib.get_close_matches(m.name, list(models), n=1)
         out.append(raw.problem(("model", "name"), f"model '{m.name}' is not in the catalog",

@@ -9,7 +9,7 @@ from typing import Callable
 from deployctl import engines
 from deployctl.errors import InventoryError, Problem
 from deployctl.inventory.apply_facts import apply_facts
-from deployctl.inventory.engine_checks import check_engine, check_kubernetes, check_model
+from deployctl.inventory.engine_checks import check_engine, check_kubernetes, check_model, describe_checkpoint
 from deployctl.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps
 from deployctl.inventory.hccn import read_hccn_conf
 from deployctl.inventory.hostile import check_ssh, hostile_problems
@@ -75,6 +75,8 @@ def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | Non
     inv, problems = resolve_devices(inv, raw, read_text or read_hccn_conf)
     if facts is not None:
         inv = apply_facts(inv, facts)
+    inv, unread = describe_checkpoint(inv, raw)
+    problems += unread
     bad_hccn = {n.name for i, n in enumerate(inv.nodes)
                 if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
     for check in CHECKS:

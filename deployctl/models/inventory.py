@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deployctl import engines
 from deployctl.models.base import Strict
@@ -359,6 +359,19 @@ class Inventory(Strict):
     deploy: Deploy = Field(default_factory=Deploy, description="`up` / `rollback` / `history` on the hosts.")
 
     _engine_kind = field_validator("engine", mode="before")(_default_kind)
+    # the model described from model.config_path (a catalog ModelInfo), attached by validation: with_checkpoint
+    _checkpoint: Any = PrivateAttr(None)
+
+    @property
+    def checkpoint_model(self) -> Any:
+        """The ModelInfo validation described from model.config_path's checkpoint files; None without one."""
+        return self._checkpoint
+
+    def with_checkpoint(self, info: Any) -> "Inventory":
+        """A copy carrying the model described from its checkpoint (copies made from it keep it)."""
+        out = self.model_copy()
+        out._checkpoint = info
+        return out
 
     @property
     def devices_per_node(self) -> int:

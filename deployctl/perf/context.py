@@ -75,7 +75,7 @@ def mtp_of(engine) -> tuple[int, str]:
 
 
 def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
-    from deployctl import engines
+    from deployctl import catalog, engines
 
     inv = plan.inventory
     d = inst.degrees
@@ -85,8 +85,8 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
     env = {**inv.engine.model_dump().get("env", {}), **(role.env if role is not None else {})}
     overlap = getattr(engines.for_inventory(inv), "microbatch_overlap", None)   # the engine's two-microbatch overlap
     dbo = overlap(inv.engine, env)[0] if overlap is not None else 0
-    return Setup(model=inv.model.name, quant=inv.model.quant, sku=sku, dies=inst.world_size,
-                 dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
+    return Setup(model=inv.model.name, info=catalog.model_of(inv), quant=inv.model.quant, sku=sku,
+                 dies=inst.world_size, dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,
                  super_pod=inv.cluster.super_pod and len(pods) <= 1,
                  mtp_drafts=drafts if inst.role != "prefill" else 0, mtp_accept=accept,
@@ -115,7 +115,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
               source=f"{drafts} draft token(s) from {where}; {why}" if drafts else
               "none: model.speculative is not set and the engine settings name no MTP")
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
-    m = catalog.models()[inv.model.name]
+    m = catalog.model_of(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
         from deployctl.perf.calibration_store import label  # read by the command that asks)

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
-from deployctl.perf.hardware import Sku, arch, ep_comm, efficiency, interp_log, links
+from deployctl.perf.hardware import Sku, arch, arch_of, ep_comm, efficiency, interp_log, links
 
 
 @dataclass(frozen=True)
 class Setup:
     """One instance as the estimator sees it (degrees as in deployctl.models.plan.Degrees)."""
 
-    model: str                      # catalog key (deployctl/catalog/models.yaml)
+    model: str                      # catalog key (deployctl/catalog/models.yaml), or the inventory's model.name
     quant: str
     sku: Sku
     dies: int                       # ranks of the instance
@@ -41,6 +42,15 @@ class Setup:
     mtp_accept: float = 0.7         # acceptance of each draft position
     microbatches: int = 1           # 2: communication overlapped with compute by two microbatches
     dbo_decode_tokens: int = 0      # decode overlaps only above this many tokens per DP group (0: decode never)
+    info: Any = field(default=None, compare=False)   # the ModelInfo (None: the built-in catalog's entry of `model`)
+
+    @property
+    def model_info(self):
+        if self.info is not None:
+            return self.info
+        from deployctl import catalog
+
+        return catalog.builtin_models()[self.model]
 
     @property
     def accepted(self) -> float:
@@ -131,12 +141,6 @@ class Step:
         return sorted(out, key=lambda t: -t[1])
 
 
-def _model(name: str):
-    from deployctl import catalog
-
-    return catalog.models()[name]
-
-
 def _int8(b: float) -> bool:
     return b < 2       # INT8/INT4 weights run INT8 GEMMs (W8A8, W4A8); BF16 weights run BF16
 
@@ -151,7 +155,7 @@ def mean_min(s: float, cap: float) -> float:
 def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     """(FLOPs per query token per layer on one die, KV bytes per sequence per layer read in decode)."""
     q = m.quants[s.quant]
-    a = arch(s.model)
+    a = arch_of(s.model_info)
     heads = m.heads / s.tp
     if m.kv.kind in ("gqa", "hybrid"):     # hybrid: the full-attention layers' cost (step() counts those layers)
         kv_heads = math.ceil(m.kv.kv_heads / s.tp)
@@ -176,11 +180,11 @@ def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     return flops, 0.0
 
 
-def layer_overhead(model: str) -> float:
+def layer_overhead(info) -> float:
     """Seconds of fixed kernel costs per layer: ops per layer (arch.yaml) x msModeling's static cost per op."""
     from deployctl.perf.hardware import catalog
 
-    ops = arch(model).get("ops_per_layer") or arch("deepseek-v3")["ops_per_layer"]
+    ops = arch_of(info).get("ops_per_layer") or arch("deepseek-v3")["ops_per_layer"]
     static = catalog()["op_static"]
     return (ops["matmul"] * static["matmul_us"]["value"] + ops["vector"] * static["vector_us"]["value"]) * 1e-6
 
@@ -255,7 +259,7 @@ def _local_tp_comm(s: Setup, m, st: Step, layers: int, own: float, sampled: floa
     token) and reduce-scatters its hidden output; lm_head all-gathers the hidden states and sends the
     vocabulary-split BF16 logits back to each token's die. Two collectives each, with the all-reduce's latency.
     `own`: the tokens one die brings (its DP group's); `sampled`: those of them that reach lm_head."""
-    v_dim = arch(s.model).get("mla", {}).get("v_head_dim") or m.kv.head_dim or 128
+    v_dim = arch_of(s.model_info).get("mla", {}).get("v_head_dim") or m.kv.head_dim or 128
     vocab = m.params_b.lm_head * 1e9 / m.hidden
     eta, lat = efficiency()["eta_link"], ep_comm()["allreduce_latency_us"] * 1e-6
     for name, g, count, n, per_token in (("o_proj TP gather + reduce-scatter", s.o_proj_tp, layers, own,
@@ -280,7 +284,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     prefill: ``tokens_group`` prompt tokens per active DP group, prompts of ``ctx`` tokens; ``groups_active`` DP
     groups carry a batch (default all), the others only serve their experts.
     """
-    m = _model(s.model)
+    m = s.model_info
     q = m.quants[s.quant]
     p = m.params_b
     eff = efficiency()
@@ -355,7 +359,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
         st.comm[name] = moe_layers * t
         st.comm_bytes[name] = moe_layers * moe_bytes
     _local_tp_comm(s, m, st, layers, local, local if decode else local / max(ctx, 1))
-    st.overhead = layers * layer_overhead(s.model) * c.k_fixed
+    st.overhead = layers * layer_overhead(s.model_info) * c.k_fixed
     if s.pp > 1:
         _, inter = link_keys(s)
         ln = links()[inter]

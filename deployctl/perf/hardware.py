@@ -164,12 +164,16 @@ def interp_log(curve: tuple[tuple[float, float], ...], ep: float) -> float:
 
 
 def arch(model: str) -> dict[str, float | dict]:
-    """arch.yaml entry of a catalog model, `same_as` resolved, values without their sources; for a model described
-    from its checkpoint (model.config_path), its MLA/DSA dimensions ({} when absent)."""
-    from deployctl.catalog import checkpoint_arch
+    """arch.yaml entry of a catalog model, `same_as` resolved, values without their sources."""
+    return _arch(model)
 
-    extra = checkpoint_arch(model)
-    return dict(extra) if extra is not None and model not in arch_catalog() else _arch(model)
+
+def arch_of(info) -> dict[str, float | dict]:
+    """arch.yaml's entry of a catalog ModelInfo; for a model described from its checkpoint (model.config_path) and
+    not in arch.yaml, its own MLA/DSA dimensions ({} when it has none)."""
+    if info.arch is not None and info.key not in arch_catalog():
+        return dict(info.arch)
+    return _arch(info.key)
 
 
 @cache

@@ -79,7 +79,8 @@ def layouts(inv) -> list[dict]:
         out.append({"preset": "single"})
     else:
         out.append({"preset": "tp-pp"})
-    experts = catalog.models()[inv.model.name].routed_experts if inv.model.name in catalog.models() else 0
+    info = catalog.model_of(inv)
+    experts = info.routed_experts if info is not None else 0
     for tp in _divisors(per):
         for moe_tp in _divisors(per) if experts else [1]:      # a dense model has no expert split to vary
             lay: dict = {"preset": "dp-ep", "tp": tp}

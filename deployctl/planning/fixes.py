@@ -74,7 +74,7 @@ def suggestions(inv) -> list[tuple[str, object]]:
         if plan is not None:
             tips.append((f"use {count} x {hw} ({_describe(plan)})", plan.inventory))
             break
-    info = catalog.models().get(inv.model.name)
+    info = catalog.model_of(inv)
     if info is not None:
         own = info.quants.get(inv.model.quant)
         others = sorted((q for q in info.quants if q != inv.model.quant),

@@ -136,7 +136,7 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
     raw = raw or RawInventory(data={}, file="<inventory>", base_dir=None)
     preset = effective_preset(inv)
     per_node = inv.devices_per_node
-    model = catalog.models().get(inv.model.name)
+    model = catalog.model_of(inv)
     specs = _role_specs(inv)
     if preset is None:
         specs[0].problems.append(raw.problem(("layout",), "no layout preset and no degrees for a "

@@ -38,7 +38,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     inv = for_role(inv, role)
     mem = engines.for_inventory(inv).memory(inv, role, deg)
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
-    return memory_fit(catalog.models()[inv.model.name], quant, split, hbm_gb=inv.cluster.hbm_gb,
+    return memory_fit(catalog.model_of(inv), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name)
@@ -46,7 +46,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
     """Concrete ways out: a smaller quantization that fits this layout, or the dp-ep size that fits."""
-    info = catalog.models()[inv.model.name]
+    info = catalog.model_of(inv)
     own = info.quants[inv.model.quant]
     tips = []
     smaller = [q for q, b in info.quants.items() if b.experts < own.experts]
@@ -70,7 +70,7 @@ def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
 
 
 def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
-    info = catalog.models()[inv.model.name]
+    info = catalog.model_of(inv)
     hw = inv.cluster.hardware.upper()
     problems = []
     for inst in failing:
@@ -109,7 +109,7 @@ def _plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
     problems = [p for s in specs for p in s.problems]
     if problems:
         raise LayoutError("the layout does not fit these nodes", problems=problems)
-    info = catalog.models()[inv.model.name]
+    info = catalog.model_of(inv)
     instances = []
     for spec in specs:
         fit = _fits(inv, inv.model.quant, spec.degrees, spec.role)

@@ -163,7 +163,7 @@ def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence(tm
     su = ctx.setups[plan.instances[0].name]
     st = step(su, "decode", 8, 4096, ctx.consts, seqs_group=8)
     (core,) = [p for p in st.parts if p.name.startswith("attention core")]
-    info = catalog.models()["qwen3-next"]
+    info = catalog.model_of(plan.inventory)
     kv_per_seq_layer = 4096 * 2 * 1 * 256 * 2                     # 2 KV heads over TP 8: one per rank
     state = info.kv.state_bytes_per_seq / 8
     assert core.bytes == pytest.approx(12 * 8 * kv_per_seq_layer + 8 * state)

@@ -40,23 +40,21 @@ def test_gqa_kv_read_scales_with_kv_heads_over_tp(tp, share):
     assert kv(tp) == pytest.approx(kv(1) * share)
 
 
-def test_hybrid_reads_kv_only_on_full_layers(monkeypatch):
+def test_hybrid_reads_kv_only_on_full_layers():
     from deployctl import catalog
 
-    models = dict(catalog.models())
-    base = models["qwen3-235b-a22b"]
+    base = catalog.models()["qwen3-235b-a22b"]
     state = 8 << 20
-    models["hybrid-test"] = base.model_copy(update={
+    hybrid = base.model_copy(update={
         "key": "hybrid-test", "kv": base.kv.model_copy(update={"kind": "hybrid", "full_layers": base.layers // 4,
                                                                "state_bytes_per_seq": state, "state_split": 4})})
-    monkeypatch.setattr(catalog, "models", lambda: models)
     seqs, ctx = 8, 16384
     full = _part(step(setup(model="qwen3-235b-a22b", tp=4, dp=8), "decode", seqs, ctx, FITTED), "attention core")
-    hyb = _part(step(setup(model="hybrid-test", tp=4, dp=8), "decode", seqs, ctx, FITTED), "attention core")
+    hyb = _part(step(setup(model="hybrid-test", info=hybrid, tp=4, dp=8), "decode", seqs, ctx, FITTED), "attention core")
     # a quarter of the layers read KV; every sequence reads its fixed linear state once (split over 4 ranks)
     share = (base.layers // 4) / base.layers
     assert hyb.bytes == pytest.approx(full.bytes * share + seqs * state / 4)
-    longer = _part(step(setup(model="hybrid-test", tp=4, dp=8), "decode", seqs, 2 * ctx, FITTED), "attention core")
+    longer = _part(step(setup(model="hybrid-test", info=hybrid, tp=4, dp=8), "decode", seqs, 2 * ctx, FITTED), "attention core")
     assert longer.bytes - hyb.bytes == pytest.approx(full.bytes * share)     # the state does not grow with context
 
 

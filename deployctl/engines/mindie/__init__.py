@@ -41,7 +41,7 @@ class MindieDriver:
     def role_preset(self, inv, preset: str, role: str) -> dict | None:
         from deployctl.engines.mindie.support import role_preset
 
-        return role_preset(inv.model.name, role) if preset == "pd-split" else None
+        return role_preset(inv, role) if preset == "pd-split" else None
 
     def needs_interfaces(self, inv) -> str | None:
         from deployctl.engines.mindie.support import needs_interfaces

@@ -72,7 +72,7 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
 
 def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = role_inventory(plan, node)
-    info = catalog.models()[inv.model.name]
+    info = catalog.model_of(inv)
     d = inst.degrees
     # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803).
     # Otherwise worldSize is this server's own NPU count, as npuDeviceIds lists them: BackendConfig refuses the
@@ -83,7 +83,7 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     mc = {
         "modelInstanceType": "Standard", "modelName": inv.model.served_name,
         "modelWeightPath": inv.model.weights_path, "worldSize": world,
-        "cpuMemSize": 5, "npuMemSize": -1, "backendType": backend(inv.model.name), "trustRemoteCode": False,
+        "cpuMemSize": 5, "npuMemSize": -1, "backendType": backend(inv), "trustRemoteCode": False,
         "tp": d.tp, "dp": d.dp, "pp": d.pp, "cp": d.cp, "sp": 1, "moe_tp": d.moe_tp, "moe_ep": d.moe_ep,
     }
     spec = inv.model.speculative
@@ -97,7 +97,7 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         if node.role == "decode":
             mc["kv_trans_timeout"] = 10
     # local TP keys exist on the atb runtime only (torch: parallel_info_manager.py L226-243 reads none)
-    if info.kv.kind == "mla" and (d.o_proj_tp or d.lm_head_tp) and backend(inv.model.name) == "atb":
+    if info.kv.kind == "mla" and (d.o_proj_tp or d.lm_head_tp) and backend(inv) == "atb":
         opts = {}
         if d.lm_head_tp:
             opts["lm_head_local_tp"] = d.lm_head_tp

@@ -111,8 +111,8 @@ def _pd(plan) -> list[Finding]:
 def layout_findings(plan) -> list[Finding]:
     from deployctl.engines.mindie.support import backend, model_entry
 
-    entry, _ = model_entry(plan.inventory.model.name)
-    runtime = backend(plan.inventory.model.name)
+    entry, _ = model_entry(plan.inventory)
+    runtime = backend(plan.inventory)
     out = _pd(plan) if plan.preset == "pd-split" else []
     for inst in plan.instances:
         out += _torch(plan, inst) if runtime == "torch" else _atb(plan, inst)

@@ -18,37 +18,38 @@ def matrix() -> dict:
     return read_data(__package__, "support.yaml")
 
 
-def model_entry(model: str) -> tuple[dict, str]:
-    """(support entry, note) of a catalog model; `same_as` entries resolve to their twin."""
-    from deployctl.catalog import checkpoint_family
+def model_entry(inv) -> tuple[dict, str]:
+    """(support entry, note) of the inventory's model; `same_as` entries resolve to their twin."""
+    from deployctl import catalog
 
     models = matrix()["models"]
+    info = catalog.model_of(inv)
     # a model described from its checkpoint (model.config_path): its family's entry
-    entry = models.get(model) or matrix().get("families", {}).get(checkpoint_family(model) or "", {})
+    entry = models.get(inv.model.name) or matrix().get("families", {}).get(info.family if info else "", {})
     if "same_as" in entry:
         return models[entry["same_as"]], entry.get("note", "")
     return entry, ""
 
 
-def backend(model: str) -> str:
-    entry, _ = model_entry(model)
+def backend(inv) -> str:
+    entry, _ = model_entry(inv)
     return entry.get("backend", {}).get("value", "atb")
 
 
-def role_preset(model: str, role: str) -> dict | None:
+def role_preset(inv, role: str) -> dict | None:
     """The degrees of a pd-split role on this model's backend (support.yaml role_presets)."""
-    return matrix()["role_presets"].get(backend(model), {}).get(role)
+    return matrix()["role_presets"].get(backend(inv), {}).get(role)
 
 
 def needs_gloo_interface(plan, inst) -> bool:
     """The torch runtime's gloo groups span servers: every node must name its interface (GLOO_SOCKET_IFNAME)."""
-    return backend(plan.inventory.model.name) == "torch" and (inst.multi_node or plan.preset == "pd-split")
+    return backend(plan.inventory) == "torch" and (inst.multi_node or plan.preset == "pd-split")
 
 
 def needs_interfaces(inv) -> str | None:
     """GLOO_SOCKET_IFNAME on every node of a multi-node torch-runtime deployment (deepseek_v3.2.md L138)."""
     spans = len(inv.nodes) > 1 or inv.layout.prefill is not None
-    if backend(inv.model.name) != "torch" or not spans:
+    if backend(inv) != "torch" or not spans:
         return None
     return ("the torch runtime's gloo groups need GLOO_SOCKET_IFNAME on every node of a multi-node instance "
             "(MindIE-LLM deepseek_v3.2.md L138; faq.md: gloo picks a wrong interface, Connection refused)")
@@ -60,7 +61,7 @@ def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
     env = preset_env(inv.cluster.hardware, role, inv.engine.env, model=inv.model.name)
     notes = ()
     o_proj, lm_head = degrees.o_proj_tp, degrees.lm_head_tp
-    if backend(inv.model.name) == "torch":
+    if backend(inv) == "torch":
         feat = matrix()["features"]["local_tp"]["torch"]
         o_proj = lm_head = None   # o_proj follows attention tp, lm_head the MLP tp (= tp)
         notes = ("torch runtime: o_proj and lm_head split by tp; local TP keys have no effect ("
@@ -114,7 +115,7 @@ def _matrix(plan) -> list:
     elif data["versions"][ver]["sources"].startswith("none"):
         out.append(Finding("warning", "engine.version", f"MindIE {ver}: no public source covers this version; "
                            "every rule below is unverified for it"))
-    entry, note = model_entry(inv.model.name)
+    entry, note = model_entry(inv)
     name = plan.model_display
     if note:
         out.append(Finding("warning", "model.name", note))

@@ -33,7 +33,7 @@ def feature(name: str, version: str | None) -> dict:
 def is_moe(plan) -> bool:
     from deployctl import catalog
 
-    return catalog.models()[plan.inventory.model.name].routed_experts > 0
+    return catalog.model_of(plan.inventory).routed_experts > 0
 
 
 @cache
@@ -115,11 +115,12 @@ def needs_interfaces(inv) -> str | None:
             "the NIC carrying the node's IP; every multi-node tutorial)")
 
 
-def _family_entry(data: dict, name: str) -> dict:
+def _family_entry(data: dict, inv) -> dict:
     """A model described from its checkpoint (model.config_path): its family's entry (support.yaml families)."""
-    from deployctl.catalog import checkpoint_family
+    from deployctl import catalog
 
-    return data.get("families", {}).get(checkpoint_family(name) or "", {})
+    info = catalog.model_of(inv)
+    return data.get("families", {}).get(info.family if info else "", {})
 
 
 def check(plan) -> list[Finding]:
@@ -131,7 +132,7 @@ def check(plan) -> list[Finding]:
                            f"({plan.engine.version_source}) is not in the support matrix (known: "
                            f"{', '.join(data['versions'])}): flags are checked against the nearest older table; "
                            "unverified", hint="set engine.version"))
-    entry = data["models"].get(plan.inventory.model.name) or _family_entry(data, plan.inventory.model.name)
+    entry = data["models"].get(plan.inventory.model.name) or _family_entry(data, plan.inventory)
     note = entry.get("note", "")
     if "same_as" in entry:
         entry = data["models"][entry["same_as"]]
