@@ -26,7 +26,14 @@ from conftest import EXAMPLES, HELM, ROOT
 pytestmark = pytest.mark.e2e
 
 COMMANDS = ["validate", "plan", "recommend", "render", "preflight", "up", "rollback", "history", "down",
-            "status", "logs", "diff", "bench", "calibrate", "engines", "schema"]
+            "status", "logs", "diff", "watch", "bench", "calibrate", "engines", "schema", "weights", "observe"]
+GROUPS = {"weights": ["check", "sync"], "observe": ["render"]}
+
+
+def _listed(help_text: str) -> list[str]:
+    """The command names of a --help page's "Commands:" section."""
+    section = help_text.split("Commands:", 1)[1] if "Commands:" in help_text else ""
+    return [line.split()[0] for line in section.splitlines() if line.startswith("  ") and line.split()]
 CHART_EXAMPLES = ROOT / "charts" / "examples"
 
 
@@ -80,11 +87,15 @@ def test_the_wheel_ships_every_module_and_data_file_of_the_package(installed):
 def test_every_command_answers_help_from_the_wheel(installed, tmp_path):
     top = _run([str(installed / "deployctl"), "--help"], cwd=tmp_path)
     assert top.returncode == 0, top.stderr
-    listed = [c for c in COMMANDS if f" {c} " in top.stdout]
+    listed = _listed(top.stdout)
     assert listed == COMMANDS, f"commands in --help: {listed}"
-    for command in COMMANDS:
+    for command in listed:
         r = _run([str(installed / "deployctl"), command, "--help"], cwd=tmp_path)
         assert r.returncode == 0 and "Usage:" in r.stdout, f"{command} --help: {r.stdout[-500:]}{r.stderr[-1500:]}"
+        assert _listed(r.stdout) == GROUPS.get(command, []), f"{command}'s subcommands: {_listed(r.stdout)}"
+        for sub in GROUPS.get(command, []):
+            r = _run([str(installed / "deployctl"), command, sub, "--help"], cwd=tmp_path)
+            assert r.returncode == 0 and "Usage:" in r.stdout, f"{command} {sub} --help: {r.stderr[-1500:]}"
     engines = _run([str(installed / "deployctl"), "engines"], cwd=tmp_path)
     assert engines.returncode == 0 and "mindie" in engines.stdout and "vllm" in engines.stdout, engines.stderr
     schema = _run([str(installed / "deployctl"), "schema", "-o", "inventory.schema.json"], cwd=tmp_path)
