@@ -80,7 +80,13 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
     if spec is not None and spec.method == "mtp" and info is not None and not info.mtp_layers:
         out.append(raw.problem(("model", "speculative", "method"), f"{info.display} has no MTP layers "
                                "(its config.json has no num_nextn_predict_layers)",
-                               "use eagle/eagle3 with draft_weights_path, or remove model.speculative"))
+                               "use eagle/eagle3/dflash with draft_weights_path, or remove model.speculative"))
+    for role in ("prefill", "decode"):
+        own = getattr(getattr(inv.layout, role, None), "model", None)
+        if own is not None and own.speculative_tokens is not None and spec is None:
+            out.append(raw.problem(("layout", role, "model", "speculative_tokens"), "speculative_tokens without "
+                                   "model.speculative", "set model.speculative (method, draft) first; this key "
+                                   "changes only the role's drafted tokens"))
     if spec is not None and spec.draft_weights_path is not None:
         out += _check_mount_path(raw, ("model", "speculative", "draft_weights_path"), spec.draft_weights_path,
                                  "the draft model's weights")

@@ -52,6 +52,9 @@ def for_role(inv, role: str):
     model = inv.model
     if block.model is not None:
         limits = {k: v for k, v in block.model.model_dump().items() if v is not None}
+        tokens = limits.pop("speculative_tokens", None)
+        if tokens is not None and model.speculative is not None:      # without model.speculative: refused
+            limits["speculative"] = model.speculative.model_copy(update={"tokens": tokens})
         model = model.model_copy(update=limits)
     view = inv.model_copy(update={"engine": engine, "model": model})
     cache[role] = view

@@ -78,12 +78,13 @@ class Speculative(Strict):
     {"plugin_type":"mtp","num_speculative_tokens":N}, vLLM-Ascend `--speculative-config`; the performance model
     counts the drafts. An engine (or version) that does not run the method refuses it, with its source."""
 
-    method: Literal["mtp", "eagle", "eagle3"] = Field(description=(
+    method: Literal["mtp", "eagle", "eagle3", "dflash"] = Field(description=(
         "mtp: the checkpoint's own next-token layers (DeepSeek's num_nextn_predict_layers); eagle/eagle3: a "
-        "draft model."))
+        "draft model; dflash: a block-diffusion draft model. Which engine versions run which method: "
+        "docs/engines.md."))
     tokens: int = Field(1, ge=1, le=16, description="num_speculative_tokens: drafted tokens per step.")
     draft_weights_path: str | None = Field(None, description=(
-        "eagle/eagle3: the draft model's weights, as the engine container sees them (mount them with "
+        "eagle/eagle3/dflash: the draft model's weights, as the engine container sees them (mount them with "
         "engine.mounts)."))
     acceptance: list[float] | None = Field(None, min_length=1, max_length=16, description=(
         "For the performance estimate only: the share of drafts accepted at each position, measured on your "
@@ -167,6 +168,9 @@ class RoleModel(Strict):
     max_prefill_tokens: int | None = Field(None, gt=0, le=4194304, description=(
         "This role's prefill batch in tokens, over model.max_prefill_tokens. Unset on a decode role of an engine "
         "that chunks prompts: its max_batch_size x (1 + speculative tokens), the tokens of one decode step."))
+    speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
+        "This role's drafted tokens per step, over model.speculative.tokens (needs model.speculative). "
+        "Published deployments draft fewer tokens on prefill than on decode (e.g. 1 and 7)."))
 
 
 class RoleLayout(DegreeFields):

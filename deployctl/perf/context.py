@@ -104,7 +104,10 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
     the_sku = sku_for(plan.hardware, given)
     source = (f"given ({sku})" if sku else f"cluster.sku ({given})" if given else
               f"default for {plan.hardware}: {default_reason(plan.hardware)}")
-    spec = inv.model.speculative
+    from deployctl.inventory.roles import for_role
+
+    decoding = "decode" if any(i.role == "decode" for i in plan.instances) else "mixed"
+    spec = for_role(inv, decoding).model.speculative        # pd-split: the decode role's drafts (its own tokens)
     drafts, where = ((spec.tokens, f"model.speculative ({spec.method})") if spec is not None
                      else mtp_of(inv.engine))
     from deployctl.perf.speculative import acceptance

@@ -1,7 +1,8 @@
 """Speculative decoding in the performance model: how many drafted tokens a step accepts, per method.
 
 MTP: 0.7 per draft position, geometric (CloudMatrix384 MTP1, planner-math.md §4.3). Draft-model methods (EAGLE,
-EAGLE3): the per-position acceptance in speculative.yaml, each with its source.
+EAGLE3): the per-position acceptance in speculative.yaml, each with its source; DFlash: a published mean accept
+length at a block size, turned into the geometric per-position rate that gives it.
 """
 
 from __future__ import annotations
@@ -29,15 +30,27 @@ def acceptance(method: str, drafts: int, measured: list[float] | None = None) ->
         return (MTP_ACCEPT, sum(MTP_ACCEPT ** i for i in range(1, drafts + 1)),
                 "acceptance 0.7 per position (CloudMatrix384 MTP1, planner-math.md §4.3; MTP3 gives 1.53 against "
                 "cann-recipes' measured 1.44)")
-    rates = table[method]["per_position"]
+    entry = table[method]
+    if "accept_length" in entry:        # tokens per verify step at `drafts` drafts, the step's own token included
+        rate = round(_geometric(entry["accept_length"] - 1, entry["drafts"]), 4)
+        accepted = sum(rate ** i for i in range(1, drafts + 1))
+        return rate, accepted, (f"{method} mean accept length {entry['accept_length']} at {entry['drafts']} drafts "
+                                f"= {rate:.3f} per position (geometric), {accepted:.2f} accepted per step at "
+                                f"{drafts} ({entry['source']})")
+    rates = entry["per_position"]
     accepted = sum(rates[:drafts])
-    # the step model counts a + a^2 + ... accepted drafts: the a that gives the same expectation
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, drafts + 1)) < accepted else (lo, mid)
+    lo = _geometric(accepted, drafts)
     note = (f"{method} acceptance per position {', '.join(map(str, rates[:drafts]))} = {accepted:.2f} accepted "
             f"per step ({table[method]['source']})")
     if drafts > len(rates):
         note += f"; positions past {len(rates)} have no source and count as not accepted"
     return round(lo, 4), accepted, note
+
+
+def _geometric(accepted: float, drafts: int) -> float:
+    """The a with a + a^2 + ... + a^drafts = accepted (how the step model counts accepted drafts)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid ** i for i in range(1, drafts + 1)) < accepted else (lo, mid)
+    return lo

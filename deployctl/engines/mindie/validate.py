@@ -149,10 +149,15 @@ def _speculative(inv, raw) -> list[Problem]:
         out.append(raw.problem(("model", "speculative", "method"), f"MindIE runs no {spec.method} drafts: its "
                                f"speculative plugins are mtp, la and memory_decoding ({PLUGIN_SOURCE} L127-135)",
                                "use method: mtp (DeepSeek), or the vllm-ascend engine"))
-    elif spec.tokens > MTP_MAX_TOKENS:
-        out.append(raw.problem(("model", "speculative", "tokens"), f"MindIE refuses mtp num_speculative_tokens "
-                               f"{spec.tokens} (at most {MTP_MAX_TOKENS}: {PLUGIN_SOURCE} L50-55)",
-                               f"use 1..{MTP_MAX_TOKENS}"))
+        return out
+    tokens = [(("model", "speculative", "tokens"), spec.tokens)] + [
+        (("layout", role, "model", "speculative_tokens"), own.speculative_tokens) for role in ("prefill", "decode")
+        if (own := getattr(getattr(inv.layout, role, None), "model", None)) is not None
+        and own.speculative_tokens is not None]
+    for path, n in tokens:
+        if n > MTP_MAX_TOKENS:
+            out.append(raw.problem(path, f"MindIE refuses mtp num_speculative_tokens {n} (at most {MTP_MAX_TOKENS}: "
+                                   f"{PLUGIN_SOURCE} L50-55)", f"use 1..{MTP_MAX_TOKENS}"))
     return out
 
 

@@ -156,6 +156,12 @@ def check(plan) -> list[Finding]:
     if plan.preset == "pd-split" and feature("pd_mooncake", version).get("value") != "yes":
         out.append(Finding("error", "layout.preset", f"no Mooncake prefill/decode split in vLLM-Ascend {version}",
                            feature("pd_mooncake", version).get("source", "")))
+    spec = plan.inventory.model.speculative
+    methods = data["speculative_methods"].get(version, {})
+    if spec is not None and methods and spec.method not in methods.get("methods", []):
+        out.append(Finding("error", "model.speculative.method", f"vLLM-Ascend {version} has no {spec.method} "
+                           f"drafter (its methods: {', '.join(methods['methods'])})", methods.get("source", ""),
+                           hint="use a newer image (dflash: vLLM-Ascend 0.23) or another method"))
     moved = data.get("moved_env", {}).get(version, {})
     for key in sorted(set(plan.inventory.engine.env) & set(moved)):
         m = moved[key]

@@ -42,4 +42,7 @@ def markdown_table() -> str:
     for key, per in matrix()["features"].items():
         cells = [per.get(v, {}).get("value", "unverified") for v in matrix()["versions"]]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    drafts = {v: matrix()["speculative_methods"].get(v, {}).get("methods", []) for v in matrix()["versions"]}
+    lines.append("| model.speculative methods | " + " | ".join(
+        ", ".join(m for m in ("mtp", "eagle", "eagle3", "dflash") if m in drafts[v]) for v in drafts) + " |")
     return "\n".join(lines) + "\n"
