@@ -234,3 +234,13 @@ def test_every_fixture_and_shipped_checkpoint_names_its_source():
             if f.name != "SOURCE":
                 assert f.name in source, (d, f.name)
         assert re.search(r"commit: +[0-9a-f]{40}", source), d
+
+
+@pytest.mark.parametrize("newer,base", [("minimax-m2.5", "minimax-m2"), ("minimax-m2.7", "minimax-m2"),
+                                        ("kimi-k2.5", "kimi-k2.6")])
+def test_later_releases_read_with_their_predecessors_sizes(newer, base):
+    """MiniMax-M2.5/M2.7 and Kimi-K2.5 (real files, aiconfigurator) against the real M2 and K2.6 files: the same
+    family, parameters per class, cache layout and quantization (the conformance corpus sizes M2.5/M2.7 from theirs)."""
+    a, b = describe(FIXTURES / newer), describe(FIXTURES / base)
+    assert (a.family, a.params, a.kv_elements_per_token_layer(), a.quantization) == (
+        b.family, b.params, b.kv_elements_per_token_layer(), b.quantization)
