@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from deployctl.errors import LayoutError
-from tests.checkpoint.quoted import QUOTED, write
 from tests.checkpoint.test_plan import FIXTURES, inventory, plan_of
 
 
@@ -50,16 +49,15 @@ def _mindie(name: str, ck: Path, quant: str, nodes: int) -> str:
                      engine="mindie").replace("'mindie:test'", f"'{MINDIE_22}'")
 
 
-def test_mindie_refuses_a_quantization_its_support_list_marks_no_for_the_family(tmp_path):
-    ck = write(tmp_path / "glm", QUOTED["glm-4.5"])
+def test_mindie_refuses_a_quantization_its_support_list_marks_no_for_the_family():
     with pytest.raises(LayoutError) as exc:
-        plan_of(_mindie("glm-4.5", ck, "w4a8", 2))
+        plan_of(_mindie("glm-4.5-air", FIXTURES / "glm-4.5-air", "w4a8", 2))
     text = exc.value.render()
     assert "w4a8" in text and "model_support_list.md L98" in text and "use quant w8a8" in text
 
 
-def test_mindie_runs_a_listed_family_and_warns_on_one_it_does_not_list(tmp_path):
-    glm = plan_of(_mindie("glm-4.5", write(tmp_path / "glm", QUOTED["glm-4.5"]), "w8a8", 2))
+def test_mindie_runs_a_listed_family_and_warns_on_one_it_does_not_list():
+    glm = plan_of(_mindie("glm-4.5-air", FIXTURES / "glm-4.5-air", "w8a8", 2))
     assert not [w for w in glm.engine.warnings if "support matrix" in w]
-    nxt = plan_of(_mindie("qwen3-next", write(tmp_path / "next", QUOTED["qwen3-next-80b-a3b"]), "w8a8", 1))
+    nxt = plan_of(_mindie("qwen3-next", FIXTURES / "qwen3-next-80b-a3b-thinking", "w8a8", 1))
     assert any("not in MindIE's support matrix" in w for w in nxt.engine.warnings)

@@ -13,9 +13,9 @@ from deployctl.errors import InventoryError
 from deployctl.inventory.load import parse_yaml
 from deployctl.inventory.validate import validate_inventory
 from deployctl.planning.plan import plan_layout
-from tests.checkpoint.quoted import QUOTED, write
+from tests.checkpoint.quoted import DSV32_INFERENCE, FIXTURES, QWEN3_235B, write
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
+NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"
 
 
 def inventory(name: str, config: Path | None, quant: str = "bf16", nodes: int = 1, preset: str = "single",
@@ -58,7 +58,7 @@ def test_a_model_not_in_the_catalog_needs_config_path():
 
 
 def test_a_broken_checkpoint_is_refused_naming_config_path_file_and_key(tmp_path):
-    bad = write(tmp_path / "ck", {**QUOTED["qwen3-235b-a22b"], "num_experts": "many"})
+    bad = write(tmp_path / "ck", {**QWEN3_235B, "num_experts": "many"})
     with pytest.raises(InventoryError) as exc:
         plan_of(inventory("qwen3-broken", bad))
     paths = [(p.path, p.file) for p in exc.value.problems]
@@ -67,9 +67,8 @@ def test_a_broken_checkpoint_is_refused_naming_config_path_file_and_key(tmp_path
     assert exc.value.exit_code == 2
 
 
-def test_qwen3_next_hybrid_state_lowers_the_sequences_held(tmp_path):
-    ck = write(tmp_path / "next", QUOTED["qwen3-next-80b-a3b"])
-    plan = plan_of(inventory("qwen3-next-80b-a3b", ck))
+def test_qwen3_next_hybrid_state_lowers_the_sequences_held():
+    plan = plan_of(inventory("qwen3-next-80b-a3b", NEXT))
     (inst,) = plan.instances
     fit = inst.memory
     assert fit.fits and fit.kv_bytes_per_token == 12 * 2 * 1 * 256 * 2     # 2 KV heads: one per rank past TP 2
@@ -86,11 +85,11 @@ def test_deepseek_from_its_checkpoint_plans_and_estimates_like_the_catalog_entry
     assert fit.weights_gb == pytest.approx(builtin_fit.weights_gb, abs=0.05)
 
 
-def test_estimate_runs_for_an_mla_model_known_only_from_its_checkpoint(tmp_path):
+def test_estimate_runs_for_an_mla_model_known_only_from_its_checkpoint():
     from deployctl.perf.model import estimate_plan
     from deployctl.perf.models import Workload
 
-    ck = write(tmp_path / "k2", QUOTED["kimi-k2"])
+    ck = FIXTURES / "kimi-k2-instruct"
     plan = plan_of(inventory("kimi-k2", ck, quant="w8a8", nodes=4, preset="dp-ep", hardware="a3"))
     est = estimate_plan(plan, Workload(input_len=2048, output_len=512))
     assert est.tpot_ms > 0 and est.output_tokens_per_s > 0
@@ -110,33 +109,26 @@ def test_checkpoint_numbers_against_the_hand_written_catalog():
     assert (ours.layers, ours.dense_layers, ours.routed_experts, ours.mtp_layers, ours.kv.latent) == (61, 3, 256, 1, 576)
 
 
-def test_hand_written_v32_numbers_against_the_real_files(tmp_path):
-    """No V3.2 HF config.json was found, so the built-in deepseek-v3.2 entry keeps models.yaml's hand-written numbers;
-    they agree with the description built from real files (DeepSeek-V3's config.json + the index_* keys of DeepSeek's
-    V3.2-Exp inference config, tests/checkpoint/quoted.py) within 0.05%, the router 0.26% as V3's; the KV layout
-    (576-wide latent, 128-wide indexer key) is the inference config's kv_lora_rank + qk_rope_head_dim and
-    index_head_dim."""
-    from deployctl.checkpoint.planner import model_info
-    from tests.checkpoint.quoted import DSV32_INFERENCE, QUOTED, write
-    ours = model_info(describe(write(tmp_path / "v32", QUOTED["deepseek-v3.2-exp"])), "v32")
+def test_hand_written_v32_numbers_against_the_real_config():
+    """The built-in deepseek-v3.2 entry keeps models.yaml's hand-written numbers; they agree with the description of
+    DeepSeek-V3.2's real config.json (tests/fixtures/checkpoints/deepseek-v3.2) within 0.05%, the router 0.26% as
+    V3's; the KV layout (576-wide latent, 128-wide indexer key) is also DeepSeek's V3.2-Exp inference config's
+    kv_lora_rank + qk_rope_head_dim and index_head_dim."""
+    ours = model_info(describe(FIXTURES / "deepseek-v3.2"), "v32")
     hand = catalog.builtin_models()["deepseek-v3.2"]
-    assert hand.checkpoint in ("", None)
     for field in ("attention_per_layer", "o_proj_per_layer", "dense_ffn_per_layer", "expert", "embedding", "lm_head"):
         assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=5e-4), field
     assert hand.params_b.router_per_layer == pytest.approx(ours.params_b.router_per_layer, rel=3e-3)
     assert hand.kv.latent == DSV32_INFERENCE["kv_lora_rank"] + DSV32_INFERENCE["qk_rope_head_dim"] == ours.kv.latent
     assert hand.kv.indexer == DSV32_INFERENCE["index_head_dim"] == ours.kv.indexer
-    assert (hand.layers, hand.dense_layers, hand.routed_experts) == (DSV32_INFERENCE["n_layers"],
-                                                                     DSV32_INFERENCE["n_dense_layers"],
-                                                                     DSV32_INFERENCE["n_routed_experts"])
+    assert (hand.layers, hand.dense_layers, hand.routed_experts) == (ours.layers, ours.dense_layers,
+                                                                     ours.routed_experts) == (61, 3, 256)
 
 
-def test_hand_written_qwen3_235b_numbers_against_its_config(tmp_path):
-    """No citable Qwen3-235B-A22B config.json was found, so the built-in entry keeps models.yaml's hand-written numbers;
-    they are the quoted config's (tests/checkpoint/quoted.py) rounded to 3-4 digits, KV layout included."""
-    from deployctl.checkpoint.planner import model_info
-    from tests.checkpoint.quoted import QUOTED, write
-    ours = model_info(describe(write(tmp_path / "q", QUOTED["qwen3-235b-a22b"])), "q")
+def test_hand_written_qwen3_235b_numbers_against_its_real_config():
+    """The built-in qwen3-235b-a22b entry keeps models.yaml's hand-written numbers; they are the real config.json's
+    (tests/fixtures/checkpoints/qwen3-235b-a22b) rounded to 3-4 digits, KV layout included."""
+    ours = model_info(describe(FIXTURES / "qwen3-235b-a22b"), "q")
     hand = catalog.builtin_models()["qwen3-235b-a22b"]
     for field in ("attention_per_layer", "o_proj_per_layer", "expert", "router_per_layer", "embedding", "lm_head"):
         assert getattr(hand.params_b, field) == pytest.approx(getattr(ours.params_b, field), rel=1e-2), field
@@ -152,13 +144,13 @@ def test_recommend_for_a_dense_model_varies_attention_only():
     assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4, 8}
 
 
-def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence(tmp_path):
+def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence():
     """Qwen3-Next's decode step: KV of the 12 full-attention layers, plus each sequence's linear-attention state,
     not a KV cache in all 48 layers."""
     from deployctl.perf.core import step
     from deployctl.perf.model import context
 
-    plan = plan_of(inventory("qwen3-next", write(tmp_path / "n", QUOTED["qwen3-next-80b-a3b"])))
+    plan = plan_of(inventory("qwen3-next", NEXT))
     ctx = context(plan)
     su = ctx.setups[plan.instances[0].name]
     st = step(su, "decode", 8, 4096, ctx.consts, seqs_group=8)

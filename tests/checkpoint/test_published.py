@@ -1,9 +1,9 @@
 """deployctl's sizes of real checkpoints against published numbers (issue 26 item 5).
 
-Weights: the parameter totals (and the one measured on-disk size) the model's publishers or a cited source give.
-No full model.safetensors.index.json could be had in this session (tt-metal's DeepSeek-V3 index is trimmed, total_size
-0), so `metadata.total_size` is checked against a synthetic index only (test_read.py); against real indexes:
-unverified.
+Weights: the parameter totals the model's publishers or a cited source give, the one measured on-disk size
+(DeepSeek-R1 FP8) and the one real model.safetensors.index.json found (Qwen3-1.7B BF16, as mlx-lm wrote it:
+`metadata.total_size` against deployctl's bytes from config.json, exact). tt-metal's DeepSeek-V3 index is trimmed
+(total_size 0); the other checkpoints' indexes: not found (unverified).
 KV: vLLM's own per-token formulas, vllm-project/vllm@001cabc1be16a59a70d720ed61a13b678c060a18
 vllm/v1/kv_cache_interface.py: FullAttentionSpec.real_page_size_bytes = block_size x num_kv_heads x
 (head_size + head_size_v) x dtype size (per layer); MLAAttentionSpec.real_page_size_bytes = block_size x num_kv_heads
@@ -21,9 +21,7 @@ from deployctl.checkpoint import describe
 from deployctl.checkpoint.planner import model_info
 from deployctl.models.plan import Degrees
 from deployctl.planning.memory import kv_bytes_per_token, state_bytes_per_seq
-from tests.checkpoint.quoted import QUOTED, write
-
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
+from tests.checkpoint.quoted import FIXTURES, QUOTED, real, write
 
 
 def _describe(key: str, tmp_path: Path):
@@ -36,17 +34,21 @@ def _describe(key: str, tmp_path: Path):
 PUBLISHED = [
     ("deepseek-v3", 671e9, "main", 0.002, "tt-metal@f3712cc6 models/demos/deepseek_v3/reference/README_WEIGHTS.md: "
      "main model 671B"),
-    ("deepseek-v3.2-exp", 671.85e9, "main", 0.002, "planner-math.md §2.2: V3 trunk + 0.85B lightning indexer "
+    ("deepseek-v3.2", 671.85e9, "main", 0.002, "planner-math.md §2.2: V3 trunk + 0.85B lightning indexer "
      "(cann-recipes)"),
-    ("kimi-k2", 1026e9, "main", 0.005, "planner-math.md §2.3: ~1,026B (official: about 1T)"),
+    ("kimi-k2-instruct", 1026e9, "main", 0.005, "planner-math.md §2.3: ~1,026B (official: about 1T)"),
     ("kimi-k2.6", 1026e9, "main", 0.005, "planner-math.md §2.3: ~1,026B for the K2 language model (vision tower "
      "not counted)"),
     ("qwen3-235b-a22b", 235e9, "main", 0.005, "planner-math.md §2.3: official 235B"),
     ("qwen3-30b-a3b", 30.5e9, "main", 0.02, "huggingface.co/ggml-org/Qwen3-30B-A3B-GGUF: 31B params (rounded)"),
     ("qwen3-32b", 32.8e9, "main", 0.005, "huggingface.co/spaces/polats/ZeroGPU-LLM-Inference@b9efb74a app.py: 32.8B"),
     ("qwen3-14b", 14.8e9, "main", 0.005, "huggingface.co/spaces/polats/ZeroGPU-LLM-Inference@b9efb74a app.py: 14.8B"),
-    ("glm-4.5", 355e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/glm4_moe.md: 355B total"),
-    ("qwen3-next-80b-a3b", 80e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/qwen3_next.md: 80B"),
+    ("glm-4.5", 355e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/glm4_moe.md: 355B total "
+     "(config QUOTED, unverified)"),
+    ("glm-4.5-air", 106e9, "main", 0.01, "huggingface/transformers docs/source/en/model_doc/glm4_moe.md: GLM-4.5-Air "
+     "106B total (deployctl: 106.85B without the MTP layer, 0.8%; 109.23B with it)"),
+    ("qwen3-next-80b-a3b-thinking", 80e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/"
+     "qwen3_next.md: 80B"),
     ("minimax-m2", 230e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/minimax_m2.md: 230B total"),
 ]
 
@@ -67,19 +69,50 @@ def test_deepseek_fp8_bytes_match_the_measured_checkpoint():
     assert d.weights.computed_total == pytest.approx(642 * 2**30, rel=0.01)
 
 
+QWEN3_17B = "qwen3-1.7b-mlx-bf16"        # the one real model.safetensors.index.json (fixture SOURCE: mlx-lm 0.24.0)
+
+
+def test_weight_bytes_from_the_config_equal_the_real_index_total_size():
+    """deployctl's bytes from config.json alone (tensor shapes x BF16) against the real index's metadata.total_size:
+    3,441,149,952 B both, error 0 B. The reader then takes the index's total as the checkpoint's."""
+    total = real(QWEN3_17B, "model.safetensors.index.json")["metadata"]["total_size"]
+    d = describe(FIXTURES / QWEN3_17B)
+    assert d.weights.computed_total == total == 3_441_149_952
+    assert d.weights.index_total == d.weights.total == total
+
+
+def test_bytes_and_tensor_names_per_class_of_the_real_index():
+    """Per weight class, from Qwen3's architecture with the fixture's config.json numbers (hidden 2048, 28 layers,
+    16 query / 8 KV heads of 128, q/k RMSNorm of 128, SwiGLU 6144, vocab 151,936, tied embeddings), in BF16: the bytes
+    deployctl gives each class, which sum to the index's total_size, and the index's 310 tensor names as the reader
+    sorts them (q/k/v projections and q/k norms under attention; two RMSNorms per layer and the final one)."""
+    h, layers, q, kv, hd, ffn, vocab = 2048, 28, 16, 8, 128, 6144, 151936
+    index = real(QWEN3_17B, "model.safetensors.index.json")
+    nbytes = {"embedding": vocab * h * 2, "attention": layers * (h * q * hd + 2 * h * kv * hd + 2 * hd) * 2,
+              "o_proj": layers * q * hd * h * 2, "dense_ffn": layers * 3 * h * ffn * 2, "norms": (2 * layers + 1) * h * 2}
+    names = {"embedding": 1, "attention": 5 * layers, "o_proj": layers, "dense_ffn": 3 * layers, "norms": 2 * layers + 1}
+    d = describe(FIXTURES / QWEN3_17B)
+    assert sum(nbytes.values()) == index["metadata"]["total_size"]
+    assert d.weights.by_class == nbytes
+    assert sum(names.values()) == len(index["weight_map"]) and d.weights.index_tensors == names
+
+
 # (checkpoint, engine KV bytes per token per die at tp=1 in BF16, formula)
 KV = [
     ("deepseek-v3", 61 * (512 + 64) * 2, "MLA: layers x (kv_lora_rank + qk_rope_head_dim) x 2 = 70,272"),
-    ("kimi-k2", 61 * (512 + 64) * 2, "MLA, as DeepSeek-V3 (planner-math.md §2.3)"),
+    ("kimi-k2-instruct", 61 * (512 + 64) * 2, "MLA, as DeepSeek-V3 (planner-math.md §2.3)"),
     ("kimi-k2.6", 61 * (512 + 64) * 2, "MLA, real K2.6 config.json text_config"),
-    ("deepseek-v3.2-exp", 61 * (576 + 128) * 2, "MLA + indexer key 128 (BF16, planner-math.md §2.2)"),
+    ("deepseek-v3.2", 61 * (576 + 128) * 2, "MLA + indexer key 128 (BF16, planner-math.md §2.2)"),
     ("qwen3-235b-a22b", 94 * 2 * 4 * 128 * 2, "GQA: layers x 2 x kv_heads x head_dim x 2 = 192,512 (192.5 KB)"),
     ("qwen3-30b-a3b", 48 * 2 * 4 * 128 * 2, "GQA"),
     ("qwen3-32b", 64 * 2 * 8 * 128 * 2, "GQA"),
     ("qwen3-8b", 36 * 2 * 8 * 128 * 2, "GQA"),
-    ("glm-4.5", 92 * 2 * 8 * 128 * 2, "GQA"),
+    ("glm-4.5", 92 * 2 * 8 * 128 * 2, "GQA (config QUOTED, unverified)"),
+    ("glm-4.5-air", 46 * 2 * 8 * 128 * 2, "GQA"),
+    ("glm-4.7-fp8", 92 * 2 * 8 * 128 * 2, "GQA (aiconfigurator's abridged GLM-4.7 file)"),
+    ("qwen3-1.7b-mlx-bf16", 28 * 2 * 8 * 128 * 2, "GQA"),
     ("minimax-m2", 62 * 2 * 8 * 128 * 2, "GQA"),
-    ("qwen3-next-80b-a3b", 12 * 2 * 2 * 256 * 2, "GQA in the 12 full-attention layers only"),
+    ("qwen3-next-80b-a3b-thinking", 12 * 2 * 2 * 256 * 2, "GQA in the 12 full-attention layers only"),
 ]
 
 
@@ -98,7 +131,7 @@ def test_gqa_kv_heads_split_over_tp_until_one_per_rank(tmp_path):
 def test_qwen3_next_linear_state_per_sequence_is_vllm_mamba_state(tmp_path):
     """36 gated-DeltaNet layers, each: conv state (kernel-1) x (2 x 16 x 128 + 32 x 128) and recurrent state
     32 x 128 x 128, BF16 (MambaSpec: sum of prod(shape) x dtype size); TP splits it by heads."""
-    d = _describe("qwen3-next-80b-a3b", tmp_path)
+    d = _describe("qwen3-next-80b-a3b-thinking", tmp_path)
     per_layer = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
     assert d.linear.layers == 36 and d.full_attention_layers == 12
     info = model_info(d, "q")

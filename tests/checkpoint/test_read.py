@@ -11,9 +11,9 @@ import pytest
 from deployctl.checkpoint import describe
 from deployctl.checkpoint.read import MAX_CONFIG_BYTES, classify
 from deployctl.errors import InventoryError
-from tests.checkpoint.quoted import DSV3, DSV32_INFERENCE, KIMI_K26, QUOTED, QWEN3_235B, write
+from tests.checkpoint.quoted import DSV3, DSV32_INFERENCE, FIXTURES, GLM45, KIMI_K26, QWEN3_235B, real, write
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "checkpoints"
+KIMI_K2 = real("kimi-k2-instruct")
 
 
 def _refused(directory: Path) -> InventoryError:
@@ -105,13 +105,19 @@ def test_description_of_the_real_deepseek_config():
     assert d.kv_elements_per_token_layer() == 576 and d.vocab == 129280 and not d.tied_embeddings
 
 
-def test_families_from_their_configs(tmp_path):
-    fam = {k: describe(write(tmp_path / k, c)) for k, c in QUOTED.items()}
-    assert fam["kimi-k2"].family == "kimi_k2" and fam["kimi-k2"].routed_experts == 384
-    assert fam["deepseek-v3.2-exp"].indexer.topk == 2048
-    assert fam["glm-4.5"].attention == "gqa" and fam["glm-4.5"].dense_layers == 3 and fam["glm-4.5"].mtp_layers == 1
-    assert fam["qwen3-next-80b-a3b"].linear is not None and fam["qwen3-next-80b-a3b"].shared_experts == 1
-    mm = describe(FIXTURES / "minimax-m2")                                                  # the real file
+def test_families_from_their_real_configs():
+    k2 = describe(FIXTURES / "kimi-k2-instruct")
+    assert (k2.family, k2.routed_experts, k2.mtp_layers, k2.quantization.scheme) == ("kimi_k2", 384, 0, "fp8")
+    v32 = describe(FIXTURES / "deepseek-v3.2")
+    assert (v32.family, v32.indexer.n_heads, v32.indexer.head_dim, v32.indexer.topk) == ("deepseek_v32", 64, 128, 2048)
+    air = describe(FIXTURES / "glm-4.5-air")
+    assert (air.family, air.attention, air.layers, air.dense_layers, air.routed_experts, air.mtp_layers) == (
+        "glm4_moe", "gqa", 46, 1, 128, 1)
+    nxt = describe(FIXTURES / "qwen3-next-80b-a3b-thinking")
+    assert (nxt.linear.layers, nxt.full_attention_layers, nxt.shared_experts, nxt.experts_per_token) == (36, 12, 1, 10)
+    q235 = describe(FIXTURES / "qwen3-235b-a22b")
+    assert (q235.family, q235.layers, q235.routed_experts, q235.kv_heads, q235.head_dim) == ("qwen3_moe", 94, 128, 4, 128)
+    mm = describe(FIXTURES / "minimax-m2")
     assert (mm.family, mm.attention, mm.layers, mm.routed_experts, mm.experts_per_token) == ("minimax_m2", "gqa", 62,
                                                                                            256, 8)
     assert mm.quantization.scheme == "fp8" and mm.notes                                    # MTP weights unverified
@@ -119,9 +125,36 @@ def test_families_from_their_configs(tmp_path):
     assert dense.routed_experts == 0 and dense.dense_layers == dense.layers == 64
 
 
-def test_the_v32_inference_config_has_deepseek_v3s_trunk():
+def test_the_quoted_glm45_against_the_real_glm47_file(tmp_path):
+    """GLM-4.5's config stays QUOTED (its file was not found): every key it shares with aiconfigurator's abridged
+    GLM-4.7 file (same architecture, one vLLM-Ascend guide for GLM-4.5/4.6/4.7) has the same value. That file drops
+    attention_bias, use_qk_norm and num_nextn_predict_layers, so read from it GLM-4.7 has no MTP layer; GLM-4.5-Air's
+    real file has one (and qkv bias), which the quoted GLM-4.5 keeps (unverified)."""
+    glm47 = real("glm-4.7-fp8")
+    shared = set(GLM45) & set(glm47)
+    assert len(shared) >= 15 and {k: GLM45[k] for k in shared} == {k: glm47[k] for k in shared}
+    assert {"attention_bias", "num_nextn_predict_layers", "quantization_config"}.isdisjoint(glm47)
+    d47, d45 = describe(FIXTURES / "glm-4.7-fp8"), describe(write(tmp_path, GLM45))
+    assert (d47.mtp_layers, d45.mtp_layers, d47.dense_layers, d47.routed_experts) == (0, 1, 3, 160)
+    assert d47.quantization.scheme == "bf16"          # the FP8 checkpoint's quantization_config is not in this copy
+
+
+def test_the_real_v32_config_has_deepseek_v3s_trunk_and_the_inference_configs_indexer():
+    """DeepSeek-V3.2's real config.json against DeepSeek-V3's real config.json (every trunk key equal) and DeepSeek's
+    own V3.2-Exp inference config (its key names; the indexer's three values equal)."""
+    v32 = real("deepseek-v3.2")
+    trunk = ("vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+             "first_k_dense_replace", "num_attention_heads", "n_routed_experts", "n_shared_experts",
+             "num_experts_per_tok", "n_group", "topk_group", "routed_scaling_factor", "scoring_func", "q_lora_rank",
+             "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers")
+    assert {k: v32[k] for k in trunk} == {k: DSV3[k] for k in trunk}
+    assert {k: v32[k] for k in ("index_n_heads", "index_head_dim", "index_topk")} == {
+        k: DSV32_INFERENCE[k] for k in ("index_n_heads", "index_head_dim", "index_topk")}
+
+
+def test_the_v32_exp_inference_config_has_deepseek_v3s_trunk():
     """DeepSeek's real V3.2-Exp inference config (its own key names) against DeepSeek-V3's real config.json: every
-    trunk value is equal, so the HF-form V3.2 config quoted.py builds (V3 + the three index_* keys) is V3.2's."""
+    trunk value is equal (the built-in deepseek-v3.2-exp entry is V3.2's architecture)."""
     names = {"vocab_size": "vocab_size", "dim": "hidden_size", "inter_dim": "intermediate_size",
              "moe_inter_dim": "moe_intermediate_size", "n_layers": "num_hidden_layers",
              "n_dense_layers": "first_k_dense_replace", "n_heads": "num_attention_heads",
@@ -132,24 +165,23 @@ def test_the_v32_inference_config_has_deepseek_v3s_trunk():
              "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim"}
     assert {k: DSV32_INFERENCE[k] for k in names} == {k: DSV3[v] for k, v in names.items()}
     assert DSV32_INFERENCE["dtype"] == "fp8" and DSV3["quantization_config"]["quant_method"] == "fp8"
-    v32 = QUOTED["deepseek-v3.2-exp"]
-    assert (v32["index_n_heads"], v32["index_head_dim"], v32["index_topk"]) == (64, 128, 2048)
 
 
-def test_the_real_kimi_k26_config(tmp_path):
+def test_the_real_kimi_k26_config():
     """Kimi-K2.6's real config.json: the language model under text_config is read (vision tower noted), INT4
-    group-32 routed experts; its text_config is the Kimi-K2 trunk quoted.py uses for K2-Instruct."""
+    group-32 routed experts; its text_config has Kimi-K2-Instruct's trunk (both real files)."""
     d = describe(FIXTURES / "kimi-k2.6")
     assert (d.family, d.attention, d.layers, d.dense_layers, d.routed_experts, d.mtp_layers) == ("kimi_k2", "mla", 61,
                                                                                                  1, 384, 0)
     assert d.quantization.scheme == "w4a16" and any("vision" in n for n in d.notes)
-    k2 = describe(write(tmp_path, QUOTED["kimi-k2"]))
-    assert (k2.layers, k2.routed_experts, k2.quantization.scheme) == (61, 384, "fp8")
-    assert KIMI_K26["text_config"]["num_nextn_predict_layers"] == 0
+    trunk = ("hidden_size", "num_hidden_layers", "first_k_dense_replace", "num_attention_heads", "n_routed_experts",
+             "n_shared_experts", "num_experts_per_tok", "kv_lora_rank", "qk_rope_head_dim", "moe_intermediate_size",
+             "vocab_size", "num_nextn_predict_layers")
+    assert {k: KIMI_K26["text_config"][k] for k in trunk} == {k: KIMI_K2[k] for k in trunk}
 
 
 def test_kimi_k25_language_model_under_text_config(tmp_path):
-    cfg = {"architectures": ["KimiK25ForConditionalGeneration"], "text_config": QUOTED["kimi-k2"]}
+    cfg = {"architectures": ["KimiK25ForConditionalGeneration"], "text_config": KIMI_K2}
     d = describe(write(tmp_path / "a", cfg))
     assert d.family == "kimi_k2" and any("vision" in n for n in d.notes)
     assert "text_config" in _refused(write(tmp_path / "b", {"architectures": ["KimiK25ForConditionalGeneration"]})).render()
@@ -160,7 +192,7 @@ def test_int4_experts_via_compressed_tensors(tmp_path):
     unquantized."""
     qc = {"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*"],
           "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 32}, "targets": ["Linear"]}}}
-    d = describe(write(tmp_path, {**QUOTED["kimi-k2"], "quantization_config": qc}))
+    d = describe(write(tmp_path, {**KIMI_K2, "quantization_config": qc}))
     b = d.quantization.bytes_per_param
     assert d.quantization.scheme == "w4a16"
     assert b["routed_experts"] == pytest.approx(0.5 + 2 / 32) and b["attention"] == 2 and b["shared_experts"] == 2
@@ -202,3 +234,13 @@ def test_every_fixture_and_shipped_checkpoint_names_its_source():
             if f.name != "SOURCE":
                 assert f.name in source, (d, f.name)
         assert re.search(r"commit: +[0-9a-f]{40}", source), d
+
+
+@pytest.mark.parametrize("newer,base", [("minimax-m2.5", "minimax-m2"), ("minimax-m2.7", "minimax-m2"),
+                                        ("kimi-k2.5", "kimi-k2.6")])
+def test_later_releases_read_with_their_predecessors_sizes(newer, base):
+    """MiniMax-M2.5/M2.7 and Kimi-K2.5 (real files, aiconfigurator) against the real M2 and K2.6 files: the same
+    family, parameters per class, cache layout and quantization (the conformance corpus sizes M2.5/M2.7 from theirs)."""
+    a, b = describe(FIXTURES / newer), describe(FIXTURES / base)
+    assert (a.family, a.params, a.kv_elements_per_token_layer(), a.quantization) == (
+        b.family, b.params, b.kv_elements_per_token_layer(), b.quantization)
