@@ -15,7 +15,7 @@ from typing import Callable
 from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.executors.batch import PROBE_CONCURRENCY
 from deployctl.executors.fanout import fan_out, run_script
-from deployctl.fleet.control import Remote, control_for
+from deployctl.fleet.control import Remote, control_for, control_gap
 from deployctl.fleet.processes import processes
 from deployctl.operation.records import RunRecord
 from deployctl.watch.hooks import Hooks
@@ -49,7 +49,7 @@ class Watcher:
         enabled = policy.enabled if recover is None else recover
         control = control_for(plan, Remote(executor, self.targets)) if enabled else None
         self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
-                                   interval) if enabled else None
+                                   interval, gap=control_gap(plan) if control is None else "") if enabled else None
 
     # ---- reading -----------------------------------------------------------------------------------------
     def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
@@ -98,7 +98,8 @@ class Watcher:
         for ev in events:
             self._emit(ev)
             if ev["event"] == "instance-failed" and rec is not None:
-                rec.start(ev["instance"])
+                inst = self.plan.instance(ev["instance"])
+                rec.start(inst.name, frozenset(f.kind for f in self.tracker.faults_of(inst)))
         return events
 
     def run(self, once: bool = False) -> None:
