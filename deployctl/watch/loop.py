@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from deployctl.errors import DeployctlError
 from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.executors.batch import PROBE_CONCURRENCY
 from deployctl.executors.fanout import fan_out, run_script
@@ -24,15 +25,17 @@ from deployctl.watch.recover import Recoverer
 from deployctl.watch.tracker import Tracker, event, instance_state
 
 RESTART_TIMEOUT = 120     # s: `docker restart` of one node's engine containers
+HISTORY = ("back", "restart-failed", "not-serving")       # a restart's outcome: an entry of the hosts' history
 
 
 class Watcher:
     def __init__(self, plan, inv, targets: list[HostTarget], executor: Executor, run_root: Path | None, *,
                  interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
-                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None):
+                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None,
+                 history: Callable[[dict], list[str]] | None = None):
         self.plan, self.executor, self.interval = plan, executor, interval
         self.targets = {t.name: t for t in targets}
-        self.round_timeout, self.on_event = round_timeout, on_event
+        self.round_timeout, self.on_event, self.history = round_timeout, on_event, history
         self.window = int(interval * 2 + round_timeout) + 1    # log seconds read per round (overlapping rounds)
         self.tracker = Tracker(plan, confirm=confirm)
         self.cancel = threading.Event()
@@ -78,6 +81,14 @@ class Watcher:
             self.on_event(ev)
         if hooks:
             self.hooks.send(ev)
+        if self.history is not None and ev["event"] in HISTORY:
+            try:
+                failed = self.history(ev)
+            except DeployctlError as exc:
+                failed = [exc.message]
+            if failed:
+                self._emit(event("history-error", ev["instance"], cause="restart not written to the hosts' "
+                                 f"history on: {'; '.join(failed)[:500]}"))
 
     # ---- the loop --------------------------------------------------------------------------------------------
     def step(self) -> list[dict]:

@@ -10,6 +10,8 @@ recovery enabled in the inventory.
    detected as hung within 10 s, removed, restarted, put back; a client that starts after the removal gets every
    answer from decode-0 while decode-1 recovers.
 
+Each restart is then an entry of the hosts' history (`deployctl history`, read back from the hosts).
+
 Prints the times to detect (fault -> `instance-failed`) and to recover (-> `back`), and the failed requests."""
 
 from __future__ import annotations
@@ -150,5 +152,13 @@ def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_
     assert any(d2 in ln.split("Status")[0] and "Add decoder" in ln for ln in log.splitlines()), log[-2000:]
     st = run_cli("watch", "-i", str(inv), "--once", "--output", "json", "--run-dir", str(runs))
     assert st.returncode == 0, st.stdout[-2000:] + st.stderr[-2000:]
+    # each restart is an entry of the hosts' history, read back from them by `deployctl history`
+    h = run_cli("history", "-i", str(inv), "--output", "json")
+    assert h.returncode == 0, h.stdout + h.stderr
+    revs = json.loads(h.stdout)["revisions"]
+    restarts = [(r["operation"], r["result"], r["summary"].split(":")[0]) for r in revs if r["operation"] == "restart"]
+    assert restarts == [("restart", "successful", "watch restarted prefill-1 on p2"),
+                        ("restart", "successful", "watch restarted decode-1 on d2")], revs
+    assert [r["operation"] for r in revs if r["live"]] == ["up"], revs
     hooked = [json.loads(x)["event"] for x in hook_log.read_text().splitlines()]
     assert {"instance-failed", "drained", "restart", "back"} <= set(hooked), hooked
