@@ -26,7 +26,7 @@ from fakecluster import default_cluster
 from test_watch_e2e import HOOK, Events  # (puts tests/deploy on the path for test_fleet_e2e)
 from test_fleet_e2e import Load  # noqa: I001
 
-IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0-a3"     # its proxy removes servers safely (support.yaml proxy_instances_api)
+IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0-a3"     # its proxy removes safely (support.yaml proxy_instances_api)
 TIMING = {"ttft_ms": 40, "tpot_ms": 15}
 CLUSTER = "qwen3-pdw"
 ENGINE = f"deployctl_{CLUSTER}_vllm"
@@ -36,10 +36,13 @@ PROXY = f"deployctl_{CLUSTER}_vllm-proxy"
 class TimedLoad(Load):
     """Load that notes when each failed request started, and when each successful one started."""
 
+    def __init__(self, url: str, model: str):
+        super().__init__(url, model=model)
+        self.started_ok: list[float] = []
+        self.failed_at: list[tuple[float, str]] = []
+
     def work(self, k: int) -> None:
         n = 0
-        self.started_ok: list[float] = getattr(self, "started_ok", [])
-        self.failed_at: list[tuple[float, str]] = getattr(self, "failed_at", [])
         while not self.stop.is_set():
             n += 1
             t = time.time()
@@ -52,10 +55,6 @@ class TimedLoad(Load):
                 with self.lock:
                     self.failures.append(f"{type(exc).__name__}: {exc}")
                     self.failed_at.append((t, f"{type(exc).__name__}: {str(exc)[:120]}"))
-
-    def __enter__(self):
-        self.started_ok, self.failed_at = [], []
-        return super().__enter__()
 
 
 def inventory(fc, path: Path, hook_log: Path) -> Path:
