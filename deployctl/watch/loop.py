@@ -65,11 +65,12 @@ class Watcher:
             out[name] = parse_node(self.plan, name, run.outputs, err)
         return out
 
-    def restart(self, nodes: list[str]) -> list[str]:
-        """`docker restart` of the engine containers on every node at once (never the router's)."""
+    def restart(self, nodes: list[str], kill: bool = False) -> list[str]:
+        """`docker restart` of the engine containers on every node at once (never the router's); ``kill``: with
+        no grace period (`-t 0`: SIGKILL at once, for an engine that is dead or hung)."""
         return run_script(self.executor, [self.targets[n] for n in nodes],
-                          lambda t: ["docker", "restart", *processes(self.plan, t.name).engine.containers],
-                          RESTART_TIMEOUT)
+                          lambda t: ["docker", "restart", *(["-t", "0"] if kill else []),
+                                     *processes(self.plan, t.name).engine.containers], RESTART_TIMEOUT)
 
     # ---- events --------------------------------------------------------------------------------------------
     def _emit(self, ev: dict, hooks: bool = True) -> None:

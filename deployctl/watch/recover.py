@@ -27,7 +27,7 @@ PD_ROLES = ("prefill", "decode")
 DEAD = frozenset({"container", "not-ready", "unreachable"})     # faults after which nothing in flight finishes
 
 Observe = Callable[[list[str]], dict[str, NodeObs]]
-Restart = Callable[[list[str]], list[str]]      # nodes -> the ones where the restart failed (with why)
+Restart = Callable[[list[str], bool], list[str]]    # nodes, kill at once -> the ones where it failed (with why)
 
 
 class Recoverer:
@@ -107,9 +107,12 @@ class Recoverer:
                     continue
             before = self.observe(nodes)
             self._set(name, "restarting")
+            # a dead or hung engine has nothing to shut down cleanly: killed at once, not after docker's 10 s
+            kill = bool(kinds & DEAD)
             self.emit(event("restart", name, attempt=attempt, nodes=nodes,
-                            cause=f"attempt {attempt} of {self.policy.max_restarts}: {', '.join(nodes)}"))
-            failed = self.restart(nodes)
+                            cause=f"attempt {attempt} of {self.policy.max_restarts}: {', '.join(nodes)}"
+                            + (" (killed at once: " + ", ".join(sorted(kinds & DEAD)) + ")" if kill else "")))
+            failed = self.restart(nodes, kill)
             if not failed and self._verified(nodes, before):
                 self._set(name, "putting back")
                 self.control.ready(name)

@@ -149,7 +149,7 @@ def run_recovery(plan, policy, sick_rounds: int):
                            npu={0: "Alarm" if sick and n == inst.nodes[0] else "OK"}) for n in nodes}
 
     ctl = FakeControl(plan)
-    rec = Recoverer(plan, policy, ctl, observe, lambda nodes: restarts.append(nodes) or [], events.append,
+    rec = Recoverer(plan, policy, ctl, observe, lambda nodes, kill: restarts.append((nodes, kill)) or [], events.append,
                     threading.Event(), interval=0.01)
     rec.start(inst.name)
     rec.join(10)
@@ -160,7 +160,7 @@ def test_recovery_drains_restarts_the_whole_instance_verifies_and_puts_back():
     inv, plan = plan_of(enabled=True, backoff_s=0.05, max_restarts=2)
     ctl, restarts, events, rec = run_recovery(plan, inv.deploy.recovery, sick_rounds=0)
     assert events == ["drained", "restart", "back"], events
-    assert restarts == [list(plan.instances[0].nodes)]                      # every node at once
+    assert restarts == [(list(plan.instances[0].nodes), False)]             # every node at once, gracefully
     assert ctl.calls == [("drain", plan.instances[0].name), ("ready", plan.instances[0].name)]
     assert rec.active == {} and rec.done == [plan.instances[0].name]
 
@@ -209,7 +209,7 @@ def recover_pd(plan, policy, name: str, kinds=frozenset()):
 
     ctl = FakeControl(plan)
     ctl.in_flight = lambda n: ctl.calls.append(("in_flight", n)) or 0
-    rec = Recoverer(plan, policy, ctl, observe, lambda nodes: restarts.append(nodes) or [], events.append,
+    rec = Recoverer(plan, policy, ctl, observe, lambda nodes, kill: restarts.append((nodes, kill)) or [], events.append,
                     threading.Event(), interval=0.01)
     rec.start(name, kinds)
     rec.join(10)
@@ -223,7 +223,8 @@ def test_a_failed_prefill_leaves_the_proxy_while_the_other_prefill_and_decode_se
     ctl, restarts, events = recover_pd(plan, inv.deploy.recovery, "prefill-1", frozenset({"container"}))
     assert [e["event"] for e in events] == ["drained", "restart", "back"], events
     assert "prefill keeps serving on prefill-0" in events[0]["cause"]
-    assert restarts == [list(plan.instance("prefill-1").nodes)]                # decode is never restarted
+    assert restarts == [(list(plan.instance("prefill-1").nodes), True)]       # decode is never restarted;
+    # a dead engine is killed at once (nothing to shut down cleanly)
     # a dead engine has nothing in flight to wait for (a hung one would not even answer /metrics)
     assert ctl.calls == [("drain", "prefill-1"), ("ready", "prefill-1")], ctl.calls
 
@@ -233,7 +234,7 @@ def test_a_roles_only_instance_is_restarted_in_place_and_the_event_says_nothing_
     ctl, restarts, events = recover_pd(plan, inv.deploy.recovery, "decode", frozenset({"npu"}))
     assert [e["event"] for e in events] == ["role-down", "restart", "back"], events
     assert "only decode instance" in events[0]["cause"] and "serves no request" in events[0]["cause"]
-    assert ("drain", "decode") not in ctl.calls and restarts == [list(plan.instance("decode").nodes)]
+    assert ("drain", "decode") not in ctl.calls and restarts == [(list(plan.instance("decode").nodes), False)]
 
 
 def test_a_pd_split_whose_proxy_cannot_remove_is_not_recovered_and_the_event_says_why():
@@ -242,7 +243,7 @@ def test_a_pd_split_whose_proxy_cannot_remove_is_not_recovered_and_the_event_say
     inv, plan = pd_plan(2, image="quay.io/ascend/vllm-ascend:v0.13.0-a3")
     assert control_for(plan, None) is None
     events = []
-    rec = Recoverer(plan, inv.deploy.recovery, None, lambda n: {}, lambda n: [], events.append, threading.Event(),
+    rec = Recoverer(plan, inv.deploy.recovery, None, lambda n: {}, lambda n, k: [], events.append, threading.Event(),
                     gap=control_gap(plan))
     rec.start("prefill-1")
     assert [e["event"] for e in events] == ["not-recovered"]
