@@ -26,7 +26,7 @@ def print_history(rows, output: str, title: str, findings: list[str] | None = No
     for col in ("rev", "", "time", "user", "operation", "result", "what", "changed"):
         t.add_column(col)
     for r in rows:
-        mark = "live" if r.live else ("" if r.available else "gone")
+        mark = "live" if r.live else ("" if r.available or r.operation == "restart" else "gone")
         t.add_row(*(esc(v) for v in (str(r.revision), mark, r.time, r.user, r.operation, r.result, r.summary,
                                      r.changed)))
     con.print(t)

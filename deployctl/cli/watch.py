@@ -61,9 +61,11 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
             last.append(ev)
             del last[:-50]
 
+    from deployctl.deploy.restarts import history_recorder
+
     executor = SshExecutor()
     w = Watcher(plan, ctx.inventory, ctx.targets, executor, run_root, interval=interval, confirm=confirm,
-                on_event=on_event, recover=recover)
+                on_event=on_event, recover=recover, history=history_recorder(plan, executor, ctx.targets))
     try:
         if once or output == "json":
             w.run(once=once)

@@ -1,4 +1,5 @@
-"""Deployment history on the hosts: one entry per up/rollback/down, kept on every host of the deployment.
+"""Deployment history on the hosts: one entry per up/rollback/down (and per restart by `watch`: restarts.py),
+kept on every host of the deployment.
 
 ``<deploy_dir>/<cluster>/history/<run id>.json``: revision number, run id, time, user, deployctl version,
 inventory digest, plan summary, operation, result, and per node the revision and its file digests.
@@ -95,6 +96,8 @@ def live_entry(entries: list[dict], states: dict[str, DeployedState]) -> dict | 
 def _changed(prev: dict | None, e: dict) -> str:
     if e.get("operation") == "down":
         return "containers stopped"
+    if e.get("operation") == "restart":
+        return "engine containers restarted, no file changed"
     if prev is None:
         return "first deployment"
     files: dict[str, list[str]] = {}

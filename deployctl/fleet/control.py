@@ -206,6 +206,19 @@ def control_for(plan, remote: Remote) -> RouterControl | None:
     return make(plan, remote) if make else None
 
 
+def control_gap(plan) -> str:
+    """Why this deployment has no router control (control_for gave None): for the watch's `not-recovered`."""
+    from deployctl import engines
+
+    why = getattr(engines.driver(plan.engine.kind), "router_control_gap", lambda p: None)(plan)
+    if why:
+        return why
+    if plan.preset == "pd-split":
+        return f"{plan.engine.kind}'s own P/D router gives deployctl no way to take an instance out"
+    return "no router in front of it can take it out (a single instance): restarting it would stop the only " \
+           "thing serving"
+
+
 def wait_until(check: Callable[[], bool], timeout: float, cancel: threading.Event | None = None,
                interval: float = 1.0) -> bool:
     """True once ``check()`` holds; False after ``timeout`` s or on cancel."""

@@ -64,7 +64,7 @@ class HistoryEntry(_HostDoc):
     revision: int = Field(ge=1, le=10**9)
     run_id: RunId
     time: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{1,32}$")]
-    operation: Literal["up", "rollback", "down"]
+    operation: Literal["up", "rollback", "down", "restart"]     # restart: by `watch` (deploy/restarts.py)
     result: Literal["successful", "failed", "canceled"]
     user: Text(128) = ""
     deployctl: Text(64) = ""

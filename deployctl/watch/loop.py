@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from deployctl.errors import DeployctlError
 from deployctl.executors.base import FAN_OUT, Executor, HostTarget
 from deployctl.executors.batch import PROBE_CONCURRENCY
 from deployctl.executors.fanout import fan_out, run_script
-from deployctl.fleet.control import Remote, control_for
+from deployctl.fleet.control import Remote, control_for, control_gap
 from deployctl.fleet.processes import processes
 from deployctl.operation.records import RunRecord
 from deployctl.watch.hooks import Hooks
@@ -24,15 +25,17 @@ from deployctl.watch.recover import Recoverer
 from deployctl.watch.tracker import Tracker, event, instance_state
 
 RESTART_TIMEOUT = 120     # s: `docker restart` of one node's engine containers
+HISTORY = ("back", "restart-failed", "not-serving")       # a restart's outcome: an entry of the hosts' history
 
 
 class Watcher:
     def __init__(self, plan, inv, targets: list[HostTarget], executor: Executor, run_root: Path | None, *,
                  interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
-                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None):
+                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None,
+                 history: Callable[[dict], list[str]] | None = None):
         self.plan, self.executor, self.interval = plan, executor, interval
         self.targets = {t.name: t for t in targets}
-        self.round_timeout, self.on_event = round_timeout, on_event
+        self.round_timeout, self.on_event, self.history = round_timeout, on_event, history
         self.window = int(interval * 2 + round_timeout) + 1    # log seconds read per round (overlapping rounds)
         self.tracker = Tracker(plan, confirm=confirm)
         self.cancel = threading.Event()
@@ -49,7 +52,7 @@ class Watcher:
         enabled = policy.enabled if recover is None else recover
         control = control_for(plan, Remote(executor, self.targets)) if enabled else None
         self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
-                                   interval) if enabled else None
+                                   interval, gap=control_gap(plan) if control is None else "") if enabled else None
 
     # ---- reading -----------------------------------------------------------------------------------------
     def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
@@ -62,11 +65,12 @@ class Watcher:
             out[name] = parse_node(self.plan, name, run.outputs, err)
         return out
 
-    def restart(self, nodes: list[str]) -> list[str]:
-        """`docker restart` of the engine containers on every node at once (never the router's)."""
+    def restart(self, nodes: list[str], kill: bool = False) -> list[str]:
+        """`docker restart` of the engine containers on every node at once (never the router's); ``kill``: with
+        no grace period (`-t 0`: SIGKILL at once, for an engine that is dead or hung)."""
         return run_script(self.executor, [self.targets[n] for n in nodes],
-                          lambda t: ["docker", "restart", *processes(self.plan, t.name).engine.containers],
-                          RESTART_TIMEOUT)
+                          lambda t: ["docker", "restart", *(["-t", "0"] if kill else []),
+                                     *processes(self.plan, t.name).engine.containers], RESTART_TIMEOUT)
 
     # ---- events --------------------------------------------------------------------------------------------
     def _emit(self, ev: dict, hooks: bool = True) -> None:
@@ -78,6 +82,14 @@ class Watcher:
             self.on_event(ev)
         if hooks:
             self.hooks.send(ev)
+        if self.history is not None and ev["event"] in HISTORY:
+            try:
+                failed = self.history(ev)
+            except DeployctlError as exc:
+                failed = [exc.message]
+            if failed:
+                self._emit(event("history-error", ev["instance"], cause="restart not written to the hosts' "
+                                 f"history on: {'; '.join(failed)[:500]}"))
 
     # ---- the loop --------------------------------------------------------------------------------------------
     def step(self) -> list[dict]:
@@ -98,7 +110,8 @@ class Watcher:
         for ev in events:
             self._emit(ev)
             if ev["event"] == "instance-failed" and rec is not None:
-                rec.start(ev["instance"])
+                inst = self.plan.instance(ev["instance"])
+                rec.start(inst.name, frozenset(f.kind for f in self.tracker.faults_of(inst)))
         return events
 
     def run(self, once: bool = False) -> None:

@@ -4,6 +4,10 @@ from what its hosts report (containers running and restarted, health checks or r
 healthy, no fatal log line) and put back; a retry waits backoff_s, doubled each time; after max_restarts the
 instance stays out and is reported left out, with the nodes whose NPU or link is still unhealthy.
 
+Behind an engine's P/D router (vLLM-Ascend's proxy from 0.18: /instances/remove|add) the other instances of the
+role keep serving, and the other role is never touched; a role's only instance is not taken out (there is
+nothing to send its requests to): it is restarted and the event says the deployment serves nothing meanwhile.
+
 Each recovery runs on a thread of its own so the watch keeps reading (and reporting) the other instances."""
 
 from __future__ import annotations
@@ -19,15 +23,17 @@ from deployctl.watch.tracker import event
 
 DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish
 SERVE_TIMEOUT = 60          # s: the router's health checks see the restarted instance up
+PD_ROLES = ("prefill", "decode")
+DEAD = frozenset({"container", "not-ready", "unreachable"})     # faults after which nothing in flight finishes
 
 Observe = Callable[[list[str]], dict[str, NodeObs]]
-Restart = Callable[[list[str]], list[str]]      # nodes -> the ones where the restart failed (with why)
+Restart = Callable[[list[str], bool], list[str]]    # nodes, kill at once -> the ones where it failed (with why)
 
 
 class Recoverer:
     def __init__(self, plan, policy, control: RouterControl | None, observe: Observe, restart: Restart,
-                 emit: Callable[[dict], None], cancel: threading.Event, interval: float = 2.0):
-        self.plan, self.policy, self.control = plan, policy, control
+                 emit: Callable[[dict], None], cancel: threading.Event, interval: float = 2.0, gap: str = ""):
+        self.plan, self.policy, self.control, self.gap = plan, policy, control, gap
         self.observe, self.restart, self.emit, self.cancel, self.interval = observe, restart, emit, cancel, interval
         self.restarts: dict[str, int] = {}
         self.active: dict[str, str] = {}        # instance -> what it does now (draining, restarting, left out)
@@ -35,38 +41,61 @@ class Recoverer:
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, kinds: frozenset[str] = frozenset()) -> None:
+        """Recover ``name`` (failed with faults of ``kinds``) on a thread of its own."""
         with self.lock:
             if name in self.active:
                 return
             routed = self.control.routed() if self.control is not None else []
             if name not in routed:
-                self.emit(event("not-recovered", name, cause="no router in front of this instance can take it "
-                                                             "out (a single instance, or a P/D deployment)"))
+                self.emit(event("not-recovered", name, cause=self.gap or "no router in front of it can take it out"))
                 self.active[name] = "failed (no recovery)"
                 return
             self.active[name] = "draining"
-        t = threading.Thread(target=self._guarded, args=(name,), daemon=True, name=f"recover-{name}")
+        t = threading.Thread(target=self._guarded, args=(name, kinds), daemon=True, name=f"recover-{name}")
         self.threads.append(t)
         t.start()
 
-    def _guarded(self, name: str) -> None:
+    def _guarded(self, name: str, kinds: frozenset[str]) -> None:
         try:
-            self._recover(name)
+            self._recover(name, kinds)
         except DeployctlError as exc:
             self.emit(event("recovery-error", name, cause=exc.message))
             with self.lock:
                 self.active[name] = "failed (recovery error)"
 
-    def _recover(self, name: str) -> None:
+    def _peers(self, name: str) -> tuple[str, list[str]]:
+        """The instance's role and the other instances of it the router can still send to."""
+        role = self.plan.instance(name).role
+        with self.lock:
+            busy = set(self.active)
+        return role, [i.name for i in self.plan.role(role) if i.name != name and i.name not in busy]
+
+    def _take_out(self, name: str, kinds: frozenset[str]) -> bool:
+        """Out of the router, its requests in flight done; False: the role's only instance, left in (there is
+        nothing to send its requests to: a P/D proxy with no server of a role serves nothing either way)."""
+        role, peers = self._peers(name)
+        sole = role in PD_ROLES and not any(i.name != name for i in self.plan.role(role))
+        if sole:
+            self.emit(event("role-down", name, cause=f"the only {role} instance: the deployment serves no request "
+                                                     f"until it is back (nothing to fail over to)"))
+            return False
+        self.control.drain(name)
+        dead = kinds & DEAD
+        # what it still serves finishes first; a dead or hung engine finishes nothing (and may not answer)
+        idle = True if dead else wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
+        rest = (f"; {role} keeps serving on {', '.join(peers)}" if peers else
+                f"; no other {role} instance is serving now") if role in PD_ROLES else ""
+        self.emit(event("drained", name, cause=f"out of {self.control.what}{rest}"
+                        + ("; nothing to wait for (" + ", ".join(sorted(dead)) + ")" if dead else "")
+                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
+        return True
+
+    def _recover(self, name: str, kinds: frozenset[str] = frozenset()) -> None:
         inst = self.plan.instance(name)
         nodes = list(inst.nodes)
         t0 = time.monotonic()
-        self.control.drain(name)
-        # what it still serves finishes first (a dead instance has nothing in flight: the router failed it over)
-        idle = wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
-        self.emit(event("drained", name, cause=f"out of {self.control.what}"
-                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
+        self._take_out(name, kinds)
         while self.restarts.get(name, 0) < self.policy.max_restarts and not self.cancel.is_set():
             attempt = self.restarts.get(name, 0) + 1
             self.restarts[name] = attempt
@@ -78,9 +107,12 @@ class Recoverer:
                     continue
             before = self.observe(nodes)
             self._set(name, "restarting")
-            self.emit(event("restart", name, cause=f"attempt {attempt} of {self.policy.max_restarts}: "
-                                                   f"{', '.join(nodes)}"))
-            failed = self.restart(nodes)
+            # a dead or hung engine has nothing to shut down cleanly: killed at once, not after docker's 10 s
+            kill = bool(kinds & DEAD)
+            self.emit(event("restart", name, attempt=attempt, nodes=nodes,
+                            cause=f"attempt {attempt} of {self.policy.max_restarts}: {', '.join(nodes)}"
+                            + (" (killed at once: " + ", ".join(sorted(kinds & DEAD)) + ")" if kill else "")))
+            failed = self.restart(nodes, kill)
             if not failed and self._verified(nodes, before):
                 self._set(name, "putting back")
                 self.control.ready(name)

@@ -271,3 +271,39 @@ def test_a_held_lock_with_a_non_numeric_pid_refuses_cleanly(inv, fleet, tmp_path
                                             "command": "c", "run_id": run_id(1), "started": "2026-01-01T00:00:00Z"})
     with pytest.raises(LockHeld, match="locked on node1 .* by an unreadable lock"):
         op("up", inv, fleet, tmp_path)
+
+
+# -- restarts by `watch` in the hosts' history (deploy/restarts.py) ---------------------------------------------
+def test_a_restart_entry_is_read_back_shown_never_live_never_a_rollback_target(plan):
+    from deployctl.deploy.restarts import restart_entry
+
+    up1, up2 = entry(1, 1, {"node1": REV_A, "node2": REV_B}), entry(2, 2, {"node1": REV_A, "node2": REV_B})
+    ev = {"ts": 1795669451.5, "event": "back", "instance": "mixed-0", "nodes": ["node1"],
+          "cause": 'restarted and ready after 5.3 s {{ lookup("pipe", "id") }} \x1b[31m'}
+    from deployctl.models.hostdata import clean_entry
+
+    r3 = seal(clean_entry(restart_entry(ev, 3, run_id(3, "restart"), "ops@ctl", "0.1.0")))
+    held = {"history": [up1, up2, r3], "revisions": [REV_A, REV_B], "current": REV_A}
+    states = states_of(plan, {"node1": held, "node2": {**held, "current": REV_B}})
+    assert hist.findings(states) == []
+    entries = hist.merged(states)
+    assert [(e["revision"], e["operation"]) for e in entries] == [(1, "up"), (2, "up"), (3, "restart")]
+    rows = hist.rows(entries, states)
+    assert rows[2].operation == "restart" and rows[2].result == "successful" and not rows[2].live
+    assert rows[2].changed == "engine containers restarted, no file changed" and rows[1].live
+    assert "mixed-0 on node1" in rows[2].summary and "\x1b" not in rows[2].summary     # host text stays data
+    with pytest.raises(UsageError, match="revision 3 is a successful restart"):
+        hist.rollback_target(entries, states, 3)
+    assert hist.next_revision(entries) == 4
+    # a failed restart says why; a copy one host changed is used from no host (like every entry)
+    failed = seal(clean_entry(restart_entry({**ev, "event": "restart-failed", "cause": "not ready in time"}, 4,
+                                            run_id(4, "restart"), "ops@ctl", "0.1.0")))
+    forged = seal({**failed, "result": "successful"})
+    states = states_of(plan, {"node1": {**held, "history": [up1, up2, r3, failed]},
+                              "node2": {**held, "history": [up1, up2, r3, forged], "current": REV_B}})
+    assert [e["revision"] for e in hist.merged(states)] == [1, 2, 3]
+    assert any("history entry " + run_id(4, "restart") in f for f in hist.findings(states))
+    only = states_of(plan, {"node1": {**held, "history": [up1, up2, r3, failed]}, "node2": {**held, "current": REV_B}})
+    row = hist.rows(hist.merged(only), only)[-1]
+    assert (row.operation, row.result) == ("restart", "failed") and hist.merged(only)[-1]["failure"] == \
+        "not ready in time"

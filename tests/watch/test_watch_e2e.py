@@ -165,6 +165,12 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
     assert load.ok > 50
     st = json.loads(run_cli("status", "-i", str(inv), "--output", "json").stdout)
     assert {(i["state"], i["router"]) for i in st["instances"]} == {("serving", "UP")}, st["instances"]
+    # each restart is an entry of the hosts' history, read back from them
+    h = json.loads(run_cli("history", "-i", str(inv), "--output", "json").stdout)["revisions"]
+    assert [(r["result"], r["summary"].split(":")[0]) for r in h if r["operation"] == "restart"] == [
+        ("successful", "watch restarted mixed-1 on node3, node4"),
+        ("successful", "watch restarted mixed-2 on node5, node6"),
+        ("successful", "watch restarted mixed-0 on node1, node2")], h
     # every event recorded and sent to the hook command
     record = next(runs.glob("runs/*-watch/events.jsonl"), None) or max(runs.glob("runs/*watch*/events.jsonl"))
     recorded = [json.loads(x)["event"] for x in record.read_text().splitlines()]

@@ -149,7 +149,7 @@ def run_recovery(plan, policy, sick_rounds: int):
                            npu={0: "Alarm" if sick and n == inst.nodes[0] else "OK"}) for n in nodes}
 
     ctl = FakeControl(plan)
-    rec = Recoverer(plan, policy, ctl, observe, lambda nodes: restarts.append(nodes) or [], events.append,
+    rec = Recoverer(plan, policy, ctl, observe, lambda nodes, kill: restarts.append((nodes, kill)) or [], events.append,
                     threading.Event(), interval=0.01)
     rec.start(inst.name)
     rec.join(10)
@@ -160,7 +160,7 @@ def test_recovery_drains_restarts_the_whole_instance_verifies_and_puts_back():
     inv, plan = plan_of(enabled=True, backoff_s=0.05, max_restarts=2)
     ctl, restarts, events, rec = run_recovery(plan, inv.deploy.recovery, sick_rounds=0)
     assert events == ["drained", "restart", "back"], events
-    assert restarts == [list(plan.instances[0].nodes)]                      # every node at once
+    assert restarts == [(list(plan.instances[0].nodes), False)]             # every node at once, gracefully
     assert ctl.calls == [("drain", plan.instances[0].name), ("ready", plan.instances[0].name)]
     assert rec.active == {} and rec.done == [plan.instances[0].name]
 
@@ -186,3 +186,66 @@ def test_hook_command_gets_the_event_on_stdin_never_in_its_argv(tmp_path):
     bad.send(ev)
     bad.close()
     assert errors and errors[0].startswith("webhook")
+
+
+def pd_plan(prefill: int, image: str = "quay.io/ascend/vllm-ascend:v0.18.0-a3"):
+    doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
+    doc["engine"]["image"] = image
+    doc["nodes"] = [{"name": f"p{k}", "address": f"10.202.0.{k}", "interface": "eth0"} for k in range(1, prefill + 1)]
+    doc["nodes"].append({"name": "d1", "address": "10.202.0.9", "interface": "eth0"})
+    doc["layout"] = {"preset": "pd-split", "prefill": {"nodes": [n["name"] for n in doc["nodes"][:-1]],
+                                                       "instances": prefill}, "decode": {"nodes": ["d1"]}}
+    doc["deploy"] = {"recovery": {"enabled": True, "backoff_s": 0.05, "max_restarts": 2}}
+    inv = validate_inventory(parse_yaml(yaml.safe_dump(doc, sort_keys=False), "inv.yaml", EXAMPLES))
+    return inv, plan_layout(inv)
+
+
+def recover_pd(plan, policy, name: str, kinds=frozenset()):
+    events, restarts = [], []
+
+    def observe(nodes):
+        return {n: NodeObs(n, containers={"e": "running"}, started={"e": str(len(restarts))}, ready=True)
+                for n in nodes}
+
+    ctl = FakeControl(plan)
+    ctl.in_flight = lambda n: ctl.calls.append(("in_flight", n)) or 0
+    rec = Recoverer(plan, policy, ctl, observe, lambda nodes, kill: restarts.append((nodes, kill)) or [], events.append,
+                    threading.Event(), interval=0.01)
+    rec.start(name, kinds)
+    rec.join(10)
+    return ctl, restarts, events
+
+
+def test_a_failed_prefill_leaves_the_proxy_while_the_other_prefill_and_decode_serve():
+    inv, plan = pd_plan(2)
+    names = {i.name: i.role for i in plan.instances}
+    assert names == {"prefill-0": "prefill", "prefill-1": "prefill", "decode": "decode"}, names
+    ctl, restarts, events = recover_pd(plan, inv.deploy.recovery, "prefill-1", frozenset({"container"}))
+    assert [e["event"] for e in events] == ["drained", "restart", "back"], events
+    assert "prefill keeps serving on prefill-0" in events[0]["cause"]
+    assert restarts == [(list(plan.instance("prefill-1").nodes), True)]       # decode is never restarted;
+    # a dead engine is killed at once (nothing to shut down cleanly)
+    # a dead engine has nothing in flight to wait for (a hung one would not even answer /metrics)
+    assert ctl.calls == [("drain", "prefill-1"), ("ready", "prefill-1")], ctl.calls
+
+
+def test_a_roles_only_instance_is_restarted_in_place_and_the_event_says_nothing_is_served():
+    inv, plan = pd_plan(2)
+    ctl, restarts, events = recover_pd(plan, inv.deploy.recovery, "decode", frozenset({"npu"}))
+    assert [e["event"] for e in events] == ["role-down", "restart", "back"], events
+    assert "only decode instance" in events[0]["cause"] and "serves no request" in events[0]["cause"]
+    assert ("drain", "decode") not in ctl.calls and restarts == [(list(plan.instance("decode").nodes), False)]
+
+
+def test_a_pd_split_whose_proxy_cannot_remove_is_not_recovered_and_the_event_says_why():
+    from deployctl.fleet.control import control_for, control_gap
+
+    inv, plan = pd_plan(2, image="quay.io/ascend/vllm-ascend:v0.13.0-a3")
+    assert control_for(plan, None) is None
+    events = []
+    rec = Recoverer(plan, inv.deploy.recovery, None, lambda n: {}, lambda n, k: [], events.append, threading.Event(),
+                    gap=control_gap(plan))
+    rec.start("prefill-1")
+    assert [e["event"] for e in events] == ["not-recovered"]
+    assert "0.13" in events[0]["cause"] and "/instances/remove" in events[0]["cause"] and "0.18" in events[0]["cause"]
+    assert rec.active == {"prefill-1": "failed (no recovery)"}

@@ -116,6 +116,12 @@ class VllmAscendDriver:
 
         return router_control(plan, remote)
 
+    def router_control_gap(self, plan) -> str | None:
+        """Why no router control (a pd-split on a version whose proxy cannot remove safely), for `watch`."""
+        from deployctl.engines.vllm_ascend.control import router_control_gap
+
+        return router_control_gap(plan)
+
     @property
     def metric_names(self):
         from deployctl.engines.vllm_ascend.processes import METRIC_NAMES

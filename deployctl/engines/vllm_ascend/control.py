@@ -133,3 +133,19 @@ def router_control(plan, remote):
     if plan.preset != "pd-split" or feature("proxy_instances_api", plan.engine.version).get("value") != "yes":
         return None
     return ProxyControl(plan, remote)
+
+
+def router_control_gap(plan) -> str | None:
+    """Why the P/D proxy of this deployment cannot take an instance out (None: it can, or it is no pd-split)."""
+    from deployctl.engines.vllm_ascend.support import feature
+
+    if plan.preset != "pd-split":
+        return None
+    entry = feature("proxy_instances_api", plan.engine.version)
+    if entry.get("value") == "yes":
+        return None
+    version = plan.engine.version or "(version unknown)"
+    return (f"vLLM-Ascend {version}'s P/D proxy cannot take an instance out while it serves (no safe "
+            f"POST /instances/remove: {entry.get('source', 'support.yaml proxy_instances_api')}); restarting the "
+            "proxy without it would cut every stream: restart the instance by hand (`deployctl up`), or use "
+            "vLLM-Ascend 0.18 or later for recovery")
