@@ -266,7 +266,9 @@ class _Loop:
     def _form_vllm(self) -> tuple[list[int], dict[int, float]]:
         """vLLM V1's Scheduler.schedule(): running requests first (oldest first), each getting KV for this step's
         tokens, preempting the newest running request while the free KV falls short; then, only if nothing was
-        preempted, waiting requests while the batch limit, the budget and the free KV cover their first chunk."""
+        preempted, waiting requests while the batch limit, the budget and the free KV cover their first chunk
+        (vllm/v1/core/sched/scheduler.py; vllm-ascend@182b75ea copies the loop in core/dyntra_lb_scheduler.py:556-610,
+        661-670, 927-948). KV is counted in tokens, not 128-token blocks."""
         budget, free = self.s.token_budget, self.s.kv_tokens - self.kv_used
         dec: list[int] = []
         chunks: dict[int, float] = {}
