@@ -236,7 +236,7 @@ class _Loop:
     def _form(self) -> tuple[list[int], dict[int, float]]:
         """(decoding requests, {request: prefill tokens this step})."""
         if self.s.chunked and not self.p:
-            return self._form_vllm()
+            return self._form_chunked()
         budget = self.s.token_budget
         dec = [i for i in self.active if self.rem[i] <= 0]
         chunks: dict[int, float] = {}
@@ -263,7 +263,7 @@ class _Loop:
             budget -= chunks[i]
         return ([] if chunks else dec), chunks
 
-    def _form_vllm(self) -> tuple[list[int], dict[int, float]]:
+    def _form_chunked(self) -> tuple[list[int], dict[int, float]]:
         """vLLM V1's Scheduler.schedule(): running requests first (oldest first), each getting KV for this step's
         tokens, preempting the newest running request while the free KV falls short; then, only if nothing was
         preempted, waiting requests while the batch limit, the budget and the free KV cover their first chunk
