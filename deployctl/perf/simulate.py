@@ -211,7 +211,8 @@ class _Loop:
         if not (self.s.chunked and not self.p):
             return self._fits(i)
         need = min(self.inp[i] + self.gen[i], self.s.token_budget) + self.s.drafts
-        return len(self.active) < self.s.max_batch and self.kv_used + need <= self.s.kv_tokens
+        return (len(self.active) < self.s.max_batch and self.kv_used + need <= self.s.kv_tokens
+                and self.inp[i] + self.out[i] <= self.s.kv_tokens)
 
     def _admit(self, i: int) -> None:
         self.waiting.popleft()
@@ -266,9 +267,8 @@ class _Loop:
     def _form_chunked(self) -> tuple[list[int], dict[int, float]]:
         """vLLM V1's Scheduler.schedule(): running requests first (oldest first), each getting KV for this step's
         tokens, preempting the newest running request while the free KV falls short; then, only if nothing was
-        preempted, waiting requests while the batch limit, the budget and the free KV cover their first chunk
-        (vllm/v1/core/sched/scheduler.py; vllm-ascend@182b75ea copies the loop in core/dyntra_lb_scheduler.py:556-610,
-        661-670, 927-948). KV is counted in tokens, not 128-token blocks."""
+        preempted, waiting ones while batch limit, budget and free KV cover their first chunk (in tokens, not
+        blocks; vllm/v1/core/sched/scheduler.py, copied at vllm-ascend@182b75ea core/dyntra_lb_scheduler.py:556-670)."""
         budget, free = self.s.token_budget, self.s.kv_tokens - self.kv_used
         dec: list[int] = []
         chunks: dict[int, float] = {}
