@@ -45,6 +45,16 @@ def fitted_source(kind: str) -> str:
                    "docs/performance-model.md); A2 SKUs reuse them")
 
 
+def fitted_record(kind: str) -> dict:
+    """What the estimate's `calibration` names as its fit: the largest error on the points the deratings of
+    fitted_for(kind) were fitted on and the file that holds them, from the same place as fitted_source (the
+    driver's `perf_fit_record`, e.g. vLLM-Ascend's perf.yaml), else the CloudMatrix fit's."""
+    from deployctl import engines
+
+    own = getattr(engines.driver(kind), "perf_fit_record", None)
+    return dict(own) if own else {"max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py"}
+
+
 CM = "arXiv 2506.12708 (CloudMatrix384)"
 _CM_DECODE = dict(model="deepseek-r1", quant="w8a8", sku="910C", dies=320, dies_per_node=16, dp=320, moe_ep=320,
                   super_pod=True, extra_expert_slots=64, shared_in_ep=True, mtp_drafts=1, mtp_accept=0.7)

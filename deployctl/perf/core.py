@@ -66,6 +66,7 @@ class Consts:
     k_compute: float      # decode, compute-bound components
     k_prefill: float      # prefill, every component
     k_fixed: float = 1.0  # per-step fixed kernel costs (1: msModeling's static costs; `deployctl calibrate` fits it)
+    host_ms: float = 0.0  # per-step host-side overhead (scheduling, input prep, launch) of a stock engine, batch-independent
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Step:
     comm: dict[str, float] = field(default_factory=dict)      # term name -> seconds
     comm_bytes: dict[str, float] = field(default_factory=dict)
     overhead: float = 0.0
+    host: float = 0.0              # per-step host-side overhead (Consts.host_ms), not hidden by overlap
     overlap: bool = False          # comm hidden behind compute (two microbatches)
     sku: Sku | None = None
 
@@ -119,8 +121,8 @@ class Step:
     @property
     def total(self) -> float:
         if self.overlap:
-            return max(self.compute, self.comm_total) + self.overhead
-        return self.compute + self.comm_total + self.overhead
+            return max(self.compute, self.comm_total) + self.overhead + self.host
+        return self.compute + self.comm_total + self.overhead + self.host
 
     @property
     def floor(self) -> float:
@@ -138,6 +140,8 @@ class Step:
         out += [(n, t * scale, "link") for n, t in self.comm.items()]
         if self.overhead:
             out.append(("kernel fixed costs", self.overhead, "fixed"))
+        if self.host:
+            out.append(("host-side step overhead", self.host, "fixed"))
         return sorted(out, key=lambda t: -t[1])
 
 
@@ -360,6 +364,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
         st.comm_bytes[name] = moe_layers * moe_bytes
     _local_tp_comm(s, m, st, layers, local, local if decode else local / max(ctx, 1))
     st.overhead = layers * layer_overhead(s.model_info) * c.k_fixed
+    st.host = c.host_ms * 1e-3
     if s.pp > 1:
         _, inter = link_keys(s)
         ln = links()[inter]

@@ -152,7 +152,7 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
 def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
                   calibration: dict | None = None) -> PlanEstimate:
     """The estimate of every instance and of the deployment (see the module docstring)."""
-    from deployctl.perf.calibration import ERROR_BOUND
+    from deployctl.perf.calibration import fitted_for, fitted_record
 
     ctx = ctx or context(plan, sku, calibration=calibration)
     warnings = list(ctx.notes)
@@ -201,8 +201,16 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
         assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
         calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill, "k_fixed": c.k_fixed,
-                     "max_error_on_points": ERROR_BOUND, "source": "deployctl/perf/calibration.py",
-                     **ctx.calibration}, **served)
+                     "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration}, **served)
+
+
+def _fit_record(ctx: Ctx, fitted_for, fitted_record) -> dict:
+    """max_error_on_points and source of the deratings in use: the engine's own fit (its driver, as
+    calibration.fitted_source), or, for deratings the caller gave, only where they came from."""
+    kind = ctx.plan.inventory.engine.kind
+    if ctx.consts == fitted_for(kind):
+        return fitted_record(kind)
+    return {"source": ctx.consts_source}
 
 
 def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:

@@ -9,9 +9,15 @@ simulation advances step by step, as the engine does:
   partly prefilled ones, then new ones in arrival order (Sarathi-Serve's stall-free batching as Vidur's
   SarathiReplicaScheduler forms it). Otherwise (MindIE): a step is either a prefill batch of whole prompts up to
   the budget, taken whenever prompts wait and there is room, or a decode batch of every running request;
-* KV capacity: a request is admitted only when its prompt's KV fits (Vidur reserves the prompt's blocks on
-  admission), grows by the tokens it emits, and when a decode step would not fit the last admitted request is
-  preempted and recomputed later (vLLM's recompute preemption; Vidur's victim is the last one too);
+* KV capacity. ``chunked`` (vLLM V1's scheduler, which vLLM-Ascend runs by default): each step the running
+  requests, oldest first, get KV for the tokens they compute in it (a prompt chunk, or 1 + drafts decode tokens);
+  when the free KV does not cover one, the newest running request is preempted (its KV dropped, recomputed later
+  from the front of the queue) until it does; waiting requests are admitted only in a step without preemption,
+  while the batch limit, the token budget and the free KV cover their first chunk (plus the drafts' lookahead).
+  A prompt's KV therefore grows chunk by chunk: admission is optimistic and preemption follows under pressure.
+  Otherwise (MindIE, and P/D decode admission, where the KV arrives whole): a request is admitted only when its
+  whole KV fits (Vidur reserves the prompt's blocks on admission) and a decode step that would not fit preempts
+  the last admitted request;
 * P/D: prompts queue for the prefill servers, leave them after their prefill plus the KV transfer, and the
   decode scheduler admits them at a step boundary when batch and KV have room; the first token comes with the
   first decode step (as deployctl.perf.model counts the TTFT);
@@ -113,6 +119,7 @@ class _Loop:
         self.t = 0.0
         self.nsteps = 0
         self.preempt = 0
+        self.kv_dropped = 0.0
         self.hold = False
         self.q = 1 + sched.drafts
         self.emit = 1 + sched.accepted
@@ -199,6 +206,14 @@ class _Loop:
         need = self.inp[i] + self.gen[i] + (self.q if self.p else 0)
         return len(self.active) < self.s.max_batch and self.kv_used + need <= self.s.kv_tokens
 
+    def _can_admit(self, i: int) -> bool:
+        """Whether the next step could admit waiting request i (else decode steps can be jumped over)."""
+        if not (self.s.chunked and not self.p):
+            return self._fits(i)
+        need = min(self.inp[i] + self.gen[i], self.s.token_budget) + self.s.drafts
+        return (len(self.active) < self.s.max_batch and self.kv_used + need <= self.s.kv_tokens
+                and self.inp[i] + self.out[i] <= self.s.kv_tokens)
+
     def _admit(self, i: int) -> None:
         self.waiting.popleft()
         self.active.append(i)
@@ -209,6 +224,7 @@ class _Loop:
 
     def _preempt(self) -> None:
         i = self.active.pop()
+        self.kv_dropped = self.kv[i]
         self.kv_used -= self.kv[i]
         self.kv[i] = 0.0
         self.preempt += 1
@@ -220,10 +236,12 @@ class _Loop:
 
     def _form(self) -> tuple[list[int], dict[int, float]]:
         """(decoding requests, {request: prefill tokens this step})."""
+        if self.s.chunked and not self.p:
+            return self._form_chunked()
         budget = self.s.token_budget
         dec = [i for i in self.active if self.rem[i] <= 0]
         chunks: dict[int, float] = {}
-        if self.s.chunked or self.p:
+        if self.p:
             budget -= len(dec) * self.q
             for i in self.active:
                 if self.rem[i] > 0 and budget > 0:
@@ -245,6 +263,47 @@ class _Loop:
             chunks[i] = self.rem[i]
             budget -= chunks[i]
         return ([] if chunks else dec), chunks
+
+    def _form_chunked(self) -> tuple[list[int], dict[int, float]]:
+        """vLLM V1's Scheduler.schedule(): running requests first (oldest first), each getting KV for this step's
+        tokens, preempting the newest running request while the free KV falls short; then, only if nothing was
+        preempted, waiting ones while batch limit, budget and free KV cover their first chunk (in tokens, not
+        blocks; vllm/v1/core/sched/scheduler.py, copied at vllm-ascend@182b75ea core/dyntra_lb_scheduler.py:556-670)."""
+        budget, free = self.s.token_budget, self.s.kv_tokens - self.kv_used
+        dec: list[int] = []
+        chunks: dict[int, float] = {}
+        preempted, idx = False, 0
+        while idx < len(self.active) and budget > 0:
+            i = self.active[idx]
+            n = self.q if self.rem[i] <= 0 else min(self.rem[i], budget)
+            while n > free:
+                victim = self.active[-1]
+                self._preempt()
+                free += self.kv_dropped
+                preempted = True
+                if victim == i:
+                    break
+            if i not in self.active:
+                break
+            if self.rem[i] <= 0:
+                dec.append(i)
+            else:
+                chunks[i] = n
+            budget -= n
+            free -= n
+            idx += 1
+        while not preempted and self.waiting and budget > 0 and len(self.active) < self.s.max_batch:
+            i = self.waiting[0]
+            n = min(self.inp[i] + self.gen[i], budget)
+            if n + self.s.drafts > free or self.inp[i] + self.out[i] > self.s.kv_tokens:
+                break
+            self.waiting.popleft()
+            self.active.append(i)
+            self.rem[i] = self.inp[i] + self.gen[i]   # a preempted request recomputes prompt + what it emitted
+            chunks[i] = n
+            budget -= n
+            free -= n + self.s.drafts
+        return dec, chunks
 
     def run(self) -> Result:
         if self.c.mode == "concurrency":
@@ -268,7 +327,7 @@ class _Loop:
             ctx = sum(self.kv[i] for i in dec) / len(dec) if dec else 0.0
             tokens = sum(chunks.values())
             k = 1
-            if not chunks and (not self.waiting or not self._fits(self.waiting[0])):
+            if not chunks and (not self.waiting or not self._can_admit(self.waiting[0])):
                 k = self._jump(dec, ctx)
             if chunks:
                 dt = self.st.mixed(len(dec), ctx, tokens) if dec else (
@@ -296,8 +355,12 @@ class _Loop:
 
     def _after(self, dec: list[int], chunks: dict[int, float], k: int) -> None:
         done = []
+        grows = self.s.chunked and not self.p       # vLLM: a prompt's KV grows with the chunks computed
         for i, n in chunks.items():
             self.rem[i] -= n
+            if grows:
+                self.kv[i] += n
+                self.kv_used += n
             if self.rem[i] <= 0 and self.gen[i] == 0:
                 self.first[i] = self.t            # the step that finishes a prompt samples its first token
                 self.gen[i] = 1.0

@@ -64,7 +64,7 @@ def inventory_of(p: dict) -> dict:
         model["speculative"] = p["speculative"]
 
     return {"cluster": {"name": "check", "hardware": hw, **({"super_pod": True} if hw == "a3" else {})},
-            "engine": {"kind": "vllm-ascend", "image": IMAGES[hw]},
+            "engine": {"kind": "vllm-ascend", "image": IMAGES[hw], **p.get("engine_settings", {})},
             "model": model, "layout": layout,
             "nodes": [{"name": n, "address": f"10.9.0.{i + 2}", "interface": "eth0",
                        **({"super_pod_id": 1} if hw == "a3" else {})} for i, n in enumerate(names)]}
@@ -114,7 +114,7 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     lay, c = p["layout"], p["client"]
     dec = lay["decode"] if lay.get("preset") == "pd-split" else lay
     per_rank = dec.get("model", {}).get("max_batch_size", p["limits"]["max_batch_size"])   # a role's own limit first
-    slots = per_rank * dec["dp"] * dec.get("instances", 1)
+    slots = per_rank * dec.get("dp", 1) * dec.get("instances", 1)
     row = Row(id=p["id"], measured=dict(p["measured"]),
               running=min(c["concurrency"], c.get("requests") or c["concurrency"], slots))
     plan, why = plan_of(inventory_of(p))
@@ -162,7 +162,8 @@ def _table(rows: list[Row]) -> list[str]:
         lay = p["layout"]
         layout = (f"P {lay['prefill']['servers']}x DP{lay['prefill']['dp']} TP{lay['prefill']['tp']}, "
                   f"D {lay['decode']['servers']}x DP{lay['decode']['dp']} TP{lay['decode']['tp']}"
-                  if lay.get("preset") == "pd-split" else f"DP{lay['dp']} TP{lay['tp']}")
+                  if lay.get("preset") == "pd-split" else f"DP{lay.get('dp', 1)} TP{lay['tp']}"
+                  + (f" (experts TP{lay['moe_tp']})" if lay.get("moe_tp") else ""))
         if p.get("speculative"):
             layout += f", MTP{p['speculative']['tokens']}"
         cl = f"{c['input']}/{c['output']}, {c['concurrency']}" + (f", {c['rate']}/s" if c.get("rate") else "")

@@ -46,6 +46,39 @@ def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix
     assert fitted_for("mindie") == FITTED
 
 
+def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudmatrix_fit_has_none():
+    from dataclasses import replace
+
+    from deployctl.perf.calibration import FITTED, fitted_for
+    from deployctl.perf.core import step
+    from perflib import setup
+
+    assert FITTED.host_ms == 0.0 and fitted_for("mindie") == FITTED
+    su, c = setup(), replace(FITTED, host_ms=7.0)
+    for phase, tokens in (("decode", 1), ("decode", 64), ("prefill", 4096)):
+        with_host, without = step(su, phase, tokens, 4096, c).total, step(su, phase, tokens, 4096, FITTED).total
+        assert with_host - without == pytest.approx(7e-3)
+    assert ("host-side step overhead", pytest.approx(7e-3), "fixed") in step(su, "decode", 8, 4096, c).terms()
+
+
+def test_the_estimate_names_the_fit_its_deratings_come_from():
+    """vLLM-Ascend plans name perf.yaml and its largest fit error; MindIE plans the CloudMatrix fit (calibration.py)."""
+    import yaml
+
+    from deployctl.perf.calibration import ERROR_BOUND
+    from deployctl.perf.model import estimate_plan
+    from deployctl.perf.models import Workload
+    from perflib import plan
+
+    own = yaml.safe_load((ROOT / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml").read_text())
+    w = Workload(input_len=1024, output_len=128, concurrency=4)
+    vllm = estimate_plan(plan("vllm-a2-2x8-v32-dp-ep"), w).calibration
+    assert vllm["source"].startswith("deployctl/engines/vllm_ascend/perf.yaml")
+    assert vllm["max_error_on_points"] == own["max_error_on_fit_points"] and vllm["host_ms"] == own["consts"]["host_ms"]
+    mindie = estimate_plan(plan("a2-2x8-v32-dp-ep"), w).calibration
+    assert mindie["source"] == "deployctl/perf/calibration.py" and mindie["max_error_on_points"] == ERROR_BOUND
+
+
 @pytest.mark.e2e
 def test_the_engine_fit_reproduces_perf_yaml():
     """tests/perf/fit_engine.py on the fit set gives perf.yaml's values (slow: a grid over four deratings)."""

@@ -85,6 +85,22 @@ def test_kv_full_preempts_and_lengthens_ttft():
     assert len(tight.e2e) == len(roomy.e2e) == 128          # every request still completes
 
 
+def test_vllm_admits_on_the_first_chunk_and_preempts_the_newest():
+    """vLLM V1: three 1000-token prompts enter together on their first 512-token chunks (1,536 of 2,500 KV
+    tokens), their second chunks do not all fit, so the newest is preempted and recomputed after the others: its
+    TTFT is the longest. Reserving whole prompts (MindIE's path) never preempts here."""
+    r = simulate(Client(1000, 50, concurrency=3, requests=3), Sched(512, 256, 2500, chunked=True), Lin())
+    assert r.preemptions >= 1 and len(r.e2e) == 3
+    assert r.first_wave_ttft[2] == max(r.first_wave_ttft) > 2 * r.first_wave_ttft[0]
+    whole = simulate(Client(1000, 50, concurrency=3, requests=3), Sched(1000, 256, 2500, chunked=False), Lin())
+    assert whole.preemptions == 0 and len(whole.e2e) == 3
+
+
+def test_a_request_the_kv_cache_can_never_hold_is_not_admitted():
+    r = simulate(Client(3000, 50, concurrency=1, requests=2), Sched(512, 256, 2500, chunked=True), Lin())
+    assert r.e2e == []
+
+
 def test_batch_limit_queues_beyond_it():
     free = simulate(Client(1000, 100, concurrency=32), Sched(8192, 256, BIG), Lin())
     capped = simulate(Client(1000, 100, concurrency=32), Sched(8192, 8, BIG), Lin())

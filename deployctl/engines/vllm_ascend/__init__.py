@@ -33,6 +33,13 @@ class VllmAscendDriver:
         return perf_deratings_source()
 
     @property
+    def perf_fit_record(self) -> dict:
+        """max_error_on_points and source of perf_deratings, for the estimate's `calibration`."""
+        from deployctl.engines.vllm_ascend.support import perf_fit_record
+
+        return perf_fit_record()
+
+    @property
     def settings(self):
         from deployctl.engines.vllm_ascend.settings import VllmAscendSettings
 

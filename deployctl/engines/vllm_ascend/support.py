@@ -14,8 +14,14 @@ def matrix() -> dict:
 
 @cache
 def perf_deratings() -> dict:
-    """perf.yaml's consts (k_hbm, k_compute, k_prefill, k_fixed)."""
+    """perf.yaml's consts (k_hbm, k_compute, k_prefill, k_fixed, host_ms)."""
     return dict(read_data(__package__, "perf.yaml")["consts"])
+
+
+def perf_fit_record() -> dict:
+    """perf.yaml's largest error on its fit points (written by tests/perf/fit_engine.py) and the file itself."""
+    return {"max_error_on_points": read_data(__package__, "perf.yaml")["max_error_on_fit_points"],
+            "source": "deployctl/engines/vllm_ascend/perf.yaml (tests/perf/fit_engine.py)"}
 
 
 def perf_deratings_source() -> str:
