@@ -1,9 +1,10 @@
 """deployctl's sizes of real checkpoints against published numbers (issue 26 item 5).
 
 Weights: the parameter totals the model's publishers or a cited source give, the one measured on-disk size
-(DeepSeek-R1 FP8) and the one real model.safetensors.index.json found (Qwen3-1.7B BF16, as mlx-lm wrote it:
-`metadata.total_size` against deployctl's bytes from config.json, exact). tt-metal's DeepSeek-V3 index is trimmed
-(total_size 0); the other checkpoints' indexes: not found (unverified).
+(DeepSeek-R1 FP8) and the three real model.safetensors.index.json found, all Qwen3 dense (1.7B as mlx-lm and as
+transformers wrote it, a 4B fine-tune): `metadata.total_size` against deployctl's bytes from config.json, exact.
+tt-metal's DeepSeek-V3 index is trimmed (total_size 0); the MoE, MLA and hybrid checkpoints' indexes: not found
+(unverified).
 KV: vLLM's own per-token formulas, vllm-project/vllm@001cabc1be16a59a70d720ed61a13b678c060a18
 vllm/v1/kv_cache_interface.py: FullAttentionSpec.real_page_size_bytes = block_size x num_kv_heads x
 (head_size + head_size_v) x dtype size (per layer); MLAAttentionSpec.real_page_size_bytes = block_size x num_kv_heads
@@ -69,32 +70,54 @@ def test_deepseek_fp8_bytes_match_the_measured_checkpoint():
     assert d.weights.computed_total == pytest.approx(642 * 2**30, rel=0.01)
 
 
-QWEN3_17B = "qwen3-1.7b-mlx-bf16"        # the one real model.safetensors.index.json (fixture SOURCE: mlx-lm 0.24.0)
+QWEN3_17B = "qwen3-1.7b-mlx-bf16"        # mlx-lm 0.24.0's BF16 conversion (fixture SOURCE)
+
+# Real model.safetensors.index.json files (each fixture's SOURCE names repository, commit, path and writer), with
+# the Qwen3 dense shapes of their config.json: (fixture, hidden, layers, query heads, KV heads, head_dim, FFN, vocab,
+# the index's metadata.total_size as the file states it, what wrote it). All three tie embeddings (no lm_head tensor).
+REAL_INDEXES = [
+    (QWEN3_17B, 2048, 28, 16, 8, 128, 6144, 151936, 3_441_149_952, "mlx-lm 0.24.0, BF16"),
+    ("qwen3-1.7b-fp16", 2048, 28, 16, 8, 128, 6144, 151936, 3_441_149_952, "transformers 4.57.1, float16"),
+    ("qwen3-4b-ft-fp16", 2560, 36, 32, 8, 128, 9728, 151669, 8_043_569_152,
+     "transformers 4.55.4, float16, a Qwen3-4B fine-tune with its vocabulary resized to 151,669"),
+]
 
 
-def test_weight_bytes_from_the_config_equal_the_real_index_total_size():
-    """deployctl's bytes from config.json alone (tensor shapes x BF16) against the real index's metadata.total_size:
-    3,441,149,952 B both, error 0 B. The reader then takes the index's total as the checkpoint's."""
-    total = real(QWEN3_17B, "model.safetensors.index.json")["metadata"]["total_size"]
-    d = describe(FIXTURES / QWEN3_17B)
-    assert d.weights.computed_total == total == 3_441_149_952
-    assert d.weights.index_total == d.weights.total == total
+def _qwen3_dense(h: int, layers: int, q: int, kv: int, hd: int, ffn: int, vocab: int) -> dict[str, int]:
+    """Bytes per class of a tied Qwen3 dense checkpoint in a 2-byte dtype, from Qwen3's architecture: q/k/v
+    projections and q/k RMSNorms (head_dim each), o_proj, SwiGLU (3 matrices), two RMSNorms per layer + the final."""
+    return {"embedding": vocab * h * 2, "attention": layers * (h * q * hd + 2 * h * kv * hd + 2 * hd) * 2,
+            "o_proj": layers * q * hd * h * 2, "dense_ffn": layers * 3 * h * ffn * 2, "norms": (2 * layers + 1) * h * 2}
 
 
-def test_bytes_and_tensor_names_per_class_of_the_real_index():
-    """Per weight class, from Qwen3's architecture with the fixture's config.json numbers (hidden 2048, 28 layers,
-    16 query / 8 KV heads of 128, q/k RMSNorm of 128, SwiGLU 6144, vocab 151,936, tied embeddings), in BF16: the bytes
-    deployctl gives each class, which sum to the index's total_size, and the index's 310 tensor names as the reader
-    sorts them (q/k/v projections and q/k norms under attention; two RMSNorms per layer and the final one)."""
-    h, layers, q, kv, hd, ffn, vocab = 2048, 28, 16, 8, 128, 6144, 151936
-    index = real(QWEN3_17B, "model.safetensors.index.json")
-    nbytes = {"embedding": vocab * h * 2, "attention": layers * (h * q * hd + 2 * h * kv * hd + 2 * hd) * 2,
-              "o_proj": layers * q * hd * h * 2, "dense_ffn": layers * 3 * h * ffn * 2, "norms": (2 * layers + 1) * h * 2}
+@pytest.mark.parametrize("key,h,layers,q,kv,hd,ffn,vocab,total_size,writer", REAL_INDEXES,
+                         ids=[r[0] for r in REAL_INDEXES])
+def test_weight_bytes_from_the_config_equal_the_real_index_total_size(key, h, layers, q, kv, hd, ffn, vocab,
+                                                                       total_size, writer):
+    """deployctl's bytes from config.json alone (tensor shapes x the 2-byte dtype) against the real index's
+    metadata.total_size: error 0 B for each (tolerance 0: a dense Qwen3 has no tensor class deployctl leaves out).
+    Per class they are the architecture's (hand formula above), and the index's tensor names sort into the same
+    classes (q/k/v projections and q/k norms under attention). The reader then takes the index's total."""
+    index = real(key, "model.safetensors.index.json")
+    assert index["metadata"]["total_size"] == total_size, writer
+    expected = _qwen3_dense(h, layers, q, kv, hd, ffn, vocab)
+    assert sum(expected.values()) == total_size
+    d = describe(FIXTURES / key)
+    assert d.weights.by_class == expected
+    assert d.weights.computed_total - total_size == 0
+    assert d.weights.index_total == d.weights.total == total_size
     names = {"embedding": 1, "attention": 5 * layers, "o_proj": layers, "dense_ffn": 3 * layers, "norms": 2 * layers + 1}
-    d = describe(FIXTURES / QWEN3_17B)
-    assert sum(nbytes.values()) == index["metadata"]["total_size"]
-    assert d.weights.by_class == nbytes
-    assert sum(names.values()) == len(index["weight_map"]) and d.weights.index_tensors == names
+    assert d.weights.index_tensors == names and sum(names.values()) == len(index["weight_map"])
+
+
+@pytest.mark.parametrize("key,dtype_key", [("qwen3-1.7b-fp16", "dtype"), ("qwen3-4b-ft-fp16", "torch_dtype"),
+                                           (QWEN3_17B, "torch_dtype")])
+def test_the_stored_dtype_is_read_under_either_key_transformers_writes(key, dtype_key):
+    """transformers 4.57.1 wrote `"dtype": "float16"` and no torch_dtype (huggingface/transformers PR #39782); the
+    description names the key it read and the file's dtype (it said torch_dtype bfloat16, a default, before)."""
+    cfg = real(key)
+    d = describe(FIXTURES / key)
+    assert d.dtype == cfg[dtype_key] and d.quantization.source == f"config.json {dtype_key} {cfg[dtype_key]}"
 
 
 # (checkpoint, engine KV bytes per token per die at tp=1 in BF16, formula)
@@ -111,6 +134,7 @@ KV = [
     ("glm-4.5-air", 46 * 2 * 8 * 128 * 2, "GQA"),
     ("glm-4.7-fp8", 92 * 2 * 8 * 128 * 2, "GQA (aiconfigurator's abridged GLM-4.7 file)"),
     ("qwen3-1.7b-mlx-bf16", 28 * 2 * 8 * 128 * 2, "GQA"),
+    ("qwen3-4b-ft-fp16", 36 * 2 * 8 * 128 * 2, "GQA (float16: 2 bytes as BF16)"),
     ("minimax-m2", 62 * 2 * 8 * 128 * 2, "GQA"),
     ("qwen3-next-80b-a3b-thinking", 12 * 2 * 2 * 256 * 2, "GQA in the 12 full-attention layers only"),
 ]
