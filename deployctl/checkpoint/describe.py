@@ -44,8 +44,8 @@ def describe_files(files: CheckpointFiles) -> ModelDescription:
     notes = list(shape.notes)
     if reader.text_config:
         notes.append("vision tower not counted: only the language model under text_config is sized")
-    dtype = cfg.torch_dtype.lower()
-    quant = _quantization(files, raw, dtype, shape.fields["layers"])
+    key, dtype = cfg.dtype_key
+    quant = _quantization(files, raw, key, dtype, shape.fields["layers"])
     per_class = {c: int(round(p * quant.bytes_per_param.get(c, _DTYPE_BYTES.get(dtype, 2))))
                  for c, p in shape.params.items() if p}
     weights = WeightBytes(by_class=per_class, by_class_source=f"tensor shapes from {CONFIG} x {quant.source}")
@@ -62,13 +62,13 @@ def _with_index(w: WeightBytes, index: IndexFile, layers: int) -> WeightBytes:
                                 "index_tensors": tensors_per_class(index, layers)})
 
 
-def _quantization(files: CheckpointFiles, cfg: dict, dtype: str, layers: int) -> Quantization:
+def _quantization(files: CheckpointFiles, cfg: dict, key: str, dtype: str, layers: int) -> Quantization:
     base = float(_DTYPE_BYTES.get(dtype, 2))
     if files.quant_description:
         return _modelslim(files, base, layers)
     qc = cfg.get("quantization_config") or files.config.get("quantization_config")
     if not isinstance(qc, dict):
-        return Quantization(scheme="bf16" if base == 2 else dtype, source=f"{CONFIG} torch_dtype {dtype}",
+        return Quantization(scheme="bf16" if base == 2 else dtype, source=f"{CONFIG} {key} {dtype}",
                             bytes_per_param={})
     method = str(qc.get("quant_method", ""))[:40]
     where = f"{CONFIG} quantization_config.quant_method {method}"

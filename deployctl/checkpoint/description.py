@@ -106,7 +106,7 @@ class ModelDescription(Frozen):
     vocab: int
     tied_embeddings: bool = False
     mtp_layers: int = 0
-    dtype: str                # torch_dtype of the unquantized tensors
+    dtype: str                # config.json dtype (or torch_dtype) of the unquantized tensors
     quantization: Quantization
     params: dict[str, int]    # parameters per weight class (MTP layers under "mtp")
     weights: WeightBytes

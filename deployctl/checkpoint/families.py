@@ -26,7 +26,16 @@ class _Config(Frozen):
     num_attention_heads: int = _N
     vocab_size: int = Field(gt=0, le=1 << 24)
     tie_word_embeddings: bool = False
-    torch_dtype: str = Field("bfloat16", max_length=40)
+    torch_dtype: str | None = Field(None, max_length=40)
+    dtype: str | None = Field(None, max_length=40)      # transformers >= 4.56 writes this instead of torch_dtype
+
+    @property
+    def dtype_key(self) -> tuple[str, str]:
+        """(key, value) of the stored dtype: `dtype` before `torch_dtype` as transformers reads them (PR #39782);
+        bfloat16 when the config names neither."""
+        if self.dtype:
+            return "dtype", self.dtype.lower()
+        return "torch_dtype", (self.torch_dtype or "bfloat16").lower()
 
 
 class _SharedExpertMoe(_Config):
