@@ -23,6 +23,7 @@ POINTS = Path(__file__).with_name("points.yaml")
 ROOT = Path(__file__).resolve().parents[2]       # a point's config_path is relative to the repository
 IMAGES = {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"}
 DIES = {"a2": 8, "a3": 16}
+SPEC_NAMES = {"mtp": "MTP", "eagle": "EAGLE", "eagle3": "EAGLE3 x", "dflash": "DFlash x"}
 METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"))
 
 
@@ -171,7 +172,8 @@ def _table(rows: list[Row]) -> list[str]:
                   if lay.get("preset") == "pd-split" else f"DP{lay.get('dp', 1)} TP{lay['tp']}"
                   + (f" (experts TP{lay['moe_tp']})" if lay.get("moe_tp") else ""))
         if p.get("speculative"):
-            layout += f", MTP{p['speculative']['tokens']}"
+            sp = p["speculative"]
+            layout += f", {SPEC_NAMES[sp['method']]}{sp['tokens']}"
         cl = f"{c['input']}/{c['output']}, {c['concurrency']}" + (f", {c['rate']}/s" if c.get("rate") else "")
         cells = []
         for key, _ in METRICS:
