@@ -74,7 +74,7 @@ def mtp_of(engine) -> tuple[int, str]:
     return found[0] if found else (0, "")
 
 
-def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
+def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl import catalog, engines
 
     inv = plan.inventory
@@ -90,6 +90,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float) -> Setup:
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,
                  super_pod=inv.cluster.super_pod and len(pods) <= 1,
                  mtp_drafts=drafts if inst.role != "prefill" else 0, mtp_accept=accept,
+                 draft_passes=passes if inst.role != "prefill" else 0,
                  microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
 
 
@@ -117,7 +118,8 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
     mtp = Mtp(drafts=drafts, acceptance=accept if drafts else 0.0, accepted_per_step=accepted,
               source=f"{drafts} draft token(s) from {where}; {why}" if drafts else
               "none: model.speculative is not set and the engine settings name no MTP")
-    setups = {i.name: _setup(plan, i, the_sku, drafts, accept) for i in plan.instances}
+    passes = min(drafts, 1) if method == "dflash" else drafts     # DFlash drafts its whole block in one forward
+    setups = {i.name: _setup(plan, i, the_sku, drafts, accept, passes) for i in plan.instances}
     m = catalog.model_of(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,

@@ -40,6 +40,7 @@ class Setup:
     shared_in_ep: bool = False      # the shared expert runs on EP slots of its own (CloudMatrix) instead of every die
     mtp_drafts: int = 0             # MTP draft tokens per step (0: no MTP)
     mtp_accept: float = 0.7         # acceptance of each draft position
+    draft_passes: int = 0           # sequential draft forwards per decode step (MTP/EAGLE: one per token; DFlash: 1)
     microbatches: int = 1           # 2: communication overlapped with compute by two microbatches
     dbo_decode_tokens: int = 0      # decode overlaps only above this many tokens per DP group (0: decode never)
     info: Any = field(default=None, compare=False)   # the ModelInfo (None: the built-in catalog's entry of `model`)
@@ -67,6 +68,7 @@ class Consts:
     k_prefill: float      # prefill, every component
     k_fixed: float = 1.0  # per-step fixed kernel costs (1: msModeling's static costs; `deployctl calibrate` fits it)
     host_ms: float = 0.0  # per-step host-side overhead (scheduling, input prep, launch) of a stock engine, batch-independent
+    host_draft_ms: float = 0.0  # host overhead of each sequential draft forward of a decode step (Setup.draft_passes)
 
 
 @dataclass
@@ -364,7 +366,7 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
         st.comm_bytes[name] = moe_layers * moe_bytes
     _local_tp_comm(s, m, st, layers, local, local if decode else local / max(ctx, 1))
     st.overhead = layers * layer_overhead(s.model_info) * c.k_fixed
-    st.host = c.host_ms * 1e-3
+    st.host = (c.host_ms + c.host_draft_ms * (s.draft_passes if phase == "decode" else 0)) * 1e-3
     if s.pp > 1:
         _, inter = link_keys(s)
         ln = links()[inter]

@@ -134,7 +134,8 @@ def simulate_plan(ctx, client: Client) -> Served:
     sd = ctx.setups[dec.name]
     groups = ctx.decoders * sd.dp
     load = client.concurrency if client.mode == "concurrency" else client.rate * 1e9
-    used = int(min(groups, load)) if client.mode == "concurrency" else groups
+    # a rate client's concurrency ceiling also bounds the groups it keeps busy (1 in flight reaches one group)
+    used = int(min(groups, load if client.mode == "concurrency" else client.concurrency or groups))
     used = max(1, used)
     mine = share(client, used)
     per_instance = max(1, math.ceil(used / ctx.decoders))

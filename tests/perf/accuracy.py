@@ -20,8 +20,10 @@ from pathlib import Path
 import yaml
 
 POINTS = Path(__file__).with_name("points.yaml")
+ROOT = Path(__file__).resolve().parents[2]       # a point's config_path is relative to the repository
 IMAGES = {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"}
 DIES = {"a2": 8, "a3": 16}
+SPEC_NAMES = {"mtp": "MTP", "eagle": "EAGLE", "eagle3": "EAGLE3 x", "dflash": "DFlash x"}
 METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"))
 
 
@@ -60,8 +62,13 @@ def inventory_of(p: dict) -> dict:
              "max_batch_size": lim["max_batch_size"]}
     if lim.get("max_prefill_tokens"):
         model["max_prefill_tokens"] = lim["max_prefill_tokens"]
+    if p.get("config_path"):                     # sized from the checkpoint's real config.json
+        model["config_path"] = str(ROOT / p["config_path"])
     if p.get("speculative"):
-        model["speculative"] = p["speculative"]
+        spec = dict(p["speculative"])
+        if spec["method"] != "mtp":              # a draft model: where its weights sit does not change the estimate
+            spec.setdefault("draft_weights_path", f"/data/models/{p['model']}-{spec['method']}")
+        model["speculative"] = spec
 
     return {"cluster": {"name": "check", "hardware": hw, **({"super_pod": True} if hw == "a3" else {})},
             "engine": {"kind": "vllm-ascend", "image": IMAGES[hw], **p.get("engine_settings", {})},
@@ -165,7 +172,8 @@ def _table(rows: list[Row]) -> list[str]:
                   if lay.get("preset") == "pd-split" else f"DP{lay.get('dp', 1)} TP{lay['tp']}"
                   + (f" (experts TP{lay['moe_tp']})" if lay.get("moe_tp") else ""))
         if p.get("speculative"):
-            layout += f", MTP{p['speculative']['tokens']}"
+            sp = p["speculative"]
+            layout += f", {SPEC_NAMES[sp['method']]}{sp['tokens']}"
         cl = f"{c['input']}/{c['output']}, {c['concurrency']}" + (f", {c['rate']}/s" if c.get("rate") else "")
         cells = []
         for key, _ in METRICS:

@@ -23,7 +23,7 @@ from deployctl.perf.serving import simulate_plan
 
 PERF_YAML = Path(__file__).resolve().parents[2] / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml"
 BOUNDS = {"k_hbm": (1.0, 16.0), "k_compute": (1.0, 16.0), "k_prefill": (1.0, 16.0), "k_fixed": (0.5, 32.0),
-          "host_ms": (0.5, 256.0)}
+          "host_ms": (0.5, 256.0), "host_draft_ms": (0.5, 128.0)}
 KEYS = {"throughput": "throughput", "tpot_ms": "tpot", "ttft_ms": "ttft"}
 
 
@@ -55,9 +55,9 @@ def rms(consts, cases) -> float:
     return (sum(e * e for e in errs) / len(errs)) ** 0.5
 
 
-def fit(rounds: int = 3, steps: int = 6):
-    """A coarse log grid over the four deratings and the per-step host overhead (the surface is not convex:
-    simulated queues switch regimes), then coordinate refinement around the best cell."""
+def fit(rounds: int = 3, steps: int = 4):
+    """A coarse log grid over the four deratings and the two host overheads (per step, per draft forward; the
+    surface is not convex: simulated queues switch regimes), then coordinate refinement around the best cell."""
     import itertools
     import math
 
@@ -84,5 +84,6 @@ if __name__ == "__main__":
     if "--write" in sys.argv:
         text = PERF_YAML.read_text().split("consts:")[0]
         PERF_YAML.write_text(text + f"consts: {{k_hbm: {consts.k_hbm}, k_compute: {consts.k_compute}, "
-                             f"k_prefill: {consts.k_prefill}, k_fixed: {consts.k_fixed}, host_ms: {consts.host_ms}}}\n"
+                             f"k_prefill: {consts.k_prefill}, k_fixed: {consts.k_fixed}, host_ms: {consts.host_ms}, "
+                             f"host_draft_ms: {consts.host_draft_ms}}}\n"
                              f"max_error_on_fit_points: {round(worst, 3)}\n")

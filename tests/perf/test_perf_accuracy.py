@@ -61,6 +61,33 @@ def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudm
     assert ("host-side step overhead", pytest.approx(7e-3), "fixed") in step(su, "decode", 8, 4096, c).terms()
 
 
+def test_each_sequential_draft_forward_adds_its_host_time_to_decode_steps_only():
+    """host_draft_ms x Setup.draft_passes (MTP/EAGLE: one forward per drafted token; DFlash: one per block)."""
+    from dataclasses import replace
+
+    from deployctl.perf.calibration import FITTED
+    from deployctl.perf.core import step
+    from perflib import setup
+
+    assert FITTED.host_draft_ms == 0.0
+    c = replace(FITTED, host_draft_ms=5.0)
+    su = setup(mtp_drafts=3, draft_passes=3)
+    assert step(su, "decode", 8, 4096, c).total - step(su, "decode", 8, 4096, FITTED).total == pytest.approx(15e-3)
+    assert step(su, "prefill", 4096, 4096, c).total == pytest.approx(step(su, "prefill", 4096, 4096, FITTED).total)
+
+
+@pytest.mark.parametrize(("pid", "passes"), [("vA-K26-1xA3", 1), ("vA-M27-1xA3-c48", 3), ("vA-V32-1xA3", 3),
+                                             ("vA-M25-1xA3", 0)])
+def test_draft_forwards_per_step_follow_the_method(pid, passes):
+    """DFlash drafts its 7-token block in one forward (z-lab/Kimi-K2.5-DFlash: block diffusion); EAGLE3 and MTP
+    run the draft once per token."""
+    from deployctl.perf.model import context
+
+    p = next(x for x in accuracy.points()["points"] if x["id"] == pid)
+    ctx = context(plan_of(accuracy.inventory_of(p))[0])
+    assert ctx.setups[ctx.decoder.name].draft_passes == passes
+
+
 def test_the_estimate_names_the_fit_its_deratings_come_from():
     """vLLM-Ascend plans name perf.yaml and its largest fit error; MindIE plans the CloudMatrix fit (calibration.py)."""
     import yaml

@@ -86,8 +86,16 @@ def test_mtp_is_read_from_the_engine_settings():
     mtp_plan = p.model_copy(update={"inventory": p.inventory.model_copy(update={"engine": engine})})
     w = Workload(input_len=1024, output_len=512, concurrency=16)
     with_mtp, without = estimate_plan(mtp_plan, w), estimate_plan(p, w)
-    assert with_mtp.mtp.drafts == 1 and with_mtp.tpot_ms < without.tpot_ms
+    assert with_mtp.mtp.drafts == 1 and with_mtp.tpot_ms != without.tpot_ms
     assert "none" in without.mtp.source
+    # without a host cost per draft forward (the CloudMatrix fit) one draft lowers TPOT; vLLM-Ascend's fit charges
+    # each draft forward 22.9 ms of host time (perf.yaml host_draft_ms), which at this batch outweighs the accepted
+    # 0.7 tokens (docs/performance-model.md "Per-engine deratings")
+    from deployctl.perf.calibration import FITTED
+    from deployctl.perf.context import context
+
+    cm = [estimate_plan(x, w, ctx=context(x, consts=FITTED)).tpot_ms for x in (mtp_plan, p)]
+    assert cm[0] < cm[1]
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)

@@ -129,6 +129,20 @@ def test_poisson_rate_below_capacity_keeps_ttft_near_one_prefill():
     assert r.throughput == pytest.approx(0.5 * 100, rel=0.3)
 
 
+def test_a_rate_clients_concurrency_ceiling_bounds_the_groups_it_keeps_busy():
+    """One request in flight at a time (AISBench batch_size 1 with a request rate) reaches one DP group, however
+    many the plan has: the deployment's throughput is one group's, not one group's times the group count."""
+    from deployctl.perf.model import context
+    from deployctl.perf.serving import simulate_plan
+
+    ctx = context(plan("a2-4x8-dp-ep"))
+    assert ctx.decoders * ctx.setups[ctx.decoder.name].dp > 1
+    one = simulate_plan(ctx, Client(4096, 256, mode="rate", rate=1.0, concurrency=1, requests=8))
+    open_loop = simulate_plan(ctx, Client(4096, 256, mode="rate", rate=1.0, concurrency=0, requests=8))
+    assert one.groups == 1 and open_loop.groups > 1
+    assert one.throughput < open_loop.throughput
+
+
 def test_plan_estimate_carries_distributions_and_client():
     from deployctl.perf.model import estimate_plan
     from deployctl.perf.models import Workload

@@ -14,7 +14,7 @@ def matrix() -> dict:
 
 @cache
 def perf_deratings() -> dict:
-    """perf.yaml's consts (k_hbm, k_compute, k_prefill, k_fixed, host_ms)."""
+    """perf.yaml's consts (k_hbm, k_compute, k_prefill, k_fixed, host_ms, host_draft_ms)."""
     return dict(read_data(__package__, "perf.yaml")["consts"])
 
 
