@@ -228,24 +228,19 @@ def describe_failure(plan, result: PlaybookResult) -> str:
 
 # -- history ------------------------------------------------------------------------------------------
 def entry_for(b, outcome: Outcome, desired, revision: int) -> dict:
-    import getpass
     import hashlib
-    import socket
 
     from deployctl import __version__
+    from deployctl.operation.lockinfo import operator_name
 
     inv = b.inv
     doc = inv.model_dump(mode="json")
-    try:
-        user = getpass.getuser()
-    except Exception:   # noqa: BLE001
-        user = "?"
     summary = (f"{inv.model.name} {inv.model.quant}, {b.plan.preset or 'custom'} on {len(b.plan.nodes)} "
                f"x {b.plan.hardware.upper()}")
     result = {"successful": "successful", "canceled": "canceled"}.get(outcome.status, "failed")
     entry = {"revision": revision, "run_id": b.rec.run_id,
              "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "user": f"{user}@{socket.gethostname()}", "deployctl": __version__, "operation": b.operation,
+             "user": operator_name(), "deployctl": __version__, "operation": b.operation,
              "result": result, "summary": summary,
              "inventory_digest": hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16],
              "nodes": {n: it.rev for n, it in desired.nodes.items()},
@@ -260,9 +255,8 @@ def entry_for(b, outcome: Outcome, desired, revision: int) -> dict:
 def write_entry(b, entry: dict) -> list[str]:
     from deployctl.executors.fanout import run_script
 
-    text = json.dumps(entry, sort_keys=True)
-    return run_script(b.executor, b.targets, lambda t: ["sh", "-c", hist.WRITE, "deployctl-history", b.cdir,
-                                                        entry["run_id"], text], b.opts.ssh_timeout)
+    argv = hist.write_argv(b.cdir, entry)
+    return run_script(b.executor, b.targets, lambda t: argv, b.opts.ssh_timeout)
 
 
 def prune(b, plan: hist.Prune) -> None:

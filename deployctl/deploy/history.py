@@ -22,6 +22,15 @@ SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 # $1 cluster dir, $2 run id, $3 entry JSON: written whole, then renamed into place
 WRITE = ('set -e; d="$1/history"; mkdir -p "$d"; t="$d/.$2.tmp"; printf "%s\\n" "$3" > "$t"; '
          'mv -f "$t" "$d/$2.json"')
+
+
+def write_argv(cdir: str, entry: dict) -> list[str]:
+    """The fixed script writing ``entry`` on a host (the entry a value, never spliced into the script)."""
+    import json
+
+    return ["sh", "-c", WRITE, "deployctl-history", cdir, entry["run_id"], json.dumps(entry, sort_keys=True)]
+
+
 # $1 cluster dir, then paths relative to it (checked against SAFE parts before)
 REMOVE = 'd="$1"; shift; for x in "$@"; do rm -rf -- "$d/$x"; done'
 DEPLOYS = ("up", "rollback")

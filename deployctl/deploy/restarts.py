@@ -10,7 +10,6 @@ entries (the entry a value, never spliced), and read back through the same parse
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime, timezone
 from typing import Callable
@@ -39,15 +38,10 @@ def restart_entry(ev: dict, revision: int, run_id: str, user: str, version: str)
 def history_recorder(plan, executor: Executor, targets: list[HostTarget], timeout: float = 30
                      ) -> Callable[[dict], list[str]]:
     """A function that writes the entry of a restart event on every host and returns where it failed."""
-    import getpass
-    import socket
-
     from deployctl import __version__
+    from deployctl.operation.lockinfo import operator_name
 
-    try:
-        user = f"{getpass.getuser()}@{socket.gethostname()}"
-    except Exception:   # noqa: BLE001 - no user name: the entry says so
-        user = "?"
+    user = operator_name()
     cdir = cluster_dir(plan)
     lock = threading.Lock()           # two recoveries at once: one revision number each
 
@@ -62,10 +56,9 @@ def history_recorder(plan, executor: Executor, targets: list[HostTarget], timeou
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
             entry = seal(clean_entry(restart_entry(ev, hist.next_revision(merged.entries, merged.top),
                                                    f"{stamp}-restart", user, __version__)))
-            text = json.dumps(entry, sort_keys=True)
+            argv = hist.write_argv(cdir, entry)
             reachable = [t for t in targets if not states[t.name].error]
-            failed = run_script(executor, reachable, lambda t: ["sh", "-c", hist.WRITE, "deployctl-history", cdir,
-                                                                entry["run_id"], text], timeout)
+            failed = run_script(executor, reachable, lambda t: argv, timeout)
             return failed + [f"{n}: {s.error}" for n, s in states.items() if s.error]
 
     return record

@@ -12,7 +12,7 @@ from deployctl.inventory.envcheck import (HCCL_RANGES, ROLE_ENV, env_range_probl
                                          secret_env_problems)
 from deployctl.inventory.hostile import check_image
 from deployctl.inventory.load import KeyPath, RawInventory
-from deployctl.inventory.roles import role_problems
+from deployctl.inventory.roles import ROLES, role_block, role_problems
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -81,8 +81,8 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "speculative", "method"), f"{info.display} has no MTP layers "
                                "(its config.json has no num_nextn_predict_layers)",
                                "use eagle/eagle3/dflash with draft_weights_path, or remove model.speculative"))
-    for role in ("prefill", "decode"):
-        own = getattr(getattr(inv.layout, role, None), "model", None)
+    for role in ROLES:
+        own = getattr(role_block(inv, role), "model", None)
         if own is not None and own.speculative_tokens is not None and spec is None:
             out.append(raw.problem(("layout", role, "model", "speculative_tokens"), "speculative_tokens without "
                                    "model.speculative", "set model.speculative (method, draft) first; this key "

@@ -14,6 +14,21 @@ from deployctl.errors import ExecutionError
 STALE_AFTER_S = 120        # a holder refreshes its lock every 20 s; two minutes of silence means it is gone
 
 
+def local_user() -> str:
+    """Who runs deployctl here (the uid when there is no passwd entry, as in some containers)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:     # noqa: BLE001 - no passwd entry
+        return str(os.getuid())
+
+
+def operator_name() -> str:
+    """user@host of whoever runs deployctl: the lock's owner and the `user` of a history entry."""
+    return f"{local_user()}@{socket.gethostname()}"
+
+
 @dataclass(frozen=True)
 class LockOwner:
     user: str
@@ -26,15 +41,9 @@ class LockOwner:
 
     @classmethod
     def me(cls, run_id: str) -> "LockOwner":
-        import getpass
-
-        try:
-            user = getpass.getuser()
-        except Exception:     # noqa: BLE001 - no passwd entry in some containers
-            user = str(os.getuid())
         now = _now()
         cmd = " ".join(["deployctl", *sys.argv[1:]])[:160]        # e.g. deployctl up -i prod.yaml -y
-        return cls(user, socket.gethostname(), os.getpid(), cmd, run_id, now, now)
+        return cls(local_user(), socket.gethostname(), os.getpid(), cmd, run_id, now, now)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

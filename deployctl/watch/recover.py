@@ -19,11 +19,11 @@ from typing import Callable
 from deployctl.errors import DeployctlError
 from deployctl.fleet.control import RouterControl, wait_until
 from deployctl.watch.observe import NodeObs
+from deployctl.inventory.roles import ROLES
 from deployctl.watch.tracker import event
 
 DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish
 SERVE_TIMEOUT = 60          # s: the router's health checks see the restarted instance up
-PD_ROLES = ("prefill", "decode")
 DEAD = frozenset({"container", "not-ready", "unreachable"})     # faults after which nothing in flight finishes
 
 Observe = Callable[[list[str]], dict[str, NodeObs]]
@@ -71,25 +71,24 @@ class Recoverer:
             busy = set(self.active)
         return role, [i.name for i in self.plan.role(role) if i.name != name and i.name not in busy]
 
-    def _take_out(self, name: str, kinds: frozenset[str]) -> bool:
-        """Out of the router, its requests in flight done; False: the role's only instance, left in (there is
-        nothing to send its requests to: a P/D proxy with no server of a role serves nothing either way)."""
+    def _take_out(self, name: str, kinds: frozenset[str]) -> None:
+        """Out of the router, its requests in flight done; the role's only instance stays in (there is nothing to
+        send its requests to: a P/D proxy with no server of a role serves nothing either way)."""
         role, peers = self._peers(name)
-        sole = role in PD_ROLES and not any(i.name != name for i in self.plan.role(role))
+        sole = role in ROLES and not any(i.name != name for i in self.plan.role(role))
         if sole:
             self.emit(event("role-down", name, cause=f"the only {role} instance: the deployment serves no request "
                                                      f"until it is back (nothing to fail over to)"))
-            return False
+            return
         self.control.drain(name)
         dead = kinds & DEAD
         # what it still serves finishes first; a dead or hung engine finishes nothing (and may not answer)
         idle = True if dead else wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
         rest = (f"; {role} keeps serving on {', '.join(peers)}" if peers else
-                f"; no other {role} instance is serving now") if role in PD_ROLES else ""
+                f"; no other {role} instance is serving now") if role in ROLES else ""
         self.emit(event("drained", name, cause=f"out of {self.control.what}{rest}"
                         + ("; nothing to wait for (" + ", ".join(sorted(dead)) + ")" if dead else "")
                         + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
-        return True
 
     def _recover(self, name: str, kinds: frozenset[str] = frozenset()) -> None:
         inst = self.plan.instance(name)

@@ -150,10 +150,11 @@ def _speculative(inv, raw) -> list[Problem]:
                                f"speculative plugins are mtp, la and memory_decoding ({PLUGIN_SOURCE} L127-135)",
                                "use method: mtp (DeepSeek), or the vllm-ascend engine"))
         return out
+    from deployctl.inventory.roles import ROLES, role_block
+
     tokens = [(("model", "speculative", "tokens"), spec.tokens)] + [
-        (("layout", role, "model", "speculative_tokens"), own.speculative_tokens) for role in ("prefill", "decode")
-        if (own := getattr(getattr(inv.layout, role, None), "model", None)) is not None
-        and own.speculative_tokens is not None]
+        (("layout", role, "model", "speculative_tokens"), own.speculative_tokens) for role in ROLES
+        if (own := getattr(role_block(inv, role), "model", None)) is not None and own.speculative_tokens is not None]
     for path, n in tokens:
         if n > MTP_MAX_TOKENS:
             out.append(raw.problem(path, f"MindIE refuses mtp num_speculative_tokens {n} (at most {MTP_MAX_TOKENS}: "
