@@ -33,14 +33,14 @@ def test_plan_copies_what_differs_and_names_what_it_cannot_fix():
 
 
 class Scripted:
-    """Answers each `sh -c` by its $0 (deployctl-part, deployctl-finish) with what a hostile node might say."""
+    """Answers each `sh -c`/`python3 -c` by its label (deployctl-part, ...) with what a hostile node might say."""
 
     def __init__(self, **answers):
         self.answers, self.calls = answers, []
 
     def run(self, target, argv, timeout):
         self.calls.append(argv)
-        rc, out = self.answers[argv[3] if argv[0] == "sh" else argv[0]]
+        rc, out = self.answers[argv[3] if argv[1] == "-c" else argv[0]]
         return CommandResult(target.name, argv[0], rc, out)
 
 
