@@ -42,6 +42,11 @@ def read_json(path: Path, limit: int) -> dict:
     except OSError as exc:
         raise problem(path, f"cannot be read: {exc.strerror or exc}", hint="give the directory that holds the "
                       "checkpoint's config.json (model.config_path)") from None
+    return parse_json(raw, path, limit)
+
+
+def parse_json(raw: bytes, path: Path | str, limit: int) -> dict:
+    """The JSON object in ``raw`` (read from ``path``, at most ``limit`` + 1 bytes), or a problem naming it."""
     if len(raw) > limit:
         raise problem(path, f"is more than the {limit:,} bytes such a file can be",
                       hint="point model.config_path at the checkpoint's own small files")

@@ -66,10 +66,13 @@ def sync(inventory: InventoryOpt,
          timeout: TimeoutOpt = 60.0):
     """Copy the files a node lacks or holds differently (size; sha256 with --hash) from the source to it, to
     all such nodes in parallel, through this machine (it holds the SSH keys; the nodes need none for each
-    other). Resumable: an interrupted file continues from where it stopped. Then checks again: the outcome is
-    what the nodes hold afterwards.
+    other). Resumable: an interrupted file continues from where it stopped, once its bytes are checked against
+    the source's. Then checks again: the outcome is what the nodes hold afterwards. No symbolic link below
+    the weights directory is followed on any side: a source holding one is refused, naming it.
 
-    Exit 0 when every node matches the source afterwards, 1 otherwise, 2 for a bad inventory or source.
+    Exit 0 when every node matches the source afterwards, 1 otherwise (also a node without the free space for
+    its copies: nothing is copied to it), 2 for a bad inventory or source (links; shards larger than the
+    index's metadata.total_size allows).
 
     Examples:
 
@@ -116,6 +119,7 @@ def sync(inventory: InventoryOpt,
                                                         for n, f, b in result.copies],
                    "resumed": [{"node": n, "file": f, "from_byte": b} for n, f, b in result.resumed],
                    "failed": [d.as_dict() for d in result.failed], "skipped": [d.as_dict() for d in result.skipped],
+                   "distrusted": [d.as_dict() for d in result.distrusted],
                    "after": result.after.as_dict() if result.after else None, "ok": result.ok})
     else:
         _print_sync(result, len(names))
@@ -183,6 +187,8 @@ def _print_sync(result, nodes: int) -> None:
                   f"{len({n for n, _, _ in result.copies})} of {nodes} nodes"))
     for node, name, start in result.resumed:
         con.print(esc(f"  {node}: {name} resumed at byte {start:,}"))
+    for d in result.distrusted:
+        con.print(esc(f"  {d.node}: {d.have}"), style="yellow")
     for title, diffs in (("Not copied", result.skipped), ("Copies that failed", result.failed)):
         if diffs:
             con.print(_diff_table(title, diffs))

@@ -20,6 +20,7 @@ from deployctl.errors import DeployctlError
 from deployctl.executors.base import FAN_OUT, Executor, HostError, HostTarget
 from deployctl.textsafe import clean
 from deployctl.weights.listing import FileState, files_of, listing_argv, parse_listing, safe_dir
+from deployctl.weights.remote import source_argv
 
 HASH_TIMEOUT = 4 * 3600.0     # sha256 of ~700 GB at ~1 GB/s per core, 4 files at once: well under this
 
@@ -61,7 +62,7 @@ class CheckResult:
 def fetch_index(executor: Executor, target: HostTarget, directory: str, timeout: float) -> IndexFile:
     """The node's index, read through the bounded reader; a DeployctlError or HostError says why not."""
     path = f"{safe_dir(directory)}/{INDEX}"
-    argv = ["head", "-c", str(MAX_INDEX_BYTES + 1), "--", path]
+    argv = source_argv("cat", directory, INDEX, MAX_INDEX_BYTES + 1)      # never through a link
     fd, tmp = tempfile.mkstemp(prefix="deployctl-index-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as sink:
@@ -74,9 +75,9 @@ def fetch_index(executor: Executor, target: HostTarget, directory: str, timeout:
                 sink.write((r.stdout if r.rc == 0 else r.stdout + r.stderr).encode())
                 rc = r.rc
         if rc != 0:
-            with open(tmp, "rb") as f:          # head's complaint (stderr goes to the same sink)
+            with open(tmp, "rb") as f:          # the reader's complaint (stderr goes to the same sink)
                 said = clean(f.read(300).decode(errors="replace"), multiline=False).strip()
-            said = said.rsplit(": ", 1)[-1][:120]      # head: cannot open 'PATH' for reading: <the reason>
+            said = said.rsplit(": ", 1)[-1][:120]      # deployctl-read: <the reason>
             raise HostError(target.name, "index", f"cannot read {path} (exit {rc}{': ' + said if said else ''})",
                             "the node lacks the index or it is unreadable: copy it with `deployctl weights sync`")
         try:

@@ -5,6 +5,11 @@ against plain patterns before they reach a command (``safe_name``, ``safe_dir``)
 script as positional arguments, shell-quoted (``listing_argv``), never spliced into its text. The host
 answers one line per file, keyed by the file's position in the list (never by a name the host prints), and
 ``parse_listing`` turns that into typed ``FileState`` values: anything else is a ValueError about the host.
+
+Links: the directory is the inventory's (its own links are the operator's and are followed); below it no
+symbolic link is followed, on any node and by any of deployctl's scripts (``PRELUDE``): every part of a name is
+looked at with lstat and opened with O_NOFOLLOW, one directory at a time, so a link swapped in between is
+refused by the open itself. A link is reported as such (``link``), never read through.
 """
 
 from __future__ import annotations
@@ -23,45 +28,121 @@ MAX_NAME = 512
 LINE_BYTES = 120              # "<i> ok <size> <sha256>" is at most ~95 bytes
 HASH_WIDTH = 4                # files hashed at once per host (sha256 is CPU-bound: one core each)
 
-# $1 directory, $2 1 to hash, $3 width, then the file names. One line per file, keyed by its position:
-#   <i> ok <bytes> [<sha256>|-]   <i> missing   <i> notfile   <i> unreadable
-# then "end <count>". Lines of files hashed at once may come in any order (each is one write, atomic).
-SCRIPT = r"""d="$1"; h="$2"; w="$3"; shift 3
-one() {
-  if [ ! -e "$2" ]; then echo "$1 missing"
-  elif [ ! -f "$2" ]; then echo "$1 notfile"
-  elif [ ! -r "$2" ]; then echo "$1 unreadable"
-  else
-    s=$(wc -c < "$2" 2>/dev/null | tr -d ' ')
-    if [ "$h" = 1 ]; then
-      x=$(sha256sum < "$2" 2>/dev/null | cut -c1-64); echo "$1 ok ${s:--} ${x:--}"
-    else echo "$1 ok ${s:--}"; fi
-  fi
-}
-i=0; n=0
-for f in "$@"; do
-  if [ "$h" = 1 ]; then one "$i" "$d/$f" & n=$((n + 1)); if [ "$n" -ge "$w" ]; then wait; n=0; fi
-  else one "$i" "$d/$f"; fi
-  i=$((i + 1))
-done
-wait
-echo "end $i"
+# Shared by every script deployctl runs on a node against the weights (python3, which Ansible needs anyway):
+# below(d, name) opens the directory holding name's last part, one part at a time without following a link
+# (lstat says which part is a link; O_NOFOLLOW refuses one swapped in after it); regular(fd, last) opens that
+# last part the same way, O_NONBLOCK (a FIFO swapped in cannot block) and checks with fstat that it is a file.
+PRELUDE = r"""import errno, hashlib, os, stat, sys
+RD = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+DIRS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+CHUNK = 1 << 20
+
+class Refused(Exception):
+    pass
+
+def why(e):
+    if isinstance(e, Refused):
+        return e.args[0]
+    return {errno.ENOENT: "missing", errno.ELOOP: "link", errno.ENOTDIR: "notfile",
+            errno.EISDIR: "notfile", errno.EEXIST: "changed"}.get(e.errno, "unreadable")
+
+def kind(st):
+    if stat.S_ISLNK(st.st_mode):
+        return "link"
+    return None if stat.S_ISREG(st.st_mode) else "notfile"
+
+def below(d, name, make=False):
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    parts = name.split("/")
+    try:
+        for p in parts[:-1]:
+            if make:
+                try:
+                    os.mkdir(p, 0o750, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            st = os.stat(p, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+                raise Refused("link" if stat.S_ISLNK(st.st_mode) else "notfile")
+            sub = os.open(p, DIRS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+def regular(fd, last, flags=RD):
+    k = kind(os.stat(last, dir_fd=fd, follow_symlinks=False))
+    if k:
+        raise Refused(k)
+    f = os.open(last, flags, dir_fd=fd)
+    if not stat.S_ISREG(os.fstat(f).st_mode):
+        os.close(f)
+        raise Refused("notfile")
+    return f
+
+def open_below(d, name):
+    fd, last = below(d, name)
+    try:
+        return regular(fd, last)
+    finally:
+        os.close(fd)
+
+def sha(f, n=None):
+    h = hashlib.sha256()
+    while n is None or n > 0:
+        b = os.read(f, CHUNK if n is None else min(CHUNK, n))
+        if not b:
+            break
+        h.update(b)
+        if n is not None:
+            n -= len(b)
+    return h.hexdigest(), n
 """
 
-_LINE = re.compile(r"^(\d{1,6}) (?:(missing|notfile|unreadable)|ok (\d{1,16}|-)(?: ([0-9a-f]{64}|-))?)$")
+# argv[1] the label, then the directory, 1 to hash, the width, the file names. One line per file, keyed by
+# its position: <i> ok <bytes> [<sha256>]   <i> missing|notfile|unreadable|link   then "end <count>".
+# Files hashed at once (``width`` threads: sha256 releases the GIL) answer in the list's order.
+SCRIPT = PRELUDE + r"""
+def one(i, name):
+    try:
+        f = open_below(d, name)
+        try:
+            size = os.fstat(f).st_size
+            return "%d ok %d %s" % (i, size, sha(f)[0]) if h else "%d ok %d" % (i, size)
+        finally:
+            os.close(f)
+    except (OSError, Refused) as e:
+        return "%d %s" % (i, why(e))
+
+d, h, w, names = sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), sys.argv[5:]
+if h and len(names) > 1:
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, w)) as pool:
+        for line in pool.map(one, range(len(names)), names):
+            sys.stdout.write(line + "\n")
+else:
+    for i, name in enumerate(names):
+        sys.stdout.write(one(i, name) + "\n")
+sys.stdout.write("end %d\n" % len(names))
+"""
+
+_LINE = re.compile(r"^(\d{1,6}) (?:(missing|notfile|unreadable|link)|ok (\d{1,16}|-)(?: ([0-9a-f]{64}|-))?)$")
 
 
 @dataclass(frozen=True)
 class FileState:
     """One file on one host: its size (None unless ``state`` is "ok") and sha256 (when hashed)."""
 
-    state: str                   # ok | missing | notfile | unreadable
+    state: str                   # ok | missing | notfile | unreadable | link
     size: int | None = None
     sha256: str | None = None
 
     def describe(self) -> str:
         if self.state != "ok":
-            return {"missing": "missing", "notfile": "not a regular file", "unreadable": "unreadable"}[self.state]
+            return {"missing": "missing", "notfile": "not a regular file", "unreadable": "unreadable",
+                    "link": "a symbolic link (not followed)"}[self.state]
         return f"{self.size:,} bytes" + (f", sha256 {self.sha256[:12]}…" if self.sha256 else "")
 
 
@@ -98,7 +179,7 @@ def files_of(weight_map: dict[str, str]) -> list[str]:
 
 def listing_argv(directory: str, names: list[str], hashes: bool) -> list[str]:
     """The one command per host (run through the executor, which shell-quotes every argument)."""
-    return ["sh", "-c", SCRIPT, "deployctl-weights", safe_dir(directory), "1" if hashes else "0",
+    return ["python3", "-c", SCRIPT, "deployctl-weights", safe_dir(directory), "1" if hashes else "0",
             str(HASH_WIDTH), *[safe_name(n) for n in names]]
 
 

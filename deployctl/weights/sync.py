@@ -4,45 +4,32 @@ The controller relays: it reads each file from the source (a node over SSH, or a
 and writes it to every node that needs it over that node's SSH connection. deployctl holds the keys and the
 verified host keys; the nodes may have no keys for each other, or no route between them on the management
 network, so the source never pushes. rsync is not used: it cannot copy between two remote hosts through a
-third, and the simulated (and many minimal) hosts lack it. Resuming: a file is written to
-``<name>.deployctl-part`` and appended to from its current size on the next run; it replaces the file only when
-its size is the source's (then the re-check compares sizes, or sha256 with --hash).
+third, and the simulated (and many minimal) hosts lack it. One file's copy is relay.py's.
+
+Before a byte moves: the source must hold every file of its own index as a regular file (a symbolic link is
+named and refused, never read), its shards together no more bytes than the index's metadata.total_size allows
+(``check_sizes``), and each node the room for what it gets (``relay.room``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
-from deployctl.executors.base import FAN_OUT, HostError, HostTarget, join_argv
+from deployctl.checkpoint.read import CONFIG, INDEX, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, IndexFile
+from deployctl.executors.base import FAN_OUT, HostError, HostTarget
 from deployctl.textsafe import clean
 from deployctl.weights.check import CheckResult, Difference, check_weights, compare, fetch_index
-from deployctl.weights.listing import FileState, files_of, safe_dir, safe_name
+from deployctl.weights.listing import FileState, files_of
+from deployctl.weights.localfs import local_listing, read_index
+from deployctl.weights.relay import Progress, Source, copy_file, room
 
-CHUNK = 1 << 20
-PART = ".deployctl-part"
 COPY_KINDS = ("missing", "size", "hash", "unreadable")
-_COUNT = re.compile(r"^\s*(\d{1,16})\s*$")
-Progress = Callable[[str, int], None]       # (node, bytes written since the last call)
-
-_PART_SIZE = ('mkdir -p -- "$(dirname -- "$1")" || exit 3; '
-              'if [ -f "$1" ]; then wc -c < "$1"; else rm -rf -- "$1"; echo 0; fi')
-_FINISH = ('s=$(wc -c < "$1" | tr -d " ") && [ "$s" = "$3" ] && mv -f -- "$1" "$2" && echo moved '
-           '|| echo "size $s"')
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the files come from: a node (``target``) or a directory on this machine (``local``)."""
-
-    label: str
-    directory: str
-    target: HostTarget | None = None
-    local: Path | None = None
+# a safetensors shard: 8 bytes giving the header's length, a JSON header (at most 100,000,000 bytes: the format's
+# own limit, safetensors MAX_HEADER_SIZE), then the tensors' bytes, which metadata.total_size adds up
+SHARD_OVERHEAD = 8 + 100_000_000
+SHOWN = 10                  # links named in a refusal
 
 
 @dataclass
@@ -52,6 +39,7 @@ class SyncResult:
     failed: list[Difference] = field(default_factory=list)
     resumed: list[tuple[str, str, int]] = field(default_factory=list)    # (node, file, from byte)
     skipped: list[Difference] = field(default_factory=list)
+    distrusted: list[Difference] = field(default_factory=list)           # part files found and not used
     before: CheckResult | None = None
     after: CheckResult | None = None
 
@@ -60,40 +48,38 @@ class SyncResult:
         return not self.failed and self.after is not None and self.after.ok
 
 
-def local_listing(directory: Path, names: list[str], hashes: bool) -> dict[str, FileState]:
-    out = {}
-    for name in names:
-        p = directory / safe_name(name)
-        if not p.exists():
-            out[name] = FileState("missing")
-        elif not p.is_file():
-            out[name] = FileState("notfile")
-        else:
-            try:
-                digest = _sha256(p) if hashes else None
-                out[name] = FileState("ok", p.stat().st_size, digest)
-            except OSError:
-                out[name] = FileState("unreadable")
-    return out
-
-
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def source_files(executor, source: Source, timeout: float) -> list[str]:
-    """The file list from the source's own index (bounded reader); HostError/DeployctlError when unreadable."""
+def source_files(executor, source: Source, timeout: float) -> tuple[IndexFile, list[str]]:
+    """The source's own index (bounded reader, never through a link) and the file list it gives;
+    HostError/DeployctlError when unreadable, ValueError for an unsafe name."""
     if source.local is not None:
-        from deployctl.checkpoint.read import INDEX, MAX_INDEX_BYTES, IndexFile, read_json, typed
-
-        index = typed(IndexFile, read_json(source.local / INDEX, MAX_INDEX_BYTES), source.local / INDEX)
+        index = read_index(source.local, source.label)
     else:
         index = fetch_index(executor, source.target, source.directory, timeout)
-    return files_of(index.weight_map)
+    return index, files_of(index.weight_map)
+
+
+def check_sizes(label: str, index: IndexFile, ref: dict[str, FileState], names: list[str]) -> None:
+    """HostError (about the source) unless its files are of sizes its index allows: config.json and the index
+    within what deployctl reads of them, the shards together at most metadata.total_size plus a header each."""
+    for name, cap in ((CONFIG, MAX_CONFIG_BYTES), (INDEX, MAX_INDEX_BYTES)):
+        if ref[name].size > cap:
+            raise HostError(label, "source", f"{name} is {ref[name].size:,} bytes, more than the {cap:,} such a "
+                            "file can be", "sync from a checkpoint whose small files are what they say")
+    shards = [n for n in names if n not in (CONFIG, INDEX)]
+    total = index.metadata.total_size
+    if total is None:
+        raise HostError(label, "source", f"{INDEX} has no metadata.total_size: deployctl cannot tell a shard of "
+                        "a sane size from one that would fill the nodes' disks",
+                        "give the index its metadata.total_size (the tensors' bytes, as transformers and "
+                        "safetensors write it), then sync again")
+    held = sum(ref[n].size for n in shards)
+    most = total + len(shards) * SHARD_OVERHEAD
+    if held > most:
+        big = max(shards, key=lambda n: ref[n].size)
+        raise HostError(label, "source", f"its {len(shards)} shards hold {held:,} bytes, more than the {most:,} "
+                        f"that {INDEX}'s metadata.total_size ({total:,}) allows with a header per shard; the "
+                        f"largest: {big}, {ref[big].size:,} bytes", "a shard is not what the index says (a sparse "
+                        "or runaway file?): repair the source, or sync from another")
 
 
 def plan(source: Source, ref: dict[str, FileState], dests: CheckResult) -> tuple[list, list[Difference]]:
@@ -110,88 +96,11 @@ def plan(source: Source, ref: dict[str, FileState], dests: CheckResult) -> tuple
     return copies, skipped
 
 
-def copy_file(executor, source: Source, dest: HostTarget, directory: str, name: str, size: int,
-              timeout: float, progress: Progress) -> int:
-    """Copy one file to ``dest`` through this machine, resuming a part file; the byte it resumed from.
-    HostError when it fails."""
-    final = f"{safe_dir(directory)}/{safe_name(name)}"
-    part = final + PART
-    r = executor.run(dest, ["sh", "-c", _PART_SIZE, "deployctl-part", part], timeout)
-    m = _COUNT.match(r.stdout) if r.rc == 0 else None
-    if m is None:
-        raise HostError(dest.name, "copy", clean(f"cannot prepare {part}: exit {r.rc} "
-                                                 f"{(r.stdout + r.stderr).strip()[:120]}", multiline=False))
-    have = int(m.group(1))
-    if have > size:
-        executor.run(dest, ["rm", "-f", "--", part], timeout)
-        have = 0
-    progress(dest.name, have)
-    if have < size:
-        _relay(executor, source, dest, f"{source.directory}/{name}", part, have, size, timeout, progress)
-    r = executor.run(dest, ["sh", "-c", _FINISH, "deployctl-finish", part, final, str(size)], timeout)
-    if r.stdout.strip() != "moved":
-        raise HostError(dest.name, "copy", clean(f"{part} is not {size:,} bytes after the copy "
-                                                 f"({r.stdout.strip()[:60]}): not moved into place",
-                                                 multiline=False))
-    return have
-
-
-def _relay(executor, source: Source, dest: HostTarget, src_path: str, part: str, offset: int, size: int,
-           timeout: float, progress: Progress) -> None:
-    """Stream bytes [offset, size) of the source file onto the end of ``part`` on ``dest``."""
-    out = executor.client(dest).get_transport().open_session(timeout=timeout)
-    out.settimeout(timeout)
-    out.exec_command(join_argv(["sh", "-c", 'cat >> "$1"', "deployctl-append", part]))
-    reader, closer = _reader(executor, source, src_path, offset, timeout)
-    left = size - offset
-    try:
-        while left > 0:
-            chunk = reader(min(CHUNK, left))
-            if not chunk:
-                raise HostError(source.label, "copy", f"{src_path} ended {left:,} bytes before its listed size "
-                                f"({size:,}): it changed while copying", "run the sync again")
-            out.sendall(chunk)
-            left -= len(chunk)
-            progress(dest.name, len(chunk))
-        out.shutdown_write()
-        rc = out.recv_exit_status()
-        if rc != 0:
-            err = out.recv_stderr(4096).decode(errors="replace") if out.recv_stderr_ready() else ""
-            raise HostError(dest.name, "copy", clean(f"writing {part} failed (exit {rc}) {err[:160]}",
-                                                     multiline=False), "check free space on the node (df -h)")
-    except (OSError, EOFError) as exc:       # socket.timeout is an OSError
-        raise HostError(dest.name, "copy", clean(f"copying {src_path} stopped: {exc or type(exc).__name__}",
-                                                 multiline=False), "run the sync again: it resumes") from None
-    finally:
-        out.close()
-        closer()
-
-
-def _reader(executor, source: Source, path: str, offset: int, timeout: float):
-    if source.local is not None:
-        f = open(source.local / Path(path).relative_to(source.directory), "rb")    # noqa: SIM115 - closed by closer
-        f.seek(offset)
-        return f.read, f.close
-    chan = executor.client(source.target).get_transport().open_session(timeout=timeout)
-    chan.settimeout(timeout)
-    chan.exec_command(join_argv(["tail", "-c", f"+{offset + 1}", "--", path]))
-
-    def read(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            got = chan.recv(n - len(data))
-            if not got:
-                break
-            data += got
-        return data
-    return read, chan.close
-
-
 def sync_weights(executor, source: Source, dests: list[HostTarget], directory: str, *, hashes: bool = False,
                  timeout: float = 60.0, workers: int = FAN_OUT, progress: Progress | None = None,
                  on_plan: Callable[[list], None] | None = None) -> SyncResult:
     """Check, copy what differs from the source to each node in parallel (one relay per node), check again."""
-    names = source_files(executor, source, timeout)
+    index, names = source_files(executor, source, timeout)
     targets = dests + ([source.target] if source.target is not None else [])
     before = check_weights(executor, targets, directory, hashes=hashes, timeout=timeout, workers=workers,
                            names=names)
@@ -202,10 +111,17 @@ def sync_weights(executor, source: Source, dests: list[HostTarget], directory: s
         if ref is None:
             raise HostError(source.label, "source", "the source node could not be listed",
                             "; ".join(d.have for d in before.differences if d.node == source.label)[:300])
+    links = [n for n in names if ref[n].state == "link"]
+    if links:
+        more = f" and {len(links) - SHOWN} more" if len(links) > SHOWN else ""
+        raise HostError(source.label, "source", f"{len(links)} of the checkpoint's files are symbolic links on the "
+                        f"source, not followed and not copied: {', '.join(links[:SHOWN])}{more}",
+                        "replace each link with the file itself (cp -L), or sync from a copy without links")
     lacking = [n for n in names if ref[n].state != "ok"]
     if lacking:
         raise HostError(source.label, "source", f"the source lacks {len(lacking)} of the checkpoint's files "
                         f"(first: {lacking[0]}, {ref[lacking[0]].describe()})", "sync from a complete copy")
+    check_sizes(source.label, index, ref, names)
     copies, skipped = plan(source, ref, before)
     result = SyncResult(source.label, copies, skipped=skipped, before=before)
     if on_plan:
@@ -216,11 +132,21 @@ def sync_weights(executor, source: Source, dests: list[HostTarget], directory: s
     targets_by = {t.name: t for t in dests}
 
     def one(node: str) -> list[Difference]:
+        try:
+            short = room(executor, targets_by[node], directory, by_node[node], before.listings.get(node, {}),
+                         timeout)
+        except HostError as exc:
+            return [Difference(node, "", "host", clean(exc.message, multiline=False)[:300])]
+        if short:
+            return [Difference(node, "", "space", clean(short, multiline=False)[:300],
+                               "free space on the node (df -h), then sync again")]
         failed = []
         for name, size in by_node[node]:
+            def note(text: str, name: str = name) -> None:
+                result.distrusted.append(Difference(node, name, "part", text))
             try:
                 start = copy_file(executor, source, targets_by[node], directory, name, size, timeout,
-                                  progress or (lambda _n, _b: None))
+                                  progress or (lambda _n, _b: None), note)
                 if start:
                     result.resumed.append((node, name, start))
             except HostError as exc:

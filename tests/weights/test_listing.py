@@ -56,7 +56,7 @@ def test_files_of_lists_config_index_then_shards_once():
 
 def test_names_are_arguments_never_script_text():
     argv = listing_argv("/data/w", NAMES, hashes=True)
-    assert argv[:4] == ["sh", "-c", SCRIPT, "deployctl-weights"] and argv[4:7] == ["/data/w", "1", "4"]
+    assert argv[:4] == ["python3", "-c", SCRIPT, "deployctl-weights"] and argv[4:7] == ["/data/w", "1", "4"]
     assert argv[7:] == NAMES
     with pytest.raises(ValueError):
         listing_argv("/data/w", ["ok.bin", "x'; reboot; '"], hashes=False)
@@ -141,6 +141,21 @@ def test_the_script_answers_what_the_parser_reads(tmp_path):
     assert [s.state for s in got.values()] == ["ok", "missing"] * 5 + ["ok"]
 
 
+def test_the_script_reports_a_link_and_never_reads_through_it(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root only")
+    secret.chmod(0o600)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "config.json").symlink_to(secret)
+    (tmp_path / "w" / "sub").symlink_to(tmp_path)
+    names = ["config.json", "sub/secret", "model.safetensors.index.json"]
+    r = run_here(listing_argv(str(tmp_path / "w"), names, True))
+    got = parse_listing(r.stdout, names, True)
+    assert [s.state for s in got.values()] == ["link", "link", "missing"]
+    assert hashlib.sha256(b"root only").hexdigest() not in r.stdout
+    assert got["config.json"].describe() == "a symbolic link (not followed)"
+
+
 # --------------------------------------------------------------------------- comparing nodes
 
 def ok(size, h=None):
@@ -184,8 +199,8 @@ class DirExecutor:
     def run(self, target, argv, timeout):
         if target.name in self.down:
             raise HostError(target.name, "unreachable", "refused")
-        if argv[0] == "sh" and target.name in self.answers:
-            return CommandResult(target.name, "sh", 0, self.answers[target.name])
+        if argv[3:4] == ["deployctl-weights"] and target.name in self.answers:
+            return CommandResult(target.name, argv[0], 0, self.answers[target.name])
         argv = [a.replace("/data/w", str(self.roots[target.name])) if a.startswith("/data/w") else a
                 for a in argv]
         r = run_here(argv)

@@ -33,21 +33,27 @@ def test_plan_copies_what_differs_and_names_what_it_cannot_fix():
 
 
 class Scripted:
-    """Answers each `sh -c` by its $0 (deployctl-part, deployctl-finish) with what a hostile node might say."""
+    """Answers each `python3 -c SCRIPT` by its label (deployctl-part, deployctl-finish, ...) with what a hostile
+    node might say."""
 
     def __init__(self, **answers):
         self.answers, self.calls = answers, []
 
     def run(self, target, argv, timeout):
         self.calls.append(argv)
-        rc, out = self.answers[argv[3] if argv[0] == "sh" else argv[0]]
+        rc, out = self.answers[argv[3] if argv[1] == "-c" else argv[0]]
         return CommandResult(target.name, argv[0], rc, out)
+
+    def labels(self):
+        return [argv[3] for argv in self.calls]
 
 
 DEST = HostTarget("node2", "10.0.0.2")
 
 
-@pytest.mark.parametrize("answer", [(0, "junk\n"), (0, "-5\n"), (0, "1" * 40), (3, ""), (0, "10\n\x1b[2J")])
+@pytest.mark.parametrize("answer", [(0, "junk\n"), (0, "-5\n"), (0, "1" * 40), (3, ""), (0, "10\n\x1b[2J"),
+                                    (0, "part -5\n"), (0, "part 10 removed because\n"), (0, "part 1" + "0" * 300),
+                                    (3, "no such\n")])
 def test_a_junk_part_size_stops_the_copy_of_that_file(answer):
     ex = Scripted(**{"deployctl-part": answer})
     with pytest.raises(HostError, match="cannot prepare"):
@@ -57,13 +63,16 @@ def test_a_junk_part_size_stops_the_copy_of_that_file(answer):
 
 def test_a_complete_part_is_moved_only_when_the_node_says_so():
     seen = []
-    ex = Scripted(**{"deployctl-part": (0, " 10\n"), "deployctl-finish": (0, "moved\n")})
+    h = hashlib.sha256(b"0123456789").hexdigest()
+    answers = {"deployctl-part": (0, "part 10\n"), "deployctl-sha": (0, f"ok 640\n{h}\n"),
+               "deployctl-partsha": (0, f"sha {h}\n"), "deployctl-finish": (0, "moved\n")}
+    ex = Scripted(**answers)
     assert copy_file(ex, SRC, DEST, "/data/w", "s1.safetensors", 10, 5, lambda n, b: seen.append(b)) == 10
-    assert seen == [10] and ex.calls[1][4:] == ["/data/w/s1.safetensors.deployctl-part",
-                                                "/data/w/s1.safetensors", "10"]
-    ex = Scripted(**{"deployctl-part": (0, "10\n"), "deployctl-finish": (0, "size 9\n")})
+    assert seen == [10] and ex.calls[-1][3:] == ["deployctl-finish", "/data/w", "s1.safetensors", "10", "640"]
+    ex = Scripted(**{**answers, "deployctl-finish": (3, "no size\n"), "deployctl-drop": (0, "dropped\n")})
     with pytest.raises(HostError, match="not moved into place"):
         copy_file(ex, SRC, DEST, "/data/w", "s1.safetensors", 10, 5, lambda n, b: None)
+    assert ex.labels()[-1] == "deployctl-drop"             # a copy given up on leaves no part file
 
 
 def test_unsafe_names_never_reach_the_node():
@@ -101,11 +110,13 @@ def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
         def client(self, target):
             raise EOFError("the channel closed")
 
-    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": {"w": "s1.safetensors"}}')
+    index = '{"metadata": {"total_size": 10}, "weight_map": {"w": "s1.safetensors"}}'
+    (tmp_path / "model.safetensors.index.json").write_text(index)
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "s1.safetensors").write_bytes(b"x" * 10)
-    listing = "0 ok 2\n1 ok 39\n2 missing\nend 3\n"
-    ex = Broken(**{"deployctl-weights": (0, listing), "deployctl-part": (0, "0\n")})
+    listing = f"0 ok 2\n1 ok {len(index)}\n2 missing\nend 3\n"
+    ex = Broken(**{"deployctl-weights": (0, listing), "deployctl-part": (0, "part 0\n"),
+                   "deployctl-space": (0, f"space {1 << 40}\n")})
     src = Source("local", "/data/w", local=tmp_path)
     result = sync_weights(ex, src, [DEST], "/data/w")
     assert [(d.node, d.file, d.kind) for d in result.failed] == [("node2", "s1.safetensors", "copy")]

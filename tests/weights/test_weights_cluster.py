@@ -79,7 +79,8 @@ def test_check_names_the_node_sync_repairs_it(fake_cluster_factory, tmp_path):
 
     # same size, other bytes on node3: only --hash sees it; an interrupted copy on node2 is resumed
     fc.ssh("node3", f"printf X | dd of={PATH} bs=1 seek=4096 conv=notrunc status=none", check=True)
-    fc.ssh("node2", f"head -c 300000 {PATH} > {PATH}.deployctl-part && rm {PATH}", check=True)
+    # (as deployctl leaves one: mode 600, the SSH user's, its bytes the source's first bytes)
+    fc.ssh("node2", f"umask 077 && head -c 300000 {PATH} > {PATH}.deployctl-part && rm {PATH}", check=True)
     rc, _, diffs = check(inv)
     assert rc == 1 and diffs == [("node2", SHARD, "missing")]
     rc, _, diffs = check(inv, "--hash")            # node1 and node3 disagree, node2 has none: no majority
