@@ -4,6 +4,9 @@ neither the recovery thread nor a rolling `up` dies on one. Without hosts (the s
 test_watch_hostile_e2e.py).
 
 Observations of the review, and the tests here that cover them:
+* 1 (the inventory runs a program on the controller): test_the_watcher_never_runs_the_inventorys_hook_command,
+  test_the_operator_enables_a_hook_command_the_inventory_cannot (on the simulated cluster:
+  test_watch_hostile_e2e.py)
 * 7 (escapes reach alerting): test_host_text_reaches_the_record_the_webhook_and_the_hook_clean
 * 8 (an overflow crashes recovery): test_gauges_of_1e308_are_no_count_and_never_an_exception,
   test_recovery_through_a_proxy_whose_metrics_say_1e308_goes_on_and_says_why,
@@ -88,6 +91,40 @@ def watcher(tmp_path: Path, webhook: str, **kw) -> tuple[Watcher, list[dict]]:
 
 def recorded(w: Watcher) -> list[dict]:
     return [json.loads(x) for x in (w.record.path / "events.jsonl").read_text().splitlines()]
+
+
+# ------------------------------------------------------------------------------------------ observation 1
+
+def test_the_watcher_never_runs_the_inventorys_hook_command(tmp_path, monkeypatch):
+    """The library too: a Watcher runs the command its caller gives (the operator's), never the inventory's."""
+    monkeypatch.setenv("DEPLOYCTL_ALLOW_HOOK_COMMAND", "1")      # the CLI's opt-in: the Watcher does not read it
+    marker = tmp_path / "inventory-ran-this"
+    inv, plan = plan_of(hooks={"command": ["sh", "-c", f"touch {marker}"]})
+    w = Watcher(plan, inv, [], None, tmp_path / "runs", recover=False)
+    w._emit(event("fault", plan.instances[0].name, plan.nodes[0].name, "NPU 3 health Alarm", 3, kind="npu"))
+    w.close()
+    assert [e["event"] for e in recorded(w)] == ["fault"]
+    assert not marker.exists()
+
+
+def test_the_operator_enables_a_hook_command_the_inventory_cannot(monkeypatch):
+    from deployctl.errors import UsageError
+    from deployctl.watch.hooks import ALLOW_COMMAND_ENV, command_allowed, hook_command
+
+    monkeypatch.delenv(ALLOW_COMMAND_ENV, raising=False)
+    inv = ["sh", "-c", "id > /tmp/x"]
+    argv, warning = hook_command(inv, None, command_allowed(False), "inv.yaml:41: deploy.recovery.hooks.command")
+    assert argv is None and warning.startswith("inv.yaml:41: deploy.recovery.hooks.command (sh -c 'id > /tmp/x')")
+    assert "--allow-hook-command" in warning and f"{ALLOW_COMMAND_ENV}=1" in warning and "--hook-command" in warning
+    assert hook_command(inv, None, command_allowed(True)) == (inv, "")
+    monkeypatch.setenv(ALLOW_COMMAND_ENV, "1")
+    assert hook_command(inv, None, command_allowed(False)) == (inv, "")
+    argv, warning = hook_command(inv, "/usr/local/bin/page-oncall --team 'llm ops'", False)
+    assert argv == ["/usr/local/bin/page-oncall", "--team", "llm ops"] and "--hook-command replaces it" in warning
+    assert hook_command(None, None, False) == (None, "")
+    for bad in ("'unterminated", "   "):
+        with pytest.raises(UsageError):
+            hook_command(None, bad, False)
 
 
 # ------------------------------------------------------------------------------------------ observation 7
