@@ -264,11 +264,20 @@ def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
           confirm: Annotated[int, typer.Option(help="Rounds in a row before a silent node or engine is a "
                                                     "fault.", min=1, max=100)] = 2,
           recover: Annotated[Optional[bool], typer.Option("--recover/--no-recover", help="Override the "
-                                                          "inventory's deploy.recovery.enabled.")] = None):
+                                                          "inventory's deploy.recovery.enabled.")] = None,
+          hook_command: Annotated[Optional[str], typer.Option(
+              "--hook-command", metavar="'CMD ARGS'", help="Run this command (split into words like a shell, "
+              "never run by one) for every event, the event as JSON on its stdin; replaces the inventory's "
+              "deploy.recovery.hooks.command.")] = None,
+          allow_hook_command: Annotated[bool, typer.Option(
+              "--allow-hook-command", help="Run the inventory's deploy.recovery.hooks.command (it runs on this "
+              "machine as you); not run otherwise. Also DEPLOYCTL_ALLOW_HOOK_COMMAND=1.")] = False):
     """Watch the deployment in the foreground: every round, per node and instance, containers, health, NPU
     health, device links and fatal engine log lines; every event recorded (runs/<id>-watch/events.jsonl) and
-    sent to deploy.recovery.hooks; with deploy.recovery.enabled a failed instance behind the router is taken
-    out, restarted and put back (docs/watch.md)."""
+    sent to the webhook of deploy.recovery.hooks and to the hook command you enable (--hook-command,
+    --allow-hook-command); with deploy.recovery.enabled a failed instance behind the router is taken out,
+    restarted and put back (docs/watch.md)."""
     from deployctl.cli.watch import run_watch
 
-    run_watch(inventory, output.value, run_dir, interval, once, confirm, recover)
+    run_watch(inventory, output.value, run_dir, interval, once, confirm, recover, hook_command=hook_command,
+              allow_hook_command=allow_hook_command)

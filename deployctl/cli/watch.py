@@ -45,12 +45,25 @@ def table(w, last: list[dict]):
     return Group(inst, nodes, *lines)
 
 
+def hook_command_of(ctx, operator: str | None, allow: bool) -> tuple[list[str] | None, str]:
+    """The hook command the watch runs (the operator's, or the inventory's when the operator opts in) and the
+    warning about an inventory command that is not run, naming its file, line and key."""
+    from deployctl.watch.hooks import INVENTORY_KEY, command_allowed, hook_command
+
+    line = ctx.raw.line_of(("deploy", "recovery", "hooks", "command"))
+    where = f"{ctx.path}:{line}: {INVENTORY_KEY}" if line else f"{ctx.path}: {INVENTORY_KEY}"
+    return hook_command(ctx.inventory.deploy.recovery.hooks.command, operator, command_allowed(allow), where)
+
+
 def run_watch(inventory: Path, output: str, run_root: Path, interval: float, once: bool, confirm: int,
-              recover: bool | None) -> None:
+              recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False) -> None:
     from deployctl.executors.ssh import SshExecutor
     from deployctl.watch.loop import Watcher
 
     ctx = open_context(inventory, "deployed")
+    command, warning = hook_command_of(ctx, hook_command, allow_hook_command)
+    if warning:
+        _console(stderr=True).print(f"[yellow]warning:[/] {esc(warning)}")
     plan = ctx.plan
     last: list[dict] = []
 
@@ -65,7 +78,10 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
 
     executor = SshExecutor()
     w = Watcher(plan, ctx.inventory, ctx.targets, executor, run_root, interval=interval, confirm=confirm,
-                on_event=on_event, recover=recover, history=history_recorder(plan, executor, ctx.targets))
+                on_event=on_event, recover=recover, history=history_recorder(plan, executor, ctx.targets),
+                hook_command=command)
+    if warning:
+        w.note(warning, kind="hooks")          # recorded and sent to the webhook: an alert channel is off
     try:
         if once or output == "json":
             w.run(once=once)

@@ -102,12 +102,14 @@ class ServerStat:
 
     @property
     def in_flight(self) -> int:
-        return NOT_IDLE if self.scur is None or self.qcur is None else self.scur + self.qcur
+        return NOT_IDLE if self.scur is None or self.qcur is None else min(self.scur + self.qcur, NOT_IDLE)
 
 
 def _count(value) -> int | None:
+    """A count HAProxy printed: an int from 0 to ``NOT_IDLE - 1`` (empty: 0), else None (unknown)."""
     v = (value or "0").strip() if isinstance(value, str) or value is None else ""
-    return int(v) if v.isascii() and v.isdigit() and len(v) <= 12 else None
+    n = int(v) if v.isascii() and v.isdigit() and len(v) <= 12 else None
+    return n if n is not None and n < NOT_IDLE else None
 
 
 def parse_show_stat(text: str, backend: str = BACKEND) -> dict[str, ServerStat]:
@@ -139,8 +141,28 @@ def parse_show_stat(text: str, backend: str = BACKEND) -> dict[str, ServerStat]:
     return out
 
 
+class InFlightNotes:
+    """``unknown``: instance -> why its requests in flight could not be told at the last ``in_flight`` (a gauge or
+    count that is not one), for the message of a drain that does not end. A bad number is a finding about that
+    host (``in_flight`` says ``NOT_IDLE``), never an exception."""
+
+    @property
+    def unknown(self) -> dict[str, str]:
+        found = self.__dict__.get("_unknown")
+        if found is None:
+            found = self.__dict__["_unknown"] = {}
+        return found
+
+    def told(self, instance: str, why: str = "") -> None:
+        if why:
+            self.unknown[instance] = why
+        else:
+            self.unknown.pop(instance, None)
+
+
 class RouterControl(Protocol):
     what: str                                   # "HAProxy on node1" (for messages)
+    unknown: dict[str, str]                     # instance -> why its requests in flight cannot be told
 
     def routed(self) -> list[str]: ...          # the instances it can take out and put back
     def drain(self, instance: str) -> None: ...
@@ -150,7 +172,7 @@ class RouterControl(Protocol):
     def view(self) -> dict[str, str]: ...       # instance -> what the router says (UP, DOWN, DRAIN, ...)
 
 
-class HaproxyControl:
+class HaproxyControl(InFlightNotes):
     """deployctl's HAProxy (fleet/router.py) through its runtime API."""
 
     def __init__(self, plan, remote: Remote):
@@ -185,7 +207,10 @@ class HaproxyControl:
 
     def in_flight(self, instance: str) -> int:
         row = self.stats().get(instance)
-        return 0 if row is None else row.in_flight
+        n = 0 if row is None else row.in_flight
+        self.told(instance, f"{self.what}: `show stat` gives no count of its sessions (scur, qcur)"
+                  if n == NOT_IDLE else "")
+        return n
 
     def serving(self, instance: str) -> bool:
         row = self.stats().get(instance)

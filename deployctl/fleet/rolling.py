@@ -109,7 +109,7 @@ def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[s
     if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), b.opts.drain_timeout, cancel):
         if cancel.is_set():
             return Applied(False, "interrupted (Ctrl-C)", canceled=True)
-        left = ", ".join(f"{i}: {ctl.in_flight(i)}" for i in batch)
+        left = ", ".join(_in_flight(ctl, i) for i in batch)
         return Applied(False, f"{names}: requests still in flight after {b.opts.drain_timeout} s of draining "
                        f"({left}); nothing was restarted (raise --drain-timeout for long generations)")
     rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
@@ -132,6 +132,13 @@ def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[s
                        f"{SERVE_TIMEOUT} s ({ctl.view()})")
     rep.step(f"  ✓ {names}: new revision, serving at {ctl.what}")
     return Applied(True)
+
+
+def _in_flight(ctl: RouterControl, instance: str) -> str:
+    """``instance: N`` requests in flight, or why the router's answer cannot tell (a bad number is said)."""
+    n = ctl.in_flight(instance)
+    why = getattr(ctl, "unknown", {}).get(instance)
+    return f"{instance}: cannot tell ({why})" if why else f"{instance}: {n}"
 
 
 def put_back(b) -> None:

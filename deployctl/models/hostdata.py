@@ -95,7 +95,7 @@ class LockDoc(_HostDoc):
 
 class InspectState(_HostDoc):
     Status: Text(32) = "unknown"
-    ExitCode: int | None = None
+    ExitCode: int | None = Field(None, ge=-(2 ** 31), le=2 ** 31 - 1)     # a process's exit status (Go int)
     StartedAt: Text(64) | None = None
 
 

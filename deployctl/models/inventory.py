@@ -290,14 +290,17 @@ class Kubernetes(Strict):
 
 
 class RecoveryHooks(Strict):
-    """Where `deployctl watch` reports its events (every one: fault, cleared, drain, restart, back, left out)."""
+    """Where `deployctl watch` reports its events (every one: fault, cleared, drain, restart, back, left out;
+    cleaned of escape sequences, bounded and rate-limited, docs/watch.md)."""
 
     webhook: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048, description=(
         "POST every event here as one JSON document (Content-Type: application/json, 5 s timeout; a failed POST "
         "is reported, never retried)."))
     command: list[str] | None = Field(None, min_length=1, max_length=64, description=(
-        "Run this argv (no shell) for every event, the event as JSON on its stdin (10 s timeout); nothing of "
-        "the event is put into the command line."))
+        "An argv (no shell) the watch runs for every event, the event as JSON on its stdin (10 s timeout), only "
+        "when the operator opts in: `watch --allow-hook-command` or DEPLOYCTL_ALLOW_HOOK_COMMAND=1 (it runs on "
+        "the controller as the operator); otherwise it is not run and the watch warns. `watch --hook-command` "
+        "gives the operator's own instead."))
 
 
 class Recovery(Strict):

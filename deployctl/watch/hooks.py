@@ -1,22 +1,70 @@
 """Alerts: every event to a webhook (POST JSON) and/or a command (the event as JSON on its stdin).
 
-Nothing of an event is ever put into a URL or a command line (host text in a cause stays data). Hooks run on
-one background thread in order, each bounded by a timeout; a hook that fails is reported once per failure,
-never retried, and never holds up the watch loop (at most ``QUEUE`` events wait; beyond that they are dropped
-and counted)."""
+The webhook may come from the inventory (deploy.recovery.hooks.webhook): it only receives events. A command runs
+on this machine, as the operator, with the operator's environment, so it is the operator's to give, never the
+inventory's alone (the same rule as a kubeconfig's credential plugin, deployctl.k8s.api): `watch --hook-command
+'CMD ARGS'` names one, and the inventory's deploy.recovery.hooks.command runs only when the operator opts in with
+`watch --allow-hook-command` or DEPLOYCTL_ALLOW_HOOK_COMMAND=1; otherwise it is not run and the watch says so
+(``hook_command``).
+
+Nothing of an event is ever put into a URL or a command line (host text in a cause stays data; the events are
+cleaned and bounded before they get here, deployctl.watch.events). Hooks run on one background thread in order,
+each bounded by a timeout; a hook that fails is reported once per failure, never retried, and never holds up the
+watch loop (at most ``QUEUE`` events wait; beyond that they are dropped and counted)."""
 
 from __future__ import annotations
 
 import json
+import os
 import queue
+import shlex
 import subprocess
 import threading
 import urllib.request
 from typing import Callable
 
+from deployctl.errors import UsageError
+
 QUEUE = 1000
 WEBHOOK_TIMEOUT = 5
 COMMAND_TIMEOUT = 10
+ALLOW_COMMAND_ENV = "DEPLOYCTL_ALLOW_HOOK_COMMAND"
+INVENTORY_KEY = "deploy.recovery.hooks.command"
+
+
+def command_allowed(flag: bool = False) -> bool:
+    """The operator's opt-in to the inventory's hook command: the flag, or DEPLOYCTL_ALLOW_HOOK_COMMAND=1."""
+    return flag or os.environ.get(ALLOW_COMMAND_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def parse_command(text: str) -> list[str]:
+    """`--hook-command 'CMD ARGS'`: split as a POSIX shell would split words (quotes), never run by a shell."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"--hook-command {text!r}: {exc}", hint="quote it as one shell word list, e.g. "
+                         "--hook-command '/usr/local/bin/page-oncall --team llm'") from None
+    if not argv:
+        raise UsageError("--hook-command is empty", hint="name a program: --hook-command '/usr/local/bin/page-oncall'")
+    return argv
+
+
+def hook_command(inventory: list[str] | None, operator: str | None, allow: bool,
+                 where: str = INVENTORY_KEY) -> tuple[list[str] | None, str]:
+    """The command the hooks run (the operator's ``--hook-command``, else the inventory's when ``allow``), and a
+    warning when the inventory names one that is not run (``where``: file:line and key, for the message)."""
+    if operator is not None:
+        argv = parse_command(operator)
+        skipped = inventory and list(inventory) != argv
+        return argv, (f"{where} ({shlex.join(inventory)[:200]}) is not run: --hook-command replaces it"
+                      if skipped else "")
+    if not inventory:
+        return None, ""
+    if allow:
+        return list(inventory), ""
+    return None, (f"{where} ({shlex.join(inventory)[:200]}) is not run: a hook command runs on this machine as you, "
+                  f"so you enable it, not the inventory: pass --allow-hook-command (or set {ALLOW_COMMAND_ENV}=1) "
+                  "if you trust it, or give your own with --hook-command 'CMD ARGS'")
 
 
 class Hooks:

@@ -1,7 +1,10 @@
 """The watch loop: a round every ``interval`` s reads every node at once (one SSH command per node, bounded
-by the round timeout and the executor's output cap), turns what they said into events (tracker.py), records
-each event in the cluster's run records (runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands
-it to the caller (the CLI prints it); a failed instance goes to the recovery policy when it is enabled."""
+by the round timeout and the executor's output cap), turns what they said into events (tracker.py), cleans,
+bounds and rate-limits each event (events.py), records it in the cluster's run records
+(runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands it to the caller (the CLI prints it); a
+failed instance goes to the recovery policy when it is enabled.
+
+The hook command is the caller's (the operator's, ``hook_command``), never read from the inventory here."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from deployctl.executors.fanout import fan_out, run_script
 from deployctl.fleet.control import Remote, control_for, control_gap
 from deployctl.fleet.processes import processes
 from deployctl.operation.records import RunRecord
+from deployctl.models.hostdata import printable
+from deployctl.watch.events import Limiter, clean_event
 from deployctl.watch.hooks import Hooks
 from deployctl.watch.observe import NodeObs, node_commands, parse_node
 from deployctl.watch.recover import Recoverer
@@ -32,7 +37,8 @@ class Watcher:
     def __init__(self, plan, inv, targets: list[HostTarget], executor: Executor, run_root: Path | None, *,
                  interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
                  on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None,
-                 history: Callable[[dict], list[str]] | None = None):
+                 history: Callable[[dict], list[str]] | None = None, hook_command: list[str] | None = None,
+                 limiter: Limiter | None = None):
         self.plan, self.executor, self.interval = plan, executor, interval
         self.targets = {t.name: t for t in targets}
         self.round_timeout, self.on_event, self.history = round_timeout, on_event, history
@@ -47,7 +53,8 @@ class Watcher:
             self.record.status("running")
         policy = inv.deploy.recovery
         self.policy = policy
-        self.hooks = Hooks(policy.hooks.webhook, policy.hooks.command,
+        self.limiter = limiter or Limiter()
+        self.hooks = Hooks(policy.hooks.webhook, hook_command,
                            lambda msg: self._emit(event("hook-error", cause=msg), hooks=False))
         enabled = policy.enabled if recover is None else recover
         control = control_for(plan, Remote(executor, self.targets)) if enabled else None
@@ -62,7 +69,11 @@ class Watcher:
         out = {}
         for name, run in runs.items():
             err = f"{run.error.message}" if run.error is not None else ""
-            out[name] = parse_node(self.plan, name, run.outputs, err)
+            try:
+                out[name] = parse_node(self.plan, name, run.outputs, err)
+            except Exception as exc:    # noqa: BLE001 - a host's answer never stops the watch: it is unreadable
+                out[name] = NodeObs(name, error=f"its answers could not be read ({type(exc).__name__}: "
+                                                f"{printable(str(exc), 200)})")
         return out
 
     def restart(self, nodes: list[str], kill: bool = False) -> list[str]:
@@ -73,15 +84,14 @@ class Watcher:
                                      *processes(self.plan, t.name).engine.containers], RESTART_TIMEOUT)
 
     # ---- events --------------------------------------------------------------------------------------------
+    def note(self, text: str, kind: str = "") -> None:
+        """An event of the watch itself (e.g. the inventory's hook command that is not run)."""
+        self._emit(event("note", cause=text, **({"kind": kind} if kind else {})))
+
     def _emit(self, ev: dict, hooks: bool = True) -> None:
+        ev = clean_event(ev)           # host text made one printable bounded line, before anything sees it
         with self.lock:
-            if self.record is not None:
-                fd = os.open(self.record.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                with os.fdopen(fd, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(ev, default=str) + "\n")
-            self.on_event(ev)
-        if hooks:
-            self.hooks.send(ev)
+            self._out(self.limiter.admit(ev), hooks)
         if self.history is not None and ev["event"] in HISTORY:
             try:
                 failed = self.history(ev)
@@ -90,6 +100,22 @@ class Watcher:
             if failed:
                 self._emit(event("history-error", ev["instance"], cause="restart not written to the hosts' "
                                  f"history on: {'; '.join(failed)[:500]}"))
+
+    def _out(self, docs: list[dict], hooks: bool = True) -> None:
+        """Record, print and send ``docs`` (under ``self.lock``)."""
+        if docs and self.record is not None:
+            fd = os.open(self.record.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                f.writelines(json.dumps(d, default=str) + "\n" for d in docs)
+        for d in docs:
+            self.on_event(d)
+            if hooks and d.get("of") != "hook-error":
+                self.hooks.send(d)
+
+    def flush(self, final: bool = False) -> None:
+        """The `suppressed` summaries of the rate limit's windows that ended (all of them when ``final``)."""
+        with self.lock:
+            self._out(self.limiter.due(final))
 
     # ---- the loop --------------------------------------------------------------------------------------------
     def step(self) -> list[dict]:
@@ -112,6 +138,7 @@ class Watcher:
             if ev["event"] == "instance-failed" and rec is not None:
                 inst = self.plan.instance(ev["instance"])
                 rec.start(inst.name, frozenset(f.kind for f in self.tracker.faults_of(inst)))
+        self.flush()
         return events
 
     def run(self, once: bool = False) -> None:
@@ -129,7 +156,9 @@ class Watcher:
         self.cancel.set()
         if self.recoverer:
             self.recoverer.join()
+        self.flush(final=True)         # the last summaries, to the hooks too
         self.hooks.close()
+        self.flush(final=True)         # what the hooks reported while they finished (recorded, printed)
         if self.record is not None:
             self.record.status("finished")
 

@@ -57,12 +57,21 @@ class Recoverer:
         t.start()
 
     def _guarded(self, name: str, kinds: frozenset[str]) -> None:
+        """A recovery that fails is an event and a state, never a thread that ends in silence (a router's answer
+        is parsed into bounded values at the boundary, fleet/control.py; anything else it raises lands here)."""
         try:
             self._recover(name, kinds)
         except DeployctlError as exc:
-            self.emit(event("recovery-error", name, cause=exc.message))
-            with self.lock:
-                self.active[name] = "failed (recovery error)"
+            self._failed(name, exc.message)
+        except Exception as exc:    # noqa: BLE001 - the instance may be out of the router: say so, never die quietly
+            self._failed(name, f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    def _failed(self, name: str, why: str) -> None:
+        with self.lock:
+            state = self.active.get(name, "")
+            self.active[name] = "failed (recovery error)"
+        out = f" (it was {state}: check {self.control.what} and `deployctl status`)" if state and self.control else ""
+        self.emit(event("recovery-error", name, cause=why + out))
 
     def _peers(self, name: str) -> tuple[str, list[str]]:
         """The instance's role and the other instances of it the router can still send to."""
@@ -86,9 +95,11 @@ class Recoverer:
         idle = True if dead else wait_until(lambda: self.control.in_flight(name) == 0, DRAIN_TIMEOUT, self.cancel, 0.5)
         rest = (f"; {role} keeps serving on {', '.join(peers)}" if peers else
                 f"; no other {role} instance is serving now") if role in ROLES else ""
+        unknown = getattr(self.control, "unknown", {}).get(name, "")
         self.emit(event("drained", name, cause=f"out of {self.control.what}{rest}"
                         + ("; nothing to wait for (" + ", ".join(sorted(dead)) + ")" if dead else "")
-                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s")))
+                        + ("" if idle else f"; requests still in flight after {DRAIN_TIMEOUT} s"
+                           + (f" (cannot tell: {unknown})" if unknown else ""))))
 
     def _recover(self, name: str, kinds: frozenset[str] = frozenset()) -> None:
         inst = self.plan.instance(name)

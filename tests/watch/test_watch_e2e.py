@@ -54,11 +54,11 @@ def set_device(fc, node: str, phy: int, key: str, value: str) -> None:
 class Events:
     """`deployctl watch --output json` in the background: its events as they come."""
 
-    def __init__(self, inv: Path, runs: Path):
-        env = {"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": os.environ.get("HOME", "/root")}
-        self.proc = subprocess.Popen([sys.executable, "-X", "faulthandler", str(DEPLOYCTL), "watch", "-i", str(inv), "--output", "json", "--interval", "2",
-                                      "--run-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+    def __init__(self, inv: Path, runs: Path, *extra: str, env: dict | None = None):
+        env = {"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": os.environ.get("HOME", "/root"), **(env or {})}
+        self.proc = subprocess.Popen([sys.executable, "-X", "faulthandler", str(DEPLOYCTL), "watch", "-i", str(inv),
+                                      "--output", "json", "--interval", "2", "--run-dir", str(runs), *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.q: queue.Queue = queue.Queue()
         self.all: list[dict] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -109,7 +109,7 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
     engine = next(n for n in fc.ssh("node3", "docker ps --format '{{.Names}}'", check=True).stdout.split()
                   if not n.endswith("_router"))
     router = f"http://{fc.node('node1').ip}:8080"
-    watch = Events(inv, runs)
+    watch = Events(inv, runs, "--allow-hook-command")      # the inventory's hook command: the operator opts in
     try:
         with Load(router) as load:
             time.sleep(6)

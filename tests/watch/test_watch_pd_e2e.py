@@ -95,7 +95,7 @@ def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_
     proxy_before = started_at(fc, "p1", PROXY)
     url = f"http://{fc.node('p1').ip}:1999"        # the proxy's default port (engine.ports.proxy)
 
-    watch = Events(inv, runs)
+    watch = Events(inv, runs, "--allow-hook-command")      # the inventory's hook command: the operator opts in
     try:
         with TimedLoad(url, model="qwen3") as load:
             time.sleep(5)

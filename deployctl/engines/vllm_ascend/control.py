@@ -9,7 +9,9 @@ The proxy (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.p
   "current_prefill_instances" / "current_decode_instances" (L843-847), servers written "ip:port" (L184);
 * GET /healthcheck: {"status": "ok", "prefill_instances": N, "decode_instances": M} (L873-879): counts only.
 Requests in flight on a server: vLLM's Prometheus gauges on its API port, `vllm:num_requests_running` and
-`vllm:num_requests_waiting` (vllm/v1/metrics/loggers.py, PrometheusStatLogger).
+`vllm:num_requests_waiting` (vllm/v1/metrics/loggers.py, PrometheusStatLogger), parsed here into a bounded count
+(``read_gauges``): a gauge that is no count (not a number, not finite, negative, fractional, 2**30 or more) makes
+the server's requests unknown, which is never idle and is said (``unknown``), never an exception.
 """
 
 from __future__ import annotations
@@ -19,25 +21,34 @@ import math
 import re
 
 from deployctl.errors import ExecutionError
+from deployctl.fleet.control import InFlightNotes
 
 GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}\n]{0,4096}\})?[ \t]+(\S{1,32})[ \t]*$", re.M)
 NOT_IDLE = 1 << 30          # requests in flight when the answer cannot tell: never "idle"
 MAX_ANSWER = 1 << 20
 
 
-def requests_in_flight(metrics: str) -> int:
-    """Running + waiting requests in a Prometheus answer of vLLM's API server (the gauges of every engine
-    summed); ``NOT_IDLE`` when a gauge is not a finite non-negative number (a host that lies is never idle)."""
-    total = 0.0
+def read_gauges(metrics: str) -> tuple[int | None, str]:
+    """(running + waiting requests, "") of a Prometheus answer of vLLM's API server, the gauges of every engine
+    summed (at most ``NOT_IDLE``); (None, why) when a gauge is not a count of requests (a host that lies is never
+    idle)."""
+    total = 0
     for m in GAUGES.finditer(metrics[:MAX_ANSWER]):
+        text = m.group(3)
         try:
-            value = float(m.group(3))
+            value = float(text)
         except ValueError:
-            return NOT_IDLE
-        if not math.isfinite(value) or value < 0:
-            return NOT_IDLE
-        total += value
-    return min(int(total), NOT_IDLE)
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value < NOT_IDLE and value == int(value)):
+            return None, f"vllm:num_requests_{m.group(1)} is {text!r}, not a count of requests"
+        total = min(total + int(value), NOT_IDLE)
+    return total, ""
+
+
+def requests_in_flight(metrics: str) -> int:
+    """``read_gauges``'s count; ``NOT_IDLE`` when it cannot tell."""
+    n, _ = read_gauges(metrics)
+    return NOT_IDLE if n is None else n
 
 
 def _listed(doc, key: str) -> set[str]:
@@ -46,7 +57,7 @@ def _listed(doc, key: str) -> set[str]:
     return {v for v in value[:4096] if isinstance(v, str)} if isinstance(value, list) else set()
 
 
-class ProxyControl:
+class ProxyControl(InFlightNotes):
     def __init__(self, plan, remote):
         from deployctl.engines.vllm_ascend.launch import launches
 
@@ -100,9 +111,12 @@ class ProxyControl:
             code, text = self.remote.http(self.node.name, "GET", f"http://{ep}/metrics")
             if code == 0:
                 continue            # nothing listens there (the server is down): nothing in flight on it
-            if code != 200:
-                return NOT_IDLE     # cannot tell: not idle (the drain waits, then says so)
-            total = min(total + requests_in_flight(text), NOT_IDLE)
+            n, why = read_gauges(text) if code == 200 else (None, f"answered {code}")
+            if n is None:           # cannot tell: not idle (the drain waits, then says why)
+                self.told(instance, f"{ep} /metrics (from {self.node.name}): {why}")
+                return NOT_IDLE
+            total = min(total + n, NOT_IDLE)
+        self.told(instance)
         return total
 
     def view(self) -> dict[str, str]:
