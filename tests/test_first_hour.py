@@ -275,19 +275,27 @@ def test_render_k8s_from_another_directory_runs_the_checkout_helm(tmp_path):
     assert (tmp_path / "k" / "manifests.yaml").stat().st_size > 0
 
 
-def test_helm_in_a_parent_node_modules_is_found(monkeypatch, tmp_path):
+def test_a_helm_in_the_working_directory_or_its_parents_is_never_run(monkeypatch, tmp_path):
+    # issue 34: a directory the operator stands in (a cloned inventory repository) could carry a
+    # node_modules/.bin/helm; deployctl would have run it with the operator's kubeconfig
+    from deployctl.errors import UsageError
     from deployctl.k8s import helm
 
+    marker = tmp_path / "ran"
     fake = tmp_path / "proj" / "node_modules" / ".bin" / "helm"
     fake.parent.mkdir(parents=True)
-    fake.write_text("#!/bin/sh\necho v3.10.1\n")
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\necho v3.10.1\n")
     fake.chmod(0o755)
     deep = tmp_path / "proj" / "a" / "b"
     deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
     monkeypatch.delenv("DEPLOYCTL_HELM", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setattr(helm, "_source_root", lambda: tmp_path / "elsewhere")
-    assert helm.helm_binary(cwd=deep) == str(fake)
+    with pytest.raises(UsageError) as err:
+        helm.helm_binary(cwd=deep)
+    assert "never run unless you name it" in err.value.message
+    assert not marker.exists()
 
 
 def test_no_helm_anywhere_names_the_exact_install_command(monkeypatch, tmp_path):

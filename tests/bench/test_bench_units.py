@@ -257,3 +257,32 @@ def test_typer_wrapper_matches_run_bench():
     src = inspect.getsource(command.callback)
     for p in params - {"inventory", "output"}:
         assert f"{p}=" in src, p
+
+
+def test_a_matplotlibrc_in_the_working_directory_runs_no_program(tmp_path):
+    # issue 34: matplotlib reads ./matplotlibrc at import; `text.usetex: True` there made drawing the plots
+    # run `latex` from PATH on the controller (here a stand-in that leaves a marker)
+    import subprocess
+    import sys
+    import textwrap
+
+    marker, bin_dir = tmp_path / "ran", tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("latex", "dvipng"):
+        (bin_dir / tool).write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "matplotlibrc").write_text("text.usetex: True\n")
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from pathlib import Path
+        from test_bench_units import _row
+        from deployctl.bench.plots import write_plots
+        rows = [_row("a", 1024, 1, 100.0, 20.0, 45.0), _row("b", 4096, 1, 400.0, 22.0, 40.0)]
+        files, notes = write_plots(rows, Path("plots"), "m")
+        print(len(files))
+    """)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "2" and not marker.exists()
