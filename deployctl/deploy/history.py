@@ -245,13 +245,15 @@ class Prune:
 def prune_plan(entry: dict, states: dict[str, DeployedState], keep: int) -> Prune:
     """Per host, from that host's own entries (plus ``entry``, the one just written) and links only: keep its
     last ``keep`` deployments (and every revision `current`/`previous` name); drop the rest. What another host
-    says never deletes anything here."""
+    says never deletes anything here; an outlier entry (merge) is neither kept in a deployment's place nor
+    deleted: its host is named, the operator decides."""
     hist: dict[str, list[str]] = {}
     revs: dict[str, list[str]] = {}
+    ceiling = agreed_revision(states) + AHEAD       # an outlier (merge) is no deployment to keep
     for node, s in states.items():
         if s.error:
             continue
-        own = [x.as_dict() for x in s.history if x.run_id != entry["run_id"]] + [entry]
+        own = [x.as_dict() for x in s.history if x.run_id != entry["run_id"] and x.revision <= ceiling] + [entry]
         own.sort(key=lambda x: (x["revision"], x["run_id"]))
         deploys = [x for x in own if x.get("operation") in DEPLOYS]
         kept = deploys[-keep:] if keep > 0 else []
