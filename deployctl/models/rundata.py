@@ -19,13 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 MAX_TOKENS = 1_000_000          # input or output tokens of one bench point (deployctl.bench.suites)
 MAX_CONCURRENCY = 10_000
 MAX_REQUESTS = 1_000_000
-MAX_POINTS = 1_000              # points of one bench run
+MAX_POINTS = 10_000             # points of one bench run
 MAX_FIT_POINTS = 500            # measured points one `deployctl calibrate` fits (each costs the fit ~1 s)
 MAX_RUNS = 10_000               # bench runs one calibration names
 K_RANGE = (0.25, 8.0)           # a derating `deployctl calibrate` fits (deployctl.perf.calibrate_user.BOUNDS)
 MAX_NODES = 8192
 
-MAX_SUMMARY_BYTES = 16 << 20    # a summary of 1,000 points is ~4 MB
+MAX_SUMMARY_BYTES = 64 << 20    # a summary of 10,000 points is ~40 MB
 MAX_CALIBRATION_BYTES = 16 << 20
 MAX_RUN_JSON_BYTES = 4 << 20    # run.json of 8,192 servers is ~0.5 MB
 
@@ -42,6 +42,7 @@ Derating = Annotated[float, Field(allow_inf_nan=False, ge=K_RANGE[0], le=K_RANGE
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
 RunName = Text(120)
+Label = Annotated[str, StringConstraints(max_length=1000)]      # a point's or model's name: the user's words
 
 
 class _RunDoc(BaseModel):
@@ -56,7 +57,7 @@ class Distribution(_RunDoc):
 
 
 class BenchPoint(_RunDoc):
-    point: Text(200)
+    point: Label
     input_len: Tokens
     output_len: Tokens
     concurrency: Concurrency
@@ -68,7 +69,7 @@ class BenchPoint(_RunDoc):
 
 
 class BenchTarget(_RunDoc):
-    model: Text(200) | None = None
+    model: Label | None = None
     dies: int = Field(0, ge=0, le=1 << 20)
 
 
@@ -96,7 +97,7 @@ class Compared(_RunDoc):
 
 class CalibrationPoint(_RunDoc):
     run: RunName
-    point: Text(200)
+    point: Label
     concurrency: Concurrency
     input_len: Tokens
     output_len: Tokens

@@ -66,13 +66,17 @@ def save(cluster: str, consts: Consts, runs: list[str], rows: list[dict], run_di
                          hint="name the bench runs to fit: `deployctl calibrate -i INV RUN...`") from None
     tmp = p.with_name(p.name + ".tmp")
     try:
-        tmp.unlink()                  # a leftover (or something planted there): never written through
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, p)
+        try:
+            tmp.unlink()              # a leftover (or something planted there): never written through
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise UsageError(f"cannot store the calibration in {p}: {exc.strerror or exc}",
+                         hint="--run-dir names a directory you can write") from None
     return p
 
 

@@ -252,3 +252,39 @@ def test_aiperf_records_keep_only_finite_numbers(tmp_path):
 
     (tmp_path / "s.json").write_text('{"output_token_throughput": {"avg": NaN}}')
     assert read_summary(tmp_path / "s.json") == {}
+
+
+def test_a_summary_bench_writes_is_one_calibrate_reads(tmp_path):
+    """The writer and the reader agree: bench's summary of AIPerf records (one NaN among them, an estimate of
+    Infinity) passes the boundary calibrate reads it through, with the finite numbers only."""
+    from deployctl.bench.aiperf import read_records
+    from deployctl.bench.estimate import Estimator, compare
+    from deployctl.bench.run import BenchOptions, Target, _finish
+    from deployctl.bench.stats import summarize
+    from deployctl.bench.suites import from_flags
+    from deployctl.models.localfile import load_model
+    from deployctl.models.rundata import MAX_SUMMARY_BYTES, BenchSummary
+    from deployctl.operation.records import RunRecord
+
+    suite = from_flags([1024], [16], [1], requests=2)
+    lines = [{"metadata": {"benchmark_phase": "profiling", "request_start_ns": i * 10**9,
+                           "request_end_ns": i * 10**9 + 5 * 10**8},
+              "metrics": {"time_to_first_token": {"value": "T"}, "inter_token_latency": {"value": 20.0},
+                          "request_latency": {"value": 500.0}, "output_sequence_length": {"value": 16}}}
+             for i in range(2)]
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join(json.dumps(x).replace('"T"', v) for x, v in zip(lines, ("NaN", "180.0"))) + "\n")
+    row = summarize(suite.points[0], read_records(path), {"output_token_throughput": {"avg": float("inf")}}, DIES)
+    row.update(failure=None, timed_out=False)
+    est = Estimator(plan=object())
+    est._loaded = True
+    est._fn = lambda *a: {"ttft_ms": float("inf"), "tpot_ms": float("nan"), "per_die_tokens_per_s": 2}
+    row["estimate"] = est.point(1024, 16, 1)                       # a model answering Infinity and NaN
+    row["comparison"] = compare(row, row["estimate"])
+    rec = RunRecord.create(tmp_path / ".deployctl", "bench")
+    _finish(rec, Target("http://x", MODEL, dies=DIES), BenchOptions(suite), "0", "t", [row], "successful", est)
+    doc = load_model(rec.path / "summary.json", BenchSummary, MAX_SUMMARY_BYTES, what="bench summary", hint="")
+    p = doc.points[0]
+    assert (p.ttft_ms.p50, p.tpot_ms.p50, p.ok) == (180.0, 20.0, 2) and p.output_tokens_per_s is not None
+    assert row["estimate"] == {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None,
+                               "per_die_tokens_per_s": 2.0}
