@@ -43,8 +43,6 @@ def write_argv(cdir: str, entry: dict) -> list[str]:
 # $1 cluster dir, then paths relative to it (checked against SAFE parts before)
 REMOVE = 'd="$1"; shift; for x in "$@"; do rm -rf -- "$d/$x"; done'
 DEPLOYS = ("up", "rollback")
-
-
 AHEAD = MAX_HISTORY    # numbers a host's entries may run ahead of the agreed history (a host reads this many)
 
 

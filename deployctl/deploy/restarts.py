@@ -5,8 +5,9 @@ The entry is an ``operation: restart`` that names no revision of its own (``node
 instance restarted the files it already ran), so it is never live, never a rollback target and never kept
 instead of a deployment when the history is pruned; it takes the next revision number, like every entry, so no
 number is used twice (history.next_revision: one host's out-of-line numbers do not count, and a history numbered
-to the parser's bound gets no entry: the failure says where). It is written on every host of the deployment by the same fixed script as the other
-entries (the entry a value, never spliced), and read back through the same parser (deployctl.models.hostdata).
+to the parser's bound gets no entry: the failure says where). It is written on every host of the deployment by
+the same fixed script as the other entries (the entry a value, never spliced), and read back through the same
+parser (deployctl.models.hostdata).
 """
 
 from __future__ import annotations
