@@ -4,8 +4,13 @@ kept on every host of the deployment.
 ``<deploy_dir>/<cluster>/history/<run id>.json``: revision number, run id, time, user, deployctl version,
 inventory digest, plan summary, operation, result, and per node the revision and its file digests.
 Every host keeps the whole entry, so any reachable host tells the story. Pure functions here decide
-what is live, what changed between entries, which entry a rollback goes to and what to prune; the
-hosts backend reads and writes the files.
+what is live, what changed between entries, which entry a rollback goes to, what to prune and the next
+revision number; the hosts backend reads and writes the files.
+
+Numbering (issue 34): the next number follows the history the hosts agree on (agreed_revision: the last entry a
+majority of the hosts keeping a history hold, the same copy); a copy numbered more than AHEAD past it is an
+outlier, named with its host and used for nothing, so one host cannot push the next number out of the range the
+parser reads (MAX_REVISION). Past that range nothing is written (next_revision refuses, write_argv checks).
 """
 
 from __future__ import annotations
