@@ -50,6 +50,19 @@ def refused(path: Path | str, what: str, message: str, hint: str, key: str = "")
                       hint=hint)
 
 
+def exists_regular(path: Path | str, *, what: str, hint: str) -> bool:
+    """False when nothing is at ``path``; True for a regular file; a UsageError for anything else (a link too)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise refused(path, what, f"cannot be read: {exc.strerror or exc}", hint) from None
+    if _kind(st.st_mode):
+        raise refused(path, what, f"is {_kind(st.st_mode)}, not a regular file", hint)
+    return True
+
+
 def read_bytes(path: Path | str, limit: int, *, what: str, hint: str, follow: bool = False) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them; ``follow``: a symbolic link the user
     named is followed (to a regular file). FileNotFoundError passes through (the callers decide what a missing

@@ -76,10 +76,10 @@ def read_run(path: Path) -> PreflightRun | None:
     run.json (else, in a record of an older deployctl, its facts.json) is read at the run directory's boundary
     (deployctl/models/localfile.py): one that is not deployctl's is a UsageError naming the file and the key."""
     from deployctl.models.host_facts import FactsFile
-    from deployctl.models.localfile import load_model
+    from deployctl.models.localfile import exists_regular, load_model
     from deployctl.models.rundata import MAX_RUN_JSON_BYTES, PreflightRunDoc
 
-    if not (path / FACTS_FILE).is_file():
+    if not exists_regular(path / FACTS_FILE, what="facts file", hint=RUN_HINT):
         return None
     try:
         doc = load_model(path / RUN_FILE, PreflightRunDoc, MAX_RUN_JSON_BYTES, what="preflight run record",

@@ -288,3 +288,19 @@ def test_a_summary_bench_writes_is_one_calibrate_reads(tmp_path):
     assert (p.ttft_ms.p50, p.tpot_ms.p50, p.ok) == (180.0, 20.0, 2) and p.output_tokens_per_s is not None
     assert row["estimate"] == {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None,
                                "per_die_tokens_per_s": 2.0}
+
+
+def test_a_preflight_record_s_facts_linked_elsewhere_is_refused(tmp_path):
+    """up/diff pick facts.json from the latest preflight record: a link there (deployctl makes none) is refused, not
+    followed to whatever it names (before: a link to /dev/zero made the record look crashed, one to a file was
+    used)."""
+    from deployctl.errors import UsageError
+    from deployctl.preflight.latest import resolve_facts
+
+    rec = tmp_path / "runs" / "20260101T000000.000000Z-preflight"
+    rec.mkdir(parents=True)
+    (tmp_path / "elsewhere.json").write_text("{}")
+    (rec / "facts.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(UsageError) as err:
+        resolve_facts(INV, tmp_path, None)
+    assert f"{rec / 'facts.json'}: is a symbolic link" in err.value.render()
