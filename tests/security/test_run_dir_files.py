@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,12 +41,17 @@ def bounded(*args: str, cwd: Path, timeout: float = QUICK) -> subprocess.Complet
     with tempfile.TemporaryDirectory() as d:
         script = Path(d) / "wrap.py"
         script.write_text(wrapper)
+        argv = [sys.executable, str(script), str(DEPLOYCTL), *args]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                                env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
+                                start_new_session=True)
         try:
-            return subprocess.run([sys.executable, str(script), str(DEPLOYCTL), *args], capture_output=True,
-                                  text=True, timeout=timeout, cwd=cwd,
-                                  env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"})
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)           # the wrapper and deployctl under it
+            proc.communicate()
             pytest.fail(f"deployctl {' '.join(args)} did not finish within {timeout} s")
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def refused(res, *words: str) -> None:
