@@ -11,6 +11,7 @@ warm-up, and a bound on the measurement time (--benchmark-duration + a grace per
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -18,8 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deployctl.models.rundata import MAX_REQUESTS
+
 GRACE_S = 60.0                 # after the duration limit: how long requests in flight may still finish
 STARTUP_SLACK_S = 180.0        # AIPerf's own start and stop (services, dataset) on top of the measurement
+MAX_SUMMARY = 64 << 20         # bytes of AIPerf's summary read back
+MAX_LINE = 1 << 20             # bytes of one per-request record
 
 
 @dataclass
@@ -99,13 +104,8 @@ def run(point, url: str, model: str, dataset: Path, tokenizer: Path, workdir: Pa
             _stop(proc)
             raise
     res = PointRun(rc, artifacts, log, elapsed_s=time.monotonic() - t0, failure=failure)
-    res.records = read_records(artifacts / "profile_export.jsonl")
-    summary = artifacts / "profile_export_aiperf.json"
-    if summary.exists():
-        try:
-            res.summary = json.loads(summary.read_text())
-        except ValueError:
-            res.summary = {}
+    res.records = read_records(artifacts / "profile_export.jsonl", 2 * (point.requests + warmup) + 100)
+    res.summary = read_summary(artifacts / "profile_export_aiperf.json")
     measured = [r for r in res.records if r["phase"] == "profiling"]
     res.timed_out = len(measured) < point.requests
     if res.failure is None and not measured:
@@ -142,29 +142,79 @@ def last_error(log: Path) -> str:
     return tail[-1][:300] if tail else "no output"
 
 
+def _finite(v):
+    """A number AIPerf measured, else None (NaN, Infinity, a string, a bool: no measurement)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return v if ok else None
+
+
 def _value(metrics: dict, key: str):
     m = metrics.get(key)
-    return m.get("value") if isinstance(m, dict) else None
+    return _finite(m.get("value")) if isinstance(m, dict) else None
 
 
-def read_records(path: Path) -> list[dict]:
-    """AIPerf's per-request records (profile_export.jsonl) as flat rows: phase, ok/error, ms and token counts."""
+def _series(metrics: dict, key: str) -> list:
+    m = metrics.get(key)
+    v = m.get("value") if isinstance(m, dict) else None
+    return [x for x in map(_finite, v[:MAX_LINE]) if x is not None] if isinstance(v, list) else []
+
+
+def read_summary(path: Path) -> dict:
+    """AIPerf's profile_export_aiperf.json ({} when absent or not one: a regular file of at most MAX_SUMMARY
+    bytes, JSON without NaN)."""
+    from pydantic_core import from_json
+
+    from deployctl.errors import UsageError
+    from deployctl.models.localfile import read_bytes
+
+    try:
+        doc = from_json(read_bytes(path, MAX_SUMMARY, what="AIPerf summary", hint=""), allow_inf_nan=False)
+    except (FileNotFoundError, UsageError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _lines(path: Path):
+    """The lines of a regular file (no link, FIFO or device), each cut at MAX_LINE bytes."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        os.set_blocking(fd, True)
+        while line := f.readline(MAX_LINE):
+            if not line.endswith(b"\n") and len(line) == MAX_LINE:
+                while (rest := f.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+                    pass                      # a line longer than any record: skipped whole
+                continue
+            yield line.decode(errors="replace")
+
+
+def read_records(path: Path, limit: int = 2 * MAX_REQUESTS) -> list[dict]:
+    """AIPerf's per-request records (profile_export.jsonl) as flat rows: phase, ok/error, ms and token counts
+    (numbers only when finite), at most ``limit`` of them."""
     rows: list[dict] = []
-    if not path.exists():
-        return rows
-    for line in path.read_text(errors="replace").splitlines():
+    for line in _lines(path):
+        if len(rows) >= limit:
+            break
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        md, m = doc.get("metadata") or {}, doc.get("metrics") or {}
+        if not isinstance(doc, dict):
+            continue
+        md, m = (x if isinstance(x, dict) else {} for x in (doc.get("metadata"), doc.get("metrics")))
         err = doc.get("error")
         tpot = _value(m, "inter_token_latency")
         if tpot is None:                       # no server token count: one streamed chunk is one token
-            chunks = _value(m, "inter_chunk_latency")
-            if isinstance(chunks, list) and chunks:
+            chunks = _series(m, "inter_chunk_latency")
+            if chunks:
                 tpot = sum(chunks) / len(chunks)
-        start, end = md.get("request_start_ns"), md.get("request_end_ns")
+        start, end = _finite(md.get("request_start_ns")), _finite(md.get("request_end_ns"))
         rows.append({
             "phase": "warmup" if md.get("benchmark_phase") == "warmup" else "profiling",
             "ok": not err and not md.get("was_cancelled"),

@@ -7,6 +7,8 @@ or layout it does not model), the comparison shows "-" and says why once.
 
 from __future__ import annotations
 
+import math
+
 KEYS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "per_die_tokens_per_s")
 # measured summary value compared with each estimate key: latencies at the median, throughput of the whole point
 MEASURED = {"ttft_ms": ("ttft_ms", "p50"), "tpot_ms": ("tpot_ms", "p50"),
@@ -53,7 +55,8 @@ class Estimator:
         out = {}
         for k in KEYS:
             v = got.get(k)
-            out[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+            out[k] = float(v) if ok else None
         return out if any(v is not None for v in out.values()) else None
 
 

@@ -102,6 +102,10 @@ def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
     if version is None:
         raise ExecutionError("AIPerf is not installed in deployctl's Python environment",
                              hint="pip install aiperf (a dependency of deployctl: reinstall deployctl)")
+    from deployctl.perf.calibration_store import load as load_calibration
+
+    # the cluster's own calibration, read (and refused when it is not one: exit 2) before anything is recorded
+    calibration = load_calibration(target.plan.inventory.cluster.name, opts.run_root) if target.plan else None
     rec = RunRecord.create(opts.run_root, "bench")
     started = _now()
     suite = opts.suite
@@ -119,10 +123,7 @@ def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
         raise
     reporter.step(f"smoke: answered {answer[:60]!r}")
     tokenizer = prompts.write_tokenizer(rec.path / "tokenizer")
-    from deployctl.perf.calibration_store import load as load_calibration
-
-    estimator = Estimator(target.plan, load_calibration(target.plan.inventory.cluster.name, opts.run_root)
-                          if target.plan else None)
+    estimator = Estimator(target.plan, calibration)
     rows: list[dict] = []
     status = "running"
     try:

@@ -3,6 +3,7 @@ TPOT (inter-token latency) and end-to-end latency, output throughput (the deploy
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 PERCENTILES = (50, 90, 99)
@@ -41,7 +42,7 @@ def summarize(point, records: list[dict], aiperf_summary: dict, dies: int) -> di
     out_tokens = sum(r["output_tokens"] or 0 for r in ok)
     throughput = None
     ot = aiperf_summary.get("output_token_throughput") if isinstance(aiperf_summary, dict) else None
-    if isinstance(ot, dict) and isinstance(ot.get("avg"), (int, float)):
+    if isinstance(ot, dict) and isinstance(ot.get("avg"), (int, float)) and math.isfinite(ot["avg"]):
         throughput = float(ot["avg"])
     elif ok:
         starts = [r["start_ns"] for r in measured if r["start_ns"]]

@@ -25,10 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from deployctl.errors import Problem, UsageError
+from deployctl.models.rundata import MAX_CONCURRENCY, MAX_REQUESTS, MAX_TOKENS   # also the summary reader's
 
-MAX_TOKENS = 1_000_000
-MAX_CONCURRENCY = 10_000
-MAX_REQUESTS = 1_000_000
 BUILTIN = ("default", "long-context", "concurrency")
 
 

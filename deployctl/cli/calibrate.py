@@ -32,7 +32,8 @@ def calibrate(
 
     k_prefill is fitted to the median TTFT at each input length's lowest concurrency (one prefill, no queueing);
     k_hbm, k_compute and k_fixed (per-step fixed costs) to the median TPOT and the throughput of every point.
-    Exit 0 when stored (or removed), 2 when there is nothing to fit.
+    Exit 0 when stored (or removed), 2 when there is nothing to fit or a run's summary.json (or the stored
+    calibration) is not one deployctl wrote: the file and the key are named.
 
     Examples:
 
@@ -46,6 +47,7 @@ def calibrate(
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
     from deployctl.errors import LayoutError, UsageError
+    from deployctl.models.rundata import MAX_FIT_POINTS
     from deployctl.perf import calibrate_user as cu, calibration_store as store
     from deployctl.perf.calibration import fitted_for
     from deployctl.planning.plan import plan_layout
@@ -66,11 +68,15 @@ def calibrate(
         raise located(exc, inventory) from None
     summaries = cu.bench_runs(run_dir, runs)
     pts, skipped = cu.points(summaries, model=inv.model.served_name,
-                             dies=len(plan.nodes) * inv.devices_per_node)
+                             dies=len(plan.nodes) * inv.devices_per_node, max_seq_len=inv.model.max_seq_len)
     if not pts:
         raise UsageError(f"no measured bench point of {inv.model.served_name} on this cluster under {run_dir}/runs"
                          + (f" ({'; '.join(skipped[:3])})" if skipped else ""),
                          hint="run `deployctl bench -i INV` first (several concurrencies), or name the runs")
+    if len(pts) > MAX_FIT_POINTS:
+        raise UsageError(f"{len(pts)} measured bench points under {run_dir}/runs: calibrate fits at most "
+                         f"{MAX_FIT_POINTS} (each costs the fit about a second)",
+                         hint="name the runs to fit: `deployctl calibrate -i INV RUN...`")
     consts = cu.fit(plan, pts)
     before = cu.per_run(plan, fitted_for(inv.engine.kind), pts)     # what plan used: the engine's deratings
     rows = cu.per_run(plan, consts, pts)

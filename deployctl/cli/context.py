@@ -38,19 +38,18 @@ def load_facts(path: Path | None):
     """Read a facts file written by `deployctl preflight` (None when not given)."""
     if path is None:
         return None
-    from pydantic import ValidationError
-
     from deployctl.errors import UsageError
     from deployctl.models.host_facts import FactsFile
+    from deployctl.models.localfile import load_model
+    from deployctl.preflight.latest import MAX_FACTS_BYTES
 
+    # a regular file (a link the user names is followed), bounded, JSON without NaN, then the typed FactsFile:
+    # what does not pass names the file and the key (deployctl/models/localfile.py)
+    hint = "pass the facts.json that `deployctl preflight` printed"
     try:
-        return FactsFile.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise UsageError(f"cannot read facts file {path}: {exc.strerror or exc}",
-                         hint="pass the facts.json that `deployctl preflight` printed") from None
-    except ValidationError as exc:
-        raise UsageError(f"{path} is not a deployctl facts file ({exc.error_count()} problems)",
-                         hint="pass the facts.json that `deployctl preflight` printed") from None
+        return load_model(path, FactsFile, MAX_FACTS_BYTES, what="facts file", hint=hint, follow=True)
+    except FileNotFoundError:
+        raise UsageError(f"cannot read facts file {path}: it does not exist", hint=hint) from None
 
 
 def validated(raw, path: Path, facts_path: Path | None = None):

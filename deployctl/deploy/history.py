@@ -4,8 +4,13 @@ kept on every host of the deployment.
 ``<deploy_dir>/<cluster>/history/<run id>.json``: revision number, run id, time, user, deployctl version,
 inventory digest, plan summary, operation, result, and per node the revision and its file digests.
 Every host keeps the whole entry, so any reachable host tells the story. Pure functions here decide
-what is live, what changed between entries, which entry a rollback goes to and what to prune; the
-hosts backend reads and writes the files.
+what is live, what changed between entries, which entry a rollback goes to, what to prune and the next
+revision number; the hosts backend reads and writes the files.
+
+Numbering (issue 34): the next number follows the history the hosts agree on (agreed_revision: the last entry a
+majority of the hosts keeping a history hold, the same copy); a copy numbered more than AHEAD past it is an
+outlier, named with its host and used for nothing, so one host cannot push the next number out of the range the
+parser reads (MAX_REVISION). Past that range nothing is written (next_revision refuses, write_argv checks).
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from deployctl.operation.historyrow import HistoryRow
-from deployctl.errors import UsageError
-from deployctl.models.hostdata import HistoryEntry
+from deployctl.errors import ExecutionError, UsageError
+from deployctl.models.hostdata import MAX_HISTORY, MAX_REVISION, HistoryEntry, why_invalid
 from deployctl.models.deploy import DeployedState
 
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -25,37 +32,70 @@ WRITE = ('set -e; d="$1/history"; mkdir -p "$d"; t="$d/.$2.tmp"; printf "%s\\n" 
 
 
 def write_argv(cdir: str, entry: dict) -> list[str]:
-    """The fixed script writing ``entry`` on a host (the entry a value, never spliced into the script)."""
+    """The fixed script writing ``entry`` on a host (the entry a value, never spliced into the script). An entry
+    deployctl's own parser would not read back (a revision number out of its range) is never written."""
     import json
 
+    try:
+        HistoryEntry.model_validate(entry)
+    except ValidationError as exc:
+        raise ExecutionError(f"history entry {str(entry.get('run_id'))[:80]} was not written: it would not be read "
+                             f"back ({why_invalid(exc)})",
+                             hint="`deployctl history -i INV` lists what the hosts hold") from None
     return ["sh", "-c", WRITE, "deployctl-history", cdir, entry["run_id"], json.dumps(entry, sort_keys=True)]
 
 
 # $1 cluster dir, then paths relative to it (checked against SAFE parts before)
 REMOVE = 'd="$1"; shift; for x in "$@"; do rm -rf -- "$d/$x"; done'
 DEPLOYS = ("up", "rollback")
+AHEAD = MAX_HISTORY    # numbers a host's entries may run ahead of the agreed history (a host reads this many)
 
 
 @dataclass(frozen=True)
 class Merged:
     entries: list[dict]      # one per run id, taken only where every host holding it holds the same copy
-    findings: list[str]      # per host: copies that disagree, entries some readable hosts lack
-    top: int                 # the highest revision number any host's (parsed) copy names
+    findings: list[str]      # per host: copies that disagree, entries some readable hosts lack, numbers out of line
+    top: int                 # the highest revision number a host's copy names, outliers left out
+    agreed: int = 0          # the highest revision of an entry a majority of the hosts keeping a history hold
+    top_at: str = ""         # where ``top`` comes from: "node1 (history/<run id>.json)"
+
+
+def agreed_revision(states: dict[str, DeployedState]) -> int:
+    """The highest revision number whose entry a strict majority of the readable hosts that keep a history hold,
+    the same copy (0 when no entry is held so widely). Every entry is written on every host of the deployment,
+    so honest hosts agree on their recent entries; one host cannot outvote the others."""
+    voters = [s for s in states.values() if not s.error and s.history]
+    held: dict[tuple[str, str | None], list[int]] = {}
+    for s in voters:
+        for e in s.history:
+            held.setdefault((e.run_id, e.digest), []).append(e.revision)
+    return max((revs[0] for revs in held.values() if 2 * len(revs) > len(voters)), default=0)
 
 
 def merge(states: dict[str, DeployedState]) -> Merged:
     """Every host's copy, one entry per run id (a host that missed an entry does not hide it). An entry whose
-    copies differ between hosts (their content digests) is used from no host: which one lies is unknown."""
+    copies differ between hosts (their content digests) is used from no host: which one lies is unknown. A copy
+    numbered more than AHEAD past the agreed revision is no entry either (its host is named): one host's numbers
+    never decide the next one."""
+    agreed = agreed_revision(states)
     copies: dict[str, dict[str, HistoryEntry]] = {}
+    findings: list[str] = []
     for node, s in states.items():
         if s.error:
             continue
         for e in s.history:
+            if e.revision > agreed + AHEAD:
+                findings.append(f"{node}: history entry {e.run_id} is numbered {e.revision}, more than {AHEAD} "
+                                f"after revision {agreed}, the last one the hosts agree on - not used (if deployctl "
+                                f"did not write it, remove history/{e.run_id}.json on {node})")
+                continue
             copies.setdefault(e.run_id, {})[node] = e
-    entries, findings, top = [], [], 0
+    entries, top, top_at = [], 0, ""
     readable = [n for n, s in states.items() if not s.error]
     for run, held in copies.items():
-        top = max([top, *(e.revision for e in held.values())])
+        for node, e in sorted(held.items()):
+            if e.revision > top:
+                top, top_at = e.revision, f"{node} (history/{run}.json)"
         digests = {e.digest for e in held.values()}
         if len(digests) > 1:
             for node, e in held.items():
@@ -70,7 +110,7 @@ def merge(states: dict[str, DeployedState]) -> Merged:
                             f"{', '.join(lacking)}")
         entries.append(e.as_dict())
     entries.sort(key=lambda e: (e["revision"], e["time"], e["run_id"]))
-    return Merged(entries, findings, top)
+    return Merged(entries, findings, top, agreed, top_at)
 
 
 def merged(states: dict[str, DeployedState]) -> list[dict]:
@@ -82,9 +122,15 @@ def findings(states: dict[str, DeployedState]) -> list[str]:
     return [f for s in states.values() for f in s.findings] + merge(states).findings
 
 
-def next_revision(entries: list[dict], top: int = 0) -> int:
-    """After every entry, and after every number a host's copy names (``Merged.top``): never one twice."""
-    return max([top, *(e["revision"] for e in entries)]) + 1
+def next_revision(m: Merged) -> int:
+    """After every number a host's copy names (outliers aside): never one twice, and never one past MAX_REVISION
+    (the parser's bound): UsageError naming where the last number is, instead."""
+    if m.top >= MAX_REVISION:
+        raise UsageError(f"the hosts' history is numbered up to {m.top} on {m.top_at}, the last number a history "
+                         "entry can have: no entry can follow it",
+                         hint="if deployctl did not write that entry, remove it on that host; `deployctl history "
+                              "-i INV` lists the entries")
+    return m.top + 1
 
 
 def live_entry(entries: list[dict], states: dict[str, DeployedState]) -> dict | None:
@@ -202,13 +248,15 @@ class Prune:
 def prune_plan(entry: dict, states: dict[str, DeployedState], keep: int) -> Prune:
     """Per host, from that host's own entries (plus ``entry``, the one just written) and links only: keep its
     last ``keep`` deployments (and every revision `current`/`previous` name); drop the rest. What another host
-    says never deletes anything here."""
+    says never deletes anything here; an outlier entry (merge) is neither kept in a deployment's place nor
+    deleted: its host is named, the operator decides."""
     hist: dict[str, list[str]] = {}
     revs: dict[str, list[str]] = {}
+    ceiling = agreed_revision(states) + AHEAD       # an outlier (merge) is no deployment to keep
     for node, s in states.items():
         if s.error:
             continue
-        own = [x.as_dict() for x in s.history if x.run_id != entry["run_id"]] + [entry]
+        own = [x.as_dict() for x in s.history if x.run_id != entry["run_id"] and x.revision <= ceiling] + [entry]
         own.sort(key=lambda x: (x["revision"], x["run_id"]))
         deploys = [x for x in own if x.get("operation") in DEPLOYS]
         kept = deploys[-keep:] if keep > 0 else []

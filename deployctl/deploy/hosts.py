@@ -22,7 +22,7 @@ from deployctl.deploy.remote import container_names, ran_before, read_deployed
 from deployctl.fleet.processes import has_router
 from deployctl.deploy.revision import cluster_dir
 from deployctl.deploy.verify import Want, verify_nodes
-from deployctl.errors import ExecutionError, Problem
+from deployctl.errors import DeployctlError, ExecutionError, Problem
 from deployctl.executors.base import Executor, HostTarget
 from deployctl.models.deploy import ChangeSet, DeployedState
 from deployctl.models.plan import Plan
@@ -111,10 +111,13 @@ class HostsBackend:
     def read(self, health: bool = False) -> dict[str, DeployedState]:
         states = require_readable(read_deployed(self.plan, self.targets, self.executor, self.cdir, health=health,
                                                 timeout=self.opts.ssh_timeout))
-        for line in hist.findings(states):
+        merged = hist.merge(states)
+        for line in [f for s in states.values() for f in s.findings] + merged.findings:
             if line not in self.reported:           # a host's lies are told once per run, not per read
                 self.reported.add(line)
                 self.reporter.failure(f"! {line}")
+        if self.operation != "down":
+            hist.next_revision(merged)              # a history that cannot take one more entry: refused here
         return states
 
     def preflight(self, observed) -> None:
@@ -307,9 +310,12 @@ class HostsBackend:
                 self.reporter.failure(f"! deployctl's files not removed on: {', '.join(failed)}")
             return
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
-        merged = hist.merge(states)
-        entry = seal(clean_entry(entry_for(self, outcome, desired, hist.next_revision(merged.entries, merged.top))))
-        problems = write_entry(self, entry)
+        try:
+            entry = seal(clean_entry(entry_for(self, outcome, desired, hist.next_revision(hist.merge(states)))))
+            problems = write_entry(self, entry)
+        except DeployctlError as exc:       # `down` of a history numbered to the end: the containers stopped anyway
+            self.reporter.failure(f"! history entry not written: {exc.message} ({exc.hint})")
+            return
         if problems:
             self.reporter.failure(f"! history entry not written on: {', '.join(problems)}")
         self.rec.write_json("history-entry.json", entry)

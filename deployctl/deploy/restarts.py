@@ -4,8 +4,10 @@ history` shows next to up, rollback and down, read back from the hosts like ever
 The entry is an ``operation: restart`` that names no revision of its own (``nodes`` and ``files`` empty: the
 instance restarted the files it already ran), so it is never live, never a rollback target and never kept
 instead of a deployment when the history is pruned; it takes the next revision number, like every entry, so no
-number is used twice. It is written on every host of the deployment by the same fixed script as the other
-entries (the entry a value, never spliced), and read back through the same parser (deployctl.models.hostdata).
+number is used twice (history.next_revision: one host's out-of-line numbers do not count, and a history numbered
+to the parser's bound gets no entry: the failure says where). It is written on every host of the deployment by
+the same fixed script as the other entries (the entry a value, never spliced), and read back through the same
+parser (deployctl.models.hostdata).
 """
 
 from __future__ import annotations
@@ -52,9 +54,9 @@ def history_recorder(plan, executor: Executor, targets: list[HostTarget], timeou
         ev = {**ev, "nodes": names.get(ev.get("instance"), [])}
         with lock:
             states = read_deployed(plan, targets, executor, cdir, timeout=timeout)
-            merged = hist.merge(states)
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-            entry = seal(clean_entry(restart_entry(ev, hist.next_revision(merged.entries, merged.top),
+            # a history numbered to the parser's bound raises a DeployctlError: watch's loop reports it
+            entry = seal(clean_entry(restart_entry(ev, hist.next_revision(hist.merge(states)),
                                                    f"{stamp}-restart", user, __version__)))
             argv = hist.write_argv(cdir, entry)
             reachable = [t for t in targets if not states[t.name].error]

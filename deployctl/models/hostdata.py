@@ -27,6 +27,7 @@ MAX_HISTORY = 4096            # history entries read per host
 MAX_DOC = 8 << 20             # bytes of one manifest or history file (an entry of a 1,024-server fleet is ~1 MB)
 MAX_NODES = 8192
 MAX_FILES = 128
+MAX_REVISION = 10**9          # the highest history revision number read back (history.next_revision never passes it)
 
 Rev = Annotated[str, StringConstraints(pattern=REV)]
 RunId = Annotated[str, StringConstraints(pattern=RUN_ID)]
@@ -61,7 +62,7 @@ class Manifest(_HostDoc):
 class HistoryEntry(_HostDoc):
     """history/<run id>.json (deployctl.deploy.ansible_run.entry_for), ``digest`` sealed by ``seal``."""
 
-    revision: int = Field(ge=1, le=10**9)
+    revision: int = Field(ge=1, le=MAX_REVISION)
     run_id: RunId
     time: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{1,32}$")]
     operation: Literal["up", "rollback", "down", "restart"]     # restart: by `watch` (deploy/restarts.py)
@@ -73,7 +74,7 @@ class HistoryEntry(_HostDoc):
     nodes: dict[Node, Rev] = Field(default_factory=dict, max_length=MAX_NODES)
     files: dict[Node, dict[FileName, Sha256]] = Field(default_factory=dict, max_length=MAX_NODES)
     failure: Text(1000) | None = None
-    to: int | None = Field(None, ge=1, le=10**9)
+    to: int | None = Field(None, ge=1, le=MAX_REVISION)
     digest: Sha256 | None = None
 
     def as_dict(self) -> dict:
@@ -128,7 +129,7 @@ def content_digest(doc: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _why(exc: ValidationError) -> str:
+def why_invalid(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(x) for x in err["loc"][:3])
     return f"{where}: {err['msg']}"[:120] if where else err["msg"][:120]
@@ -169,7 +170,8 @@ def parse_manifests(text: str, node: str) -> tuple[dict[str, Manifest], list[str
         try:
             man = Manifest.model_validate(doc)
         except ValidationError as exc:
-            findings.append(f"{node}: {short(path)} is not a deployctl revision manifest ({_why(exc)}) - ignored")
+            findings.append(f"{node}: {short(path)} is not a deployctl revision manifest ({why_invalid(exc)}) "
+                            "- ignored")
             continue
         if man.revision != folder:
             findings.append(f"{node}: {short(path)} names revision {man.revision}, not its directory - ignored")
@@ -187,7 +189,8 @@ def parse_history(text: str, node: str) -> tuple[list[HistoryEntry], list[str]]:
         try:
             e = HistoryEntry.model_validate(doc)
         except ValidationError as exc:
-            findings.append(f"{node}: history/{name} is not a deployctl history entry ({_why(exc)}) - ignored")
+            findings.append(f"{node}: history/{name} is not a deployctl history entry ({why_invalid(exc)}) "
+                            "- ignored")
             continue
         digest = content_digest(doc)
         if e.digest is not None and e.digest != digest:

@@ -3,8 +3,8 @@
 The model's three deratings (deployctl.perf.calibration: k_hbm, k_compute for decode, k_prefill) are fitted to
 the measured points of one or more bench runs of this cluster, and stored in
 ``<run-dir>/calibration/<cluster>.json`` next to the run records (``<run-dir>/runs/<id>-bench/summary.json``).
-`plan`, `recommend` and `bench` read it (calibration_store.load, in the command) and pass it to the estimate, which names it in their output until
-`deployctl calibrate --remove`.
+`plan`, `recommend` and `bench` read it (calibration_store.load, in the command) and pass it to the estimate,
+which names it in their output until `deployctl calibrate --remove`.
 
 What is fitted to what:
 * k_prefill to the median TTFT of the points at the lowest concurrency of each input length (1 in the default
@@ -14,18 +14,27 @@ What is fitted to what:
 
 Each estimate is the one `plan` makes (the simulated serving loop under the point's closed-loop client), with
 the trial deratings; the fit minimises the RMS relative error by coordinate search (each k in [0.25, 8]).
+
+Each summary.json is read at the run directory's boundary (deployctl/models/localfile.py, BenchSummary in
+deployctl/models/rundata.py): a regular file, bounded, without NaN, lengths and concurrencies in what `deployctl
+bench` accepts. Points longer than the deployment's model.max_seq_len are left out (the engine could not have
+served them; the simulated loop would crawl through them), and `calibrate` fits at most MAX_FIT_POINTS points.
 """
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from deployctl.models.localfile import load_model
+from deployctl.models.rundata import K_RANGE, MAX_SUMMARY_BYTES, BenchSummary
 from deployctl.perf.calibration_store import rms
 from deployctl.perf.core import Consts
 
-BOUNDS = (0.25, 8.0)
+BOUNDS = K_RANGE
+SUMMARY_HINT = ("a bench run's summary.json is written by `deployctl bench`; move that run out of RUN_DIR/runs, "
+                "or name the runs to fit: `deployctl calibrate -i INV RUN...`")
 
 
 @dataclass
@@ -54,32 +63,36 @@ def bench_runs(run_dir: Path, ids: list[str] | None = None) -> list[Path]:
     return sorted(root.glob("*-bench/summary.json"))
 
 
-def points(summaries: list[Path], model: str | None = None, dies: int | None = None) -> tuple[list[Measured],
-                                                                                                list[str]]:
-    """The measured points of the runs, and why runs were left out (another model or size, failed points)."""
+def points(summaries: list[Path], model: str | None = None, dies: int | None = None,
+           max_seq_len: int | None = None) -> tuple[list[Measured], list[str]]:
+    """The measured points of the runs, and why runs or points were left out (another model or size, failed
+    points, points longer than this deployment serves). Each summary is read at the run directory's boundary
+    (BenchSummary): one that is not a bench summary is a UsageError naming the file and the key."""
     out: list[Measured] = []
     skipped: list[str] = []
     for s in summaries:
         try:
-            doc = json.loads(s.read_text())
-        except (OSError, ValueError) as e:
-            skipped.append(f"{s}: unreadable ({e})")
+            doc = load_model(s, BenchSummary, MAX_SUMMARY_BYTES, what="bench summary", hint=SUMMARY_HINT)
+        except FileNotFoundError:
+            skipped.append(f"{s}: no such file (not a finished bench run)")
             continue
-        t = doc.get("target") or {}
-        if model and t.get("model") not in (None, model):
-            skipped.append(f"{doc.get('run_id', s.parent.name)}: model {t.get('model')!r}, not {model!r}")
+        t = doc.target
+        if model and t.model not in (None, model):
+            skipped.append(f"{doc.run_id}: model {t.model!r}, not {model!r}")
             continue
-        if dies and t.get("dies") and t["dies"] != dies:
-            skipped.append(f"{doc.get('run_id', s.parent.name)}: {t['dies']} dies, this plan has {dies}")
+        if dies and t.dies and t.dies != dies:
+            skipped.append(f"{doc.run_id}: {t.dies} dies, this plan has {dies}")
             continue
-        for p in doc.get("points") or []:
-            if not p.get("ok") or p.get("failure"):
+        for p in doc.points:
+            if not p.ok or p.failure:
                 continue
-            out.append(Measured(run=doc.get("run_id", s.parent.name), point=p["point"], input_len=p["input_len"],
-                                output_len=p["output_len"], concurrency=p["concurrency"],
-                                ttft_ms=(p.get("ttft_ms") or {}).get("p50"),
-                                tpot_ms=(p.get("tpot_ms") or {}).get("p50"),
-                                tokens_per_s=p.get("output_tokens_per_s")))
+            if max_seq_len and p.input_len + p.output_len > max_seq_len:
+                skipped.append(f"{doc.run_id} {p.point}: {p.input_len} + {p.output_len} tokens, more than this "
+                               f"deployment's model.max_seq_len {max_seq_len}")
+                continue
+            out.append(Measured(run=doc.run_id, point=p.point, input_len=p.input_len, output_len=p.output_len,
+                                concurrency=p.concurrency, ttft_ms=p.ttft_ms.p50, tpot_ms=p.tpot_ms.p50,
+                                tokens_per_s=p.output_tokens_per_s))
     lowest: dict[int, int] = {}
     for m in out:
         lowest[m.input_len] = min(lowest.get(m.input_len, m.concurrency), m.concurrency)
@@ -152,8 +165,9 @@ def per_run(plan, consts: Consts, pts: list[Measured]) -> list[dict]:
         row = {"run": m.run, "point": m.point, "concurrency": m.concurrency, "input_len": m.input_len,
                "output_len": m.output_len}
         for key, meas in (("ttft_ms", m.ttft_ms), ("tpot_ms", m.tpot_ms), ("tokens_per_s", m.tokens_per_s)):
-            row[key] = {"measured": meas, "estimated": round(e[key], 3),
-                        "error": round((e[key] - meas) / meas, 4) if meas else None,
+            est = e[key] if math.isfinite(e[key]) else None       # the model's answer, stored only when a number
+            row[key] = {"measured": meas, "estimated": round(est, 3) if est is not None else None,
+                        "error": round((est - meas) / meas, 4) if meas and est is not None else None,
                         "fitted": key != "ttft_ms" or m.use_ttft}
         rows.append(row)
     return rows

@@ -8,7 +8,6 @@ cluster and refuses them when they are stale or were collected from other hosts.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 KIND = "preflight"
 RUN_FILE = "run.json"
 FACTS_FILE = "facts.json"
+MAX_FACTS_BYTES = 256 << 20     # a facts file's cap: 1,024 servers at 256 KB each
 
 
 # --------------------------------------------------------------------------- writing (preflight)
@@ -67,27 +67,34 @@ def _stamp(run_id: str) -> datetime | None:
     return None
 
 
+RUN_HINT = ("a preflight run record is written by `deployctl preflight`: move this one out of RUN_DIR/runs, run "
+            "`deployctl preflight -i INV` again, or pass --facts FILE")
+
+
 def read_run(path: Path) -> PreflightRun | None:
-    """A preflight run record, or None when it is incomplete or unreadable (a crashed or running run)."""
-    if not (path / FACTS_FILE).is_file():
+    """A preflight run record, or None when it is incomplete (a crashed or running run: no facts.json). Its
+    run.json (else, in a record of an older deployctl, its facts.json) is read at the run directory's boundary
+    (deployctl/models/localfile.py): one that is not deployctl's is a UsageError naming the file and the key."""
+    from deployctl.models.host_facts import FactsFile
+    from deployctl.models.localfile import exists_regular, load_model
+    from deployctl.models.rundata import MAX_RUN_JSON_BYTES, PreflightRunDoc
+
+    if not exists_regular(path / FACTS_FILE, what="facts file", hint=RUN_HINT):
         return None
     try:
-        doc = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
-        return PreflightRun(path.name, path, doc.get("cluster"), dict(doc.get("nodes") or {}), doc.get("ok") is True,
-                            _time(doc.get("finished_at")) or _stamp(path.name))
+        doc = load_model(path / RUN_FILE, PreflightRunDoc, MAX_RUN_JSON_BYTES, what="preflight run record",
+                         hint=RUN_HINT)
+        return PreflightRun(path.name, path, doc.cluster, dict(doc.nodes), doc.ok,
+                            _time(doc.finished_at) or _stamp(path.name))
     except FileNotFoundError:
         pass                      # a record of an older deployctl: facts.json only
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
     try:
-        doc = json.loads((path / FACTS_FILE).read_text(encoding="utf-8"))
-        hosts = doc.get("hosts") or {}
-        return PreflightRun(path.name, path, doc.get("cluster"),
-                            {name: h.get("address") for name, h in hosts.items()},
-                            not any(f.get("severity") == "FAIL" for f in doc.get("findings") or ()),
-                            _time(doc.get("collected_at")) or _stamp(path.name))
-    except (OSError, ValueError, AttributeError, TypeError):
+        facts = load_model(path / FACTS_FILE, FactsFile, MAX_FACTS_BYTES, what="facts file", hint=RUN_HINT)
+    except FileNotFoundError:
         return None
+    return PreflightRun(path.name, path, facts.cluster, {name: h.address for name, h in facts.hosts.items()},
+                        not any(f.severity == "FAIL" for f in facts.findings),
+                        _time(facts.collected_at) or _stamp(path.name))
 
 
 def preflight_runs(run_root: Path) -> list[PreflightRun]:

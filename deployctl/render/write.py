@@ -21,9 +21,13 @@ MARKER = ".deployctl.json"
 
 
 def _is_ours(path: Path) -> bool:
+    """The directory holds deployctl's marker: a regular file (no link, FIFO or device) of at most 1 MB."""
+    from deployctl.models.localfile import read_bytes
+
     try:
-        return json.loads((path / MARKER).read_text()).get("generator") == "deployctl"
-    except (OSError, ValueError, AttributeError):
+        doc = json.loads(read_bytes(path / MARKER, 1 << 20, what="render marker", hint=""))
+        return isinstance(doc, dict) and doc.get("generator") == "deployctl"
+    except (OSError, ValueError, RecursionError, UsageError):
         return False
 
 

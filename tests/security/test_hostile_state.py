@@ -168,7 +168,7 @@ def test_revision_zero_copies_on_one_host_prune_nothing_on_another(plan):
                               "node2": {"history": honest, "revisions": [REV_B, "00000000000000b1"],
                                         "current": REV_B}})
     merged = hist.merge(states)
-    new = seal({**entry(20, hist.next_revision(merged.entries, merged.top), {"node1": REV_A, "node2": REV_B})})
+    new = seal({**entry(20, hist.next_revision(merged), {"node1": REV_A, "node2": REV_B})})
     assert new["revision"] == 14
     p = hist.prune_plan(new, states, keep=3)
     assert "node2" not in p.history and "node2" not in p.revisions      # its own 3 deployments are kept
@@ -294,7 +294,7 @@ def test_a_restart_entry_is_read_back_shown_never_live_never_a_rollback_target(p
     assert "mixed-0 on node1" in rows[2].summary and "\x1b" not in rows[2].summary     # host text stays data
     with pytest.raises(UsageError, match="revision 3 is a successful restart"):
         hist.rollback_target(entries, states, 3)
-    assert hist.next_revision(entries) == 4
+    assert hist.next_revision(hist.merge(states)) == 4
     # a failed restart says why; a copy one host changed is used from no host (like every entry)
     failed = seal(clean_entry(restart_entry({**ev, "event": "restart-failed", "cause": "not ready in time"}, 4,
                                             run_id(4, "restart"), "ops@ctl", "0.1.0")))
