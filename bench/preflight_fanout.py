@@ -52,8 +52,8 @@ from fakecluster import FakeCluster, check_environment, default_cluster  # noqa:
 from fakecluster.cluster import _pids_in_netns, gc_stale  # noqa: E402
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR  # noqa: E402
 
-from deployctl.executors.batch import END, PROBE_CONCURRENCY, batch_argv  # noqa: E402
-from deployctl.preflight.probes import host_commands  # noqa: E402
+from deployctl.io.batch import END, PROBE_CONCURRENCY, batch_argv  # noqa: E402
+from deployctl.features.preflight.probes import host_commands  # noqa: E402
 
 TAIL = """\
 engine:

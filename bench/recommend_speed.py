@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: wall time of `deployctl recommend` (deployctl.perf.recommend) on the examples and on 64 servers.
+"""Benchmark: wall time of `deployctl recommend` (deployctl.core.sizing.recommend) on the examples and on 64 servers.
 
 Usage: .venv/bin/python bench/recommend_speed.py [--runs N]
 Each run is a new Python process, as a user runs the command: it loads and validates the inventory, then ranks
@@ -29,7 +29,7 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from deployctl.cli.commands import load_and_validate
-from deployctl.perf.recommend import Objective, recommend_report
+from deployctl.core.sizing.recommend import Objective, recommend_report
 inv = load_and_validate(sys.argv[1])
 t1 = time.perf_counter()
 rec = recommend_report(inv, Objective(input_len=3500, output_len=1500, slo_tpot_ms=50, slo_ttft_ms=2000))

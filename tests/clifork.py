@@ -19,9 +19,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-WARM = ("deployctl.cli", "deployctl.cli.commands", "deployctl.cli.context", "deployctl.inventory.validate",
-        "deployctl.planning.plan", "deployctl.render", "deployctl.engines.mindie", "deployctl.engines.vllm_ascend",
-        "deployctl.models.inventory", "rich.console", "rich.table")
+WARM = ("deployctl.cli", "deployctl.cli.commands", "deployctl.app.context", "deployctl.core.inventory.validate",
+        "deployctl.core.sizing.plan", "deployctl.core.render", "deployctl.core.engines.mindie", "deployctl.core.engines.vllm_ascend",
+        "deployctl.core.models.inventory", "rich.console", "rich.table")
 
 
 def _warm() -> None:

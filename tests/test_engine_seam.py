@@ -1,4 +1,4 @@
-"""The engine seam: outside deployctl/engines/ the code never names MindIE, and engine.kind is read.
+"""The engine seam: outside deployctl/app/ the code never names MindIE, and engine.kind is read.
 
 Comments and docstrings may name the engine (they explain where a rule comes from); code, string literals
 included, may not: the core asks the driver of `engine.kind` instead.
@@ -61,7 +61,7 @@ def test_core_code_does_not_name_the_engine():
             offenders.append(f"{path.relative_to(ROOT)}:{line}: {text}")
     for o in offenders:
         print(o)
-    assert not offenders, ("code outside deployctl/engines/ names MindIE (ask the driver of engine.kind):\n"
+    assert not offenders, ("code outside deployctl/app/ names MindIE (ask the driver of engine.kind):\n"
                            + "\n".join(offenders))
 
 

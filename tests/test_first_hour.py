@@ -17,8 +17,8 @@ import paramiko
 import pytest
 
 from conftest import DEPLOYCTL, EXAMPLES, ROOT, run_cli
-from deployctl.executors.base import HostError, HostTarget
-from deployctl.executors.ssh import SshExecutor, describe_connect_error
+from deployctl.io.executor import HostError, HostTarget
+from deployctl.io.ssh import SshExecutor, describe_connect_error
 
 SSHD = "/usr/sbin/sshd"
 
@@ -258,7 +258,7 @@ def test_changed_host_key_keeps_its_refusal_and_hint():
 # --------------------------------------------------------------------------- helm lookup
 
 def test_helm_from_the_checkout_node_modules_is_found_from_any_directory(monkeypatch, tmp_path):
-    from deployctl.k8s import helm
+    from deployctl.io import helm
 
     monkeypatch.delenv("DEPLOYCTL_HELM", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))          # no helm on PATH
@@ -278,8 +278,8 @@ def test_render_k8s_from_another_directory_runs_the_checkout_helm(tmp_path):
 def test_a_helm_in_the_working_directory_or_its_parents_is_never_run(monkeypatch, tmp_path):
     # issue 34: a directory the operator stands in (a cloned inventory repository) could carry a
     # node_modules/.bin/helm; deployctl would have run it with the operator's kubeconfig
-    from deployctl.errors import UsageError
-    from deployctl.k8s import helm
+    from deployctl.core.errors import UsageError
+    from deployctl.io import helm
 
     marker = tmp_path / "ran"
     fake = tmp_path / "proj" / "node_modules" / ".bin" / "helm"
@@ -299,8 +299,8 @@ def test_a_helm_in_the_working_directory_or_its_parents_is_never_run(monkeypatch
 
 
 def test_no_helm_anywhere_names_the_exact_install_command(monkeypatch, tmp_path):
-    from deployctl.errors import UsageError
-    from deployctl.k8s import helm
+    from deployctl.core.errors import UsageError
+    from deployctl.io import helm
 
     checkout = tmp_path / "deployctl-checkout"
     checkout.mkdir()
@@ -319,8 +319,8 @@ def test_no_helm_anywhere_names_the_exact_install_command(monkeypatch, tmp_path)
 
 
 def test_a_wrong_DEPLOYCTL_HELM_is_named(monkeypatch, tmp_path):
-    from deployctl.errors import UsageError
-    from deployctl.k8s import helm
+    from deployctl.core.errors import UsageError
+    from deployctl.io import helm
 
     monkeypatch.setenv("DEPLOYCTL_HELM", str(tmp_path / "nope"))
     with pytest.raises(UsageError, match="is not an existing file") as info:

@@ -8,10 +8,10 @@ import os
 import pytest
 
 from conftest import EXAMPLES, ROOT, check_golden, run_cli
-from deployctl.inventory.load import load_inventory
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
-from deployctl.render import render_artifacts
+from deployctl.io.inventory_file import load_inventory
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.render import render_artifacts
 
 GOLDEN = ROOT / "tests" / "golden"
 CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))

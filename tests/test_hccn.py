@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.inventory.hccn import parse_hccn_conf
+from deployctl.core.inventory.hccn import parse_hccn_conf
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
 

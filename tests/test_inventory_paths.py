@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.errors import InventoryError
-from deployctl.inventory.load import load_inventory
-from deployctl.inventory.paths import OWNED_TREES, SYSTEM_PATHS
-from deployctl.inventory.validate import validate_inventory
+from deployctl.core.errors import InventoryError
+from deployctl.io.inventory_file import load_inventory
+from deployctl.core.inventory.paths import OWNED_TREES, SYSTEM_PATHS
+from deployctl.core.inventory.validate import validate_inventory
 from test_validate_hostile import BASE
 
 

@@ -1,11 +1,11 @@
-"""The inventory's JSON Schema (deployctl/schema/inventory.schema.json) and its reference (docs/inventory.md):
+"""The inventory's JSON Schema (deployctl/core/schema/inventory.schema.json) and its reference (docs/inventory.md):
 generated from the models and kept in step with them; every example and the sample are valid against it;
 it refuses what the models refuse about one value or block (typo'd keys, wrong types, enums, patterns, ranges)
 and accepts what they accept; and an editor running the YAML language server completes keys and marks a
 typo'd key in an inventory that carries the modeline.
 
 Regenerate both files with
-    deployctl schema -o deployctl/schema/inventory.schema.json
+    deployctl schema -o deployctl/core/schema/inventory.schema.json
     deployctl schema --markdown -o docs/inventory.md
 """
 
@@ -24,11 +24,11 @@ from tiers import examples
 from pydantic import ValidationError
 
 from conftest import ROOT, run_cli
-from deployctl.errors import InventoryError
-from deployctl.inventory.load import load_inventory
-from deployctl.models.inventory import Inventory
-from deployctl.schema import MODELINE, SCHEMA_FILE, inventory_schema, schema_text, shipped_text
-from deployctl.schema.reference import reference_markdown
+from deployctl.core.errors import InventoryError
+from deployctl.io.inventory_file import load_inventory
+from deployctl.core.models.inventory import Inventory
+from deployctl.core.schema import MODELINE, SCHEMA_FILE, inventory_schema, schema_text, shipped_text
+from deployctl.core.schema.reference import reference_markdown
 
 EXAMPLES = sorted((ROOT / "inventories" / "examples").glob("*.yaml"))
 SAMPLE = ROOT / "inventories" / "sample.yaml"
@@ -59,7 +59,7 @@ def _models_ok(data) -> bool:
 
 def test_shipped_schema_is_generated_from_the_models():
     assert shipped_text() == schema_text(), \
-        "the models changed: regenerate with `deployctl schema -o deployctl/schema/inventory.schema.json`"
+        "the models changed: regenerate with `deployctl schema -o deployctl/core/schema/inventory.schema.json`"
 
 
 def test_reference_is_generated_from_the_models():
@@ -235,8 +235,8 @@ def test_yaml_language_server_completes_keys_and_marks_a_typo(tmp_path):
     missing = yamlls.available()
     assert missing is None, missing
     tree = tmp_path / "checkout"
-    (tree / "deployctl" / "schema").mkdir(parents=True)
-    (tree / "deployctl" / "schema" / "inventory.schema.json").write_text(shipped_text(), encoding="utf-8")
+    (tree / "deployctl" / "core" / "schema").mkdir(parents=True)
+    (tree / "deployctl" / "core" / "schema" / "inventory.schema.json").write_text(shipped_text(), encoding="utf-8")
     (tree / "inventories" / "examples").mkdir(parents=True)
     text = (ROOT / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml").read_text(encoding="utf-8")
     lines = text.splitlines()

@@ -18,8 +18,8 @@ LINT = Path(sys.executable).parent / "lint-imports"
 # Module-level cycles that are known debts in code other work owns (docs/architecture.md, "Debts"): none may be
 # added.
 KNOWN_CYCLES = [
-    {"deployctl.engines.mindie.acceptance", "deployctl.engines.mindie.acceptance_custom"},
-    {"deployctl.perf.recommend", "deployctl.planning.fixes", "deployctl.planning.plan"},
+    {"deployctl.core.engines.mindie.acceptance", "deployctl.core.engines.mindie.acceptance_custom"},
+    {"deployctl.core.sizing.recommend", "deployctl.core.sizing.fixes", "deployctl.core.sizing.plan"},
 ]
 
 
@@ -55,19 +55,19 @@ def test_the_copy_keeps_them_too(scratch):
 
 @pytest.mark.parametrize("module, line, names", [
     # an upward import: the models naming the hosts backend
-    ("deployctl.models.plan", "from deployctl.deploy import hosts  # noqa",
-     ["deployctl.models.plan -> deployctl.deploy.hosts"]),
+    ("deployctl.core.models.plan", "from deployctl.backends.hosts import hosts  # noqa",
+     ["deployctl.core.models.plan -> deployctl.backends.hosts.hosts"]),
     # the core naming an engine plug-in
-    ("deployctl.planning.memory", "import deployctl.engines.mindie.support  # noqa",
-     ["deployctl.planning.memory -> deployctl.engines.mindie.support"]),
+    ("deployctl.core.sizing.memory", "import deployctl.core.engines.mindie.support  # noqa",
+     ["deployctl.core.sizing.memory -> deployctl.core.engines.mindie.support"]),
     # one backend importing the other
-    ("deployctl.k8s.history", "from deployctl.deploy import status  # noqa",
-     ["deployctl.k8s.history -> deployctl.deploy.status"]),
+    ("deployctl.backends.k8s.history", "from deployctl.backends.hosts import status  # noqa",
+     ["deployctl.backends.k8s.history -> deployctl.backends.hosts.status"]),
     # one engine plug-in importing the other
-    ("deployctl.engines.vllm_ascend.ports", "from deployctl.engines.mindie import rules  # noqa",
-     ["deployctl.engines.vllm_ascend.ports -> deployctl.engines.mindie.rules"]),
+    ("deployctl.core.engines.vllm_ascend.ports", "from deployctl.core.engines.mindie import rules  # noqa",
+     ["deployctl.core.engines.vllm_ascend.ports -> deployctl.core.engines.mindie.rules"]),
     # a cycle inside a package
-    ("deployctl.operation.records", "from deployctl.operation import pipeline  # noqa",
+    ("deployctl.io.records", "from deployctl.backends.common import pipeline  # noqa",
      [".records -> .pipeline", ".pipeline -> .records"]),
 ])
 def test_a_forbidden_import_breaks_a_contract(scratch, module, line, names):

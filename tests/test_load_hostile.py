@@ -220,8 +220,8 @@ def test_only_regular_files_of_bounded_size_are_read(tmp_path, name: str, comman
 
 
 def test_loader_refuses_a_directory_itself(tmp_path):
-    from deployctl.errors import InventoryError
-    from deployctl.inventory.load import load_inventory
+    from deployctl.core.errors import InventoryError
+    from deployctl.io.inventory_file import load_inventory
 
     with pytest.raises(InventoryError, match="it is a directory"):
         load_inventory(tmp_path)
@@ -229,7 +229,7 @@ def test_loader_refuses_a_directory_itself(tmp_path):
 
 def test_a_large_inventory_still_loads(tmp_path):
     """Many nodes (about 350 KB): the loader is linear; the time bound is deliberately loose."""
-    from deployctl.inventory.load import load_inventory
+    from deployctl.io.inventory_file import load_inventory
 
     nodes = "".join(f"  - name: node{i}\n    address: 10.{i // 250}.{i % 250}.2\n    devices:\n"
                     + "".join(f"      - id: {d}\n        ip: 29.{i // 250}.{i % 250}.{d + 10}\n" for d in range(8))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from deployctl.errors import LayoutError
-from deployctl.inventory.load import parse_yaml
-from deployctl.planning.plan import plan_layout
-from deployctl.inventory.validate import validate_inventory
+from deployctl.core.errors import LayoutError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.inventory.validate import validate_inventory
 
 
 def inventory(model: str, quant: str, nodes: int, preset: str, hardware: str = "a2", version: str = "",
@@ -83,9 +83,9 @@ def test_mla_kv_is_not_split_by_tp_but_by_pipeline_stage():
 
 
 def test_v32_adds_the_indexer_cache_and_c8_halves_it():
-    from deployctl import catalog
-    from deployctl.models.plan import Degrees
-    from deployctl.planning.memory import kv_bytes_per_token
+    from deployctl.core import catalog
+    from deployctl.core.models.plan import Degrees
+    from deployctl.core.sizing.memory import kv_bytes_per_token
 
     bf16 = plan_of(inventory("deepseek-v3.2", "w8a8", 2, "dp-ep", version="3.0")).instances[0].memory
     assert bf16.kv_bytes_per_token == 61 * (576 * 2 + 128 * 2)

@@ -44,12 +44,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
 from tiers import examples
 
-from deployctl.errors import InventoryError, LayoutError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
-from deployctl.render import render_artifacts
-from deployctl.render.write import write_tree
+from deployctl.core.errors import InventoryError, LayoutError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.render import render_artifacts
+from deployctl.io.rendered_tree import write_tree
 
 PER_NODE = {"a2": 8, "a3": 16}
 EXPERTS = {"deepseek-r1": 256, "deepseek-v3": 256, "deepseek-v3.2-exp": 256, "qwen3-235b-a22b": 128}

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.errors import InventoryError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.roles import for_role
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
+from deployctl.core.errors import InventoryError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.roles import for_role
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
 
 EXAMPLE = Path(__file__).parent.parent / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml"
 
@@ -69,7 +69,7 @@ def test_role_env_hccl_buffer_is_range_checked_and_other_hccl_settings_stay_glob
 
 
 def argv_of(inv, role: str) -> list[str]:
-    from deployctl.engines.vllm_ascend.launch import launches
+    from deployctl.core.engines.vllm_ascend.launch import launches
 
     plan = plan_layout(inv)
     node = plan.role(role)[0].master
@@ -109,7 +109,7 @@ def test_role_args_and_additional_config_are_checked_against_the_version_at_thei
 
 
 def test_compilation_config_and_async_scheduling_are_in_every_version_parser_table():
-    from deployctl.engines.vllm_ascend.catalog import VERSIONS, option
+    from deployctl.core.engines.vllm_ascend.catalog import VERSIONS, option
 
     for version in VERSIONS:
         assert option(version, "--compilation-config") == "--compilation-config"
@@ -123,7 +123,7 @@ def test_vllm_chunks_long_prompts_so_the_prefill_batch_may_be_below_the_longest_
     inv = validate_inventory(parse_yaml(yaml.safe_dump(doc), "pd.yaml", EXAMPLE.parent))
     assert value(argv_of(inv, "prefill"), "--max-num-batched-tokens") == "2048"
     assert value(argv_of(inv, "prefill"), "--max-model-len") == "40960"
-    from deployctl.engines import chunks_prefill
+    from deployctl.app.engines import chunks_prefill
 
     def with_sched(sched):      # 0.11's Ascend scheduler does not chunk unless told to
         return inv.model_copy(update={"engine": inv.engine.model_copy(
@@ -158,8 +158,8 @@ def test_a_published_128k_decode_layout_fits_once_decode_is_sized_for_decode_ste
 
 
 def test_a_role_change_touches_only_that_roles_files_so_diff_and_up_restart_only_it():
-    from deployctl.operation.filediff import file_changes
-    from deployctl.render import render_artifacts
+    from deployctl.core.filediff import file_changes
+    from deployctl.core.render import render_artifacts
 
     def files(decode: dict) -> dict[str, bytes]:
         return {a.path: a.content for a in render_artifacts(plan_layout(inventory({}, decode)))}

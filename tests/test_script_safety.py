@@ -15,7 +15,7 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, run_cli
 from deployctl.cli.commands import load_and_validate
-from deployctl.errors import RenderError
+from deployctl.core.errors import RenderError
 
 RECORDING_DOCKER = """#!/bin/sh
 # records its argv (one JSON array per call); `inspect` says "no such container"; never runs anything
@@ -26,7 +26,7 @@ exit 0
 
 
 def test_every_template_value_in_a_script_is_quoted_or_comment_safe():
-    paths = sorted((ROOT / "deployctl" / "engines").glob("*/templates/*.sh.j2"))
+    paths = sorted((ROOT / "deployctl" / "core" / "engines").glob("*/templates/*.sh.j2"))
     assert len(paths) >= 4, paths          # every engine's start scripts
     for path in paths:
         for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -46,8 +46,8 @@ def hostile(example: str, **engine_or_nodes):
 
 
 def render_and_run(inv, tmp_path: Path) -> tuple[list[list[str]], Path]:
-    from deployctl.planning.plan import plan_layout
-    from deployctl.render import render_artifacts
+    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.render import render_artifacts
 
     out = tmp_path / "out"
     # checked=False: the quoting of the scripts must hold on its own, even for a value the engine's acceptance

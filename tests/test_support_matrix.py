@@ -6,10 +6,10 @@ import json
 import re
 
 from conftest import ROOT, run_cli
-from deployctl import engines
-from deployctl.engines.mindie.support import matrix
-from deployctl.engines.mindie.table import support_rows
-from deployctl.engines.vllm_ascend.support import matrix as vllm_matrix
+from deployctl.app import engines
+from deployctl.core.engines.mindie.support import matrix
+from deployctl.core.engines.mindie.table import support_rows
+from deployctl.core.engines.vllm_ascend.support import matrix as vllm_matrix
 
 
 def markdown_table() -> str:

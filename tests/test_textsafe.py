@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from deployctl.textsafe import clean, clean_data
+from deployctl.core.textsafe import clean, clean_data
 
 OSC_TITLE = "\x1b]0;pwned-title\x07"
 CLEAR = "\x1b[2J"
@@ -69,7 +69,7 @@ def test_clean_data_cleans_keys_and_nested_values():
 
 
 def _row(**kw):
-    from deployctl.operation.historyrow import HistoryRow
+    from deployctl.backends.common.historyrow import HistoryRow
 
     base = dict(revision=3, run_id="20250101-000000-abcd", time="2025-01-01T00:00:00Z", user="root",
                 operation="up", result="successful", live=True, summary="qwen", changed="")
@@ -100,7 +100,7 @@ def test_history_json_output_carries_no_control_characters(capsys):
 def test_reporter_lock_holder_and_task_output(capsys):
     """The --break-lock holder line and a failed task's output go through the reporter."""
     from deployctl.cli.deploy import CliReporter
-    from deployctl.operation.lockinfo import LockOwner
+    from deployctl.backends.common.lockinfo import LockOwner
 
     owner = LockOwner(user=HOSTILE, host=f"node1{CLEAR}", pid=1, command=f"up {MARKUP}", run_id="r",
                       started="2025-01-01T00:00:00Z")
@@ -125,7 +125,7 @@ def test_reporter_json_mode_stderr_is_clean(capsys):
 
 def test_errors_quoting_host_text_are_clean(capsys, monkeypatch):
     from deployctl.cli._errors import handle
-    from deployctl.errors import ExecutionError
+    from deployctl.core.errors import ExecutionError
 
     exc = ExecutionError(f"node1: docker inspect printed {HOSTILE}", hint=f"see {CLEAR}logs")
     monkeypatch.setattr("sys.argv", ["deployctl", "status"])

@@ -53,10 +53,10 @@ HELD_OUT = [
 @pytest.mark.parametrize("name, example, edits", HELD_OUT, ids=[h[0] for h in HELD_OUT])
 def test_the_first_message_names_a_change_the_planner_accepts(tmp_path, name, example, edits):
     from deployctl.cli.commands import load_and_validate
-    from deployctl.errors import InventoryError
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_for_discovery
-    from deployctl.planning.fixes import suggestions
+    from deployctl.core.errors import InventoryError
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import validate_for_discovery
+    from deployctl.core.sizing.fixes import suggestions
 
     inv_path = _variant(tmp_path, example, **edits)
     refused = run_cli("plan", "-i", str(inv_path), "--output", "json")

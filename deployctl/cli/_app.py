@@ -44,7 +44,7 @@ def _root(
     max_output_mb: MaxOutputOpt = None,
 ):
     _state["debug"] = debug or os.environ.get("DEPLOYCTL_DEBUG") == "1"
-    if max_output_mb is not None:       # read by every SSH executor (deployctl.executors.base.limit_bytes)
-        from deployctl.executors.base import OUTPUT_ENV
+    if max_output_mb is not None:       # read by every SSH executor (deployctl.io.executor.limit_bytes)
+        from deployctl.io.executor import OUTPUT_ENV
 
         os.environ[OUTPUT_ENV] = f"{max_output_mb:g}"

@@ -9,8 +9,8 @@ import traceback
 
 def handle(exc: BaseException, debug: bool) -> int:
     """Print ``exc`` for the user and return the exit code (spec §2: 1 failed, 2 bad input)."""
-    from deployctl.errors import DeployctlError
-    from deployctl.textsafe import clean, clean_data
+    from deployctl.core.errors import DeployctlError
+    from deployctl.core.textsafe import clean, clean_data
 
     if debug:
         traceback.print_exception(exc)

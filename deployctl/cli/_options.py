@@ -82,7 +82,7 @@ DeployTargetOpt = Annotated[DeployTarget, typer.Option(
 
 def _allow_exec(value: bool) -> bool:
     if value:
-        from deployctl.k8s.api import allow_kubeconfig_exec
+        from deployctl.io.kube import allow_kubeconfig_exec
 
         allow_kubeconfig_exec()
     return value

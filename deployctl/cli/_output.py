@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from deployctl import engines
+from deployctl.app import engines
 
 # Not a terminal (a pipe, a file, CI logs): rich would assume 80 columns and break lines inside commands,
 # paths and URLs. Lines are then never wrapped (soft_wrap) and tables get this much room (they take only
@@ -17,11 +17,11 @@ PIPE_WIDTH = 4096
 def _console_class():
     """rich's Console, except that no text it prints can carry an escape sequence or control character: its own
     styles (the control segments and the ANSI codes of styles) are the only ones that reach the terminal, however
-    the text came in (deployctl.textsafe; host text in a table cell, a message, an exception)."""
+    the text came in (deployctl.core.textsafe; host text in a table cell, a message, an exception)."""
     from rich.console import Console
     from rich.segment import Segment
 
-    from deployctl.textsafe import clean
+    from deployctl.core.textsafe import clean
 
     class SafeConsole(Console):
         def _render_buffer(self, buffer):
@@ -41,12 +41,12 @@ def _make_console(stderr: bool = False):
 
 def echo_json(doc, **kwargs) -> None:
     """Print a JSON document on stdout, every string in it cleaned of escape sequences and control characters
-    (host text reaches `jq -r` and log viewers as it reaches the terminal: deployctl.textsafe)."""
+    (host text reaches `jq -r` and log viewers as it reaches the terminal: deployctl.core.textsafe)."""
     import json
 
     import typer
 
-    from deployctl.textsafe import clean_data
+    from deployctl.core.textsafe import clean_data
 
     typer.echo(json.dumps(clean_data(doc), **{"indent": 2, **kwargs}))
 
@@ -78,7 +78,7 @@ def esc(value) -> str:
     never let rich read them as markup, never let them reach the terminal as control sequences."""
     from rich.markup import escape
 
-    from deployctl.textsafe import clean
+    from deployctl.core.textsafe import clean
 
     return escape(clean(value))
 
@@ -115,7 +115,7 @@ def print_plan(plan) -> None:
         con.print(f"  [yellow]WARN[/] {esc(w)}")
     for w in e.notes:
         con.print(f"  note: {esc(w)}")
-    from deployctl.fleet.processes import has_router, processes
+    from deployctl.core.processes import has_router, processes
 
     ports = engines.driver(e.kind).host_ports(inv)
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
@@ -161,7 +161,7 @@ def print_plan(plan) -> None:
         con.print(f"  note: {esc(note)}")
     for line in role_settings(plan):
         con.print(esc(line))
-    from deployctl.inventory.roles import for_role
+    from deployctl.core.inventory.roles import for_role
 
     for inst in shown:
         limit = for_role(inv, inst.role).model.max_batch_size
@@ -172,8 +172,8 @@ def print_plan(plan) -> None:
 
 
 def _limits(plan, inst) -> str:
-    from deployctl.inventory.roles import for_role
-    from deployctl.planning.limits import max_prefill_tokens
+    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.sizing.limits import max_prefill_tokens
 
     view = for_role(plan.inventory, inst.role)
     return f"{view.model.max_batch_size} / {max_prefill_tokens(view, inst.role):,}"
@@ -183,7 +183,7 @@ def role_settings(plan) -> list[str]:
     """pd-split: what each role sets over the engine and model blocks (layout.<role>.engine / model / env)."""
     import json
 
-    from deployctl.inventory.roles import ROLES, role_block
+    from deployctl.core.inventory.roles import ROLES, role_block
 
     out = []
     for role in ROLES:
@@ -203,7 +203,7 @@ def role_settings(plan) -> list[str]:
 def _instance_tree(plan):
     from rich.tree import Tree
 
-    from deployctl.fleet.processes import has_router
+    from deployctl.core.processes import has_router
 
     roles = {r: len(plan.role(r)) for r in ("mixed", "prefill", "decode") if plan.role(r)}
     head = " + ".join(f"{n} {r}" for r, n in roles.items())
@@ -223,7 +223,7 @@ def _instance_tree(plan):
 
 def print_estimate(est) -> None:
     """The performance estimate under the plan: labelled estimated, the binding term, each instance's step."""
-    from deployctl.perf.model import describe
+    from deployctl.core.sizing.estimate import describe
 
     con = _console()
     lines = describe(est)
@@ -261,7 +261,7 @@ def print_render(plan, out: Path, artifacts) -> None:
     master = plan.nodes[0]
     con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
                   "there"))
-    from deployctl.fleet.processes import has_router, processes
+    from deployctl.core.processes import has_router, processes
 
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
     if router is not None:

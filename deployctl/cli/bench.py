@@ -24,7 +24,7 @@ class BenchReporter:
         self.con.print(esc(message))
 
     def point(self, row: dict) -> None:
-        from deployctl.bench.report import fmt
+        from deployctl.features.bench.report import fmt
 
         if row["failure"]:
             self.con.print(f"[red]  ✗ {esc(row['failure'])}[/]")
@@ -38,7 +38,7 @@ class BenchReporter:
 
 
 def _check_url(url: str) -> str:
-    from deployctl.errors import UsageError
+    from deployctl.core.errors import UsageError
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query:
@@ -54,12 +54,12 @@ def _check_url(url: str) -> str:
 def _target(inventory: Path, url: str | None):
     """The endpoint and the plan: the deployment's entry point (instance master, MindIE-MS coordinator or vLLM
     proxy), or --url for another front (a load balancer) of the same deployment."""
-    from deployctl.bench.run import Target
+    from deployctl.features.bench.run import Target
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
-    from deployctl.fleet.processes import entry_url
-    from deployctl.errors import ExecutionError, LayoutError
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.processes import entry_url
+    from deployctl.core.errors import ExecutionError, LayoutError
+    from deployctl.core.sizing.plan import plan_layout
 
     inv = load_deployed_inventory(inventory)
     try:
@@ -82,9 +82,9 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
               ignore_eos: bool = True, run_root: Path = Path(".deployctl")) -> None:
     """Run the benchmark and print it; exit 0 when every point measured without a failed request, 1 otherwise,
     2 for bad input (inventory, flags, suite file)."""
-    from deployctl.bench.run import BenchOptions, run_benchmark
-    from deployctl.bench.suites import resolve
-    from deployctl.errors import UsageError
+    from deployctl.features.bench.run import BenchOptions, run_benchmark
+    from deployctl.features.bench.suites import resolve
+    from deployctl.core.errors import UsageError
 
     chosen = resolve(suite, inputs, output_len, concurrency, requests)
     if warmup is not None and warmup < 0:
@@ -113,7 +113,7 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
 def print_bench(res) -> None:
     from rich.table import Table
 
-    from deployctl.bench.report import fmt, ratio, triple
+    from deployctl.features.bench.report import fmt, ratio, triple
 
     doc = res.doc
     con = _console()

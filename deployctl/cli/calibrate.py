@@ -1,5 +1,5 @@
 """`deployctl calibrate`: fit the performance model's deratings to this cluster's own `deployctl bench` runs
-(deployctl.perf.calibrate_user does the work; this prints it). `plan` and `recommend` use the result until
+(deployctl.features.bench.calibrate does the work; this prints it). `plan` and `recommend` use the result until
 `deployctl calibrate --remove`."""
 
 from __future__ import annotations
@@ -46,11 +46,12 @@ def calibrate(
     from deployctl.cli._output import echo_json
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
-    from deployctl.errors import LayoutError, UsageError
-    from deployctl.models.rundata import MAX_FIT_POINTS
-    from deployctl.perf import calibrate_user as cu, calibration_store as store
-    from deployctl.perf.calibration import fitted_for
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.errors import LayoutError, UsageError
+    from deployctl.core.models.rundata import MAX_FIT_POINTS
+    from deployctl.features.bench import calibrate as cu
+    from deployctl.io import calibration_store as store
+    from deployctl.core.sizing.calibration import fitted_for
+    from deployctl.core.sizing.plan import plan_layout
 
     inv = load_deployed_inventory(inventory)
     cluster = inv.cluster.name
@@ -118,7 +119,7 @@ def _print(doc: dict, before: list[dict], rows: list[dict], skipped: list[str], 
 
 
 def cu_label(doc: dict) -> str:
-    from deployctl.perf.calibration_store import label
+    from deployctl.io.calibration_store import label
 
     return label(doc)
 

@@ -33,7 +33,7 @@ def _duration_ms(value: str | None, flag: str) -> float | None:
 
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s)?\s*", value)
     if not m or float(m.group(1)) <= 0:
-        from deployctl.errors import UsageError
+        from deployctl.core.errors import UsageError
 
         raise UsageError(f"{flag} {value!r} is not a duration", hint=f"e.g. {flag} 50ms or {flag} 2s")
     return float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)

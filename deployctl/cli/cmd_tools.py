@@ -125,8 +125,8 @@ def schema_cmd(
       deployctl schema -o inventory.schema.json
       deployctl schema --markdown -o docs/inventory.md   # the generated inventory reference
     """
-    from deployctl.schema import schema_text
-    from deployctl.schema.reference import reference_markdown
+    from deployctl.core.schema import schema_text
+    from deployctl.core.schema.reference import reference_markdown
 
     text = reference_markdown() if markdown else schema_text()
     if out is None:
@@ -135,7 +135,7 @@ def schema_cmd(
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
-        from deployctl.errors import UsageError
+        from deployctl.core.errors import UsageError
 
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}", hint="pass -o with a writable path") from None
     typer.echo(f"wrote {out}", err=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from deployctl.cli import _output
-from deployctl.cli.context import load_facts, open_context
+from deployctl.app.context import load_facts, open_context
 
 
 def load_and_validate(path: Path, facts_path: Path | None = None):
@@ -26,7 +26,7 @@ def load_for_discovery(path: Path):
 
 
 def make_plan(path: Path, facts_path: Path | None = None):
-    from deployctl.errors import InventoryError
+    from deployctl.core.errors import InventoryError
 
     try:
         ctx = open_context(path, "full", facts=facts_path)
@@ -38,11 +38,11 @@ def make_plan(path: Path, facts_path: Path | None = None):
 def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
     """When the only problems are facts preflight fills (device IPs, SDIDs, interfaces), plan as if they were
     filled: a layout or memory refusal behind them is said now, with its hint, not after preflight ran."""
-    from deployctl.errors import DeployctlError, LayoutError
-    from deployctl.inventory.gaps import NeedsFacts
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_for_discovery
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.errors import DeployctlError, LayoutError
+    from deployctl.core.inventory.gaps import NeedsFacts
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import validate_for_discovery
+    from deployctl.core.sizing.plan import plan_layout
 
     if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
         return exc
@@ -67,8 +67,8 @@ def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
 def located(exc, path: Path, raw=None):
     """A plan refusal pointing into the inventory: its file, and the line of each problem's key path
     (the layout block of the instance that does not fit, ...). Without ``raw`` the file is read again."""
-    from deployctl.inventory.load import load_inventory
-    from deployctl.operation.context import located as _located
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.backends.common.context import located as _located
 
     if raw is None:
         try:
@@ -81,9 +81,9 @@ def located(exc, path: Path, raw=None):
 def _engine_accepts(inv, path: Path) -> None:
     """The engine's own checks of the files `render` would write (an engine.config value it refuses); the
     support matrix and the memory fit are `plan`'s to say."""
-    from deployctl import engines
-    from deployctl.errors import LayoutError
-    from deployctl.planning.plan import accepted, plan_layout
+    from deployctl.app import engines
+    from deployctl.core.errors import LayoutError
+    from deployctl.core.sizing.plan import accepted, plan_layout
 
     try:
         plan = plan_layout(inv, checked=False)
@@ -96,7 +96,7 @@ def _engine_accepts(inv, path: Path) -> None:
 
 
 def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
-    from deployctl.planning.layout import effective_preset
+    from deployctl.core.sizing.layout import effective_preset
 
     inv = load_and_validate(path, facts)
     _engine_accepts(inv, path)
@@ -114,9 +114,9 @@ def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
 
 def plan_estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None):
     """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds)."""
-    from deployctl.errors import UsageError
-    from deployctl.perf.calibration_store import load
-    from deployctl.perf.model import default_workload, estimate_plan
+    from deployctl.core.errors import UsageError
+    from deployctl.io.calibration_store import load
+    from deployctl.core.sizing.estimate import default_workload, estimate_plan
 
     w = default_workload(plan)
     w = w.model_copy(update={k: v for k, v in (("input_len", input_len), ("output_len", output_len),
@@ -124,7 +124,7 @@ def plan_estimate(plan, input_len=None, output_len=None, concurrency=None, sku=N
     try:
         return estimate_plan(plan, w, sku=sku, calibration=load(plan.inventory.cluster.name))
     except ValueError as exc:          # an unknown SKU name
-        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/perf/hardware.yaml)") \
+        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/core/sizing/hardware.yaml)") \
             from None
 
 
@@ -137,7 +137,7 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
 
         # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2) takes
         # seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-        from deployctl.secrets import plan_doc
+        from deployctl.core.secrets import plan_doc
 
         doc = plan_doc(plan)            # secret env values read ***
         doc["estimate"] = est.model_dump(mode="json")
@@ -149,20 +149,20 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
 
 def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None,
                target: str = "bare-metal", values_only: bool = False) -> None:
-    from deployctl.render.write import check_target, write_tree
+    from deployctl.io.rendered_tree import check_target, write_tree
 
     check_target(out, force, keep=(path,))
     plan = make_plan(path, facts)
     if target == "helm":
-        from deployctl.errors import LayoutError
-        from deployctl.k8s.render import render_helm
+        from deployctl.core.errors import LayoutError
+        from deployctl.backends.k8s.render import render_helm
 
         try:
             artifacts = render_helm(plan, with_manifests=not values_only)
         except LayoutError as exc:          # a layout the engine's chart cannot run: point into the inventory
             raise located(exc, path) from None
     else:
-        from deployctl.render import render_artifacts
+        from deployctl.core.render import render_artifacts
 
         artifacts = render_artifacts(plan)
     write_tree(out, artifacts, force=force, keep=(path,))

@@ -1,4 +1,4 @@
-"""`deployctl up | rollback | down | status | logs` on the hosts: thin commands over deployctl.deploy."""
+"""`deployctl up | rollback | down | status | logs` on the hosts: thin commands over deployctl.backends.hosts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
-from deployctl.cli.context import open_context
+from deployctl.app.context import open_context
 
 
 class CliReporter:
@@ -75,10 +75,10 @@ class CliReporter:
 
 def _break_lock(ctx, yes: bool, reporter: CliReporter) -> None:
     """--break-lock: show who holds the lock, confirm, remove it on every host."""
-    from deployctl.deploy.hostlock import break_lock, holders
-    from deployctl.deploy.revision import cluster_dir
-    from deployctl.executors.ssh import SshExecutor
-    from deployctl.operation.lockinfo import LockOwner, human_age
+    from deployctl.backends.hosts.hostlock import break_lock, holders
+    from deployctl.backends.hosts.revision import cluster_dir
+    from deployctl.io.ssh import SshExecutor
+    from deployctl.backends.common.lockinfo import LockOwner, human_age
 
     cdir = cluster_dir(ctx.plan)
     targets = ctx.targets
@@ -120,7 +120,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
                   facts: Path | None = None, break_lock: bool = False, strategy: str = "rolling",
                   max_unavailable: int = 1, drain_timeout: int = 600) -> None:
     """up / rollback / down on the hosts, printed for people or as JSON."""
-    from deployctl.deploy.up import UpOptions, run_operation as run
+    from deployctl.backends.hosts.up import UpOptions, run_operation as run
 
     reporter = CliReporter(output == "json", operation)
     if operation == "up":
@@ -133,7 +133,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
                      ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
                      to=to, purge=purge, strategy=strategy, max_unavailable=max_unavailable,
                      drain_timeout=drain_timeout)
-    from deployctl.errors import LayoutError
+    from deployctl.core.errors import LayoutError
 
     try:
         out = run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan)
@@ -144,7 +144,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
 
 
 def _print_outcome(operation: str, ctx, out, output: str, reporter: CliReporter) -> None:
-    from deployctl.fleet.processes import entry_url
+    from deployctl.core.processes import entry_url
 
     inv = ctx.inventory
     verified = [u.__dict__ for u in out.verification.units] if out.verification else []
@@ -189,8 +189,8 @@ def _print_outcome(operation: str, ctx, out, output: str, reporter: CliReporter)
 
 def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: Path) -> None:
     """What `up` would change per node, with the keys of every changed file (read-only)."""
-    from deployctl.deploy.up import host_changes
-    from deployctl.errors import LayoutError
+    from deployctl.backends.hosts.up import host_changes
+    from deployctl.core.errors import LayoutError
 
     reporter = CliReporter(output == "json", "up")
     ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
@@ -215,7 +215,7 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
 
 
 def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
-    from deployctl.deploy.status import cluster_status
+    from deployctl.backends.hosts.status import cluster_status
 
     ctx = open_context(inventory, "deployed")
     st = cluster_status(ctx.inventory, ctx.inventory_dir, plan=ctx.plan)
@@ -270,7 +270,7 @@ def _instances_table(st):
 
 def run_logs(inventory: Path, output: str, host: list[str], since: str | None, tail: int, run_root: Path,
              max_log_mb: float | None = None) -> None:
-    from deployctl.deploy.logs import collect_logs
+    from deployctl.backends.hosts.logs import collect_logs
 
     ctx = open_context(inventory, "deployed")
     logs, record = collect_logs(ctx.inventory, ctx.inventory_dir, run_root, hosts=host, since=since, tail=tail,

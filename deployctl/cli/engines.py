@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from deployctl import engines
+from deployctl.app import engines
 from deployctl.cli._output import _console, esc
 
 MARK = {"yes": "✓", "no": "✗", "unverified": "?"}

@@ -38,16 +38,16 @@ def print_history(rows, output: str, title: str, findings: list[str] | None = No
 
 def run_history(inventory, output: str) -> None:
     """Hosts: the history every host keeps, merged, with what runs now marked live."""
-    from deployctl.cli.context import open_context
-    from deployctl.deploy import history as hist
-    from deployctl.deploy.up import read_state
+    from deployctl.app.context import open_context
+    from deployctl.backends.hosts import history as hist
+    from deployctl.backends.hosts.up import read_state
 
     ctx = open_context(inventory, "deployed")
     inv = ctx.inventory
     _plan, states = read_state(inv, ctx.inventory_dir, plan=ctx.plan)
     ok = {n: s for n, s in states.items() if not s.error}
     if not ok:
-        from deployctl.errors import ExecutionError
+        from deployctl.core.errors import ExecutionError
 
         raise ExecutionError("no host could be read", hint="fix SSH to the hosts (deployctl preflight shows why)")
     rows = hist.rows(hist.merged(ok), ok)

@@ -8,7 +8,7 @@ import typer
 
 from deployctl.cli._output import confirm_changes, echo_json, esc
 from deployctl.cli._output import run_console as _console
-from deployctl.cli.context import open_context
+from deployctl.app.context import open_context
 
 
 def _changes_table(changes, actions):
@@ -86,8 +86,8 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
     """--break-lock without -y: show who holds the lock and ask before removing it."""
     import sys
 
-    from deployctl.operation.lockinfo import human_age
-    from deployctl.k8s.up import lock_holder
+    from deployctl.backends.common.lockinfo import human_age
+    from deployctl.backends.k8s.up import lock_holder
 
     held = lock_holder(inv, inventory.parent)
     if held is None:
@@ -109,8 +109,8 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 
 def _serving(ctx) -> str:
-    from deployctl.fleet.processes import entry_url
-    from deployctl.charts.values import fullname
+    from deployctl.core.processes import entry_url
+    from deployctl.core.render.chart_values import fullname
 
     inv = ctx.inventory
     port = entry_url(ctx.plan).rsplit(":", 1)[-1]
@@ -131,7 +131,7 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
     """up --target k8s. Prints the changes, the steps, the read back and one result line (or, with --output
     json, {status, run, failure, restored, revision, objects, instances, verification, after_undo, stages});
     exit 0 (successful, nothing to do, dry run, declined) or 1 (failed, canceled, lock held)."""
-    from deployctl.k8s.up import K8sOptions, run_up
+    from deployctl.backends.k8s.up import K8sOptions, run_up
 
     ctx = open_context(inventory)
     inv = ctx.inventory
@@ -162,7 +162,7 @@ def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
     """down --target k8s: `helm uninstall`, then read back that no pod or workload is left. Prints
     "✓ release R in namespace N: uninstalled" (or "not installed"); JSON {status: uninstalled | not-installed |
     failed | canceled, run, failure, verification}. Exit 0, or 1 when something is left or the lock is held."""
-    from deployctl.k8s.up import K8sOptions, run_down
+    from deployctl.backends.k8s.up import K8sOptions, run_down
 
     inv = open_context(inventory).inventory
     reporter = K8sReporter(output == "json")
@@ -186,7 +186,7 @@ def run_history_k8s(inventory: Path, output: str) -> None:
     """history --target k8s: the release's helm revisions, oldest first, the live one marked, with the
     deployctl run and user that made each (deployctl.cli.history_output.print_history). Exit 0."""
     from deployctl.cli.history_output import print_history
-    from deployctl.k8s.history import k8s_history
+    from deployctl.backends.k8s.history import k8s_history
 
     inv = open_context(inventory).inventory
     rows = k8s_history(inv, inventory.parent)
@@ -198,7 +198,7 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
     """rollback --target k8s [--to N]: the objects of revision N (default: the last revision before the live
     one that deployctl made and that served) vs live, `helm rollback`, restart the stale instances, read back.
     Prints like up; JSON as up's plus target_revision. Exit 0 / 1 (failed, lock held) / 2 (no such revision)."""
-    from deployctl.k8s.up import K8sOptions, run_rollback
+    from deployctl.backends.k8s.up import K8sOptions, run_rollback
 
     ctx = open_context(inventory)
     inv = ctx.inventory
@@ -226,7 +226,7 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
 
 
 def run_status_k8s(inventory: Path, output: str) -> None:
-    from deployctl.k8s.up import run_status
+    from deployctl.backends.k8s.up import run_status
 
     inv = open_context(inventory).inventory
     prog, problems, degraded = run_status(inv, inventory.parent)
@@ -258,7 +258,7 @@ def run_diff(inventory: Path, output: str, target: str) -> None:
     ctx = open_context(inventory)
     inv = ctx.inventory
     if target == "k8s":
-        from deployctl.k8s.up import run_diff as diff_k8s
+        from deployctl.backends.k8s.up import run_diff as diff_k8s
 
         changes, actions = diff_k8s(inv, inventory.parent, plan=ctx.plan)
         if output == "json":
@@ -270,7 +270,7 @@ def run_diff(inventory: Path, output: str, target: str) -> None:
                 con.print(table)
         return
     from deployctl.cli.deploy import CliReporter
-    from deployctl.deploy.up import host_changes
+    from deployctl.backends.hosts.up import host_changes
 
     changes = host_changes(inv, inventory.parent)
     if output == "json":

@@ -1,5 +1,5 @@
 """`deployctl observe render`: the Prometheus scrape configuration and the Grafana dashboard of a deployment
-(deployctl.observe does the work; docs/observability.md)."""
+(deployctl.features.observe does the work; docs/observability.md)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def render(
       prometheus --config.file=monitoring/prometheus.yml
     """
     from deployctl.cli.commands import make_plan
-    from deployctl.observe.render import render_files, write_files
+    from deployctl.features.observe.render import render_files, write_files
 
     plan = make_plan(inventory, facts)
     files, found = render_files(plan, npu_exporter_port if npu_exporter else None,
@@ -55,7 +55,7 @@ def render(
     try:
         paths = write_files(out, files)
     except OSError as exc:
-        from deployctl.errors import UsageError
+        from deployctl.core.errors import UsageError
 
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}",
                          hint="pass -o with a writable directory") from None

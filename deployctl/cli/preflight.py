@@ -46,8 +46,8 @@ def _progress_printer(names: list[str]):
 
 def start_record(run_root: Path):
     """The run record under <run-root>/runs/<id>-preflight/ (status running)."""
-    from deployctl.operation.records import RunRecord
-    from deployctl.errors import UsageError
+    from deployctl.io.records import RunRecord
+    from deployctl.core.errors import UsageError
 
     try:
         record = RunRecord.create(run_root, "preflight")
@@ -60,7 +60,7 @@ def start_record(run_root: Path):
 
 def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
     """facts.json (for --facts), run.json (what `up`/`diff` read to pick the latest usable facts), status, rc."""
-    from deployctl.preflight.latest import FACTS_FILE, RUN_FILE, run_summary
+    from deployctl.io.facts_store import FACTS_FILE, RUN_FILE, run_summary
 
     path = record.write(FACTS_FILE, result.to_file(inv).model_dump_json(indent=2) + "\n")
     record.write_json(RUN_FILE, run_summary(inv, inventory, result, record.run_id, seconds))
@@ -71,8 +71,8 @@ def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
 def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
         workers: int, ping_sample: int, run_root: Path) -> None:
     from deployctl.cli.commands import load_for_discovery
-    from deployctl.executors.ssh import SshExecutor
-    from deployctl.preflight.run import judge_gaps, run_preflight
+    from deployctl.io.ssh import SshExecutor
+    from deployctl.features.preflight.run import judge_gaps, run_preflight
 
     raw, inv, gaps = load_for_discovery(inventory)
     record = start_record(run_root)

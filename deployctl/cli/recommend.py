@@ -1,5 +1,5 @@
 """`deployctl recommend`: rank the layouts of the inventory's servers for a workload and an SLO, and optionally
-write the best one into a copy of the inventory (deployctl.perf.recommend does the work; this prints it)."""
+write the best one into a copy of the inventory (deployctl.core.sizing.recommend does the work; this prints it)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize):
     """The objective; lengths default to the model limits (max_input_len in, max_seq_len - max_input_len out)."""
     from pydantic import ValidationError
 
-    from deployctl.errors import UsageError
-    from deployctl.perf.recommend import Objective
+    from deployctl.core.errors import UsageError
+    from deployctl.core.sizing.recommend import Objective
 
     m = inv.model
     try:
@@ -33,10 +33,10 @@ def _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize):
 
 def _write_copy(source: Path, target: Path, layout: dict, comment: str) -> list[str]:
     """Atomically write the inventory with only its layout replaced; the result must validate. Never the source."""
-    from deployctl.errors import UsageError
-    from deployctl.inventory.load import decode_inventory, parse_yaml, read_inventory_bytes
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.perf.recommend import apply_layout
+    from deployctl.core.errors import UsageError
+    from deployctl.io.inventory_file import decode_inventory, parse_yaml, read_inventory_bytes
+    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.core.sizing.recommend import apply_layout
 
     if target.exists() and (target.is_dir() or target.resolve() == source.resolve()):
         what = "a directory" if target.is_dir() else "the inventory itself"
@@ -90,7 +90,7 @@ def _print(rec, top: int) -> None:
         best = rec.candidates[0]
         for note in best.notes + best.engine_warnings:
             con.print(f"  #1: {esc(note)}")
-        from deployctl.perf.recommend import layout_block
+        from deployctl.core.sizing.recommend import layout_block
 
         con.print("the #1 layout block (--apply FILE writes it into a copy of the inventory):")
         con.print(esc(layout_block(best.layout).rstrip()), soft_wrap=True)
@@ -106,17 +106,17 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
     (exit 2) when no layout of these servers plans at all, UsageError for bad arguments.
     """
     from deployctl.cli.commands import load_and_validate
-    from deployctl.errors import LayoutError, UsageError
-    from deployctl.perf.recommend import recommend_report
+    from deployctl.core.errors import LayoutError, UsageError
+    from deployctl.core.sizing.recommend import recommend_report
 
     inv = load_and_validate(inventory_path)
     obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize)
     try:
-        from deployctl.perf.calibration_store import load
+        from deployctl.io.calibration_store import load
 
         rec = recommend_report(inv, obj, sku, calibration=load(inv.cluster.name))
     except ValueError as exc:          # an unknown SKU name
-        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/perf/hardware.yaml)") \
+        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/core/sizing/hardware.yaml)") \
             from None
     if not rec.candidates:
         why = ", ".join(f"{n} {k}" for k, n in sorted(rec.dropped.items())) or "none"

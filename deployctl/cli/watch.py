@@ -9,7 +9,7 @@ import typer
 
 from deployctl.cli._output import echo_json, esc
 from deployctl.cli._output import run_console as _console
-from deployctl.cli.context import open_context
+from deployctl.app.context import open_context
 
 
 def _row_npu(o) -> str:
@@ -48,7 +48,7 @@ def table(w, last: list[dict]):
 def hook_command_of(ctx, operator: str | None, allow: bool) -> tuple[list[str] | None, str]:
     """The hook command the watch runs (the operator's, or the inventory's when the operator opts in) and the
     warning about an inventory command that is not run, naming its file, line and key."""
-    from deployctl.watch.hooks import INVENTORY_KEY, command_allowed, hook_command
+    from deployctl.features.watch.hooks import INVENTORY_KEY, command_allowed, hook_command
 
     line = ctx.raw.line_of(("deploy", "recovery", "hooks", "command"))
     where = f"{ctx.path}:{line}: {INVENTORY_KEY}" if line else f"{ctx.path}: {INVENTORY_KEY}"
@@ -57,8 +57,8 @@ def hook_command_of(ctx, operator: str | None, allow: bool) -> tuple[list[str] |
 
 def run_watch(inventory: Path, output: str, run_root: Path, interval: float, once: bool, confirm: int,
               recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False) -> None:
-    from deployctl.executors.ssh import SshExecutor
-    from deployctl.watch.loop import Watcher
+    from deployctl.io.ssh import SshExecutor
+    from deployctl.features.watch.loop import Watcher
 
     ctx = open_context(inventory, "deployed")
     command, warning = hook_command_of(ctx, hook_command, allow_hook_command)
@@ -74,7 +74,7 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
             last.append(ev)
             del last[:-50]
 
-    from deployctl.deploy.restarts import history_recorder
+    from deployctl.backends.hosts.restarts import history_recorder
 
     executor = SshExecutor()
     w = Watcher(plan, ctx.inventory, ctx.targets, executor, run_root, interval=interval, confirm=confirm,

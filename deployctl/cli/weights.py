@@ -1,5 +1,5 @@
 """`deployctl weights check|sync`: are the checkpoint's files the same on every node; copy what differs
-(deployctl.weights does the work; this loads the inventory, shows progress and prints the tables)."""
+(deployctl.features.weights does the work; this loads the inventory, shows progress and prints the tables)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
       deployctl weights check -i my.yaml
       deployctl weights check -i my.yaml --hash --output json
     """
-    from deployctl.weights.check import check_weights
+    from deployctl.features.weights.check import check_weights
 
     inv, targets, directory = _load(inventory)
     executor = _executor(trust_new_hosts)
@@ -80,9 +80,9 @@ def sync(inventory: InventoryOpt,
       deployctl weights sync -i my.yaml --from node1
       deployctl weights sync -i my.yaml --from /data/models/DeepSeek-R1 --to node3,node4 --hash
     """
-    from deployctl.errors import UsageError
-    from deployctl.executors.base import HostError
-    from deployctl.weights.sync import Source, sync_weights
+    from deployctl.core.errors import UsageError
+    from deployctl.io.executor import HostError
+    from deployctl.features.weights.sync import Source, sync_weights
 
     inv, targets, directory = _load(inventory)
     by_name = {t.name: t for t in targets}
@@ -129,9 +129,9 @@ def sync(inventory: InventoryOpt,
 def _load(inventory: Path):
     """(inventory, ssh targets, weights directory); a weights_path deployctl will not put in a command: exit 2."""
     from deployctl.cli.commands import load_for_discovery
-    from deployctl.errors import InventoryError
-    from deployctl.executors.targets import ssh_targets
-    from deployctl.weights.listing import safe_dir
+    from deployctl.core.errors import InventoryError
+    from deployctl.io.targets import ssh_targets
+    from deployctl.features.weights.listing import safe_dir
 
     raw, inv, _ = load_for_discovery(inventory)
     try:
@@ -144,7 +144,7 @@ def _load(inventory: Path):
 
 
 def _executor(trust_new_hosts: bool):
-    from deployctl.executors.ssh import SshExecutor
+    from deployctl.io.ssh import SshExecutor
 
     return SshExecutor(trust_new_hosts=trust_new_hosts)
 

@@ -1,6 +1,6 @@
 """What deployctl asks docker and the engines on a host, as fixed programs (shared by `status` in the hosts
 backend and `watch`): values are arguments, never spliced into a script. Their answers are parsed at one
-boundary, deployctl.models.hostdata (parse_container, parse_count)."""
+boundary, deployctl.core.models.hostdata (parse_container, parse_count)."""
 
 from __future__ import annotations
 

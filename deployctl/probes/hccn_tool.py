@@ -10,7 +10,7 @@ import ipaddress
 import re
 from datetime import datetime, timezone
 
-from deployctl.models.facts import (
+from deployctl.core.models.facts import (
     Gateway,
     HccnConf,
     IpConf,
@@ -242,7 +242,7 @@ def parse_hccn_conf(text: str) -> HccnConf:
     """Parse /etc/hccn.conf into ``{phy_id: {key: value}}``.
 
     Lines are ``<key>_<phy_id>=<value>`` in any order (``address_0=...``, ``xsfp_reset_max_times_3=0``);
-    blank and ``#`` lines are skipped. Unlike ``deployctl.inventory.hccn.parse_hccn_conf`` (addresses
+    blank and ``#`` lines are skipped. Unlike ``deployctl.core.inventory.hccn.parse_hccn_conf`` (addresses
     with line numbers, for inventory errors) this keeps every key, for comparing a host with the plan.
 
     Raises:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from deployctl.models.facts import MAX_ROWS, DiskFree, ListeningPorts, OsInfo, WeightsDir
-from deployctl.models.patterns import INTERFACE_PATTERN, check_ip, is_interface
+from deployctl.core.models.facts import MAX_ROWS, DiskFree, ListeningPorts, OsInfo, WeightsDir
+from deployctl.core.models.patterns import INTERFACE_PATTERN, check_ip, is_interface
 
 # Summarises a weights directory in one SSH round trip. Run it with the directory as $1:
 #     sh -c "$WEIGHTS_SUMMARY_SCRIPT" deployctl-weights /path/to/weights

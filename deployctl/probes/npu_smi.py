@@ -1,7 +1,7 @@
 """Parser for the `npu-smi info` table, and the text helpers of every npu-smi parser (its `-l`, `-m`,
 `-t board`, `-t health` and `-t spod-info` queries: npu_smi_queries.py).
 
-Each function turns the stdout of one command into a model of ``deployctl.models.facts`` and raises
+Each function turns the stdout of one command into a model of ``deployctl.core.models.facts`` and raises
 ValueError, naming what it expected, on anything else: a wrong fact is worse than a probe error.
 Formats: ascend-facts §3. Tables are split on `|`, never by column offsets, because the widths change
 between npu-smi releases (26.0 prints 118-column borders).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from deployctl.models.facts import (
+from deployctl.core.models.facts import (
     HEALTH_VALUES,
     Health,
     NpuChip,

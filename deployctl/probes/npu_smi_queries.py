@@ -1,14 +1,14 @@
 """Parsers for npu-smi's queries: `npu-smi info -l` and `-m`, `-t board`, `-t health` and `-t spod-info`.
 
 As npu_smi.py (the `npu-smi info` table, and the text helpers both use): each turns one command's stdout into
-a model of ``deployctl.models.facts`` or raises ValueError naming what it expected (ascend-facts §3).
+a model of ``deployctl.core.models.facts`` or raises ValueError naming what it expected (ascend-facts §3).
 """
 
 from __future__ import annotations
 
 import re
 
-from deployctl.models.facts import BoardInfo, ChipMap, ChipMapRow, Health, NpuHealth, NpuList, SpodInfo
+from deployctl.core.models.facts import BoardInfo, ChipMap, ChipMapRow, Health, NpuHealth, NpuList, SpodInfo
 from deployctl.probes.npu_smi import _HEADER, _MISSING, _colon_pairs, _health, _int, _opt_int, _opt_str, _snippet
 
 

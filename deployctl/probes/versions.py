@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from deployctl.models.facts import VersionInfo, VersionRange
+from deployctl.core.models.facts import VersionInfo, VersionRange
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_LIST = re.compile(r"^\s*\[[^\[\]]*\](\s*,\s*\[[^\[\]]*\])*\s*$")

@@ -2,7 +2,7 @@
 """Extract `vllm serve` flag tables and vLLM-Ascend config keys, once per version.
 
 This script is run by hand (see README.md beside it); its JSON output is committed
-under deployctl/engines/vllm_ascend/flags/ so that tests can check rendered argv
+under deployctl/core/engines/vllm_ascend/flags/ so that tests can check rendered argv
 against vLLM's own argument parser without installing torch.
 
 Two sub-commands:

@@ -1,4 +1,4 @@
-"""deployctl.bench without a cluster: suites (built-in, flags, files), prompts counted as the stand-ins count them,
+"""deployctl.features.bench without a cluster: suites (built-in, flags, files), prompts counted as the stand-ins count them,
 percentiles, the estimate comparison (absent, present, failing), plots, the report, AIPerf's command line."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from benchlib import ROOT, deployctl_bench, png_size
 
-from deployctl.bench import aiperf, prompts, suites
-from deployctl.bench.estimate import Estimator, compare
-from deployctl.bench.plots import write_plots
-from deployctl.bench.report import write_report
-from deployctl.bench.stats import distribution, percentile, summarize
-from deployctl.errors import UsageError
+from deployctl.features.bench import aiperf, prompts, suites
+from deployctl.features.bench.estimate import Estimator, compare
+from deployctl.features.bench.plots import write_plots
+from deployctl.features.bench.report import write_report
+from deployctl.features.bench.stats import distribution, percentile, summarize
+from deployctl.core.errors import UsageError
 
 OPENAI_FAKE = ROOT / "tests" / "fakecluster" / "fake_bin" / "openai_fake.py"
 
@@ -149,10 +149,10 @@ def test_percentiles_match_numpy():
 
 @pytest.fixture
 def perf_model(monkeypatch):
-    """A stand-in deployctl.perf.model (the real one is built elsewhere): records the calls."""
+    """A stand-in deployctl.core.sizing.estimate (the real one is built elsewhere): records the calls."""
     calls = []
     pkg = types.ModuleType("deployctl.perf")
-    mod = types.ModuleType("deployctl.perf.model")
+    mod = types.ModuleType("deployctl.core.sizing.estimate")
 
     def estimate_point(plan, input_len, output_len, concurrency):
         calls.append((plan, input_len, output_len, concurrency))
@@ -163,7 +163,7 @@ def perf_model(monkeypatch):
     mod.estimate_point = estimate_point
     pkg.model = mod
     monkeypatch.setitem(sys.modules, "deployctl.perf", pkg)
-    monkeypatch.setitem(sys.modules, "deployctl.perf.model", mod)
+    monkeypatch.setitem(sys.modules, "deployctl.core.sizing.estimate", mod)
     return calls
 
 
@@ -182,7 +182,7 @@ def test_estimate_comparison(perf_model):
 
 
 def test_no_performance_model_means_no_estimate(monkeypatch):
-    monkeypatch.setitem(sys.modules, "deployctl.perf.model", None)      # import fails as if it were absent
+    monkeypatch.setitem(sys.modules, "deployctl.core.sizing.estimate", None)      # import fails as if it were absent
     est = Estimator(plan="PLAN")
     assert est.point(1024, 128, 1) is None and est.note.startswith("no estimate")
     assert all(v["ratio"] is None and v["estimated"] is None for v in compare({}, None).values())
@@ -276,7 +276,7 @@ def test_a_matplotlibrc_in_the_working_directory_runs_no_program(tmp_path):
         import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})
         from pathlib import Path
         from test_bench_units import _row
-        from deployctl.bench.plots import write_plots
+        from deployctl.features.bench.plots import write_plots
         rows = [_row("a", 1024, 1, 100.0, 20.0, 45.0), _row("b", 4096, 1, 400.0, 22.0, 40.0)]
         files, notes = write_plots(rows, Path("plots"), "m")
         print(len(files))

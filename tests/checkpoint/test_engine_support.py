@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.errors import LayoutError
+from deployctl.core.errors import LayoutError
 from tests.checkpoint.test_plan import FIXTURES, inventory, plan_of
 
 

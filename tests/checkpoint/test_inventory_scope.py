@@ -4,8 +4,8 @@ leaves the built-in catalog as it was."""
 
 from __future__ import annotations
 
-from deployctl import catalog
-from deployctl.perf.model import context
+from deployctl.core import catalog
+from deployctl.core.sizing.estimate import context
 from tests.checkpoint.test_plan import FIXTURES, inventory, plan_of
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from deployctl import catalog
-from deployctl.checkpoint import describe
-from deployctl.checkpoint.planner import model_info
-from deployctl.errors import InventoryError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
+from deployctl.core import catalog
+from deployctl.core.checkpoint import describe
+from deployctl.core.checkpoint.planner import model_info
+from deployctl.core.errors import InventoryError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
 from tests.checkpoint.quoted import DSV32_INFERENCE, FIXTURES, QWEN3_235B, write
 
 NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"
@@ -86,8 +86,8 @@ def test_deepseek_from_its_checkpoint_plans_and_estimates_like_the_catalog_entry
 
 
 def test_estimate_runs_for_an_mla_model_known_only_from_its_checkpoint():
-    from deployctl.perf.model import estimate_plan
-    from deployctl.perf.models import Workload
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
 
     ck = FIXTURES / "kimi-k2-instruct"
     plan = plan_of(inventory("kimi-k2", ck, quant="w8a8", nodes=4, preset="dp-ep", hardware="a3"))
@@ -136,7 +136,7 @@ def test_hand_written_qwen3_235b_numbers_against_its_real_config():
 
 
 def test_recommend_for_a_dense_model_varies_attention_only():
-    from deployctl.perf.recommend import layouts
+    from deployctl.core.sizing.recommend import layouts
 
     inv = validate_inventory(parse_yaml(inventory("qwen3-32b", FIXTURES / "qwen3-32b"), "t.yaml", Path(".")))
     cands = layouts(inv)
@@ -147,8 +147,8 @@ def test_recommend_for_a_dense_model_varies_attention_only():
 def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence():
     """Qwen3-Next's decode step: KV of the 12 full-attention layers, plus each sequence's linear-attention state,
     not a KV cache in all 48 layers."""
-    from deployctl.perf.core import step
-    from deployctl.perf.model import context
+    from deployctl.core.sizing.step import step
+    from deployctl.core.sizing.estimate import context
 
     plan = plan_of(inventory("qwen3-next", NEXT))
     ctx = context(plan)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.checkpoint import describe
-from deployctl.checkpoint.planner import model_info
-from deployctl.models.plan import Degrees
-from deployctl.planning.memory import kv_bytes_per_token, state_bytes_per_seq
+from deployctl.core.checkpoint import describe
+from deployctl.core.checkpoint.planner import model_info
+from deployctl.core.models.plan import Degrees
+from deployctl.core.sizing.memory import kv_bytes_per_token, state_bytes_per_seq
 from tests.checkpoint.quoted import FIXTURES, QUOTED, real, write
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.checkpoint import describe
-from deployctl.checkpoint.read import MAX_CONFIG_BYTES, classify
-from deployctl.errors import InventoryError
+from deployctl.core.checkpoint import describe
+from deployctl.core.checkpoint.read import MAX_CONFIG_BYTES, classify
+from deployctl.core.errors import InventoryError
 from tests.checkpoint.quoted import DSV3, DSV32_INFERENCE, FIXTURES, GLM45, KIMI_K26, QWEN3_235B, real, write
 
 KIMI_K2 = real("kimi-k2-instruct")
@@ -225,7 +225,7 @@ def test_every_fixture_and_shipped_checkpoint_names_its_source():
     file it holds (or saying it is unverified)."""
     import re
 
-    from deployctl import catalog
+    from deployctl.core import catalog
 
     dirs = [*FIXTURES.iterdir(), *(Path(catalog.__file__).parent / "checkpoints").iterdir()]
     for d in (d for d in dirs if d.is_dir()):

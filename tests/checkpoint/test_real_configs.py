@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.errors import LayoutError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.render import render_artifacts
+from deployctl.core.errors import LayoutError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.render import render_artifacts
 from tests.checkpoint.quoted import FIXTURES, real
 from tests.checkpoint.test_engine_support import _mindie, _model_warnings
 from tests.checkpoint.test_plan import inventory, plan_of
@@ -25,7 +25,7 @@ CASES = [
     ("deepseek-v3.2", "w8a8", 2, 1),
     ("kimi-k2-instruct", "w8a8", 4, 2),
 ]
-# deployctl/engines/vllm_ascend/support.yaml `families`: every one of these six runs on 0.13, 0.18 and 0.23 (each
+# deployctl/core/engines/vllm_ascend/support.yaml `families`: every one of these six runs on 0.13, 0.18 and 0.23 (each
 # entry with its supported_models.md line; deepseek_v32 through deepseek-v3.2's guide)
 VERSIONS = ("0.13", "0.18", "0.23")
 # --quantization ascend with modelslim W8A8 weights, none for BF16: vllm-ascend @v0.23.0
@@ -56,7 +56,7 @@ def test_plan_and_render_from_the_real_config(name, quant, a2, a3, hardware, ver
 @pytest.mark.parametrize("hardware", ["a2", "a3"])
 @pytest.mark.parametrize("name,quant,a2,a3", CASES, ids=[c[0] for c in CASES])
 def test_recommend_from_the_real_config(name, quant, a2, a3, hardware):
-    from deployctl.perf.recommend import Objective, recommend
+    from deployctl.core.sizing.recommend import Objective, recommend
 
     servers = a2 if hardware == "a2" else a3
     inv = validate_inventory(parse_yaml(_text(name, quant, hardware, servers, "0.23"), "t.yaml", Path(".")))

@@ -16,9 +16,9 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deployctl.executors.base import CommandResult, HostError, HostTarget
-from deployctl.executors.ansible import PlaybookResult, TaskFailure
-from deployctl.executors.batch import BEGIN, END
+from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.io.ansible import PlaybookResult, TaskFailure
+from deployctl.io.batch import BEGIN, END
 
 
 @dataclass

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 
 from conftest import ROOT
-from deployctl.deploy.diff import diff_deployment
-from deployctl.deploy.remote import container_names
-from deployctl.deploy.revision import node_bundles
-from deployctl.inventory.load import load_inventory
-from deployctl.inventory.validate import validate_inventory
-from deployctl.models.deploy import ContainerState, DeployedState
-from deployctl.planning.plan import plan_layout
-from deployctl.render import render_artifacts
+from deployctl.backends.hosts.diff import diff_deployment
+from deployctl.backends.hosts.remote import container_names
+from deployctl.backends.hosts.revision import node_bundles
+from deployctl.io.inventory_file import load_inventory
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.models.deploy import ContainerState, DeployedState
+from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.render import render_artifacts
 
 
 def setup(example: str):

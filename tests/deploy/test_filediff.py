@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tiers import examples
 
 from conftest import ROOT
-from deployctl.operation.filediff import KeyChange, file_changes, file_format, is_secret, parse_env
+from deployctl.core.filediff import KeyChange, file_changes, file_format, is_secret, parse_env
 
 GOLDEN = ROOT / "tests" / "golden" / "a2-2x8-tp-pp" / "node1"
 

@@ -11,11 +11,11 @@ import pytest
 
 from conftest import EXAMPLES
 from deployctl.cli.commands import load_and_validate
-from deployctl.operation.lockinfo import LockHeld, LockOwner
-from deployctl.deploy.revision import cluster_dir
-from deployctl.deploy.up import UpOptions, run_operation
-from deployctl.errors import ExecutionError, UsageError
-from deployctl.planning.plan import plan_layout
+from deployctl.backends.common.lockinfo import LockHeld, LockOwner
+from deployctl.backends.hosts.revision import cluster_dir
+from deployctl.backends.hosts.up import UpOptions, run_operation
+from deployctl.core.errors import ExecutionError, UsageError
+from deployctl.core.sizing.plan import plan_layout
 from fakefleet import FakeFleet
 from recording import RecordingReporter
 
@@ -181,9 +181,9 @@ def three_ups_and_a_failed_one(inv, fleet, tmp_path):
 
 
 def test_history_after_three_ups_and_a_failed_one(inv, fleet, tmp_path):
-    from deployctl.deploy import history as hist
-    from deployctl.deploy.remote import read_deployed
-    from deployctl.deploy.hosts import host_targets_abs
+    from deployctl.backends.hosts import history as hist
+    from deployctl.backends.hosts.remote import read_deployed
+    from deployctl.backends.hosts.hosts import host_targets_abs
 
     revs = three_ups_and_a_failed_one(inv, fleet, tmp_path)
     plan = plan_layout(inv)
@@ -288,9 +288,9 @@ def test_concurrent_ups_one_wins_one_is_refused(inv, fleet, tmp_path):
 
 
 def judge_now(inv, fleet):
-    from deployctl.deploy.hosts import host_targets_abs
-    from deployctl.deploy.remote import read_deployed
-    from deployctl.deploy.status import judge
+    from deployctl.backends.hosts.hosts import host_targets_abs
+    from deployctl.backends.hosts.remote import read_deployed
+    from deployctl.backends.hosts.status import judge
 
     plan = plan_layout(inv)
     return judge(plan, read_deployed(plan, host_targets_abs(inv, INV.parent), fleet, fleet.cdir, health=True))

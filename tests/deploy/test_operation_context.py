@@ -1,5 +1,5 @@
 """One operation, read once: `up`, `status`, `diff`, `rollback` and `down` (and `history`) each read the
-inventory file once and plan at most once (deployctl/operation/context.py), run through the CLI against the
+inventory file once and plan at most once (deployctl/backends/common/context.py), run through the CLI against the
 in-memory fleet (tests/deploy/fakefleet.py) standing in for SSH and ansible-runner. Milliseconds, no root."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-import deployctl.executors.ansible as ansible
-import deployctl.executors.ssh as ssh
-import deployctl.inventory.load as load
-import deployctl.planning.plan as planning
+import deployctl.io.ansible as ansible
+import deployctl.io.ssh as ssh
+import deployctl.io.inventory_file as load
+import deployctl.core.sizing.plan as planning
 from conftest import EXAMPLES
 from deployctl.cli import app
 from deployctl.cli.commands import load_and_validate
-from deployctl.deploy.revision import cluster_dir
-from deployctl.errors import ExecutionError, LayoutError
-from deployctl.executors.base import HostError
+from deployctl.backends.hosts.revision import cluster_dir
+from deployctl.core.errors import ExecutionError, LayoutError
+from deployctl.io.executor import HostError
 from fakefleet import FakeFleet
 
 EXAMPLE = "a2-2x8-tp-pp.yaml"
@@ -46,7 +46,7 @@ def counted(tmp_path, monkeypatch):
 
     def planning_(*a, **k):
         # the planner's entries from outside it (a refusal's hint plans alternatives inside planning/ and perf/)
-        if not sys._getframe(1).f_globals["__name__"].startswith(("deployctl.planning", "deployctl.perf")):
+        if not sys._getframe(1).f_globals["__name__"].startswith(("deployctl.core.sizing", "deployctl.perf")):
             counts["plan"] += 1
         return plan_layout(*a, **k)
 

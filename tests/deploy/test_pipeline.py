@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from deployctl.operation.pipeline import Applied, Options, UnitCheck, Verification, run_pipeline
-from deployctl.operation.records import RunRecord
-from deployctl.errors import ExecutionError
+from deployctl.backends.common.pipeline import Applied, Options, UnitCheck, Verification, run_pipeline
+from deployctl.io.records import RunRecord
+from deployctl.core.errors import ExecutionError
 
 
 @dataclass(frozen=True)

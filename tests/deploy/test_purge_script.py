@@ -1,4 +1,4 @@
-"""The purge script `down --purge` runs on each host (deployctl/deploy/purge.py), run here on a local directory
+"""The purge script `down --purge` runs on each host (deployctl/backends/hosts/purge.py), run here on a local directory
 a hostile or careless host could hold: it removes what deployctl's own manifests, links, history entries and
 lock name, nothing else, follows no link, leaves the cluster directory never, and never blocks on a FIFO."""
 
@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-from deployctl.deploy.hosts import DownChanges
-from deployctl.deploy.purge import SCRIPT, parse
-from deployctl.engines.container import container_name
+from deployctl.backends.hosts.hosts import DownChanges
+from deployctl.backends.hosts.purge import SCRIPT, parse
+from deployctl.core.engines.container import container_name
 
 REV = "0123456789abcdef"
 RUN = "20250101T000000.000000Z-up"

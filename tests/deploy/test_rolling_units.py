@@ -8,14 +8,14 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from deployctl.deploy.status import instance_rows
-from deployctl.errors import InventoryError
-from deployctl.fleet.control import HaproxyControl, control_for
-from deployctl.fleet.rolling import plan_rollout
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.models.deploy import ChangeSet, HostChange
-from deployctl.planning.plan import plan_layout
+from deployctl.backends.hosts.status import instance_rows
+from deployctl.core.errors import InventoryError
+from deployctl.backends.hosts.router_control import HaproxyControl, control_for
+from deployctl.backends.hosts.rolling import plan_rollout
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.models.deploy import ChangeSet, HostChange
+from deployctl.core.sizing.plan import plan_layout
 
 FLEET = EXAMPLES / "a2-fleet-4x2x8-dp-ep.yaml"
 

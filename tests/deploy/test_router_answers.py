@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from deployctl.engines.vllm_ascend.control import NOT_IDLE as VLLM_NOT_IDLE, ProxyControl, requests_in_flight
-from deployctl.errors import ExecutionError
-from deployctl.fleet.control import NOT_IDLE, HaproxyControl, Remote, ServerStat, parse_show_stat
+from deployctl.core.engines.vllm_ascend.control import NOT_IDLE as VLLM_NOT_IDLE, ProxyControl, requests_in_flight
+from deployctl.core.errors import ExecutionError
+from deployctl.backends.hosts.router_control import NOT_IDLE, HaproxyControl, Remote, ServerStat, parse_show_stat
 
 HEADER = "# pxname,svname,qcur,qmax,scur,smax,slim,stot,status\n"
 

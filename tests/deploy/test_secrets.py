@@ -30,12 +30,12 @@ def secret_inventory(tmp_path: Path, secret_env=("MODEL_REPO_AUTH",)) -> Path:
 
 
 def test_one_definition_of_secret_names():
-    from deployctl.operation import filediff
-    from deployctl.k8s import diff as k8s_diff
-    from deployctl import secrets
+    from deployctl.core import filediff
+    from deployctl.backends.k8s import diff as k8s_diff
+    from deployctl.core import secrets
 
     assert filediff.is_secret is secrets.is_secret and filediff.MASK == secrets.MASK
-    assert "is_secret" not in filediff.__dict__ or filediff.is_secret.__module__ == "deployctl.secrets"
+    assert "is_secret" not in filediff.__dict__ or filediff.is_secret.__module__ == "deployctl.core.secrets"
     assert k8s_diff._show("x", True) == secrets.MASK
 
 
@@ -76,7 +76,7 @@ def test_secret_env_names_are_validated(tmp_path):
 
 
 def test_diff_masks_names_listed_in_secret_env():
-    from deployctl.operation.filediff import file_changes
+    from deployctl.core.filediff import file_changes
 
     old, new = b"MODEL_REPO_AUTH=a\nHF_TOKEN=x\n", b"MODEL_REPO_AUTH=b\nHF_TOKEN=y\n"
     shown = [str(c) for c in file_changes("env", old, new, secret_names=frozenset({"MODEL_REPO_AUTH"}))]
@@ -84,7 +84,7 @@ def test_diff_masks_names_listed_in_secret_env():
 
 
 def test_run_record_files_are_private(tmp_path):
-    from deployctl.operation.records import RunRecord
+    from deployctl.io.records import RunRecord
 
     rec = RunRecord.create(tmp_path, "up")
     p = rec.write("rendered/node1/x.json", "{}")

@@ -201,7 +201,7 @@ def test_launch_under_full_cpu_load(fc, tmp_path):
 def test_a_stale_lock_left_by_a_killed_run_is_reported_and_broken(fc, tmp_path):
     """A run killed with -9 leaves its lock: the next `up` is refused (exit 1) naming the holder and that it
     is stale; `--break-lock -y` removes it and deploys; read-only commands never look at it."""
-    from deployctl.operation.lockinfo import LockOwner
+    from deployctl.backends.common.lockinfo import LockOwner
 
     inv = inventory(fc, tmp_path / "inv.yaml")
     reset(fc, inv)

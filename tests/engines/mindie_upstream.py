@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-CATALOG = yaml.safe_load((ROOT / "deployctl" / "catalog" / "models.yaml").read_text())
+CATALOG = yaml.safe_load((ROOT / "deployctl" / "core" / "catalog" / "models.yaml").read_text())
 
 DEVICES_PER_NODE = {"a2": 8, "a3": 16}
 SERVICE = "/usr/local/Ascend/mindie/latest/mindie-service"
@@ -76,15 +76,15 @@ def inventory(*, hardware: str = "a2", nodes: int = 2, model: str = "deepseek-r1
 
 def load(inv: dict):
     """dict -> YAML -> the real loader and validator (as `deployctl validate` does)."""
-    from deployctl.inventory.load import parse_yaml
-    from deployctl.inventory.validate import validate_inventory
+    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.inventory.validate import validate_inventory
 
     raw = parse_yaml(yaml.safe_dump(copy.deepcopy(inv), sort_keys=False), "gen.yaml", ROOT)
     return validate_inventory(raw)
 
 
 def plan(inv: dict):
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.sizing.plan import plan_layout
 
     return plan_layout(load(inv))
 
@@ -118,7 +118,7 @@ class Rendered:
 
 
 def render(inv: dict) -> Rendered:
-    from deployctl.render import render_artifacts
+    from deployctl.core.render import render_artifacts
 
     p = plan(inv)
     arts = render_artifacts(p)

@@ -1,4 +1,4 @@
-"""MindIE's own acceptance checks (deployctl/engines/mindie/acceptance.yaml) as code.
+"""MindIE's own acceptance checks (deployctl/core/engines/mindie/acceptance.yaml) as code.
 
 (a) every refusal found in MindIE-LLM's config manager is encoded by a rule; (b) every MindIE example inventory,
 rendered, passes the checks of its version; (c) an engine.config value MindIE refuses is refused by
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tiers import examples
 
 from conftest import ROOT, run_cli
-from deployctl.engines.mindie import acceptance
+from deployctl.core.engines.mindie import acceptance
 
 EXAMPLES = ROOT / "inventories" / "examples"
 
@@ -92,9 +92,9 @@ def _mindie_examples() -> list[Path]:
 
 def _rendered_refusals(path: Path) -> list[str]:
     """Render the example and evaluate the files actually written (config*.json, ranktable.json, env)."""
-    from deployctl import engines
+    from deployctl.app import engines
     from deployctl.cli.commands import load_and_validate
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.sizing.plan import plan_layout
 
     inv = load_and_validate(path)
     plan = plan_layout(inv, checked=False)
@@ -192,8 +192,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.
 
 def _base() -> dict:
     from deployctl.cli.commands import load_and_validate
-    from deployctl.engines.mindie.config import config_files
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.engines.mindie.config import config_files
+    from deployctl.core.sizing.plan import plan_layout
 
     plan = plan_layout(load_and_validate(EXAMPLES / "a2-2x8-tp-pp.yaml"), checked=False)
     return next(iter(config_files(plan, plan.nodes[0]).values()))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tiers import examples
 
 from conftest import ROOT, run_cli
-from deployctl.engines.mindie.acceptance_ms import checks, evaluate
+from deployctl.core.engines.mindie.acceptance_ms import checks, evaluate
 
 # the lines of every check that can refuse the file (IsJson*Valid / explicit comparison), per reader
 UPSTREAM = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from conftest import ROOT, run_cli
-from deployctl.engines.mindie.acceptance import evaluate
+from deployctl.core.engines.mindie.acceptance import evaluate
 
 D6 = ROOT / "tests" / "conformance" / "mindie" / "inventories" / "d6-a3-pd-4p1-1d4.yaml"
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mindie_upstream as up  # noqa: E402
 
-from deployctl.errors import InventoryError, LayoutError  # noqa: E402
+from deployctl.core.errors import InventoryError, LayoutError  # noqa: E402
 
 MODELS = ["deepseek-r1", "deepseek-v3", "deepseek-v3.2", "qwen3-235b-a22b"]
 VERSIONS = ["2.2", "2.3", "3.0"]

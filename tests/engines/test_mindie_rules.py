@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import mindie_upstream as up  # noqa: E402
 
-from deployctl.errors import InventoryError, LayoutError  # noqa: E402
+from deployctl.core.errors import InventoryError, LayoutError  # noqa: E402
 
 # pd-split layouts that plan (fit in memory) and cover both runtimes and both hardware generations
 PD_CASES = {

@@ -74,10 +74,10 @@ def test_role_tokens_need_model_speculative(tmp_path):
 
 
 def test_the_estimate_counts_the_decode_roles_drafts_at_the_published_accept_length():
-    from deployctl.inventory.load import parse_yaml
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.perf.model import context
-    from deployctl.planning.plan import plan_layout
+    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.core.sizing.estimate import context
+    from deployctl.core.sizing.plan import plan_layout
 
     def ctx(**changes):
         text = yaml.safe_dump(c27_inventory(**changes))

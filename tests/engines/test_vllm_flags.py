@@ -1,5 +1,5 @@
 """Every rendered `vllm serve` argv against the real parser of its vLLM release, rebuilt from the committed parser
-tables (deployctl/engines/vllm_ascend/flags/vllm-<ver>.json: every option string, nargs, choices, boolean negations;
+tables (deployctl/core/engines/vllm_ascend/flags/vllm-<ver>.json: every option string, nargs, choices, boolean negations;
 positional model_tag; allow_abbrev=False), and the inventory checks of engine.args / engine.additional_config.
 
 The parser is built by tests/engines/vllm_model.py (no deployctl code): an argv it rejects is an argv `vllm serve`

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES
 
-from deployctl.engines.vllm_ascend.launch import launches, proxy_argv
-from deployctl.errors import ExecutionError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
+from deployctl.core.engines.vllm_ascend.launch import launches, proxy_argv
+from deployctl.core.errors import ExecutionError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
 
 
 def _lists(argv: tuple[str, ...]) -> dict[str, list[str]]:

@@ -1,5 +1,5 @@
 """An independent model of what a vLLM-Ascend deployment needs, written from ../shared/reference/vllm-ascend.md and
-from the per-version `vllm serve` parser tables (deployctl/engines/vllm_ascend/flags/, extracted from each vLLM
+from the per-version `vllm serve` parser tables (deployctl/core/engines/vllm_ascend/flags/, extracted from each vLLM
 release's own argparse parser by scripts/vllm_flags/extract.py). Nothing here imports deployctl's vLLM driver:
 the tests compare deployctl's rendered files with these rules.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ROOT / "deployctl" / "engines" / "vllm_ascend" / "flags"
+FLAGS = ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "flags"
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"
 
 VERSIONS = ("0.11", "0.13", "0.18", "0.23")

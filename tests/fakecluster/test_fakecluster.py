@@ -169,7 +169,7 @@ def test_hccn_formats_match_the_real_outputs():
     ping_fake = out("-i", "0", "-ping", "-g", "address", spec.device_ips[0])[1].split("device 0 PING")[1]
     assert re.sub(r"[\d.]+", "N", ping_fake) == re.sub(r"[\d.]+", "N", ping_real)
     # the project's own hccn.conf parser reads the generated file
-    from deployctl.inventory.hccn import parse_hccn_conf
+    from deployctl.core.inventory.hccn import parse_hccn_conf
     assert {a.device_id: a.ip for a in parse_hccn_conf(tools.hccn_conf(spec))} == dict(spec.device_ips)
 
 

@@ -29,7 +29,7 @@ from .spec import NodeSpec, a3_sdid
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py")
 # `vllm serve`'s parser tables, one per vLLM release (scripts/vllm_flags/extract.py made them from each wheel)
-VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "engines" / "vllm_ascend" / "flags"
+VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "vllm_ascend" / "flags"
 
 # Bus-Ids in the order the real samples list them
 A2_BUS_IDS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",

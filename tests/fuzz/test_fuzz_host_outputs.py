@@ -109,7 +109,7 @@ def test_probe_parser_on_mutated_real_output(name):
 
 
 def _all_probe_outputs(hardware: str):
-    from deployctl.preflight.probes import host_commands
+    from deployctl.features.preflight.probes import host_commands
 
     names = [n for n, _ in host_commands(hardware, "img:1", "/weights")]
     by_kind = {"npu.info": NPU_INFO, "npu.list": NPU_LIST, "ver.": VERSIONS, "hccn.conf": HCCN_CONF,
@@ -124,10 +124,10 @@ def _all_probe_outputs(hardware: str):
 @pytest.mark.parametrize("hardware", ["a2", "a3"])
 def test_assemble_never_raises_and_facts_hold_their_patterns(hardware):
     """The host data boundary: every probe output mutated at once, HostFacts always built."""
-    from deployctl.executors.base import HostTarget
-    from deployctl.models.host_facts import HostFacts
-    from deployctl.executors.batch import ProbeOutput
-    from deployctl.preflight.probes import assemble
+    from deployctl.io.executor import HostTarget
+    from deployctl.core.models.host_facts import HostFacts
+    from deployctl.io.batch import ProbeOutput
+    from deployctl.features.preflight.probes import assemble
 
     baselines = _all_probe_outputs(hardware)
     names = sorted(baselines)
@@ -163,7 +163,7 @@ METRICS = ['# HELP vllm:num_requests_running Number of requests in model executi
 
 
 def test_show_stat_reader():
-    from deployctl.fleet.control import MAX_STAT_ROWS, ServerStat, parse_show_stat
+    from deployctl.backends.hosts.router_control import MAX_STAT_ROWS, ServerStat, parse_show_stat
 
     @SETTINGS
     @given(text=mutated(SHOW_STAT))
@@ -182,7 +182,7 @@ def test_show_stat_reader():
 
 
 def test_metrics_reader():
-    from deployctl.engines.vllm_ascend.control import NOT_IDLE, requests_in_flight
+    from deployctl.core.engines.vllm_ascend.control import NOT_IDLE, requests_in_flight
 
     @SETTINGS
     @given(text=mutated(METRICS))
@@ -225,8 +225,8 @@ def sample_plan():
 
 
 def test_parse_state_never_raises(sample_plan):
-    from deployctl.deploy.remote import parse_state
-    from deployctl.executors.batch import ProbeOutput
+    from deployctl.backends.hosts.remote import parse_state
+    from deployctl.io.batch import ProbeOutput
 
     node = sample_plan.nodes[0].name
     baselines = _state_baselines()

@@ -186,16 +186,16 @@ def test_pods_are_pinned_to_their_servers_master_first():
 
 def test_chart_defaults_are_the_models_defaults():
     """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
-    from deployctl.charts.values import values_model
+    from deployctl.core.render.chart_values import values_model
 
     assert yaml.safe_load((CHART / "values.yaml").read_text()) == values_model()().model_dump()
 
 
 def test_values_schema_is_generated_from_the_models():
-    from deployctl.k8s.schema import schema_text
+    from deployctl.backends.k8s.schema import schema_text
 
     assert (CHART / "values.schema.json").read_text() == schema_text(), \
-        "regenerate: python -m deployctl.k8s.schema deployctl/charts/ascend-llm/values.schema.json"
+        "regenerate: python -m deployctl.backends.k8s.schema deployctl/charts/ascend-llm/values.schema.json"
 
 
 @pytest.mark.parametrize("bad, message, message_current", [
@@ -267,9 +267,9 @@ def test_chart_installs_into_a_real_api_server_unchanged(stem, rendered, k8s_clu
     and admission accept every object, and read back after its defaulting (probes, ports, pod spec, PDB,
     Service fields), each one still equals the rendered manifest in deployctl's own diff, so `diff --target
     k8s` and the re-`up` find nothing to do on a real cluster. The pods need no nodes for this."""
-    from deployctl.k8s.api import KubeApi, KubeTarget
-    from deployctl.k8s.backend import manifest_docs
-    from deployctl.k8s.diff import diff_objects
+    from deployctl.io.kube import KubeApi, KubeTarget
+    from deployctl.backends.k8s.backend import manifest_docs
+    from deployctl.backends.k8s.diff import diff_objects
 
     cluster, ns = k8s_cluster, k8s_ns
     cluster.create_namespace(ns)

@@ -148,7 +148,7 @@ def test_rendered_chart_runs_every_instance_and_mindie_ms_from_the_bare_metal_fi
 def test_installed_objects_read_back_from_the_api_server_equal_bare_metal(charts, k8s_cluster, k8s_ns):
     """helm install into kube-apiserver; the ConfigMaps, StatefulSets, Deployments and Service read back from the
     API server (after its validation and defaulting) still carry bare metal's files, env and scripts."""
-    from deployctl.k8s.api import KubeApi, KubeTarget
+    from deployctl.io.kube import KubeApi, KubeTarget
 
     stem = "a3-pd-2p1d"
     cluster, ns = k8s_cluster, k8s_ns

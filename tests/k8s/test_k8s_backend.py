@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.operation.lockinfo import LockHeld, LockOwner
-from deployctl.operation.pipeline import Options, run_pipeline
-from deployctl.operation.records import RunRecord
-from deployctl.errors import ExecutionError, UsageError
-from deployctl.k8s import history as hist
-from deployctl.k8s.api import KubeTarget
-from deployctl.k8s.diff import ObjectChange
-from deployctl.k8s.lease import LeaseLock, break_lock, holder, is_stale, lease_name, micro_time
-from deployctl.k8s.render import Release
-from deployctl.k8s.backend import K8sBackend, K8sChanges, K8sOptions
+from deployctl.backends.common.lockinfo import LockHeld, LockOwner
+from deployctl.backends.common.pipeline import Options, run_pipeline
+from deployctl.io.records import RunRecord
+from deployctl.core.errors import ExecutionError, UsageError
+from deployctl.backends.k8s import history as hist
+from deployctl.io.kube import KubeTarget
+from deployctl.backends.k8s.diff import ObjectChange
+from deployctl.backends.k8s.lease import LeaseLock, break_lock, holder, is_stale, lease_name, micro_time
+from deployctl.backends.k8s.render import Release
+from deployctl.backends.k8s.backend import K8sBackend, K8sChanges, K8sOptions
 from recording import RecordingReporter
 
 NS, REL = "ns", "r"

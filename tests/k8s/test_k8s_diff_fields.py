@@ -9,7 +9,7 @@ import json
 import yaml
 
 from conftest import ROOT
-from deployctl.k8s.diff import MAX_DETAILS, ObjectChange, diff_objects, instance_actions
+from deployctl.backends.k8s.diff import MAX_DETAILS, ObjectChange, diff_objects, instance_actions
 
 MANIFESTS = ROOT / "charts" / "examples" / "manifests-a2-2x8-tp-pp.yaml"
 PREFIX = "ds32-2x8-ascend-llm"

@@ -176,9 +176,9 @@ def test_lease_lock_through_the_official_client(k8s_cluster, k8s_ns):
     with a precondition."""
     import time
 
-    from deployctl.operation.lockinfo import LockHeld, LockOwner
-    from deployctl.k8s.api import KubeApi, KubeTarget
-    from deployctl.k8s.lease import LeaseLock, holder
+    from deployctl.backends.common.lockinfo import LockHeld, LockOwner
+    from deployctl.io.kube import KubeApi, KubeTarget
+    from deployctl.backends.k8s.lease import LeaseLock, holder
 
     cluster, ns = k8s_cluster, k8s_ns
     cluster.create_namespace(ns)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from deployctl.k8s.diff import diff_objects, instance_actions, settled, stale_instances
-from deployctl.k8s.rollout import describe, pod_state, progress
+from deployctl.backends.k8s.diff import diff_objects, instance_actions, settled, stale_instances
+from deployctl.backends.k8s.rollout import describe, pod_state, progress
 
 
 def sts(name: str, inst: str, checksum: str, replicas: int = 1) -> dict:

@@ -134,7 +134,7 @@ def test_rendering_again_replaces_the_file_and_keeps_others(tmp_path, name):
 def test_values_are_serialised_never_spliced():
     """Whatever a label holds (inventory names are validated; this is the second line of defence), the YAML reads
     back the same values and no extra keys."""
-    from deployctl.observe.scrape import Target, scrape_config, scrape_yaml
+    from deployctl.features.observe.scrape import Target, scrape_config, scrape_yaml
 
     odd = 'a: b\n- c: "d" # e\n{f}'
     config = scrape_config([Target("deployctl-engine", "10.0.0.1:1", {"cluster": odd, "node": "n", "instance": odd,

@@ -39,7 +39,7 @@ def in_set(name: str) -> list[dict]:
 
 def engine_consts(cloudmatrix: bool = False):
     """The deratings rows are estimated with: vLLM-Ascend's own, or (before) the CloudMatrix fit."""
-    from deployctl.perf.calibration import FITTED, fitted_for
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
 
     return FITTED if cloudmatrix else fitted_for("vllm-ascend")
 
@@ -104,7 +104,7 @@ class Row:
 
 def check_plan(plan) -> str | None:
     """Why vLLM-Ascend refuses the plan (its own checks), or None."""
-    from deployctl import engines
+    from deployctl.app import engines
 
     errors = [x for x in engines.driver("vllm-ascend").check(plan) if x.level == "error"]
     return f"vLLM-Ascend refuses: {errors[0].message[:140]}" if errors else None
@@ -114,9 +114,9 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     """The point's row; `plan_of(inventory_dict)` gives (plan, None) or (None, why deployctl refuses it) — the
     inventory is validated above this layer (tests/perf/accuracy_report.py does it); `consts` default to
     vLLM-Ascend's deratings."""
-    from deployctl.perf.clients import Client
-    from deployctl.perf.model import context
-    from deployctl.perf.serving import simulate_plan
+    from deployctl.core.sizing.clients import Client
+    from deployctl.core.sizing.estimate import context
+    from deployctl.core.sizing.serving import simulate_plan
 
     lay, c = p["layout"], p["client"]
     dec = lay["decode"] if lay.get("preset") == "pd-split" else lay

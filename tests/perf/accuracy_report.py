@@ -11,10 +11,10 @@ import yaml
 
 def plan_of(inventory: dict):
     """(plan, None), or (None, the problems deployctl reports for the inventory)."""
-    from deployctl.errors import DeployctlError
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.errors import DeployctlError
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.core.sizing.plan import plan_layout
 
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "check.yaml"

@@ -1,5 +1,5 @@
 """Fits vLLM-Ascend's own deratings on the `set: fit` points of tests/perf/points.yaml (never the check set) and
-writes them to deployctl/engines/vllm_ascend/perf.yaml: `.venv/bin/python tests/perf/fit_engine.py [--write]`.
+writes them to deployctl/core/engines/vllm_ascend/perf.yaml: `.venv/bin/python tests/perf/fit_engine.py [--write]`.
 
 The objective is the RMS relative error of every published metric of the fit points (throughput for the CI gates),
 each point simulated exactly as tests/perf/accuracy.py does: a log grid over the four deratings, then coordinate
@@ -15,13 +15,13 @@ from pathlib import Path
 from accuracy import in_set, inventory_of
 from accuracy_report import plan_of
 
-from deployctl.perf.calibrate_user import _search
-from deployctl.perf.calibration import FITTED
-from deployctl.perf.clients import Client
-from deployctl.perf.model import context
-from deployctl.perf.serving import simulate_plan
+from deployctl.features.bench.calibrate import _search
+from deployctl.core.sizing.calibration import FITTED
+from deployctl.core.sizing.clients import Client
+from deployctl.core.sizing.estimate import context
+from deployctl.core.sizing.serving import simulate_plan
 
-PERF_YAML = Path(__file__).resolve().parents[2] / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml"
+PERF_YAML = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml"
 BOUNDS = {"k_hbm": (1.0, 16.0), "k_compute": (1.0, 16.0), "k_prefill": (1.0, 16.0), "k_fixed": (0.5, 32.0),
           "host_ms": (0.5, 256.0), "host_draft_ms": (0.5, 128.0)}
 KEYS = {"throughput": "throughput", "tpot_ms": "tpot", "ttft_ms": "ttft"}

@@ -12,23 +12,23 @@ EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 
 @cache
 def inventory(name: str):
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_inventory
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import validate_inventory
 
     return validate_inventory(load_inventory(EXAMPLES / f"{name}.yaml"))
 
 
 @cache
 def plan(name: str):
-    from deployctl.planning.plan import plan_layout
+    from deployctl.core.sizing.plan import plan_layout
 
     return plan_layout(inventory(name))
 
 
 def setup(**kw):
     """A core.Setup of DeepSeek-R1 W8A8 on A2 910B3 unless told otherwise."""
-    from deployctl.perf.core import Setup
-    from deployctl.perf.hardware import skus
+    from deployctl.core.sizing.step import Setup
+    from deployctl.core.sizing.hardware import skus
 
     args = dict(model="deepseek-r1", quant="w8a8", sku=skus()[kw.pop("sku", "910B3")], dies=32, dies_per_node=8,
                 tp=8, dp=4, moe_ep=32)

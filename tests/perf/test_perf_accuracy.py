@@ -15,7 +15,7 @@ DOC = ROOT / "docs" / "performance-model.md"
 
 
 def test_points_are_complete_and_split_by_the_declared_rule():
-    from deployctl.perf.calibration import POINTS
+    from deployctl.core.sizing.calibration import POINTS
 
     pts = accuracy.points()["points"]
     ids = [p["id"] for p in pts]
@@ -38,10 +38,10 @@ def test_points_are_complete_and_split_by_the_declared_rule():
 def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix_fit():
     import yaml
 
-    from deployctl.perf.calibration import FITTED, fitted_for
-    from deployctl.perf.core import Consts
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
+    from deployctl.core.sizing.step import Consts
 
-    own = yaml.safe_load((ROOT / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
+    own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
     assert fitted_for("vllm-ascend") == Consts(**own) != FITTED
     assert fitted_for("mindie") == FITTED
 
@@ -49,8 +49,8 @@ def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix
 def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudmatrix_fit_has_none():
     from dataclasses import replace
 
-    from deployctl.perf.calibration import FITTED, fitted_for
-    from deployctl.perf.core import step
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
+    from deployctl.core.sizing.step import step
     from perflib import setup
 
     assert FITTED.host_ms == 0.0 and fitted_for("mindie") == FITTED
@@ -65,8 +65,8 @@ def test_each_sequential_draft_forward_adds_its_host_time_to_decode_steps_only()
     """host_draft_ms x Setup.draft_passes (MTP/EAGLE: one forward per drafted token; DFlash: one per block)."""
     from dataclasses import replace
 
-    from deployctl.perf.calibration import FITTED
-    from deployctl.perf.core import step
+    from deployctl.core.sizing.calibration import FITTED
+    from deployctl.core.sizing.step import step
     from perflib import setup
 
     assert FITTED.host_draft_ms == 0.0
@@ -81,7 +81,7 @@ def test_each_sequential_draft_forward_adds_its_host_time_to_decode_steps_only()
 def test_draft_forwards_per_step_follow_the_method(pid, passes):
     """DFlash drafts its 7-token block in one forward (z-lab/Kimi-K2.5-DFlash: block diffusion); EAGLE3 and MTP
     run the draft once per token."""
-    from deployctl.perf.model import context
+    from deployctl.core.sizing.estimate import context
 
     p = next(x for x in accuracy.points()["points"] if x["id"] == pid)
     ctx = context(plan_of(accuracy.inventory_of(p))[0])
@@ -92,18 +92,18 @@ def test_the_estimate_names_the_fit_its_deratings_come_from():
     """vLLM-Ascend plans name perf.yaml and its largest fit error; MindIE plans the CloudMatrix fit (calibration.py)."""
     import yaml
 
-    from deployctl.perf.calibration import ERROR_BOUND
-    from deployctl.perf.model import estimate_plan
-    from deployctl.perf.models import Workload
+    from deployctl.core.sizing.calibration import ERROR_BOUND
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
     from perflib import plan
 
-    own = yaml.safe_load((ROOT / "deployctl" / "engines" / "vllm_ascend" / "perf.yaml").read_text())
+    own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())
     w = Workload(input_len=1024, output_len=128, concurrency=4)
     vllm = estimate_plan(plan("vllm-a2-2x8-v32-dp-ep"), w).calibration
-    assert vllm["source"].startswith("deployctl/engines/vllm_ascend/perf.yaml")
+    assert vllm["source"].startswith("deployctl/core/engines/vllm_ascend/perf.yaml")
     assert vllm["max_error_on_points"] == own["max_error_on_fit_points"] and vllm["host_ms"] == own["consts"]["host_ms"]
     mindie = estimate_plan(plan("a2-2x8-v32-dp-ep"), w).calibration
-    assert mindie["source"] == "deployctl/perf/calibration.py" and mindie["max_error_on_points"] == ERROR_BOUND
+    assert mindie["source"] == "deployctl/core/sizing/calibration.py" and mindie["max_error_on_points"] == ERROR_BOUND
 
 
 @pytest.mark.e2e
@@ -111,7 +111,7 @@ def test_the_engine_fit_reproduces_perf_yaml():
     """tests/perf/fit_engine.py on the fit set gives perf.yaml's values (slow: a grid over four deratings)."""
     import fit_engine
 
-    from deployctl.perf.calibration import fitted_for
+    from deployctl.core.sizing.calibration import fitted_for
 
     assert fit_engine.fit()[0] == fitted_for("vllm-ascend")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from perflib import setup
 
-from deployctl.perf.calibration import FITTED
-from deployctl.perf.core import step
+from deployctl.core.sizing.calibration import FITTED
+from deployctl.core.sizing.step import step
 
 
 def _part(st, name):
@@ -41,7 +41,7 @@ def test_gqa_kv_read_scales_with_kv_heads_over_tp(tp, share):
 
 
 def test_hybrid_reads_kv_only_on_full_layers():
-    from deployctl import catalog
+    from deployctl.core import catalog
 
     base = catalog.models()["qwen3-235b-a22b"]
     state = 8 << 20
@@ -96,7 +96,7 @@ def test_two_microbatches_hide_communication_above_the_decode_threshold():
 def test_dbo_is_read_from_the_engine_settings():
     from types import SimpleNamespace
 
-    from deployctl.engines.vllm_ascend.overlap import overlap_of
+    from deployctl.core.engines.vllm_ascend.overlap import overlap_of
 
     def eng(d):
         return SimpleNamespace(model_dump=lambda: d)

@@ -89,7 +89,7 @@ def test_calibrate_fits_the_standin_and_predicts_another_concurrency(runs):
 
     res = run_cli("calibrate", "-i", str(INVENTORY), "--remove", cwd=runs)
     assert res.returncode == 0 and "removed" in res.stdout and not stored.exists()
-    assert _plan(runs, 8)["calibration"]["source"] == "deployctl/perf/calibration.py"
+    assert _plan(runs, 8)["calibration"]["source"] == "deployctl/core/sizing/calibration.py"
 
 
 def test_calibrate_without_runs_is_a_usage_error(tmp_path):

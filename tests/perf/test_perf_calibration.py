@@ -8,8 +8,8 @@ import re
 import pytest
 from perflib import ROOT
 
-from deployctl.perf import calibration
-from deployctl.perf.calibration import ERROR_BOUND, FITTED, POINTS, errors, fit
+from deployctl.core.sizing import calibration
+from deployctl.core.sizing.calibration import ERROR_BOUND, FITTED, POINTS, errors, fit
 
 DOC = ROOT / "docs" / "performance-model.md"
 

@@ -11,9 +11,9 @@ import yaml
 from perflib import EXAMPLES
 
 from deployctl.cli.recommend import run_recommend
-from deployctl.errors import UsageError
-from deployctl.inventory.load import load_inventory
-from deployctl.inventory.validate import validate_inventory
+from deployctl.core.errors import UsageError
+from deployctl.io.inventory_file import load_inventory
+from deployctl.core.inventory.validate import validate_inventory
 
 
 def test_json_output(capsys):

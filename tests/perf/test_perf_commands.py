@@ -71,8 +71,8 @@ def test_cluster_sku_defaults_to_the_chip_name_npu_smi_reports():
     the inventory names one; mixed or unknown names leave the hardware's default."""
     from types import SimpleNamespace as NS
 
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import apply_facts, validate_inventory
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import apply_facts, validate_inventory
 
     inv = validate_inventory(load_inventory(EXAMPLES / "a2-2x8-tp-pp.yaml"))
 

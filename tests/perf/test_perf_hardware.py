@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from deployctl.perf import hardware
+from deployctl.core.sizing import hardware
 
 
 def test_every_number_names_its_source():

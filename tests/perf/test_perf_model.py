@@ -8,10 +8,10 @@ import json
 import pytest
 from perflib import EXAMPLE_NAMES, plan, setup
 
-from deployctl.perf.calibration import FITTED
-from deployctl.perf.core import step
-from deployctl.perf.model import context, describe, estimate_plan, estimate_point, evaluate, mtp_of
-from deployctl.perf.models import PlanEstimate, Workload
+from deployctl.core.sizing.calibration import FITTED
+from deployctl.core.sizing.step import step
+from deployctl.core.sizing.estimate import context, describe, estimate_plan, estimate_point, evaluate, mtp_of
+from deployctl.core.sizing.estimate_types import PlanEstimate, Workload
 
 SETUPS = {
     "a2 dp-ep 4x8": dict(),
@@ -91,8 +91,8 @@ def test_mtp_is_read_from_the_engine_settings():
     # without a host cost per draft forward (the CloudMatrix fit) one draft lowers TPOT; vLLM-Ascend's fit charges
     # each draft forward 22.9 ms of host time (perf.yaml host_draft_ms), which at this batch outweighs the accepted
     # 0.7 tokens (docs/performance-model.md "Per-engine deratings")
-    from deployctl.perf.calibration import FITTED
-    from deployctl.perf.context import context
+    from deployctl.core.sizing.calibration import FITTED
+    from deployctl.core.sizing.perf_context import context
 
     cm = [estimate_plan(x, w, ctx=context(x, consts=FITTED)).tpot_ms for x in (mtp_plan, p)]
     assert cm[0] < cm[1]

@@ -9,11 +9,11 @@ import pytest
 import yaml
 from perflib import EXAMPLE_NAMES, EXAMPLES, inventory
 
-from deployctl import engines
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.perf.recommend import Objective, apply_layout, layouts, recommend, recommend_report
-from deployctl.planning.plan import plan_layout
+from deployctl.app import engines
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.recommend import Objective, apply_layout, layouts, recommend, recommend_report
+from deployctl.core.sizing.plan import plan_layout
 
 
 def test_four_a2_servers_r1_w8a8_at_100ms_pick_dp_ep():
@@ -97,7 +97,7 @@ def test_apply_layout_replaces_only_the_layout_block():
 def test_sixty_four_servers_in_under_two_seconds():
     inv = inventory("a2-4x8-dp-ep")
     per = inv.devices_per_node
-    from deployctl.models.inventory import Device, Layout, Node
+    from deployctl.core.models.inventory import Device, Layout, Node
 
     nodes = [Node(name=f"n{i}", address=f"10.9.{i // 250}.{i % 250 + 2}",
                   devices=[Device(id=d, ip=f"29.{i // 100}.{i % 100}.{d + 2}") for d in range(per)]) for i in range(64)]

@@ -1,4 +1,4 @@
-"""The serving-loop simulation (deployctl.perf.simulate): behaviour on simple step times, then on real plans."""
+"""The serving-loop simulation (deployctl.core.sizing.simulate): behaviour on simple step times, then on real plans."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.perf.clients import Client
-from deployctl.perf.simulate import PrefillSide, Sched, simulate
+from deployctl.core.sizing.clients import Client
+from deployctl.core.sizing.simulate import PrefillSide, Sched, simulate
 from perflib import plan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "inventories" / "examples"
@@ -132,8 +132,8 @@ def test_poisson_rate_below_capacity_keeps_ttft_near_one_prefill():
 def test_a_rate_clients_concurrency_ceiling_bounds_the_groups_it_keeps_busy():
     """One request in flight at a time (AISBench batch_size 1 with a request rate) reaches one DP group, however
     many the plan has: the deployment's throughput is one group's, not one group's times the group count."""
-    from deployctl.perf.model import context
-    from deployctl.perf.serving import simulate_plan
+    from deployctl.core.sizing.estimate import context
+    from deployctl.core.sizing.serving import simulate_plan
 
     ctx = context(plan("a2-4x8-dp-ep"))
     assert ctx.decoders * ctx.setups[ctx.decoder.name].dp > 1
@@ -144,8 +144,8 @@ def test_a_rate_clients_concurrency_ceiling_bounds_the_groups_it_keeps_busy():
 
 
 def test_plan_estimate_carries_distributions_and_client():
-    from deployctl.perf.model import estimate_plan
-    from deployctl.perf.models import Workload
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
 
     est = estimate_plan(plan("a3-pd-2p1d"), Workload(input_len=2048, output_len=256, concurrency=32))
     d = est.distribution
@@ -157,7 +157,7 @@ def test_plan_estimate_carries_distributions_and_client():
 
 
 def test_plan_ttft_rises_with_concurrency_under_simultaneous_start():
-    from deployctl.perf.model import estimate_point
+    from deployctl.core.sizing.estimate import estimate_point
 
     p = plan("a2-4x8-dp-ep")
     got = [estimate_point(p, 3500, 1500, c)["ttft_ms"] for c in (1, 16, 64)]
@@ -165,8 +165,8 @@ def test_plan_ttft_rises_with_concurrency_under_simultaneous_start():
 
 
 def test_a_kv_cache_that_holds_no_request_falls_back_to_the_steady_state():
-    from deployctl.perf.model import context, estimate_plan
-    from deployctl.perf.models import Workload
+    from deployctl.core.sizing.estimate import context, estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
 
     p = plan("a2-4x8-dp-ep")
     ctx = context(p)
@@ -182,11 +182,11 @@ def test_which_engines_chunk_prefill_into_decode_steps():
     schedulers follow what the engine's driver says."""
     import yaml
 
-    from deployctl.inventory.load import parse_yaml
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.perf.model import context
-    from deployctl.perf.serving import sched_of
-    from deployctl.planning.plan import plan_layout
+    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.core.sizing.estimate import context
+    from deployctl.core.sizing.serving import sched_of
+    from deployctl.core.sizing.plan import plan_layout
 
     def chunked(example: str, args: list[str] | None = None) -> bool:
         path = EXAMPLES / example

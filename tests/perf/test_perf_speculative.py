@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.perf.model import context
-from deployctl.perf.speculative import acceptance
-from deployctl.planning.plan import plan_layout
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.estimate import context
+from deployctl.core.sizing.speculative import acceptance
+from deployctl.core.sizing.plan import plan_layout
 
 EXAMPLE = Path(__file__).parents[2] / "inventories" / "examples" / "vllm-a3-pd-roles-qwen3.yaml"
 
@@ -39,9 +39,9 @@ def test_mtp_keeps_the_geometric_default_and_unsourced_positions_count_as_reject
 
 
 def test_measured_acceptance_replaces_the_published_figure_and_lowers_tpot():
-    from deployctl.inventory.load import parse_yaml as parse
-    from deployctl.perf.model import estimate_plan
-    from deployctl.perf.models import Workload
+    from deployctl.io.inventory_file import parse_yaml as parse
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
 
     spec = {"method": "eagle3", "tokens": 2, "draft_weights_path": "/data/models/Qwen3-eagle3"}
     published = ctx_with(spec)
@@ -53,7 +53,7 @@ def test_measured_acceptance_replaces_the_published_figure_and_lowers_tpot():
             < estimate_plan(published.plan, w, ctx=published).tpot_ms)
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["model"]["speculative"] = {**spec, "acceptance": [1.5]}
-    from deployctl.errors import InventoryError
+    from deployctl.core.errors import InventoryError
 
     with pytest.raises(InventoryError) as exc:
         validate_inventory(parse(yaml.safe_dump(doc), "spec.yaml", EXAMPLE.parent))

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from deployctl.executors.batch import batch_argv, split_outputs
+from deployctl.io.batch import batch_argv, split_outputs
 
 
 def run(commands, timeout=5):
@@ -152,8 +152,8 @@ def test_probe_host_runs_the_batch_concurrently_through_an_executor():
     """probe_host with a fake executor (runs argv on this machine): outputs per probe, bounded, fast."""
     import time
 
-    from deployctl.executors.base import CommandResult, HostTarget
-    from deployctl.executors.fanout import probe_host
+    from deployctl.io.executor import CommandResult, HostTarget
+    from deployctl.io.fanout import probe_host
 
     class LocalExecutor:
         argvs: list = []

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from deployctl.errors import InventoryError, UsageError
-from deployctl.inventory.gaps import NeedsFacts
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_for_discovery, validate_inventory
-from deployctl.models.facts import IpConf
-from deployctl.models.host_facts import DeviceFacts, FactsFile, HostFacts
-from deployctl.models.inventory import Inventory
-from deployctl.preflight.latest import resolve_facts
-from deployctl.preflight.rules import check_sdids, not_checked
+from deployctl.core.errors import InventoryError, UsageError
+from deployctl.core.inventory.gaps import NeedsFacts
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_for_discovery, validate_inventory
+from deployctl.core.models.facts import IpConf
+from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
+from deployctl.core.models.inventory import Inventory
+from deployctl.io.facts_store import resolve_facts
+from deployctl.features.preflight.rules import check_sdids, not_checked
 from fakecluster import FakeCluster, default_cluster, with_faults
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from deployctl.errors import InventoryError
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.models.facts import IpConf
-from deployctl.models.host_facts import DeviceFacts, FactsFile, HostFacts
+from deployctl.core.errors import InventoryError
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.models.facts import IpConf
+from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
 
 INV = """
 cluster: {name: c1, hardware: HW, super_pod: SP}

@@ -13,11 +13,11 @@ import json
 import pytest
 
 from conftest import ROOT, run_cli
-from deployctl.executors.base import HostTarget
-from deployctl.models.host_facts import HostFacts
-from deployctl.executors.batch import ProbeOutput
-from deployctl.preflight.probes import MAX_PROBE_TEXT, assemble, host_commands
-from deployctl.preflight.rules import check_host_basics
+from deployctl.io.executor import HostTarget
+from deployctl.core.models.host_facts import HostFacts
+from deployctl.io.batch import ProbeOutput
+from deployctl.features.preflight.probes import MAX_PROBE_TEXT, assemble, host_commands
+from deployctl.features.preflight.rules import check_host_basics
 
 HOSTILE_IF = "e$(id)'\";{{x}}"
 EXAMPLE = ROOT / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml"

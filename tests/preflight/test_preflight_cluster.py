@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from deployctl.models.facts import IpConf
-from deployctl.models.host_facts import DeviceFacts, FactsFile, HostFacts
-from deployctl.preflight import probes
+from deployctl.core.models.facts import IpConf
+from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
+from deployctl.features.preflight import probes
 from fakecluster import FakeCluster, NodeSpec, default_cluster, with_faults
 from fakecluster.fixtures import require_fake_cluster_support
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR

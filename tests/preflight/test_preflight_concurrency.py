@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from deployctl.cli.commands import load_for_discovery
-from deployctl.executors.base import HostTarget
-from deployctl.executors.ssh import SshExecutor
-from deployctl.models.host_facts import HostFacts
-from deployctl.preflight import probes
-from deployctl.executors.batch import PROBE_CONCURRENCY
-from deployctl.executors.fanout import fan_out, probe_host
-from deployctl.preflight.rules import check_facts, not_checked
-from deployctl.executors.targets import ssh_targets
-from deployctl.preflight.run import run_preflight
+from deployctl.io.executor import HostTarget
+from deployctl.io.ssh import SshExecutor
+from deployctl.core.models.host_facts import HostFacts
+from deployctl.features.preflight import probes
+from deployctl.io.batch import PROBE_CONCURRENCY
+from deployctl.io.fanout import fan_out, probe_host
+from deployctl.features.preflight.rules import check_facts, not_checked
+from deployctl.io.targets import ssh_targets
+from deployctl.features.preflight.run import run_preflight
 from fakecluster import FakeCluster, default_cluster, with_faults
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
 
@@ -179,7 +179,7 @@ def test_ssh_executor_waits_without_polling_and_loses_nothing(fake_cluster_2a2, 
     and timeouts hold, and an idle command costs a few wake-ups, not one per 5 ms."""
     import paramiko
 
-    from deployctl.executors.base import HostError
+    from deployctl.io.executor import HostError
 
     fc = fake_cluster_2a2
     t = target(fc, "node1")

@@ -11,11 +11,11 @@ import random
 import threading
 import time
 
-from deployctl.executors.base import CommandResult, HostError, HostTarget
-from deployctl.models.facts import IpConf
-from deployctl.models.host_facts import DeviceFacts, HostFacts
-from deployctl.preflight import probes
-from deployctl.executors.fanout import fan_out_pipelined
+from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.core.models.facts import IpConf
+from deployctl.core.models.host_facts import DeviceFacts, HostFacts
+from deployctl.features.preflight import probes
+from deployctl.io.fanout import fan_out_pipelined
 
 
 def two_phase_ping_plan(facts, sample):

@@ -1,4 +1,4 @@
-"""Unit tests of every preflight rule (deployctl/preflight/rules.py) on synthetic HostFacts.
+"""Unit tests of every preflight rule (deployctl/features/preflight/rules.py) on synthetic HostFacts.
 
 No SSH here: each test builds a healthy cluster of facts, breaks one thing and checks the rule id,
 severity, host and device of what `check_facts` reports (the end-to-end versions over real SSH are in
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from deployctl.models.facts import (DiskFree, HccnConf, IpConf, ListeningPorts, NpuChip, NpuProcess, NpuSmiInfo,
+from deployctl.core.models.facts import (DiskFree, HccnConf, IpConf, ListeningPorts, NpuChip, NpuProcess, NpuSmiInfo,
                                     OsInfo, TlsInfo, VersionInfo, WeightsDir)
-from deployctl.models.host_facts import DeviceFacts, Finding, HostFacts, PingCheck
-from deployctl.models.inventory import Inventory
-from deployctl.preflight.rules import check_facts, not_checked
+from deployctl.core.models.host_facts import DeviceFacts, Finding, HostFacts, PingCheck
+from deployctl.core.models.inventory import Inventory
+from deployctl.features.preflight.rules import check_facts, not_checked
 
 GIB = 2**30
 A2_IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
@@ -621,9 +621,9 @@ def test_each_node_is_checked_for_the_ports_its_own_processes_bind():
     """MindIE's distributed decode binds engine.ports.dist_base + 4k per DP rank on decode nodes only, the
     MindIE-MS node its controller/coordinator ports: preflight checks those where they will be bound."""
     from conftest import EXAMPLES
-    from deployctl.inventory.load import load_inventory
-    from deployctl.inventory.validate import validate_inventory
-    from deployctl.preflight.rules import _ports_per_node
+    from deployctl.io.inventory_file import load_inventory
+    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.features.preflight.rules import _ports_per_node
 
     inv = validate_inventory(load_inventory(EXAMPLES / "a3-pd-2p2d.yaml"))
     ports = _ports_per_node(inv)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiers import examples
 
-from deployctl.models.facts import IpConf
+from deployctl.core.models.facts import IpConf
 from deployctl.probes.hccn_tool import (
     NO_IP_MESSAGE,
     parse_gateway,

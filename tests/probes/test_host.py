@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiers import examples
 
-from deployctl.models.facts import DiskFree, WeightsDir
+from deployctl.core.models.facts import DiskFree, WeightsDir
 from deployctl.probes.host import (
     WEIGHTS_SUMMARY_SCRIPT,
     parse_arch,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tiers import examples
 
-from deployctl.models.facts import HEALTH_VALUES, NpuChip, NpuProcess
+from deployctl.core.models.facts import HEALTH_VALUES, NpuChip, NpuProcess
 from deployctl.probes.npu_smi import parse_npu_smi_info
 from deployctl.probes.npu_smi_queries import (
     parse_board_info,

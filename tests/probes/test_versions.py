@@ -9,7 +9,7 @@ from transcripts import section
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deployctl.engines.mindie.version_info import parse_mindie_version
+from deployctl.core.engines.mindie.version_info import parse_mindie_version
 from deployctl.probes.versions import (
     cann_fits_driver,
     driver_fits_firmware,

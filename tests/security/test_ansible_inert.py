@@ -99,11 +99,11 @@ class Capture:
 
 def _run_all(example: Path, tmp_path: Path) -> list[Path]:
     from deployctl.cli.commands import load_and_validate
-    from deployctl.deploy.remote import container_names
-    from deployctl.deploy.revision import cluster_dir
-    from deployctl.deploy.up import UpOptions, run_operation
-    from deployctl.errors import UsageError
-    from deployctl.planning.plan import plan_layout
+    from deployctl.backends.hosts.remote import container_names
+    from deployctl.backends.hosts.revision import cluster_dir
+    from deployctl.backends.hosts.up import UpOptions, run_operation
+    from deployctl.core.errors import UsageError
+    from deployctl.core.sizing.plan import plan_layout
     from recording import RecordingReporter
 
     inv = load_and_validate(example)
@@ -165,8 +165,8 @@ def test_every_inventory_variable_is_unsafe_for_every_example_and_operation(exam
 
 
 def test_write_inventory_marks_nested_values_and_keeps_numbers(tmp_path):
-    from deployctl.executors.ansible import write_inventory
-    from deployctl.executors.base import HostTarget
+    from deployctl.io.ansible import write_inventory
+    from deployctl.io.executor import HostTarget
 
     evil = "{{ lookup('pipe', 'id') }}"
     path = write_inventory(tmp_path / "hosts.yml", [HostTarget("node1", evil, evil, 22, evil, evil)],
@@ -251,13 +251,13 @@ def probe_playbook(names: list[str]) -> str:
 
 
 def fc_target(fc, name: str = "node1"):
-    from deployctl.executors.base import HostTarget
+    from deployctl.io.executor import HostTarget
 
     return HostTarget(name, fc.node(name).ip, "root", 22, str(fc.client_key), str(fc.known_hosts))
 
 
 def test_every_variable_holding_a_template_is_inert_on_the_controller(fake_cluster_factory, tmp_path):
-    from deployctl.executors.ansible import prepare, run_playbook, write_inventory
+    from deployctl.io.ansible import prepare, run_playbook, write_inventory
 
     fc = fake_cluster_factory(default_one())
     markers = Markers(tmp_path)
@@ -291,8 +291,8 @@ def test_every_variable_holding_a_template_is_inert_on_the_controller(fake_clust
 
 
 def test_connection_variables_holding_a_template_are_inert_on_the_controller(fake_cluster_factory, tmp_path):
-    from deployctl.executors.ansible import prepare, run_playbook, write_inventory
-    from deployctl.executors.base import HostTarget
+    from deployctl.io.ansible import prepare, run_playbook, write_inventory
+    from deployctl.io.executor import HostTarget
 
     markers = Markers(tmp_path)
     evil = HostTarget("node1", markers.payload("address", 0), markers.payload("user", 1), 22,
@@ -320,10 +320,10 @@ def default_one():
 
 def _backend(fc, tmp_path):
     from deployctl.cli.commands import load_and_validate
-    from deployctl.deploy.hosts import HostsBackend, UpOptions, host_targets_abs
-    from deployctl.operation.records import RunRecord
-    from deployctl.executors.ansible import run_playbook
-    from deployctl.planning.plan import plan_layout
+    from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs
+    from deployctl.io.records import RunRecord
+    from deployctl.io.ansible import run_playbook
+    from deployctl.core.sizing.plan import plan_layout
     from recording import RecordingReporter
 
     inv = load_and_validate(one_node_inventory(fc, tmp_path / "inv.yaml"))
@@ -335,8 +335,8 @@ def _backend(fc, tmp_path):
 def test_a_hostile_revision_read_from_a_host_is_inert_in_the_undo(fake_cluster_factory, tmp_path):
     """The Ansible layer on its own (whatever the state reader lets through): the undo of a failed up with
     the revisions a host named as its current and previous ones."""
-    from deployctl.deploy.ansible_run import run_restore
-    from deployctl.models.deploy import ContainerState, DeployedState
+    from deployctl.backends.hosts.ansible_run import run_restore
+    from deployctl.core.models.deploy import ContainerState, DeployedState
 
     fc = fake_cluster_factory(default_one())
     b = _backend(fc, tmp_path)
@@ -366,8 +366,8 @@ def test_a_hostile_current_link_runs_nothing_on_the_controller_in_a_failed_ups_u
                     "--skip-preflight")
     assert first.returncode == 0, first.stdout + first.stderr
     from deployctl.cli.commands import load_and_validate
-    from deployctl.deploy.revision import cluster_dir
-    from deployctl.planning.plan import plan_layout
+    from deployctl.backends.hosts.revision import cluster_dir
+    from deployctl.core.sizing.plan import plan_layout
 
     cdir = cluster_dir(plan_layout(load_and_validate(inv)))
     markers = Markers(tmp_path, runs)

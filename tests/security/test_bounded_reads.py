@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DEPLOYCTL, ROOT
-from deployctl.executors.base import HostError, HostTarget, OutputLimitExceeded, limit_bytes
-from deployctl.executors.ssh import SshExecutor
-from deployctl.executors.batch import batch_argv
-from deployctl.executors.fanout import fan_out
+from deployctl.io.executor import HostError, HostTarget, OutputLimitExceeded, limit_bytes
+from deployctl.io.ssh import SshExecutor
+from deployctl.io.batch import batch_argv
+from deployctl.io.fanout import fan_out
 from fakecluster import default_cluster
 
 MB = 2**20
@@ -127,7 +127,7 @@ def test_default_cap_and_environment(monkeypatch):
     monkeypatch.setenv("DEPLOYCTL_MAX_OUTPUT_MB", "0.5")
     assert SshExecutor().output_limit == MB // 2
     monkeypatch.setenv("DEPLOYCTL_MAX_OUTPUT_MB", "lots")
-    from deployctl.errors import UsageError
+    from deployctl.core.errors import UsageError
     with pytest.raises(UsageError, match="DEPLOYCTL_MAX_OUTPUT_MB"):
         SshExecutor()
     assert limit_bytes("X_UNSET_ENV", 32) == 32 * MB
@@ -160,7 +160,7 @@ class FloodExecutor:
         if target.name == "node1":
             out = b"@@deployctl-begin dep.current\nrev\n@@deployctl-end 0\n@@deployctl-begin dep.lock\n" + b"\0" * MB
             raise OutputLimitExceeded("node1", "sh -c …", MB, out)
-        from deployctl.executors.base import CommandResult
+        from deployctl.io.executor import CommandResult
         return CommandResult(target.name, "", 0, "@@deployctl-begin dep.lock\n\n@@deployctl-end 0\n")
 
     def close(self): pass

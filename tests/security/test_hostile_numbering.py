@@ -2,7 +2,7 @@
 made every later entry (up, rollback, down, watch's restarts) 10^9+1 on every host, a number deployctl's own
 parser refuses, so no live revision and no rollback target were left anywhere.
 
-The next number now follows the agreed history (deployctl/deploy/history.py: the entries a majority of the hosts
+The next number now follows the agreed history (deployctl/backends/hosts/history.py: the entries a majority of the hosts
 keeping a history hold; a copy more than AHEAD numbers past them is an outlier, named with its host), and no writer
 writes an entry the parser would not read back. In memory (tests/deploy/fakefleet.py); the same forgery on
 simulated hosts is in test_hostile_numbering_e2e.py."""
@@ -19,21 +19,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # 
 
 from conftest import EXAMPLES  # noqa: E402
 from deployctl.cli.commands import load_and_validate  # noqa: E402
-from deployctl.deploy import history as hist  # noqa: E402
-from deployctl.deploy.hosts import host_targets_abs  # noqa: E402
-from deployctl.deploy.remote import read_deployed  # noqa: E402
-from deployctl.deploy.restarts import history_recorder  # noqa: E402
-from deployctl.deploy.revision import cluster_dir  # noqa: E402
-from deployctl.deploy.up import UpOptions, run_operation  # noqa: E402
-from deployctl.errors import DeployctlError, UsageError  # noqa: E402
-from deployctl.models.hostdata import MAX_HISTORY, seal  # noqa: E402
-from deployctl.planning.plan import plan_layout  # noqa: E402
+from deployctl.backends.hosts import history as hist  # noqa: E402
+from deployctl.backends.hosts.hosts import host_targets_abs  # noqa: E402
+from deployctl.backends.hosts.remote import read_deployed  # noqa: E402
+from deployctl.backends.hosts.restarts import history_recorder  # noqa: E402
+from deployctl.backends.hosts.revision import cluster_dir  # noqa: E402
+from deployctl.backends.hosts.up import UpOptions, run_operation  # noqa: E402
+from deployctl.core.errors import DeployctlError, UsageError  # noqa: E402
+from deployctl.core.models.hostdata import MAX_HISTORY, seal  # noqa: E402
+from deployctl.core.sizing.plan import plan_layout  # noqa: E402
 from fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402
 
 INV = EXAMPLES / "a2-2x8-tp-pp.yaml"
 FORGED_RUN = "20990101T000000.000000Z-up"
-MAX_REVISION = 10**9            # the parser's bound (deployctl.models.hostdata.MAX_REVISION)
+MAX_REVISION = 10**9            # the parser's bound (deployctl.core.models.hostdata.MAX_REVISION)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import shlex
 import yaml
 
 from fakecluster import default_cluster
-from deployctl.models.hostdata import seal
+from deployctl.core.models.hostdata import seal
 from test_hostile_state_e2e import cli, inventory, up
 
 FORGED = "20990101T000000.000000Z-up"

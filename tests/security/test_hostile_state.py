@@ -1,6 +1,6 @@
 """A host that lies about its deployment state (issue 21, observations 1 (parsing), 3 and 4): planted links,
 manifests, history entries, lock files and `docker inspect` answers are parsed at one boundary
-(deployctl/models/hostdata.py); what does not parse is a finding naming the host, never a crash, and one host's
+(deployctl/core/models/hostdata.py); what does not parse is a finding naming the host, never a crash, and one host's
 history never decides what happens to another host. Pure and in-memory (tests/deploy/fakefleet.py); the same
 lies planted on simulated hosts are in test_hostile_state_e2e.py."""
 
@@ -17,17 +17,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # 
 
 from conftest import EXAMPLES  # noqa: E402
 from deployctl.cli.commands import load_and_validate  # noqa: E402
-from deployctl.deploy import history as hist  # noqa: E402
-from deployctl.models.hostdata import seal  # noqa: E402
-from deployctl.deploy.hosts import host_targets_abs  # noqa: E402
-from deployctl.operation.lockinfo import LockHeld, LockOwner  # noqa: E402
-from deployctl.deploy.remote import parse_state, read_deployed, state_commands  # noqa: E402
-from deployctl.deploy.revision import cluster_dir  # noqa: E402
-from deployctl.deploy.status import judge  # noqa: E402
-from deployctl.deploy.up import UpOptions, run_operation  # noqa: E402
-from deployctl.errors import UsageError  # noqa: E402
-from deployctl.planning.plan import plan_layout  # noqa: E402
-from deployctl.executors.batch import ProbeOutput  # noqa: E402
+from deployctl.backends.hosts import history as hist  # noqa: E402
+from deployctl.core.models.hostdata import seal  # noqa: E402
+from deployctl.backends.hosts.hosts import host_targets_abs  # noqa: E402
+from deployctl.backends.common.lockinfo import LockHeld, LockOwner  # noqa: E402
+from deployctl.backends.hosts.remote import parse_state, read_deployed, state_commands  # noqa: E402
+from deployctl.backends.hosts.revision import cluster_dir  # noqa: E402
+from deployctl.backends.hosts.status import judge  # noqa: E402
+from deployctl.backends.hosts.up import UpOptions, run_operation  # noqa: E402
+from deployctl.core.errors import UsageError  # noqa: E402
+from deployctl.core.sizing.plan import plan_layout  # noqa: E402
+from deployctl.io.batch import ProbeOutput  # noqa: E402
 from fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402
 
@@ -275,12 +275,12 @@ def test_a_held_lock_with_a_non_numeric_pid_refuses_cleanly(inv, fleet, tmp_path
 
 # -- restarts by `watch` in the hosts' history (deploy/restarts.py) ---------------------------------------------
 def test_a_restart_entry_is_read_back_shown_never_live_never_a_rollback_target(plan):
-    from deployctl.deploy.restarts import restart_entry
+    from deployctl.backends.hosts.restarts import restart_entry
 
     up1, up2 = entry(1, 1, {"node1": REV_A, "node2": REV_B}), entry(2, 2, {"node1": REV_A, "node2": REV_B})
     ev = {"ts": 1795669451.5, "event": "back", "instance": "mixed-0", "nodes": ["node1"],
           "cause": 'restarted and ready after 5.3 s {{ lookup("pipe", "id") }} \x1b[31m'}
-    from deployctl.models.hostdata import clean_entry
+    from deployctl.core.models.hostdata import clean_entry
 
     r3 = seal(clean_entry(restart_entry(ev, 3, run_id(3, "restart"), "ops@ctl", "0.1.0")))
     held = {"history": [up1, up2, r3], "revisions": [REV_A, REV_B], "current": REV_A}

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from conftest import run_cli
-from deployctl.models.hostdata import seal
+from deployctl.core.models.hostdata import seal
 from fakecluster import default_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))   # as test_hostile_state.py

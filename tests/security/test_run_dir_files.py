@@ -4,7 +4,7 @@
 calibration (calibration/<cluster>.json), `up`/`diff` a preflight run's run.json and facts.json, `render` its
 marker. Before the fix they were read whole and untyped: a link to /dev/zero was a MemoryError, a missing key an
 "unexpected error", a length of 10^9 a hang, NaN a stored calibration of garbage. Now each is read at one boundary
-(deployctl/models/localfile.py, deployctl/models/rundata.py): a regular file, bounded, JSON without NaN, typed and
+(deployctl/io/localfile.py, deployctl/core/models/rundata.py): a regular file, bounded, JSON without NaN, typed and
 ranged; what does not pass is exit 2 naming the file and the key, with a hint.
 
 The commands run as the installed console script under an address-space limit and a timeout (as
@@ -207,8 +207,8 @@ def test_a_stored_calibration_with_nan_or_an_out_of_range_derating_is_refused(tm
 
 def test_a_preflight_run_json_of_the_wrong_shape_names_its_key(tmp_path):
     """run.json decides which facts `up` uses: {"ok": "yes"} is no answer (before: the record was skipped)."""
-    from deployctl.errors import UsageError
-    from deployctl.preflight.latest import resolve_facts
+    from deployctl.core.errors import UsageError
+    from deployctl.io.facts_store import resolve_facts
 
     rec = tmp_path / "runs" / "20260101T000000.000000Z-preflight"
     rec.mkdir(parents=True)
@@ -242,7 +242,7 @@ def test_a_render_marker_linked_to_dev_zero_is_not_deployctl_s(tmp_path):
 def test_aiperf_records_keep_only_finite_numbers(tmp_path):
     """What AIPerf wrote feeds summary.json: NaN, a list where a number goes, a metadata that is no object and a
     line of 2 MB are no measurement (before: NaN reached the summary; a list metadata was an AttributeError)."""
-    from deployctl.bench.aiperf import read_records
+    from deployctl.features.bench.aiperf import read_records
 
     rows = [{"metadata": {"benchmark_phase": "profiling", "request_start_ns": 1, "request_end_ns": 2},
              "metrics": {"time_to_first_token": {"value": "NaN"}, "inter_token_latency": {"value": [1, 2]},
@@ -254,7 +254,7 @@ def test_aiperf_records_keep_only_finite_numbers(tmp_path):
     got = read_records(path)
     assert [(r["ttft_ms"], r["tpot_ms"], r["e2e_ms"]) for r in got] == [(None, None, 5.0), (None, 3.0, None),
                                                                        (None, None, 5.0)]
-    from deployctl.bench.aiperf import read_summary
+    from deployctl.features.bench.aiperf import read_summary
 
     (tmp_path / "s.json").write_text('{"output_token_throughput": {"avg": NaN}}')
     assert read_summary(tmp_path / "s.json") == {}
@@ -263,14 +263,14 @@ def test_aiperf_records_keep_only_finite_numbers(tmp_path):
 def test_a_summary_bench_writes_is_one_calibrate_reads(tmp_path):
     """The writer and the reader agree: bench's summary of AIPerf records (one NaN among them, an estimate of
     Infinity) passes the boundary calibrate reads it through, with the finite numbers only."""
-    from deployctl.bench.aiperf import read_records
-    from deployctl.bench.estimate import Estimator, compare
-    from deployctl.bench.run import BenchOptions, Target, _finish
-    from deployctl.bench.stats import summarize
-    from deployctl.bench.suites import from_flags
-    from deployctl.models.localfile import load_model
-    from deployctl.models.rundata import MAX_SUMMARY_BYTES, BenchSummary
-    from deployctl.operation.records import RunRecord
+    from deployctl.features.bench.aiperf import read_records
+    from deployctl.features.bench.estimate import Estimator, compare
+    from deployctl.features.bench.run import BenchOptions, Target, _finish
+    from deployctl.features.bench.stats import summarize
+    from deployctl.features.bench.suites import from_flags
+    from deployctl.io.localfile import load_model
+    from deployctl.core.models.rundata import MAX_SUMMARY_BYTES, BenchSummary
+    from deployctl.io.records import RunRecord
 
     suite = from_flags([1024], [16], [1], requests=2)
     lines = [{"metadata": {"benchmark_phase": "profiling", "request_start_ns": i * 10**9,
@@ -300,8 +300,8 @@ def test_a_preflight_record_s_facts_linked_elsewhere_is_refused(tmp_path):
     """up/diff pick facts.json from the latest preflight record: a link there (deployctl makes none) is refused, not
     followed to whatever it names (before: a link to /dev/zero made the record look crashed, one to a file was
     used)."""
-    from deployctl.errors import UsageError
-    from deployctl.preflight.latest import resolve_facts
+    from deployctl.core.errors import UsageError
+    from deployctl.io.facts_store import resolve_facts
 
     rec = tmp_path / "runs" / "20260101T000000.000000Z-preflight"
     rec.mkdir(parents=True)

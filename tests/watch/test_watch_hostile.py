@@ -27,13 +27,13 @@ from types import SimpleNamespace
 import pytest
 from test_watch_units import pd_plan, plan_of
 
-from deployctl.engines.vllm_ascend.control import NOT_IDLE, ProxyControl, requests_in_flight
-from deployctl.watch import recover as recover_mod
-from deployctl.watch.hooks import Hooks
-from deployctl.watch.loop import Watcher
-from deployctl.watch.observe import NodeObs
-from deployctl.watch.recover import Recoverer
-from deployctl.watch.tracker import event
+from deployctl.core.engines.vllm_ascend.control import NOT_IDLE, ProxyControl, requests_in_flight
+from deployctl.features.watch import recover as recover_mod
+from deployctl.features.watch.hooks import Hooks
+from deployctl.features.watch.loop import Watcher
+from deployctl.features.watch.observe import NodeObs
+from deployctl.features.watch.recover import Recoverer
+from deployctl.features.watch.tracker import event
 
 # what a host can print: an OSC window title, a screen clear, an OSC 8 hyperlink, a bidi override, C1 controls
 HOSTILE = ("\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://evil.example/\x1b\\click here\x1b]8;;\x1b\\ Error response from "
@@ -108,8 +108,8 @@ def test_the_watcher_never_runs_the_inventorys_hook_command(tmp_path, monkeypatc
 
 
 def test_the_operator_enables_a_hook_command_the_inventory_cannot(monkeypatch):
-    from deployctl.errors import UsageError
-    from deployctl.watch.hooks import ALLOW_COMMAND_ENV, command_allowed, hook_command
+    from deployctl.core.errors import UsageError
+    from deployctl.features.watch.hooks import ALLOW_COMMAND_ENV, command_allowed, hook_command
 
     monkeypatch.delenv(ALLOW_COMMAND_ENV, raising=False)
     inv = ["sh", "-c", "id > /tmp/x"]
@@ -157,7 +157,7 @@ def test_host_text_reaches_the_record_the_webhook_and_the_hook_clean(tmp_path):
 
 
 def test_clean_event_keeps_numbers_finite_and_text_one_line():
-    from deployctl.watch.events import clean_event
+    from deployctl.features.watch.events import clean_event
 
     doc = clean_event({"ts": 1.5, "event": "x", "cause": "a\nb\tc", "recover_s": float("inf"), "attempt": 10 ** 40,
                        "nodes": ["n1", "\x1b[31mn2"], "more": {"k\x1b]0;t\x07": "v"}})
@@ -193,7 +193,7 @@ def test_a_host_flapping_every_device_each_round_is_rate_limited(tmp_path):
     rec = recorded(w)
     # 8 devices x (fault + cleared) + instance-failed/-serving every two rounds: ~1,800 events made, a few kept
     assert made > 1500 and len(rec) < 40, (made, len(rec))
-    from deployctl.watch.events import LIMIT
+    from deployctl.features.watch.events import LIMIT
 
     kept = [e for e in rec if e["event"] != "suppressed"]
     summaries = [e for e in rec if e["event"] == "suppressed"]
@@ -206,7 +206,7 @@ def test_a_host_flapping_every_device_each_round_is_rate_limited(tmp_path):
 
 
 def test_the_limit_window_ends_with_one_summary():
-    from deployctl.watch.events import Limiter
+    from deployctl.features.watch.events import Limiter
 
     now = [0.0]
     lim = Limiter(limit=2, window=60, clock=lambda: now[0])
@@ -241,7 +241,7 @@ OVERFLOW = "vllm:num_requests_running 1e308\nvllm:num_requests_waiting 1e308\n"
 ])
 def test_gauges_of_1e308_are_no_count_and_never_an_exception(metrics, want):
     assert requests_in_flight(metrics) == (NOT_IDLE if want is None else want)
-    from deployctl.engines.vllm_ascend.control import read_gauges
+    from deployctl.core.engines.vllm_ascend.control import read_gauges
 
     n, why = read_gauges(metrics)                     # the count, or why there is none (for the finding)
     assert n == want and (why == "") == (want is not None)
@@ -284,7 +284,7 @@ def test_recovery_through_a_proxy_whose_metrics_say_1e308_goes_on_and_says_why(m
 
 
 def test_a_rolling_up_through_a_proxy_whose_metrics_say_1e308_stops_with_a_finding():
-    from deployctl.fleet.rolling import Rollout, roll
+    from deployctl.backends.hosts.rolling import Rollout, roll
 
     inv, plan = pd_plan(2)
     ctl = ProxyControl(plan, None)

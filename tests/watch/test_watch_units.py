@@ -11,15 +11,15 @@ import threading
 import yaml
 from conftest import EXAMPLES
 
-from deployctl.executors.batch import ProbeOutput
-from deployctl.fleet.processes import processes
-from deployctl.inventory.load import parse_yaml
-from deployctl.inventory.validate import validate_inventory
-from deployctl.planning.plan import plan_layout
-from deployctl.watch.hooks import Hooks
-from deployctl.watch.observe import HCCL_FATAL, NodeObs, _time, fatal_lines, node_commands, parse_node
-from deployctl.watch.recover import Recoverer
-from deployctl.watch.tracker import Tracker
+from deployctl.io.batch import ProbeOutput
+from deployctl.core.processes import processes
+from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.inventory.validate import validate_inventory
+from deployctl.core.sizing.plan import plan_layout
+from deployctl.features.watch.hooks import Hooks
+from deployctl.features.watch.observe import HCCL_FATAL, NodeObs, _time, fatal_lines, node_commands, parse_node
+from deployctl.features.watch.recover import Recoverer
+from deployctl.features.watch.tracker import Tracker
 
 FLEET = EXAMPLES / "a2-fleet-4x2x8-dp-ep.yaml"
 
@@ -238,7 +238,7 @@ def test_a_roles_only_instance_is_restarted_in_place_and_the_event_says_nothing_
 
 
 def test_a_pd_split_whose_proxy_cannot_remove_is_not_recovered_and_the_event_says_why():
-    from deployctl.fleet.control import control_for, control_gap
+    from deployctl.backends.hosts.router_control import control_for, control_gap
 
     inv, plan = pd_plan(2, image="quay.io/ascend/vllm-ascend:v0.13.0-a3")
     assert control_for(plan, None) is None

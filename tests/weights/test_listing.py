@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from deployctl.executors.base import CommandResult, HostError, HostTarget
-from deployctl.weights.check import Difference, check_weights, compare
-from deployctl.weights.listing import (MAX_FILES, SCRIPT, FileState, files_of, listing_argv, parse_listing,
+from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.features.weights.check import Difference, check_weights, compare
+from deployctl.features.weights.listing import (MAX_FILES, SCRIPT, FileState, files_of, listing_argv, parse_listing,
                                        safe_dir, safe_name)
 
 NAMES = ["config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from deployctl.models.facts import WeightsDir
-from deployctl.models.host_facts import HostFacts
-from deployctl.preflight.weights_files import weights_findings
+from deployctl.core.models.facts import WeightsDir
+from deployctl.core.models.host_facts import HostFacts
+from deployctl.features.preflight.weights_files import weights_findings
 
 from weights.test_listing import DirExecutor, make_nodes, targets
 
@@ -48,8 +48,8 @@ def test_identical_nodes_and_no_index(tmp_path):
 
 
 def test_per_file_findings_replace_the_total_size_one_on_that_node():
-    from deployctl.models.host_facts import Finding
-    from deployctl.preflight.weights_files import merge
+    from deployctl.core.models.host_facts import Finding
+    from deployctl.features.preflight.weights_files import merge
 
     total = Finding(rule="weights", severity="FAIL", host="node1", message="/w holds 5 bytes, the other nodes 10")
     other = Finding(rule="weights", severity="FAIL", host="node2", message="/w holds 7 bytes, the other nodes 10")

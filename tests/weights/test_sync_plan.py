@@ -6,10 +6,10 @@ import hashlib
 
 import pytest
 
-from deployctl.executors.base import CommandResult, HostError, HostTarget
-from deployctl.weights.check import CheckResult, Difference
-from deployctl.weights.listing import FileState
-from deployctl.weights.sync import Source, copy_file, local_listing, plan
+from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.features.weights.check import CheckResult, Difference
+from deployctl.features.weights.listing import FileState
+from deployctl.features.weights.sync import Source, copy_file, local_listing, plan
 
 NAMES = ["config.json", "model.safetensors.index.json", "s1.safetensors"]
 SRC = Source("node1", "/data/w", target=HostTarget("node1", "10.0.0.1"))
@@ -104,7 +104,7 @@ def test_a_weights_path_deployctl_will_not_put_in_a_command_is_exit_2_at_its_lin
 
 
 def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
-    from deployctl.weights.sync import sync_weights
+    from deployctl.features.weights.sync import sync_weights
 
     class Broken(Scripted):
         def client(self, target):

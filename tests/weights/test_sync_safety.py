@@ -12,14 +12,14 @@ import subprocess
 
 import pytest
 
-from deployctl.checkpoint.read import IndexFile
-from deployctl.executors.base import CommandResult, HostError, HostTarget
-from deployctl.weights.listing import FileState, listing_argv, parse_listing
-from deployctl.weights.localfs import local_listing, read_index
-from deployctl.weights.relay import SPARE, Source, copy_file, room
-from deployctl.weights.remote import (PART, dest_argv, parse_append, parse_part, parse_sha, parse_source_head,
+from deployctl.core.checkpoint.read import IndexFile
+from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.features.weights.listing import FileState, listing_argv, parse_listing
+from deployctl.features.weights.localfs import local_listing, read_index
+from deployctl.features.weights.relay import SPARE, Source, copy_file, room
+from deployctl.features.weights.remote import (PART, dest_argv, parse_append, parse_part, parse_sha, parse_source_head,
                                       parse_space, source_argv)
-from deployctl.weights.sync import SHARD_OVERHEAD, check_sizes
+from deployctl.features.weights.sync import SHARD_OVERHEAD, check_sizes
 
 NODE = HostTarget("node2", "10.0.0.2")
 NAME = "model-00001-of-00002.safetensors"

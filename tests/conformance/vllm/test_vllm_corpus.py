@@ -20,7 +20,7 @@ The EXPECTED side is a model of vLLM-Ascend's CI scripts written here from their
                - env = template envs + build_dist_envs L566-576 (MASTER_IP = node 0), all str()
                - proxy on node 0 (build_proxy_server_cmd L579-594): --port 1999 (L23-26, L256-257), every rank
 Both sides are normalised by the same functions (argv parsed with vLLM 0.23's own parser table,
-deployctl/engines/vllm_ascend/flags/vllm-0.23.0.json, via tests/engines/vllm_model.py) into:
+deployctl/core/engines/vllm_ascend/flags/vllm-0.23.0.json, via tests/engines/vllm_model.py) into:
   * one record per DP rank of each instance (instance = role + DP master): node, devices, launch shape, API
     port, DP size / address / rpc port, and every other flag by name (JSON options key by key);
   * the env of each node (keys the config sets, plus what deployctl adds);
@@ -393,7 +393,7 @@ def test_corpus_coverage():
 
 
 def _catalog() -> set[str]:
-    return set(yaml.safe_load((HERE.parents[2] / "deployctl" / "catalog" / "models.yaml").read_text()))
+    return set(yaml.safe_load((HERE.parents[2] / "deployctl" / "core" / "catalog" / "models.yaml").read_text()))
 
 
 def test_unknown_models_are_absent_from_the_catalog():

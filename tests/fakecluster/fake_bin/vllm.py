@@ -9,7 +9,7 @@ The fake vLLM-Ascend image (`.../vllm-ascend:TAG`, see docker.py make_vllm_layer
 
 `vllm serve`, in vLLM's order, each failure logged the way vLLM logs it, exit 1 (argv errors: exit 2):
 1. argv through an argparse parser built from vLLM's own parser table (/.fakecluster/vllm-flags/vllm-<ver>.json,
-   the committed deployctl/engines/vllm_ascend/flags tables; the version is the image tag's major.minor, the
+   the committed deployctl/core/engines/vllm_ascend/flags tables; the version is the image tag's major.minor, the
    newest older table when there is none for it): unknown flags `vllm serve: error: unrecognized arguments: ...`
    (exit 2), `--foo_bar` read as `--foo-bar` and unique prefixes accepted (FlexibleArgumentParser, allow_abbrev),
    `--kv-transfer-config` / `--additional-config` must be JSON.
@@ -128,7 +128,7 @@ def tag_version(image):
 
 def flags_dir(settings):
     for d in (settings.get("flags_dir"), os.path.join(HERE, "vllm-flags"),
-              os.path.join(HERE, "..", "..", "..", "deployctl", "engines", "vllm_ascend", "flags")):
+              os.path.join(HERE, "..", "..", "..", "deployctl", "core", "engines", "vllm_ascend", "flags")):
         if d and os.path.isdir(d):
             return d
     return None

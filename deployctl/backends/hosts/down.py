@@ -1,0 +1,13 @@
+"""`deployctl down`: stop and remove this deployment's containers on every host (files kept unless purge),
+through the deploy pipeline (locked, read back, recorded in the hosts' history)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def down(inv, purge: bool, run_root: Path, inventory_dir: Path, reporter, break_lock: bool = False):
+    from deployctl.backends.hosts.up import UpOptions, run_operation
+
+    opts = UpOptions(yes=True, purge=purge, run_root=run_root, inventory_dir=inventory_dir)
+    return run_operation("down", inv, opts, reporter, lambda _c: True)

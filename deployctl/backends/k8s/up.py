@@ -1,0 +1,83 @@
+"""`up | rollback | down | status | diff --target k8s`: the k8s backend (backend.py) with the real API
+client and helm, run through the deploy pipeline; status and diff read the live release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deployctl.backends.common.pipeline import Options, Outcome, run_pipeline
+from deployctl.io.records import RunRecord
+from deployctl.io.kube import KubeApi, kube_target
+from deployctl.backends.k8s.backend import K8sBackend
+from deployctl.backends.k8s.state import K8sOptions, release_docs
+from deployctl.backends.k8s.diff import InstanceAction, ObjectChange, diff_objects, instance_actions, stale_instances
+from deployctl.backends.k8s.render import render_release
+from deployctl.backends.k8s.rollout import Progress, describe, progress
+
+
+def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, to: int | None = None,
+                  api=None, helm=None, plan=None) -> tuple[Outcome, K8sBackend]:
+    """Run up, rollback or down of the inventory's release through the pipeline (``plan``: up's, from the
+    operation's context; else planned here)."""
+    from deployctl.io.helm import HelmClient
+
+    target = kube_target(inv, opts.inventory_dir)
+    if operation != "up":
+        plan = None
+    elif plan is None:
+        from deployctl.core.sizing.plan import plan_layout
+
+        plan = plan_layout(inv)
+    api = api or KubeApi(target)
+    helm = helm or HelmClient(target)
+    record = RunRecord.create(opts.run_root, f"{operation}-k8s")
+    backend = K8sBackend(operation, target, api, helm, record, opts, reporter, plan=plan, to=to)
+    skip = opts.skip_preflight or operation != "up"
+    outcome = run_pipeline(backend, record, Options(dry_run=opts.dry_run, yes=opts.yes, skip_preflight=skip),
+                           reporter, confirm)
+    return outcome, backend
+
+
+def run_up(inv, opts: K8sOptions, reporter, confirm, plan=None) -> tuple[Outcome, K8sBackend]:
+    return run_operation("up", inv, opts, reporter, confirm, plan=plan)
+
+
+def run_rollback(inv, to: int | None, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
+    return run_operation("rollback", inv, opts, reporter, confirm, to=to)
+
+
+def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
+    """Uninstall (no confirmation, as `down` always was)."""
+    opts.yes = True
+    return run_operation("down", inv, opts, reporter, lambda changes: True)
+
+
+def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
+    from deployctl.core.sizing.plan import plan_layout
+
+    target = kube_target(inv, inventory_dir)
+    docs = release_docs(render_release(plan if plan is not None else plan_layout(inv)))
+    live = KubeApi(target).release_objects()
+    return diff_objects(docs, live), instance_actions(docs, live)
+
+
+def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:
+    """Pods of the live release against its live StatefulSets/Deployments (no rendering, no helm)."""
+    target = kube_target(inv, inventory_dir)
+    api = KubeApi(target)
+    workloads = [o for o in api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
+    pods = api.pods()
+    prog = progress(workloads, pods)
+    problems = [describe(p, api.pod_events(p.name)) for p in prog.pods if not p.ready]
+    stale = stale_instances([w for w in workloads if w["kind"] == "StatefulSet"], pods)
+    problems += [f"instance {i}: some pods run an older revision of their StatefulSet; `deployctl up --target k8s`"
+                 " restarts the instance" for i in sorted(stale)]
+    return prog, problems, not workloads or not prog.done or bool(stale)
+
+
+def lock_holder(inv, inventory_dir: Path):
+    """(holder, stale) of the release's Lease, or None when nobody holds it (read-only)."""
+    from deployctl.backends.k8s.lease import read_lock
+
+    target = kube_target(inv, inventory_dir)
+    return read_lock(KubeApi(target), target.release)

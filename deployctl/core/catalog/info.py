@@ -1,0 +1,70 @@
+"""The catalog's types: a model's architecture numbers (ModelInfo and its parts) and a layout preset."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from deployctl.core.models.base import Frozen
+
+
+class QuantBytes(Frozen):
+    attention: float
+    dense: float
+    experts: float
+    shared: float
+    embedding: float
+    kv_cache: float
+    indexer_cache: float = 0.0
+
+
+class ParamsB(Frozen):
+    attention_per_layer: float
+    o_proj_per_layer: float
+    dense_ffn_per_layer: float
+    expert: float
+    router_per_layer: float
+    embedding: float
+    lm_head: float
+
+
+class KvSpec(Frozen):
+    kind: Literal["mla", "gqa", "hybrid"]     # hybrid: GQA in full_layers, a per-sequence state in the others
+    latent: int = 0
+    indexer: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    full_layers: int = 0              # layers with a KV cache (0: every layer)
+    state_bytes_per_seq: int = 0      # hybrid: linear-attention state of one sequence over all its layers, unsplit
+    state_split: int = 1              # hybrid: TP splits the state over at most this many ranks (its key heads)
+
+
+class ModelInfo(Frozen):
+    key: str
+    display: str
+    layers: int
+    dense_layers: int
+    hidden: int
+    heads: int
+    routed_experts: int
+    shared_experts: int
+    experts_per_token: int
+    params_b: ParamsB
+    kv: KvSpec
+    workspace_mb_per_prefill_token: float
+    quants: dict[str, QuantBytes]
+    mtp_layers: int = 0     # num_nextn_predict_layers of the checkpoint: MTP drafts need at least one
+    checkpoint: str = ""    # catalog/checkpoints/<this>/: the checkpoint files the architecture numbers come from
+    family: str = ""        # deployctl.core.checkpoint's family id (the engines' support matrices list families)
+    arch: dict[str, Any] | None = None   # perf/arch.yaml's extras (MLA, DSA) of a model described from its checkpoint
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers
+
+
+class LayoutPreset(Frozen):
+    key: str
+    summary: str
+    min_nodes: int
+    max_nodes: int
+    roles: dict[str, dict[str, int | str]]

@@ -1,0 +1,131 @@
+"""config.json (+ index, + msmodelslim description) → `ModelDescription`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
+from deployctl.core.checkpoint.families import _DTYPE_BYTES, FAMILIES
+from deployctl.core.checkpoint.read import CONFIG, CheckpointFiles, IndexFile, classify, problem, read_checkpoint, \
+    tensors_per_class, typed
+
+LINEAR = ("attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "indexer", "mtp")
+_MODELSLIM_BYTES = {"FLOAT": None, "W8A8": 1.0, "W8A8_DYNAMIC": 1.0, "W8A16": 1.0, "W4A8": 0.5, "W4A8_DYNAMIC": 0.5,
+                    "W4A16": 0.5, "W8A8_MIX": 1.0}
+
+
+def describe(directory: Path) -> ModelDescription:
+    """The description of the checkpoint whose small files are in `directory` (InventoryError when unreadable)."""
+    return describe_files(read_checkpoint(directory))
+
+
+def describe_files(files: CheckpointFiles) -> ModelDescription:
+    cfg_file = files.directory / CONFIG
+    archs = files.config.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise problem(cfg_file, "names no architecture", "architectures",
+                      "a Hugging Face config.json lists the model class, e.g. [\"DeepseekV3ForCausalLM\"]")
+    arch = archs[0][:120]
+    reader = FAMILIES.get(arch)
+    if reader is None:
+        raise problem(cfg_file, f"architecture {arch!r} is not one deployctl can size", "architectures",
+                      f"deployctl reads {', '.join(FAMILIES)}; another family needs its tensor shapes per weight class "
+                      "(deployctl/core/checkpoint/families.py), its attention cache per token and its engine support")
+    raw = files.config
+    if reader.text_config:
+        raw = raw.get("text_config")
+        if not isinstance(raw, dict):
+            raise problem(cfg_file, f"{arch} keeps its language model under text_config, which is missing",
+                          "text_config")
+    cfg = typed(reader.config, raw, cfg_file, hint=f"the key {arch} configs carry; is this the model's own "
+                "config.json?")
+    shape = reader.shape(cfg)
+    family = "kimi_k2" if cfg.model_type == "kimi_k2" else reader.family
+    notes = list(shape.notes)
+    if reader.text_config:
+        notes.append("vision tower not counted: only the language model under text_config is sized")
+    key, dtype = cfg.dtype_key
+    quant = _quantization(files, raw, key, dtype, shape.fields["layers"])
+    per_class = {c: int(round(p * quant.bytes_per_param.get(c, _DTYPE_BYTES.get(dtype, 2))))
+                 for c, p in shape.params.items() if p}
+    weights = WeightBytes(by_class=per_class, by_class_source=f"tensor shapes from {CONFIG} x {quant.source}")
+    if files.index is not None:
+        weights = _with_index(weights, files.index, shape.fields["layers"])
+    return ModelDescription(architecture=arch, family=family, model_type=cfg.model_type, vocab=cfg.vocab_size,
+                            tied_embeddings=cfg.tie_word_embeddings, dtype=dtype, quantization=quant,
+                            params={c: p for c, p in shape.params.items() if p}, weights=weights,
+                            notes=tuple(notes), **shape.fields)
+
+
+def _with_index(w: WeightBytes, index: IndexFile, layers: int) -> WeightBytes:
+    return w.model_copy(update={"index_total": index.metadata.total_size or None,
+                                "index_tensors": tensors_per_class(index, layers)})
+
+
+def _quantization(files: CheckpointFiles, cfg: dict, key: str, dtype: str, layers: int) -> Quantization:
+    base = float(_DTYPE_BYTES.get(dtype, 2))
+    if files.quant_description:
+        return _modelslim(files, base, layers)
+    qc = cfg.get("quantization_config") or files.config.get("quantization_config")
+    if not isinstance(qc, dict):
+        return Quantization(scheme="bf16" if base == 2 else dtype, source=f"{CONFIG} {key} {dtype}",
+                            bytes_per_param={})
+    method = str(qc.get("quant_method", ""))[:40]
+    where = f"{CONFIG} quantization_config.quant_method {method}"
+    if method == "fp8":
+        block = qc.get("weight_block_size") or [128, 128]
+        scale = 4 / (block[0] * block[1]) if _ints(block) else 0.0      # one fp32 scale per block
+        return Quantization(scheme="fp8", source=where, bytes_per_param={c: 1 + scale for c in LINEAR})
+    if method == "compressed-tensors":
+        return _compressed(qc, base, where)
+    raise problem(files.directory / CONFIG, f"quantization method {method!r} is not one deployctl can size",
+                  "quantization_config.quant_method", "deployctl reads fp8, compressed-tensors (int4/int8 weights) "
+                  "and msmodelslim's quant_model_description.json")
+
+
+def _ints(v) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and 0 < x <= 1 << 16 for x in v)
+
+
+def _compressed(qc: dict, base: float, where: str) -> Quantization:
+    """compressed-tensors: the weight bits of its config groups; Kimi-K2-Thinking quantizes only routed experts."""
+    groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
+    bits, group = 16, 0
+    for g in groups.values():
+        w = g.get("weights") if isinstance(g, dict) else None
+        if isinstance(w, dict) and isinstance(w.get("num_bits"), int):
+            bits = min(bits, w["num_bits"])
+            group = w.get("group_size") if isinstance(w.get("group_size"), int) and w["group_size"] > 0 else 0
+    if bits >= 16:
+        return Quantization(scheme="bf16", source=where + " (no weight bits)", bytes_per_param={})
+    ignore = [str(x) for x in qc.get("ignore", []) if isinstance(x, str)][:10000]
+    per = bits / 8 + (2 / group if group else 0)            # bf16 scale per group
+    kept = {c for c in LINEAR if any(_ignored(c, pat) for pat in ignore)}
+    return Quantization(scheme=f"w{bits}a16", source=where + f" (num_bits {bits}, group_size {group or 'none'})",
+                        bytes_per_param={c: base if c in kept else per for c in LINEAR})
+
+
+def _ignored(cls: str, pattern: str) -> bool:
+    marks = {"attention": ("self_attn", "attn"), "o_proj": ("self_attn", "o_proj"), "shared_experts": ("shared_expert",),
+             "dense_ffn": ("layers.0.mlp", "dense"), "indexer": ("indexer",), "mtp": ()}
+    return any(m in pattern for m in marks.get(cls, ()))
+
+
+def _modelslim(files: CheckpointFiles, base: float, layers: int) -> Quantization:
+    """msmodelslim's quant_model_description: the majority type of each class's weights."""
+    counts: dict[str, dict[str, int]] = {}
+    for name, kind in files.quant_description.items():
+        if not name.endswith(".weight"):
+            continue
+        c = classify(name, layers)
+        counts.setdefault(c, {}).setdefault(kind.upper(), 0)
+        counts[c][kind.upper()] += 1
+    per = {}
+    for c, kinds in counts.items():
+        kind = max(kinds, key=kinds.get)
+        b = _MODELSLIM_BYTES.get(kind, base)
+        per[c] = base if b is None else b
+    top = str(files.quant_description.get("model_quant_type", "")).upper()
+    scheme = top.removesuffix("_DYNAMIC").lower() or "w8a8"
+    return Quantization(scheme=scheme, source=f"{files.quant_file} (msmodelslim; W4 weights counted at their loaded "
+                        "size, 0.5 B)", bytes_per_param=per)

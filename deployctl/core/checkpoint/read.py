@@ -1,0 +1,162 @@
+"""Read a checkpoint's small files, bounded: the one boundary where untrusted checkpoint files are parsed.
+
+Every file is size-capped before it is read, must be a JSON object, and is parsed into typed models; a problem is an
+`InventoryError` (exit 2) naming the file, the key and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from deployctl.core.errors import InventoryError, Problem
+from deployctl.core.models.base import Frozen
+
+CONFIG = "config.json"
+INDEX = "model.safetensors.index.json"
+QUANT_GLOB = "quant_model_description*.json"
+MAX_CONFIG_BYTES = 1 << 20          # a config.json is a few KB
+MAX_INDEX_BYTES = 64 << 20          # DeepSeek-V3's index is about 9 MB (91k tensor names)
+MAX_TENSORS = 2_000_000
+MAX_NAME = 512
+
+
+def problem(file: Path | str, message: str, key: str = "", hint: str = "") -> InventoryError:
+    return InventoryError(f"cannot read the checkpoint file {file}",
+                          problems=[Problem(message=message, path=key, file=str(file), hint=hint)])
+
+
+def read_json(path: Path, limit: int) -> dict:
+    """The JSON object in `path`, refused when larger than `limit` bytes, not JSON, or not an object."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise problem(path, "is not a regular file")
+        with path.open("rb") as f:
+            raw = f.read(limit + 1)          # never more, whatever the size says (devices, growing files)
+    except OSError as exc:
+        raise problem(path, f"cannot be read: {exc.strerror or exc}", hint="give the directory that holds the "
+                      "checkpoint's config.json (model.config_path)") from None
+    return parse_json(raw, path, limit)
+
+
+def parse_json(raw: bytes, path: Path | str, limit: int) -> dict:
+    """The JSON object in ``raw`` (read from ``path``, at most ``limit`` + 1 bytes), or a problem naming it."""
+    if len(raw) > limit:
+        raise problem(path, f"is more than the {limit:,} bytes such a file can be",
+                      hint="point model.config_path at the checkpoint's own small files")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise problem(path, f"is not valid JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        raise problem(path, "nests too deeply to be a checkpoint file") from None
+    if not isinstance(data, dict):
+        raise problem(path, f"holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def typed(model: type[Frozen], data: dict, path: Path | str, hint: str = "") -> Any:
+    """`data` parsed into `model`; every validation error a problem naming the key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [Problem(message=f"{e['msg']} (got {str(e.get('input'))[:80]!r})",
+                            path=".".join(str(p) for p in e["loc"]), file=str(path), hint=hint)
+                    for e in exc.errors()[:20]]
+        raise InventoryError(f"the checkpoint file {path} does not say what deployctl needs",
+                             problems=problems) from None
+
+
+class IndexMetadata(Frozen):
+    model_config = {"frozen": True, "extra": "ignore", "strict": True}
+    total_size: int | None = Field(None, ge=0, le=1 << 50)
+
+
+class IndexFile(Frozen):
+    """model.safetensors.index.json: which shard holds each tensor, and the bytes of all tensors."""
+
+    model_config = {"frozen": True, "extra": "ignore", "strict": True}
+    metadata: IndexMetadata = IndexMetadata()
+    weight_map: dict[str, str] = Field(max_length=MAX_TENSORS)
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    directory: Path
+    config: dict
+    index: IndexFile | None = None
+    quant_description: dict[str, str] = field(default_factory=dict)
+    quant_file: str = ""
+
+
+def read_checkpoint(directory: Path) -> CheckpointFiles:
+    """config.json (required), the safetensors index and the msmodelslim description (when present)."""
+    if not directory.is_dir():
+        raise problem(directory, "is not a directory", hint="model.config_path names a directory holding the "
+                      "checkpoint's config.json and model.safetensors.index.json")
+    config = read_json(directory / CONFIG, MAX_CONFIG_BYTES)
+    index = None
+    if (directory / INDEX).exists():
+        index = typed(IndexFile, read_json(directory / INDEX, MAX_INDEX_BYTES), directory / INDEX)
+        long = next((n for n in index.weight_map if len(n) > MAX_NAME), None)
+        if long is not None:
+            raise problem(directory / INDEX, f"names a tensor of {len(long)} characters", "weight_map")
+    quant, quant_file = {}, ""
+    found = sorted(directory.glob(QUANT_GLOB))
+    if found:
+        raw = read_json(found[0], MAX_INDEX_BYTES)
+        bad = next((k for k, v in raw.items() if not isinstance(v, str) or len(k) > MAX_NAME), None)
+        if bad is not None:
+            raise problem(found[0], "maps a tensor to something other than a quantization type name", bad[:80])
+        quant, quant_file = raw, found[0].name
+    return CheckpointFiles(directory=directory, config=config, index=index, quant_description=quant,
+                           quant_file=quant_file)
+
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def classify(name: str, layers: int) -> str:
+    """The weight class of one tensor name (model.layers.N.…; layers at N >= `layers` are MTP layers)."""
+    m = _LAYER.search(name)
+    if name.startswith("mtp.") or (m and int(m.group(1)) >= layers):
+        return "mtp"
+    if "embed_tokens" in name:
+        return "embedding"
+    if name.startswith("lm_head"):
+        return "lm_head"
+    if m is None:
+        return "norms" if "norm" in name else "other"
+    if ".indexer." in name:
+        return "indexer"
+    if "shared_expert" in name:       # shared_experts (DeepSeek, GLM) and shared_expert(_gate) (Qwen3-Next)
+        return "shared_experts"
+    if ".experts." in name:
+        return "routed_experts"
+    if name.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight")) or "e_score_correction_bias" in name:
+        return "router"
+    if ".o_proj." in name:
+        return "o_proj"
+    if ".self_attn." in name or ".linear_attn." in name:
+        return "attention"
+    if ".mlp." in name:
+        return "dense_ffn"
+    return "norms" if "norm" in name else "other"
+
+
+def tensors_per_class(index: IndexFile, layers: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in index.weight_map:
+        c = classify(name, layers)
+        out[c] = out.get(c, 0) + 1
+    return out

@@ -1,0 +1,123 @@
+"""The MindIE engine driver (engine.kind: mindie): MindIE Service on every node, MindIE-MS for pd-split.
+
+Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs, named next to it
+(../shared/reference/mindie-upstream-rules.md collects them); the support matrix is data (support.yaml).
+MindIE's own acceptance checks (every refusal of MindIE-LLM's config manager, per version) are data too
+(acceptance.yaml, evaluated by acceptance.py on every rendered config.json and rank table by ``accept(plan)``;
+validate/plan/render refuse what MindIE would refuse, docs/engines-mindie-acceptance.md).
+Submodules are imported when a method needs them, so loading an inventory stays fast.
+"""
+
+from __future__ import annotations
+
+from deployctl.core.engines.spec import EngineVersion, MemoryInputs, NodeProcesses
+
+
+class MindieDriver:
+    kind = "mindie"
+    display = "MindIE"
+    # engine keys a pd-split role may set over the engine block (layout.<role>.engine): each role's config.json
+    # (MindIE-Motor's PD samples set maxPrefillBatchSize, maxLinkNum, dpScheduling per role)
+    role_keys = ("config",)
+    needs_device_ips = True   # the rank table names every device's IP
+    max_servers = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc, ranktable_config.cpp)
+
+    @property
+    def settings(self):
+        from deployctl.core.engines.mindie.settings import MindieSettings
+
+        return MindieSettings
+
+    def version(self, inv) -> EngineVersion:
+        from deployctl.core.engines.spec import version_from
+
+        return version_from(inv.engine)
+
+    def validate(self, inv, raw) -> list:
+        from deployctl.core.engines.mindie.validate import engine_problems
+
+        return engine_problems(inv, raw)
+
+    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+        from deployctl.core.engines.mindie.support import role_preset
+
+        return role_preset(inv, role) if preset == "pd-split" else None
+
+    def needs_interfaces(self, inv) -> str | None:
+        from deployctl.core.engines.mindie.support import needs_interfaces
+
+        return needs_interfaces(inv)
+
+    def check(self, plan) -> list:
+        from dataclasses import replace
+
+        from deployctl.core.engines.mindie.rules import layout_findings
+        from deployctl.core.engines.mindie.findings import check
+        from deployctl.core.engines.mindie.support import expand_source
+
+        return [replace(f, source=expand_source(f.source)) for f in check(plan) + layout_findings(plan)]
+
+    def accept(self, plan) -> list:
+        from deployctl.core.engines.mindie.findings import plan_findings
+
+        return plan_findings(plan)
+
+    def memory(self, inv, role: str, degrees) -> MemoryInputs:
+        from deployctl.core.engines.mindie.support import memory_inputs
+
+        return memory_inputs(inv, role, degrees)
+
+    def render(self, plan) -> list:
+        from deployctl.core.engines.mindie.config import render_configs
+        from deployctl.core.engines.mindie.env import render_envs
+        from deployctl.core.engines.mindie.ms import render_ms
+        from deployctl.core.engines.mindie.ranktable import render_ranktables
+        from deployctl.core.engines.mindie.start import render_starts
+
+        out = []
+        for render in (render_configs, render_envs, render_starts, render_ranktables, render_ms):
+            out += render(plan)
+        return out
+
+    def processes(self, plan, node) -> NodeProcesses:
+        from deployctl.core.engines.mindie.processes import node_processes
+
+        return node_processes(plan, node)
+
+    @property
+    def metric_names(self):
+        from deployctl.core.engines.mindie.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
+    def metrics_targets(self, plan) -> list:
+        from deployctl.core.engines.mindie.processes import metrics_targets
+
+        return metrics_targets(plan)
+
+    def host_ports(self, inv) -> dict[str, int]:
+        from deployctl.core.engines.mindie.processes import host_ports
+
+        return host_ports(inv)
+
+    def support_rows(self) -> list[dict]:
+        from deployctl.core.engines.mindie.table import support_rows
+
+        return support_rows()
+
+    def support_table(self) -> str:
+        from deployctl.core.engines.mindie.table import markdown_table
+
+        return markdown_table()
+
+    @property
+    def chart(self):
+        from deployctl.core.engines.spec import Chart
+        from deployctl.core.engines.mindie.chart_values import OWNED_VALUES, MindieValues
+        from deployctl.core.engines.mindie.helm import chart_values
+
+        return Chart(block="mindie", block_model=MindieValues, owned_values=OWNED_VALUES, values=chart_values,
+                     image="swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts")
+
+
+DRIVER = MindieDriver()

@@ -1,0 +1,167 @@
+"""The vLLM-Ascend engine driver (engine.kind: vllm-ascend): `vllm serve` per node (internal DP), per DP rank
+(external DP, prefill/decode with Mooncake) or across nodes (--nnodes), and the P/D proxy.
+
+Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables (flags/), named next to it
+(../shared/reference/vllm-ascend.md collects them). Submodules are imported when a method needs them.
+"""
+
+from __future__ import annotations
+
+
+class VllmAscendDriver:
+    kind = "vllm-ascend"
+    display = "vLLM-Ascend"
+    max_servers = None     # no rank table: no server-count limit of its own
+    # engine keys a pd-split role may set over the engine block (layout.<role>.engine): what vLLM-Ascend's PD CI
+    # configs set per role (tests/e2e/nightly/multi_node/config/*.yaml: --enforce-eager on prefill,
+    # --compilation-config on decode, different additional-config and memory utilisation)
+    role_keys = ("args", "additional_config", "gpu_memory_utilization")
+    needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
+
+    @property
+    def perf_deratings(self) -> dict:
+        """The step model's deratings for this engine (perf.yaml: fitted on vLLM-Ascend's own published points,
+        tests/perf/fit_engine.py), read by deployctl.core.sizing.calibration.fitted_for."""
+        from deployctl.core.engines.vllm_ascend.support import perf_deratings
+
+        return perf_deratings()
+
+    @property
+    def perf_deratings_source(self) -> str:
+        from deployctl.core.engines.vllm_ascend.support import perf_deratings_source
+
+        return perf_deratings_source()
+
+    @property
+    def perf_fit_record(self) -> dict:
+        """max_error_on_points and source of perf_deratings, for the estimate's `calibration`."""
+        from deployctl.core.engines.vllm_ascend.support import perf_fit_record
+
+        return perf_fit_record()
+
+    @property
+    def settings(self):
+        from deployctl.core.engines.vllm_ascend.settings import VllmAscendSettings
+
+        return VllmAscendSettings
+
+    def version(self, inv):
+        from deployctl.core.engines.spec import version_from
+
+        return version_from(inv.engine)
+
+    def validate(self, inv, raw) -> list:
+        from deployctl.core.engines.vllm_ascend.validate import engine_problems
+
+        return engine_problems(inv, raw)
+
+    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+        from deployctl.core.engines.vllm_ascend.support import role_preset
+
+        return role_preset(role) if preset == "pd-split" else None
+
+    def chunked_prefill(self, inv) -> bool:
+        """vLLM's V1 engine chunks prompts longer than --max-num-batched-tokens: SchedulerConfig.enable_chunked_prefill
+        defaults to True and only without it must max_num_batched_tokens cover max_model_len (vllm-project/vllm
+        @01230b40 vllm/config/scheduler.py, enable_chunked_prefill / verify_max_model_len; the same in the 0.11 and
+        0.13 configs, line numbers there unverified). vllm-ascend's CI runs --max-num-batched-tokens 2048 with
+        --max-model-len 40960 (Qwen3-235B-A22B-A2.yaml @182b75ea L31-L32). Off when the args say
+        --no-enable-chunked-prefill (engine.args or a role's), and with 0.11's Ascend scheduler unless its own
+        enable_chunked_prefill is on (v0.11.0 vllm_ascend/core/schedule_config.py L48, L65-L69)."""
+        from deployctl.core.inventory.roles import ROLES, role_block
+
+        blocks = [{"args": inv.engine.args, "additional_config": inv.engine.additional_config}]
+        blocks += [b.engine for b in (role_block(inv, r) for r in ROLES) if b is not None]
+        for block in blocks:
+            sched = (block.get("additional_config") or {}).get("ascend_scheduler_config") or {}
+            if "--no-enable-chunked-prefill" in (block.get("args") or []) or (
+                    isinstance(sched, dict) and sched.get("enabled") and not sched.get("enable_chunked_prefill")):
+                return False
+        return True
+
+    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]:
+        """(decode token threshold, where it is set) when the settings turn on two-microbatch overlap, else (0, "")."""
+        from deployctl.core.engines.vllm_ascend.overlap import overlap_of
+
+        return overlap_of(engine, env)
+
+    def needs_interfaces(self, inv) -> str | None:
+        from deployctl.core.engines.vllm_ascend.support import needs_interfaces
+
+        return needs_interfaces(inv)
+
+    def check(self, plan) -> list:
+        from deployctl.core.engines.vllm_ascend.ports import port_findings
+        from deployctl.core.engines.vllm_ascend.support import check
+
+        out = check(plan)
+        if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders
+            out += port_findings(plan)
+        return out
+
+    def accept(self, plan) -> list:
+        return []       # vLLM's own argument checks are not encoded yet
+
+    def memory(self, inv, role: str, degrees):
+        from deployctl.core.engines.vllm_ascend.support import memory_inputs
+
+        return memory_inputs(inv, role, degrees)
+
+    def render(self, plan) -> list:
+        from deployctl.core.engines.vllm_ascend.render import render
+
+        return render(plan)
+
+    def processes(self, plan, node):
+        from deployctl.core.engines.vllm_ascend.processes import node_processes
+
+        return node_processes(plan, node)
+
+    def router_control(self, plan, remote):
+        """Rolling updates of xPyD: the P/D proxy's /instances/remove and /add (None before 0.13)."""
+        from deployctl.core.engines.vllm_ascend.control import router_control
+
+        return router_control(plan, remote)
+
+    def router_control_gap(self, plan) -> str | None:
+        """Why no router control (a pd-split on a version whose proxy cannot remove safely), for `watch`."""
+        from deployctl.core.engines.vllm_ascend.control import router_control_gap
+
+        return router_control_gap(plan)
+
+    @property
+    def metric_names(self):
+        from deployctl.core.engines.vllm_ascend.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
+    def metrics_targets(self, plan) -> list:
+        from deployctl.core.engines.vllm_ascend.processes import metrics_targets
+
+        return metrics_targets(plan)
+
+    def host_ports(self, inv) -> dict[str, int]:
+        from deployctl.core.engines.vllm_ascend.processes import host_ports
+
+        return host_ports(inv)
+
+    def support_rows(self) -> list[dict]:
+        from deployctl.core.engines.vllm_ascend.table import support_rows
+
+        return support_rows()
+
+    def support_table(self) -> str:
+        from deployctl.core.engines.vllm_ascend.table import markdown_table
+
+        return markdown_table()
+
+    @property
+    def chart(self):
+        from deployctl.core.engines.spec import Chart
+        from deployctl.core.engines.vllm_ascend.chart import OWNED_VALUES, VllmValues, chart_values
+
+        return Chart(block="vllm", block_model=VllmValues, owned_values=OWNED_VALUES, values=chart_values,
+                     image="quay.io/ascend/vllm-ascend:v0.13.0")
+
+
+DRIVER = VllmAscendDriver()

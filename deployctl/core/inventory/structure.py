@@ -1,0 +1,137 @@
+"""Structure problems: pydantic's errors for the inventory turned into problems that name the file, line and key
+(what the value must be, the close key a typo meant)."""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from typing import Any
+
+from deployctl.app import engines
+from deployctl.core.errors import Problem
+from deployctl.io.inventory_file import KeyPath, RawInventory
+
+
+# --------------------------------------------------------------------------- structure
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional/list/dict wrappers down to a pydantic model class (or None)."""
+    from pydantic import BaseModel
+
+    args = typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in args:
+        found = _unwrap(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(root: type, loc: tuple) -> type | None:
+    cls = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(cls, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        cls = _unwrap(field.annotation)
+        if cls is None:
+            return None
+    return cls
+
+
+_TYPE_NAMES = {"int_type": "an integer", "string_type": "a string", "bool_type": "true or false",
+               "float_type": "a number", "list_type": "a list", "dict_type": "a mapping",
+               "model_type": "a mapping", "int_parsing": "an integer", "bool_parsing": "true or false"}
+_ABSOLUTE = ("an absolute path of plain characters",
+             "start with '/', then letters, digits, '.', '_', '-' and '/' only (it reaches docker's and the "
+             "shell's command lines)")
+PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' string patterns
+    "container_name": ("a valid container name", "docker names: letters, digits, '_', '.', '-', starting with "
+                       "a letter or digit"),
+    "user": ("a valid login name", "letters, digits, '_', '.', '-', starting with a letter, digit or '_'"),
+    "work_dir": _ABSOLUTE, "deploy_dir": _ABSOLUTE, "daemon": _ABSOLUTE, "ms_home": _ABSOLUTE,
+    "interface": ("a network interface name", "the name `ip -o addr` shows for the node's IP, e.g. enp189s0f0 "
+                  "(at most 15 letters, digits, '_', '.', '-')"),
+    "shm_size": ("a docker size", "a number with an optional unit k, m or g, e.g. 500g"),
+    "k8s_node": ("a Kubernetes node name", "lower-case letters, digits, '-' and '.', starting and ending with a "
+                 "letter or digit"),
+    "namespace": ("a Kubernetes name", "lower-case letters, digits and '-', starting and ending with a letter "
+                  "or digit"),
+    "release": ("a Helm release name", "lower-case letters, digits and '-', starting and ending with a letter "
+                "or digit"),
+    "scheduler_name": ("a scheduler name", "lower-case letters, digits and '-', starting and ending with a "
+                       "letter or digit"),
+}
+_UNION_TAGS = ("str", "int", "float", "bool", "function-after", "function-before")
+
+
+def _describe(value) -> str:
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping",
+            type(None): "null"}.get(type(value), type(value).__name__)
+    return f"{kind} {value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) < 40 else kind
+
+
+def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
+    from deployctl.core.models.inventory import Inventory
+
+    err = errs[0]
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx", {})
+    if len(errs) > 1:  # a union: every member refused the value
+        wanted = " or ".join(dict.fromkeys(_TYPE_NAMES.get(e["type"], e["type"]) for e in errs))
+        return raw.problem(loc, f"expected {wanted}, got {_describe(value)}")
+    if kind == "extra_forbidden":
+        model = _model_at(Inventory, loc[:-1])
+        if loc[:1] == ("engine",):     # the engine block is a union: the model of the kind this file names
+            block = raw.data.get("engine") if isinstance(raw.data, dict) else None
+            kind = block.get("kind", engines.DEFAULT_KIND) if isinstance(block, dict) else engines.DEFAULT_KIND
+            if kind in engines.KINDS:
+                model = _model_at(engines.driver(kind).settings, loc[1:-1])
+        allowed = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else (
+            f"allowed keys here: {', '.join(allowed)}" if allowed else "")
+        return raw.problem(loc, f"unknown key '{loc[-1]}'", hint)
+    if kind == "missing":
+        return raw.problem(loc, f"missing required key '{loc[-1]}'", "see inventories/sample.yaml for every key")
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return raw.problem(loc, f"unknown engine kind {ctx.get('tag', value)!r}",
+                           f"use one of: {', '.join(sorted(engines.KINDS))}")
+    if kind == "literal_error":
+        return raw.problem(loc, f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}")
+    if kind == "string_pattern_mismatch" and loc[-1] == "name":
+        return raw.problem(loc, f"{value!r} is not a valid name",
+                           "use lower-case letters, digits and '-', starting and ending with a letter or digit")
+    if kind == "string_pattern_mismatch" and loc and loc[-1] in PATTERN_HINTS:
+        what, hint = PATTERN_HINTS[loc[-1]]
+        return raw.problem(loc, f"{value!r} is not {what}", hint)
+    if kind in ("greater_than", "greater_than_equal", "less_than_equal", "less_than"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "")
+        return raw.problem(loc, f"{value!r} is out of range: must be {op} {bound}",
+                           "sizes, counts and ports are positive integers within the engine's limits")
+    if kind in _TYPE_NAMES:
+        return raw.problem(loc, f"expected {_TYPE_NAMES[kind]}, got {_describe(value)}",
+                           "quote strings that look like numbers; write numbers without quotes")
+    if kind == "too_short":
+        return raw.problem(loc, "must not be empty")
+    return raw.problem(loc, f"{err['msg']} (got {_describe(value)})")
+
+
+def structure_problems(raw: RawInventory, exc) -> list[Problem]:
+    grouped: dict[KeyPath, list[dict]] = {}
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
+        if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in engines.KINDS:   # the union's tag
+            loc = loc[:1] + loc[2:]
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc += ("kind",)
+        grouped.setdefault(loc, []).append(err)
+    problems = {loc: _one_problem(raw, loc, errs) for loc, errs in grouped.items()}
+    # `adress` unknown + `address` missing is one typo: keep the did-you-mean, drop the "missing"
+    for loc, prob in list(problems.items()):
+        if prob.hint.startswith("did you mean '"):
+            twin = loc[:-1] + (prob.hint.split("'")[1],)
+            problems.pop(twin, None)
+    return list(problems.values())

@@ -1,0 +1,95 @@
+"""Static validation: plain data -> Inventory, collecting every problem (no network)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from deployctl.app import engines
+from deployctl.core.errors import InventoryError, Problem
+from deployctl.core.inventory.apply_facts import apply_facts
+from deployctl.core.inventory.engine_checks import check_engine, check_kubernetes, check_model, describe_checkpoint
+from deployctl.core.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps
+from deployctl.core.inventory.hccn import read_hccn_conf
+from deployctl.core.inventory.hostile import check_ssh, hostile_problems
+from deployctl.core.inventory.layout_checks import check_layout
+from deployctl.io.inventory_file import RawInventory
+from deployctl.core.inventory.node_checks import check_devices, check_nodes, check_sku, check_super_pod, resolve_devices
+from deployctl.core.inventory.paths import cluster_dir_problems
+from deployctl.core.inventory.structure import structure_problems
+
+CHECKS = (check_nodes, check_ssh, check_sku, check_super_pod, check_devices, check_model, check_engine, check_kubernetes,
+          check_layout, cluster_dir_problems)
+
+
+def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
+    """Validate the whole inventory and return it with device IPs filled in from hccn_conf and, when
+    ``facts`` (a preflight FactsFile) is given, from the live hosts.
+
+    Raises:
+        InventoryError: with every problem found, each naming file, line and key path.
+    """
+    inv, problems = inventory_problems(raw, read_text, facts)
+    if problems:
+        raise InventoryError(count_problems(raw.file, problems), problems=problems)
+    return inv
+
+
+def validate_for_discovery(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
+    """Validation for `preflight`: what only the hosts can tell (device IPs, A3 SDIDs and super pod ids
+    the inventory leaves out: ``NeedsFacts``) is returned as notes instead of refused.
+
+    Returns:
+        (inventory, the NeedsFacts notes), the inventory filled from ``facts`` when given.
+    Raises:
+        InventoryError: every other problem, as ``validate_inventory`` reports it.
+    """
+    inv, problems = inventory_problems(raw, read_text, facts)
+    refused = [p for p in problems if not isinstance(p, NeedsFacts)]
+    if refused:
+        raise InventoryError(count_problems(raw.file, refused), problems=refused)
+    return inv, [p for p in problems if isinstance(p, NeedsFacts)]
+
+
+def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None) -> tuple:
+    """(inventory, every value problem, NeedsFacts included), sorted; structure problems raise InventoryError."""
+    from pydantic import ValidationError
+
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.sizing.layout import layout_problems
+
+    # refused before anything else: no later message, file or command line may carry these values
+    hostile = hostile_problems(raw)
+    try:
+        inv = Inventory.model_validate(raw.data)
+    except ValidationError as exc:
+        bad = {p.path for p in hostile}
+        structure = [p for p in structure_problems(raw, exc)
+                     if not any(p.path == b or p.path.startswith((b + ".", b + "[")) for b in bad)]
+        problems = sorted(hostile + structure, key=Problem.sort_key)
+        raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
+    if hostile:
+        problems = sorted(hostile, key=Problem.sort_key)
+        raise InventoryError(count_problems(raw.file, problems), problems=problems)
+    inv, problems = resolve_devices(inv, raw, read_text or read_hccn_conf)
+    if facts is not None:
+        inv = apply_facts(inv, facts)
+    inv, unread = describe_checkpoint(inv, raw)
+    problems += unread
+    bad_hccn = {n.name for i, n in enumerate(inv.nodes)
+                if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
+    for check in CHECKS:
+        problems += check(inv, raw)
+    if not any(p.path.startswith("layout") for p in problems):
+        problems += layout_problems(inv, raw, skip_ips=bad_hccn)
+        problems += interface_gaps(inv, raw, engines.for_inventory(inv).needs_interfaces(inv))
+    if facts is not None:   # the facts were there and still left the gap: "run preflight" would not help
+        problems = [dataclasses.replace(p, hint=discovery_hint(raw.file, p.what, facts_given=True))
+                    if isinstance(p, NeedsFacts) else p for p in problems]
+    return inv, sorted(dict.fromkeys(problems), key=Problem.sort_key)
+
+
+def count_problems(file: str, problems: list) -> str:
+    n = len(problems)
+    return f"{file}: {n} problem{'s' if n != 1 else ''}"

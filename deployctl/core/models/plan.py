@@ -1,0 +1,146 @@
+"""The plan: instances, roles, node order, rank assignment, ports and memory fit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from deployctl.core.models.base import Frozen
+
+from deployctl.core.models.inventory import Inventory
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+class Degrees(Frozen):
+    """Parallel degrees of one instance (attention tp/dp/pp/cp, MoE tp/ep, local TP of o_proj and lm_head)."""
+
+    tp: int = 1
+    dp: int = 1
+    pp: int = 1
+    cp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+    o_proj_tp: int | None = None
+    lm_head_tp: int | None = None
+
+
+class Rank(Frozen):
+    rank: int
+    node: str
+    device_id: int          # physical id (/dev/davinciN)
+    local_rank: int         # logical id inside the container (npuDeviceIds)
+    device_ip: str | None = None
+    sdid: int | None = None
+
+
+class MemoryFit(Frozen):
+    """Per-die memory budget (bytes are decimal GB = 1e9 in the *_gb fields)."""
+
+    hbm_gb: float
+    memory_fraction: float
+    fraction_name: str = "memory fraction"   # the engine setting it comes from
+    usable_gb: float
+    weights_gb: float
+    weights_breakdown_gb: dict[str, float]
+    workspace_gb: float
+    comm_buffers_gb: float
+    kv_budget_gb: float
+    kv_bytes_per_token: int
+    max_tokens: int          # tokens of KV cache per die (one DP group's copy)
+    max_sequences: int       # concurrent sequences of max_seq_len over the whole instance
+    fits: bool
+    reason: str = ""
+    notes: list[str] = Field(default_factory=list)   # how the engine's runtime splits weights, with sources
+
+
+class Instance(Frozen):
+    name: str
+    role: Role
+    nodes: list[str]
+    master: str
+    world_size: int
+    degrees: Degrees
+    ranks: list[Rank]
+    memory: MemoryFit
+
+    @property
+    def multi_node(self) -> bool:
+        return len(self.nodes) > 1
+
+
+class PlanNode(Frozen):
+    name: str
+    address: str
+    server_id: str           # rank table server_id (the node IP)
+    container_ip: str
+    instance: str
+    role: Role
+    is_master: bool
+    super_pod_id: str | None = None
+    interface: str | None = None   # the interface carrying container_ip (inventory or preflight facts)
+    device_ids: list[int]
+    runs_router: bool = False  # pd-split: this node also runs the router in front (the engine says which)
+
+
+class FleetRouter(Frozen):
+    """Several mixed instances: deployctl's load balancer in front of them (inventory `router`)."""
+
+    node: str
+    ip: str                  # the node's server IP (container_ip, else address): clients connect to ip:port
+    port: int
+    admin_port: int          # HAProxy runtime API, 127.0.0.1 only
+    image: str
+    check_interval_ms: int
+    container: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.port}"
+
+
+class EngineInfo(Frozen):
+    """Which engine, which version (and where that was read), and what its support matrix said."""
+
+    kind: str
+    display: str
+    version: str | None
+    version_source: str
+    warnings: list[str] = Field(default_factory=list)   # allowed but unverified combinations, with sources
+    notes: list[str] = Field(default_factory=list)
+
+
+class Plan(Frozen):
+    """Everything the renderers need; `deployctl plan --output json` prints this."""
+
+    deployctl_version: str
+    preset: str
+    hardware: Literal["a2", "a3"]
+    model_display: str
+    instances: list[Instance]
+    nodes: list[PlanNode] = Field(description="master first, then instance order, then inventory order")
+    engine: EngineInfo
+    router: FleetRouter | None = None
+    inventory: Inventory
+
+    @property
+    def _by_name(self) -> tuple[dict[str, PlanNode], dict[str, Instance]]:
+        # a 1,024-server plan is asked for its nodes thousands of times: look them up, do not scan. Kept with the
+        # lists it indexes (model_copy(update=...) may give a copy other lists: then it is built again)
+        key = (id(self.nodes), id(self.instances))
+        cached = self.__dict__.get("_index")
+        if cached is None or cached[0] != key:
+            cached = (key, ({n.name: n for n in self.nodes}, {i.name: i for i in self.instances}))
+            self.__dict__["_index"] = cached
+        return cached[1]
+
+    def node(self, name: str) -> PlanNode:
+        return self._by_name[0][name]
+
+    def instance(self, name: str) -> Instance:
+        return self._by_name[1][name]
+
+    def role(self, role: str) -> list[Instance]:
+        """The instances of one role (mixed, prefill, decode), in plan order."""
+        return [i for i in self.instances if i.role == role]

@@ -1,0 +1,24 @@
+"""Render a plan: plan.json plus every file the engine's driver renders. Pure: Plan -> [Artifact]."""
+
+from __future__ import annotations
+
+from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.plan import Plan
+
+
+def render_plan(plan: Plan) -> list[Artifact]:
+    """plan.json: the plan with its secret env values masked (deployctl.core.secrets), readable by its owner only."""
+    from pydantic_core import to_json
+
+    from deployctl.core.secrets import plan_doc
+
+    return [Artifact(kind="plan", path="plan.json", content=to_json(plan_doc(plan), indent=2) + b"\n", mode=0o600)]
+
+
+def render_artifacts(plan: Plan) -> list[Artifact]:
+    """Every file of the rendered tree, sorted by path (byte-stable for the same plan)."""
+    from deployctl.app import engines
+    from deployctl.core.render.router import render_router
+
+    out = render_plan(plan) + engines.driver(plan.engine.kind).render(plan) + render_router(plan)
+    return sorted(out, key=lambda a: a.path)

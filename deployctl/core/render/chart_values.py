@@ -1,0 +1,293 @@
+"""The values of the `ascend-llm` Helm chart (deployctl/charts/ascend-llm), as pydantic models.
+
+One chart serves every engine: the keys here are common to all (image, scheduling, NPUs, mounts, probes,
+resources, the instances); `engine` selects the engine's templates (templates/<engine>-*.yaml), and each
+engine adds one block of its own keys (`mindie:`, `vllm:`), declared by its driver (engines/<kind>/chart.py).
+
+One source for three things: `deployctl render --target helm` builds the values from the plan, the chart's
+`values.schema.json` is generated from `values_model()` (`python -m deployctl.backends.k8s.schema`), and
+`kubernetes.values` in the inventory is checked against it. Field names are the chart's (camelCase).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deployctl.core.models.base import Frozen
+
+CHART_NAME = "ascend-llm"
+OWNED_VALUES = ("engine", "instances", "secretEnv.keys", "secretEnv.values")
+# rendered from the plan (with each engine's own): not settable
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+DNS_LABEL = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+
+
+class Image(Frozen):
+    """Defaults: the default engine's image (its Chart.image)."""
+
+    repository: str = Field(min_length=1)
+    tag: str = Field(description="image tag (or @sha256 digest)")
+    pullPolicy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+
+
+class Npu(Frozen):
+    resource: str = Field("huawei.com/Ascend910", description="extended resource of the Ascend device plugin")
+    perPod: int = Field(8, ge=1, le=16, description="NPUs (dies) per pod: the whole server, 8 on A2, 16 on A3")
+    acceleratorType: Literal["module-910b-8", "module-910b-16", "module-a3-16", "module-a3-16-super-pod",
+                             "module-a3-8-super-pod"] = "module-910b-8"
+    ringController: str = Field("ascend-910b", description="ring-controller.atlas label value")
+
+
+class Probe(Frozen):
+    enabled: bool = True
+    periodSeconds: int = Field(10, ge=1)
+    timeoutSeconds: int = Field(5, ge=1)
+    failureThreshold: int = Field(3, ge=1)
+
+
+class Probes(Frozen):
+    startup: Probe = Probe(periodSeconds=10, failureThreshold=180)
+    readiness: Probe = Probe(periodSeconds=10, failureThreshold=6)
+    # off: a restarted rank cannot rejoin its HCCL world; the whole instance must restart
+    liveness: Probe = Probe(enabled=False, periodSeconds=20, failureThreshold=6)
+
+
+class HostMount(Frozen):
+    name: str = Field(pattern=DNS_LABEL, max_length=58)   # the volume is host-<name>, at most 63
+    path: str = Field(pattern=r"^/")
+    type: Literal["", "Directory", "File", "DirectoryOrCreate", "FileOrCreate"] = ""
+
+
+class Resources(Frozen):
+    requests: dict[str, str | int] = Field(default_factory=dict, description="cpu/memory; the NPUs are added")
+    limits: dict[str, str | int] = Field(default_factory=dict)
+
+
+class PodDisruptionBudget(Frozen):
+    enabled: bool = Field(True, description="maxUnavailable 0 per instance: a drain or eviction must not take "
+                                            "one rank out of a running HCCL world")
+
+
+class Service(Frozen):
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    port: int = Field(1025, ge=1, le=65535)
+
+
+class ServiceAccount(Frozen):
+    create: bool = True
+    name: str = ""
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class Tests(Frozen):
+    enabled: bool = True
+    image: str = "busybox:1.36"
+
+
+class Pod(Frozen):
+    """One server of an instance whose servers run different files (vLLM-Ascend: each node its own launch)."""
+
+    node: str = Field("", description="the Node the pod is pinned to ('' = anywhere)")
+    ports: list[int] = Field(default_factory=list, description="API ports served on this server (none: headless)")
+    env: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict, description="the server's rendered files, verbatim")
+
+
+class Instance(Frozen):
+    """One instance (one HCCL world), one pod per server."""
+
+    name: str = Field(pattern=DNS_LABEL, max_length=12)
+    role: Literal["mixed", "prefill", "decode"]
+    servers: int = Field(ge=1, description="pods (one per server)")
+    nodes: list[str] = Field(default_factory=list, description="the Nodes the pods are pinned to, the master's "
+                                                               "first (empty: the scheduler places them)")
+    env: dict[str, str] = Field(default_factory=dict, description="identical on every pod of the instance")
+    files: dict[str, str] = Field(default_factory=dict, description="identical on every pod, verbatim")
+    pods: list[Pod] = Field(default_factory=list, description="per-server env and files, when they differ")
+
+
+class SecretEnv(Frozen):
+    """The secret env variables (engine.env keys that look secret, or listed in engine.secret_env): in a
+    Secret every engine pod reads with envFrom, never in the ConfigMaps. values.yaml names them (keys); their
+    values come from a second values file (secret-values.yaml, written 0600 by `deployctl render`; `deployctl
+    up --target k8s` passes it to helm itself) or from a Secret you manage (existingSecret)."""
+
+    keys: list[str] = Field(default_factory=list, description="the secret variables' names")
+    values: dict[str, str] = Field(default_factory=dict, description="their values: keep them out of values.yaml")
+    existingSecret: str = Field("", description="a Secret you manage holding the keys (then none is created)")
+
+
+# The runtime's default capabilities, as bare metal's `docker run` (root must read weights owned by the
+# engine's user, mode 750); no privilege escalation, the runtime's seccomp profile.
+SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "seccompProfile": {"type": "RuntimeDefault"}}
+HOST_MOUNTS = (   # MindIE's bare-metal start.sh mounts (the default engine); each engine renders its own list
+    HostMount(name="driver", path="/usr/local/Ascend/driver", type="Directory"),
+    HostMount(name="firmware", path="/usr/local/Ascend/firmware", type="Directory"),
+    HostMount(name="dcmi", path="/usr/local/dcmi", type="Directory"),
+    HostMount(name="npu-smi", path="/usr/local/sbin/npu-smi", type="File"),
+    HostMount(name="hccn-conf", path="/etc/hccn.conf", type="File"),
+)
+
+
+class CommonValues(Frozen):
+    """The keys every engine's templates read from .Values."""
+
+    engine: str               # values_model() narrows it to the engines' kinds, default the default engine
+    nameOverride: str = ""
+    fullnameOverride: str = ""
+    image: Image              # values_model(): the default engine's image
+    imagePullSecrets: list[dict[str, str]] = Field(default_factory=list)
+    serviceAccount: ServiceAccount = ServiceAccount()
+    podAnnotations: dict[str, str] = Field(default_factory=dict)
+    podLabels: dict[str, str] = Field(default_factory=dict)
+    podSecurityContext: dict[str, Any] = Field(default_factory=dict)
+    securityContext: dict[str, Any] = Field(default_factory=lambda: dict(SECURITY_CONTEXT))
+    privileged: bool = Field(False, description="run the engine container privileged (securityContext ignored)")
+    schedulerName: str = ""
+    priorityClassName: str = ""
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    nodeLabel: str = Field("kubernetes.io/hostname", description="node label the pods are pinned by")
+    npu: Npu = Npu()
+    shmSize: str = Field("500Gi", pattern=QUANTITY)
+    workDir: str = Field("/etc/deployctl", pattern=r"^/[A-Za-z0-9._/-]*$")
+    weightsPath: str = Field("/data/models", pattern=r"^/")
+    hostMounts: list[HostMount] = Field(default_factory=lambda: list(HOST_MOUNTS))
+    probes: Probes = Probes()
+    resources: Resources = Resources(requests={"cpu": "16", "memory": "64Gi"})
+    podDisruptionBudget: PodDisruptionBudget = PodDisruptionBudget()
+    service: Service = Service()
+    tests: Tests = Tests()
+    instances: list[Instance] = Field(default_factory=list)
+    secretEnv: SecretEnv = SecretEnv()
+
+
+@lru_cache(maxsize=1)
+def values_model() -> type:
+    """CommonValues + `engine` (which templates render) + every engine's block, with its defaults."""
+    from pydantic import create_model
+
+    from deployctl.app import engines
+
+    blocks = {}
+    for kind in engines.KINDS:
+        chart = engines.driver(kind).chart
+        blocks[chart.block] = (chart.block_model, chart.block_model())
+    engine = Literal[tuple(engines.KINDS)]   # type: ignore[valid-type]
+    repository, tag = split_image(engines.driver(engines.DEFAULT_KIND).chart.image)
+    return create_model("ChartValues", __base__=CommonValues, __doc__=CommonValues.__doc__,
+                        engine=(engine, Field(engines.DEFAULT_KIND, description="the engine whose templates "
+                                              "render: templates/<engine>-*.yaml")),
+                        image=(Image, Image(repository=repository, tag=tag)), **blocks)
+
+
+def owned_values(kind: str) -> tuple[str, ...]:
+    """Dotted keys rendered from the plan for this engine: kubernetes.values may not set them."""
+    from deployctl.app import engines
+
+    chart = engines.driver(kind).chart
+    return OWNED_VALUES + tuple(f"{chart.block}.{k}" for k in chart.owned_values)
+
+
+def split_image(image: str) -> tuple[str, str]:
+    """`repo/name:tag` -> (repo/name, tag); a digest stays in the tag as `@sha256:...`."""
+    if "@" in image:
+        repo, digest = image.split("@", 1)
+        return repo, "@" + digest
+    slash = image.rfind("/")
+    colon = image.rfind(":")
+    if colon > slash:
+        return image[:colon], image[colon + 1:]
+    return image, "latest"
+
+
+def shm_quantity(size: str) -> str:
+    """docker --shm-size (500g, 64m, 1024) -> a Kubernetes quantity (500Gi, 64Mi, 1024)."""
+    unit = size[-1].lower()
+    return size[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi"}[unit] if unit in "kmg" else size
+
+
+def accelerator_type(plan) -> str:
+    cluster = plan.inventory.cluster
+    if cluster.hardware == "a2":
+        return "module-910b-8"
+    return "module-a3-16-super-pod" if cluster.super_pod else "module-a3-16"
+
+
+def fullname(inv) -> str:
+    """The chart's resource name prefix (templates/_helpers.tpl "chart.fullname", without overrides)."""
+    release = inv.helm_release
+    name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
+    return name[:32].rstrip("-")
+
+
+def files_of(artifacts, node: str, names) -> dict[str, str]:
+    """The rendered files ``names`` of ``node`` (bare-metal artifacts by path), verbatim."""
+    by_path = {a.path: a for a in artifacts}
+    return {n: by_path[f"{node}/{n}"].content.decode() for n in names if f"{node}/{n}" in by_path}
+
+
+def common_values(plan, **changes) -> dict:
+    """The common keys for a plan (image, NPUs, shm, weights, scheduler, privileged), plus ``changes``."""
+    inv = plan.inventory
+    e = inv.engine
+    if not inv.helm_release[0].isalpha():
+        from deployctl.core.errors import UsageError
+
+        raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
+                         "with a letter)", hint="set kubernetes.release in the inventory")
+    repo, tag = split_image(e.image)
+    out = dict(engine=inv.engine.kind, image=Image(repository=repo, tag=tag),
+               schedulerName=inv.kubernetes.scheduler_name or "",
+               npu=Npu(perPod=inv.devices_per_node, acceleratorType=accelerator_type(plan)),
+               shmSize=shm_quantity(e.shm_size), workDir=e.work_dir, privileged=e.privileged,
+               weightsPath=inv.model.weights_path)
+    out.update(changes)
+    return out
+
+
+def chart_values(plan, artifacts):
+    """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
+    from deployctl.app import engines
+    from deployctl.core.render.merge import deep_merge
+
+    model = values_model()
+    values = model.model_validate(engines.driver(plan.engine.kind).chart.values(plan, artifacts))
+    values = model.model_validate(split_secret_env(plan, values.model_dump()))
+    if plan.inventory.kubernetes.values:
+        values = model.model_validate(deep_merge(values.model_dump(), plan.inventory.kubernetes.values))
+    return values
+
+
+def split_secret_env(plan, values: dict) -> dict:
+    """Move every secret env variable out of the values' ``env`` maps (the ConfigMaps) into ``secretEnv``
+    (one Secret for the release): a variable must then have one value in every pod."""
+    from deployctl.core.errors import UsageError
+    from deployctl.core.secrets import secret_env_names
+
+    names = secret_env_names(plan.inventory)
+    found: dict[str, str] = {}
+
+    def walk(node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if key == "env" and isinstance(value, dict):
+                    for name in [n for n in value if n in names]:
+                        secret = value.pop(name)
+                        if found.setdefault(name, secret) != secret:
+                            raise UsageError(f"{name} is secret and has different values in different pods; on "
+                                             "Kubernetes a secret variable has one value for the release (one "
+                                             "Secret)", hint=f"set {name} in engine.env, not in layout.<role>.env")
+                else:
+                    walk(value)
+
+    walk(values)
+    if found:
+        values["secretEnv"] = {**values.get("secretEnv", {}), "keys": sorted(found), "values": found}
+    return values

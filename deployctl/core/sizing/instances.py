@@ -1,0 +1,183 @@
+"""Which servers form which instance: one world per role, N mixed replicas, or x prefill and y decode
+instances (xPyD). Each instance is its own HCCL world (rank table, ports, engine ids).
+
+Naming: a role with one instance keeps the role's name (``mixed``, ``prefill``, ``decode``: what every
+earlier deployment used); a role with several numbers them from 0 (``mixed-0``, ``prefill-1``).
+Nodes are split in order: ``replicas: 4`` over 8 nodes gives [n1 n2] [n3 n4] [n5 n6] [n7 n8].
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from deployctl.core.errors import Problem
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    role: str            # mixed | prefill | decode
+    nodes: tuple[str, ...]
+    key: tuple           # the inventory key that made it (for messages)
+
+
+def is_split(lay) -> bool:
+    return lay.preset == "pd-split" or lay.prefill is not None or lay.decode is not None
+
+
+def _named(role: str, parts: list[tuple[list[str], tuple]]) -> list[Group]:
+    if len(parts) == 1:
+        return [Group(role, role, tuple(parts[0][0]), parts[0][1])]
+    return [Group(f"{role}-{i}", role, tuple(nodes), key) for i, (nodes, key) in enumerate(parts)]
+
+
+def _split(nodes: list[str], count: int, key: tuple) -> list[tuple[list[str], tuple]]:
+    size = len(nodes) // count if count and len(nodes) % count == 0 else len(nodes)
+    if size == len(nodes):
+        return [(nodes, key)]
+    return [(nodes[i:i + size], key) for i in range(0, len(nodes), size)]
+
+
+def _role_parts(rl, key: tuple) -> list[tuple[list[str], tuple]]:
+    if isinstance(rl.instances, list):
+        return [(list(g.nodes), key + ("instances", i)) for i, g in enumerate(rl.instances)]
+    return _split(list(rl.nodes or ()), rl.instances or 1, key + ("nodes",))
+
+
+def groups(inv) -> list[Group]:
+    """The instances' server groups, in plan order (prefill before decode). Assumes a valid inventory."""
+    lay = inv.layout
+    if is_split(lay):
+        out = []
+        for role in ("prefill", "decode"):
+            rl = getattr(lay, role)
+            out += _named(role, _role_parts(rl, ("layout", role)) if rl else [([], ("layout", role))])
+        return out
+    if lay.instances:
+        return _named("mixed", [(list(g.nodes), ("layout", "instances", i)) for i, g in enumerate(lay.instances)])
+    return _named("mixed", _split([n.name for n in inv.nodes], lay.replicas or 1, ("layout",)))
+
+
+def role_nodes(inv, role: str) -> list[str]:
+    """Every node of a pd-split role, over all its instances."""
+    return [n for g in groups(inv) if g.role == role for n in g.nodes]
+
+
+def fleet(inv) -> bool:
+    """Several mixed instances: they serve behind deployctl's router."""
+    return sum(1 for g in groups(inv) if g.role == "mixed") > 1
+
+
+def router_node(inv) -> str | None:
+    """The node running the mixed fleet's router (router.node, else the first instance's master)."""
+    if not fleet(inv):
+        return None
+    return (inv.router.node if inv.router and inv.router.node else None) or groups(inv)[0].nodes[0]
+
+
+def _unknown(raw, path: tuple, name: str, names: list[str]) -> Problem:
+    close = difflib.get_close_matches(name, names, n=1)
+    return raw.problem(path, f"node '{name}' is not in nodes",
+                       f"did you mean '{close[0]}'?" if close else f"known nodes: {', '.join(dict.fromkeys(names))}")
+
+
+def _count_problems(raw, key: tuple, count: int, nodes: int, what: str) -> list[Problem]:
+    if count > nodes:
+        return [raw.problem(key, f"{count} {what} instances need at least {count} nodes; there are {nodes}",
+                            f"use at most {nodes} instances, or add nodes")]
+    if nodes % count:
+        sizes = [d for d in range(1, nodes + 1) if nodes % d == 0 and d > 1]
+        return [raw.problem(key, f"{nodes} nodes do not split into {count} equal {what} instances",
+                            f"use a count that divides {nodes} (e.g. {', '.join(map(str, sizes[:4]))}), "
+                            "or list each instance's nodes under instances: [{nodes: [...]}, ...]")]
+    return []
+
+
+def group_problems(inv, raw) -> list[Problem]:
+    """Static checks of how nodes are grouped into instances (validate): every key and node named."""
+    lay = inv.layout
+    names = [n.name for n in inv.nodes]
+    out: list[Problem] = []
+    if is_split(lay):
+        for key in ("replicas", "instances"):
+            if getattr(lay, key) is not None:
+                out.append(raw.problem(("layout", key), f"layout.{key} is for mixed layouts; pd-split sets "
+                                       "instances per role", "use layout.prefill.instances / "
+                                       "layout.decode.instances (a count, or [{nodes: [...]}, ...])"))
+        for role in ("prefill", "decode"):
+            rl = getattr(lay, role)
+            if rl is None:
+                continue
+            key = ("layout", role)
+            if isinstance(rl.instances, list):
+                if not rl.instances:
+                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances lists no instance",
+                                           "give a count, or [{nodes: [...]}, ...]"))
+                if rl.nodes is not None:
+                    out.append(raw.problem(key + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
+                                           "instances)", "keep one: instances: [{nodes: [...]}, ...] or "
+                                           "nodes + instances: <count>"))
+            elif rl.nodes is None:
+                out.append(raw.problem(key, f"layout.{role} has no nodes", f"add {role}: {{nodes: [...]}}"))
+            elif isinstance(rl.instances, int):
+                if rl.instances < 1:
+                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances must be 1 or more",
+                                           "give the number of instances"))
+                else:
+                    out += _count_problems(raw, key + ("instances",), rl.instances, len(rl.nodes), role)
+        if inv.router is not None:
+            out.append(raw.problem(("router",), "router is for several mixed instances; pd-split is routed by "
+                                   "the engine's own router (its P/D coordinator or proxy)",
+                                   "remove the router block"))
+        return out
+    if lay.replicas is not None and lay.instances is not None:
+        out.append(raw.problem(("layout", "replicas"), "layout.replicas and layout.instances both say how "
+                               "nodes form instances", "keep one of them"))
+        return out
+    if lay.replicas is not None:
+        out += _count_problems(raw, ("layout", "replicas"), lay.replicas, len(names), "mixed")
+    if lay.instances is not None:
+        seen: dict[str, int] = {}
+        for i, g in enumerate(lay.instances):
+            for j, name in enumerate(g.nodes):
+                path = ("layout", "instances", i, "nodes", j)
+                if name not in names:
+                    out.append(_unknown(raw, path, name, names))
+                elif name in seen:
+                    out.append(raw.problem(path, f"node '{name}' is already in instance {seen[name]}",
+                                           "every node belongs to one instance"))
+                seen.setdefault(name, i)
+        unused = [n for n in names if n not in seen]
+        if unused and not out:
+            out.append(raw.problem(("layout", "instances"), f"nodes in no instance: {', '.join(unused)}",
+                                   "add them to an instance, or remove them from nodes"))
+    if out:
+        return out
+    if inv.router is not None:
+        if not fleet(inv):
+            out.append(raw.problem(("router",), "router needs several mixed instances (layout.replicas or "
+                                   "layout.instances); one instance is its own endpoint", "remove the router "
+                                   "block, or set layout.replicas"))
+        elif inv.router.node is not None and inv.router.node not in names:
+            out.append(_unknown(raw, ("router", "node"), inv.router.node, names))
+        out += _router_problems(inv, raw)
+    return out
+
+
+def _router_problems(inv, raw) -> list[Problem]:
+    from deployctl.app import engines
+    from deployctl.core.inventory.hostile import check_image
+
+    r = inv.router
+    out = check_image(raw, r.image, ("router", "image"))
+    if r.port == r.admin_port:
+        out.append(raw.problem(("router", "admin_port"), "router.port and router.admin_port are the same",
+                               "give the runtime API its own port"))
+    taken = {v: k for k, v in engines.for_inventory(inv).host_ports(inv).items()}
+    for key in ("port", "admin_port"):
+        value = getattr(r, key)
+        if value in taken:
+            out.append(raw.problem(("router", key), f"router.{key} {value} is the engine's {taken[value]} port "
+                                   "(host network: one process per port)", "pick a free port, e.g. 8080/8081"))
+    return out

@@ -1,0 +1,109 @@
+"""Memory fit per die: weights resident, KV budget, KV bytes per token, capacity.
+
+Formulas: ../shared/reference/planner-math.md §4.1-4.2 (README "How plan sizes memory").
+All byte counts are per die (one rank, one HBM pool); GB here means 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from deployctl.core.catalog import ModelInfo
+from deployctl.core.models.plan import Degrees, MemoryFit
+
+GB = 1e9
+GIB = 2**30
+RUNTIME_GB = 1.0          # CANN runtime + ATB context per die, outside the KV pool
+OTHER_COMM_MB = 120       # buffer of each communicator other than the widest one
+
+
+def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
+    """Bytes of weights resident on the most loaded die, by component.
+
+    Pipeline stages are cut by layers; the first stage also holds the dense layers and the
+    embedding, the last the lm_head, so the worst stage is taken (conservative).
+    """
+    q = m.quants[quant]
+    p = m.params_b
+    layers = math.ceil(m.layers / d.pp)
+    moe_layers = min(m.moe_layers, math.ceil(m.moe_layers / d.pp))
+    dense_layers = min(m.dense_layers, layers)
+    head_tp = d.lm_head_tp or d.tp
+    emb = p.embedding * q.embedding / d.tp
+    head = p.lm_head * q.embedding / head_tp
+    experts_per_rank = math.ceil(m.routed_experts / d.moe_ep)
+    # o_proj can have its own local TP (decode); the rest of attention follows tp
+    attn = (p.attention_per_layer - p.o_proj_per_layer) / d.tp + p.o_proj_per_layer / (d.o_proj_tp or d.tp)
+    return {
+        "attention": layers * attn * q.attention * GB,
+        "dense_ffn": dense_layers * p.dense_ffn_per_layer * q.dense / d.tp * GB,
+        "routed_experts": moe_layers * experts_per_rank * p.expert * q.experts / d.moe_tp * GB,
+        "shared_experts": moe_layers * m.shared_experts * p.expert * q.shared / d.tp * GB,
+        "router": moe_layers * p.router_per_layer * 2 * GB,
+        "embedding_lm_head": (emb + head if d.pp == 1 else max(emb, head)) * GB,
+    }
+
+
+def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
+    """KV-cache bytes one token occupies on one die.
+
+    MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 adds its
+    indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
+    """
+    q = m.quants[quant]
+    layers = math.ceil((m.kv.full_layers or m.layers) / d.pp)     # hybrid: only full-attention layers cache KV
+    if m.kv.kind == "mla":
+        per_layer = m.kv.latent * q.kv_cache + m.kv.indexer * q.indexer_cache
+    else:
+        per_layer = 2 * math.ceil(m.kv.kv_heads / d.tp) * m.kv.head_dim * q.kv_cache
+    return int(round(layers * per_layer))
+
+
+def state_bytes_per_seq(m: ModelInfo, d: Degrees) -> int:
+    """Hybrid models (Qwen3-Next): the linear-attention state one sequence keeps on one die, whatever its length
+    (the worst pipeline stage holds ceil(1/pp) of the layers; TP splits the state's heads)."""
+    if not m.kv.state_bytes_per_seq:
+        return 0
+    return math.ceil(m.kv.state_bytes_per_seq / d.pp / min(d.tp, m.kv.state_split))
+
+
+def comm_groups(d: Degrees) -> int:
+    sizes = [d.tp, d.dp, d.pp, d.cp, d.moe_tp, d.moe_ep, d.o_proj_tp or 1, d.lm_head_tp or 1]
+    return sum(1 for s in sizes if s > 1)
+
+
+def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
+               hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
+               notes: tuple[str, ...] = (), fraction_name: str = "memory fraction") -> MemoryFit:
+    """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (planner-math §4.2).
+
+    planner-math §4.2 takes the communication buffers from the KV budget too; that is
+    conservative (engines' docs say the fraction excludes HCCL memory) and avoids plans that
+    look fine and then run out of memory.
+    """
+    hbm = hbm_gb * GIB
+    usable = hbm * fraction
+    parts = weights_per_die(m, quant, d)
+    weights = sum(parts.values())
+    workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6
+    groups = comm_groups(d)
+    comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
+    budget = usable - weights - workspace - comm
+    per_token = kv_bytes_per_token(m, quant, d)
+    tokens = max(0, int(budget // per_token)) if per_token else 0
+    state = state_bytes_per_seq(m, d)     # hybrid: each sequence's fixed state, as the tokens its bytes would hold
+    seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)
+    seqs = d.dp * ((tokens * d.cp) // seq_cost)
+    reason = ""
+    if budget <= 0:
+        reason = "no room left for the KV cache"
+    elif tokens * d.cp < seq_cost:
+        reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
+                  f"({max_seq_len:,})")
+    return MemoryFit(
+        hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, fraction_name=fraction_name, usable_gb=round(usable / GB, 2),
+        weights_gb=round(weights / GB, 2),
+        weights_breakdown_gb={k: round(v / GB, 2) for k, v in parts.items()},
+        workspace_gb=round(workspace / GB, 2), comm_buffers_gb=round(comm / GB, 2),
+        kv_budget_gb=round(budget / GB, 2), kv_bytes_per_token=per_token, max_tokens=tokens,
+        max_sequences=seqs, fits=not reason, reason=reason, notes=list(notes))

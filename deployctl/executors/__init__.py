@@ -1,1 +1,0 @@
-"""Executors: the only place deployctl touches hosts (SSH now; Ansible and Kubernetes later)."""

@@ -1,0 +1,12 @@
+"""`deployctl bench`: measure a deployed endpoint with AIPerf (NVIDIA's OpenAI-compatible load generator, on
+PyPI, no torch) and compare every point with the performance model's estimate.
+
+* suites.py   - the points to measure: the field guide's long-context and concurrency suites, flags, YAML files;
+* prompts.py  - prompts of a given length in tokens, and the word-level tokenizer AIPerf is given (no download);
+* aiperf.py   - one AIPerf run per point (argv, no shell) and reading its per-request records;
+* stats.py    - percentiles and the summary of one point;
+* estimate.py - `deployctl.core.sizing.estimate.estimate_point` (lazily; "-" when it is absent or refuses a point);
+* plots.py    - PNG plots (matplotlib, Agg);
+* report.py   - the Markdown report;
+* run.py      - the whole run, recorded under <run-dir>/runs/<id>-bench/.
+"""

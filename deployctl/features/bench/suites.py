@@ -1,0 +1,234 @@
+"""What `deployctl bench` measures: points of (input tokens, output tokens, concurrency).
+
+Built-in suites (the field guide's benchmark, seed 001):
+
+* `long-context`: concurrency 1, inputs 1024 / 4096 / 8000 tokens, 128 output tokens (prefill and memory);
+* `concurrency`: 10 and 50 concurrent requests at 1024 / 128 (throughput and queueing);
+* `default`: both.
+
+Custom suites: `--input`, `--output-len`, `--concurrency` (each a number or a comma list; the points are every
+combination), or a YAML file:
+
+    name: my-suite            # optional, shown in the report
+    requests: 20              # optional: requests measured per point (default max(5, 4 x concurrency))
+    warmup: 2                 # optional: warm-up requests per point, not measured
+    duration_limit: 120       # optional: seconds of measurement per point at most
+    points:
+      - {input: 1024, output: 128, concurrency: 1}
+      - {input: 2048, output: 256, concurrency: [1, 8, 32], requests: 64, name: mid}   # lists: every combination
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from deployctl.core.errors import Problem, UsageError
+from deployctl.core.models.rundata import MAX_CONCURRENCY, MAX_REQUESTS, MAX_TOKENS  # also the summary reader's
+
+BUILTIN = ("default", "long-context", "concurrency")
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    series: str                  # long-context | concurrency | custom (groups the plots' lines and the report)
+    input_len: int
+    output_len: int
+    concurrency: int
+    requests: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Suite:
+    name: str
+    points: list[Point]
+    warmup: int | None = None            # from a file; the flag wins
+    duration_limit: float | None = None  # from a file; the flag wins
+    source: str = "built-in"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "source": self.source, "warmup": self.warmup,
+                "duration_limit": self.duration_limit, "points": [p.to_dict() for p in self.points]}
+
+
+def default_requests(concurrency: int) -> int:
+    """Requests measured at one point: four rounds of the concurrency, at least five."""
+    return max(5, 4 * concurrency)
+
+
+def _point(series: str, inp: int, out: int, conc: int, requests: int | None = None, name: str | None = None) -> Point:
+    return Point(name or f"{series}-in{inp}-out{out}-c{conc}", series, inp, out, conc,
+                 requests if requests is not None else default_requests(conc))
+
+
+def long_context(requests: int | None = None) -> list[Point]:
+    return [_point("long-context", i, 128, 1, requests) for i in (1024, 4096, 8000)]
+
+
+def concurrency_suite(requests: int | None = None) -> list[Point]:
+    return [_point("concurrency", 1024, 128, c, requests) for c in (10, 50)]
+
+
+def builtin(name: str, requests: int | None = None) -> Suite:
+    if name == "long-context":
+        return Suite(name, long_context(requests))
+    if name == "concurrency":
+        return Suite(name, concurrency_suite(requests))
+    return Suite("default", long_context(requests) + concurrency_suite(requests))
+
+
+def from_flags(inputs: list[int] | None, outputs: list[int] | None, concurrencies: list[int] | None,
+               requests: int | None = None) -> Suite:
+    """Every combination of the given values (missing ones: 1024 input, 128 output, concurrency 1)."""
+    pts = [_point("custom", i, o, c, requests)
+           for i, o, c in itertools.product(inputs or [1024], outputs or [128], concurrencies or [1])]
+    return Suite("custom", _dedupe(pts), source="flags")
+
+
+def _dedupe(points: list[Point]) -> list[Point]:
+    seen, out = set(), []
+    for p in points:
+        key = (p.input_len, p.output_len, p.concurrency)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def parse_int_list(text: str | None, what: str, flag: str, lo: int, hi: int) -> list[int] | None:
+    """'1024,4096' or '1024' -> [1024, 4096]; None -> None; anything else -> UsageError (exit 2)."""
+    if text is None:
+        return None
+    values = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            v = int(part)
+        except ValueError:
+            raise UsageError(f"{flag} {text!r}: {part!r} is not a whole number of {what}",
+                             hint=f"give one number or a comma list, e.g. {flag} 1024,4096") from None
+        if not lo <= v <= hi:
+            raise UsageError(f"{flag} {text!r}: {v} is out of range {lo}..{hi}", hint=f"{what} between {lo} and {hi}")
+        values.append(v)
+    if not values:
+        raise UsageError(f"{flag} {text!r}: no value", hint=f"e.g. {flag} 1024,4096")
+    return list(dict.fromkeys(values))
+
+
+def load_file(path: Path, requests: int | None = None) -> Suite:
+    """A suite from a YAML file; every problem named with its key path (exit 2)."""
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"--suite {path}: cannot read it: {e.strerror or e}",
+                         hint=f"--suite takes one of {', '.join(BUILTIN)} or a YAML file") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise UsageError(f"{path}: not valid YAML", problems=[Problem(
+            str(getattr(e, "problem", None) or e), file=str(path), line=mark.line + 1 if mark else None)]) from None
+    problems: list[Problem] = []
+
+    def bad(key: str, msg: str, hint: str = "") -> None:
+        problems.append(Problem(msg, path=key, file=str(path), hint=hint))
+
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: a suite file is a mapping with a `points:` list",
+                         hint="see `deployctl bench --help` or the README's Benchmarking section")
+    known = {"name", "requests", "warmup", "duration_limit", "points"}
+    for k in doc:
+        if k not in known:
+            bad(str(k), f"unknown key {k!r}", f"known keys: {', '.join(sorted(known))}")
+
+    def number(v, key: str, lo: float, hi: float, whole: bool = True):
+        ok = isinstance(v, int) and not isinstance(v, bool) if whole else \
+            isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not lo <= v <= hi:
+            bad(key, f"{v!r} is not a {'whole ' if whole else ''}number in {lo}..{hi}")
+            return None
+        return v
+
+    file_requests = number(doc["requests"], "requests", 1, MAX_REQUESTS) if "requests" in doc else None
+    warmup = number(doc["warmup"], "warmup", 0, 10_000) if "warmup" in doc else None
+    limit = number(doc["duration_limit"], "duration_limit", 1, 7 * 86400, whole=False) if "duration_limit" in doc \
+        else None
+    name = doc.get("name", Path(path).stem)
+    if not isinstance(name, str) or not name.strip():
+        bad("name", f"{name!r} is not a name")
+        name = Path(path).stem
+    raw_points = doc.get("points")
+    if not isinstance(raw_points, list) or not raw_points:
+        bad("points", "`points` must be a non-empty list of {input, output, concurrency}",
+            "e.g. points: [{input: 1024, output: 128, concurrency: 1}]")
+        raw_points = []
+    points: list[Point] = []
+    for i, entry in enumerate(raw_points):
+        where = f"points[{i}]"
+        if not isinstance(entry, dict):
+            bad(where, "a point is a mapping {input, output, concurrency}")
+            continue
+        for k in entry:
+            if k not in ("input", "output", "concurrency", "requests", "name"):
+                bad(f"{where}.{k}", f"unknown key {k!r}", "keys: input, output, concurrency, requests, name")
+        lists = {}
+        for key, lo, hi in (("input", 1, MAX_TOKENS), ("output", 1, MAX_TOKENS), ("concurrency", 1, MAX_CONCURRENCY)):
+            if key not in entry:
+                bad(f"{where}.{key}", f"missing `{key}`")
+                continue
+            vals = entry[key] if isinstance(entry[key], list) else [entry[key]]
+            lists[key] = [number(v, f"{where}.{key}", lo, hi) for v in vals] or [None]
+        req = number(entry["requests"], f"{where}.requests", 1, MAX_REQUESTS) if "requests" in entry else None
+        pname = entry.get("name")
+        if pname is not None and (not isinstance(pname, str) or not pname.strip()):
+            bad(f"{where}.name", f"{pname!r} is not a name")
+            pname = None
+        if len(lists) < 3 or any(v is None for vs in lists.values() for v in vs):
+            continue
+        combos = list(itertools.product(lists["input"], lists["output"], lists["concurrency"]))
+        for inp, out, conc in combos:
+            label = None
+            if pname:
+                label = pname if len(combos) == 1 else f"{pname}-in{inp}-out{out}-c{conc}"
+            n = req if req is not None else requests if requests is not None else file_requests
+            points.append(_point("custom", inp, out, conc, n, label))
+    if problems:
+        raise UsageError(f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''} in the suite file",
+                         problems=problems)
+    if requests is not None:
+        points = [Point(p.name, p.series, p.input_len, p.output_len, p.concurrency, requests) for p in points]
+    names = [p.name for p in points]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UsageError(f"{path}: point names used twice: {', '.join(dup)}", hint="give each point its own name")
+    return Suite(name.strip(), points, warmup=warmup, duration_limit=limit, source=str(path))
+
+
+def resolve(suite: str | None, inputs: str | None, output_len: str | None, concurrency: str | None,
+            requests: int | None = None) -> Suite:
+    """The suite the flags ask for: --input/--output-len/--concurrency make a custom one (not with --suite)."""
+    custom = any(v is not None for v in (inputs, output_len, concurrency))
+    if custom and suite is not None:
+        raise UsageError(f"--suite {suite} and --input/--output-len/--concurrency both choose the points",
+                         hint="use one: a suite (default, long-context, concurrency, a YAML file) or the flags")
+    if custom:
+        return from_flags(parse_int_list(inputs, "input tokens", "--input", 1, MAX_TOKENS),
+                          parse_int_list(output_len, "output tokens", "--output-len", 1, MAX_TOKENS),
+                          parse_int_list(concurrency, "concurrent requests", "--concurrency", 1, MAX_CONCURRENCY),
+                          requests)
+    if suite is None or suite in BUILTIN:
+        return builtin(suite or "default", requests)
+    p = Path(suite)
+    if not p.exists():
+        raise UsageError(f"--suite {suite!r}: neither a built-in suite nor a file",
+                         hint=f"built-in: {', '.join(BUILTIN)}; or a YAML file with a `points:` list")
+    return load_file(p, requests)

@@ -1,0 +1,225 @@
+"""The probes preflight runs on each host: fixed argument lists, and how their outputs become facts.
+
+Every command here is read-only. Names double as keys in the batch output:
+``npu.info``, ``hccn.ip.3`` (device 3), ``npu.spod.2.1`` (NPU 2, chip 1), ``ping.0.node2.0`` ...
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from deployctl.io.executor import HostTarget
+from deployctl.core.models.host_facts import DeviceFacts, HostFacts, PingCheck
+from deployctl.io.batch import ProbeOutput
+from deployctl.probes import hccn_tool, host, npu_smi, npu_smi_queries, versions
+from deployctl.core.textsafe import clean
+
+HCCN = "hccn_tool"
+NPUS_PER_SERVER = 8          # A2: 8 x 910B; A3: 8 x 910C packages of 2 dies
+# what one probe may print to be parsed (npu-smi info of 16 dies with processes is a few kB): a host printing more
+# gets a probe error for it, not minutes of parsing
+MAX_PROBE_TEXT = 1 << 20
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$")
+
+
+def devices_per_server(hardware: str) -> int:
+    return 8 if hardware == "a2" else 16
+
+
+def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[str, list[str]]]:
+    """Phase 1: everything about one host that needs no other host's facts."""
+    cmds = [
+        ("npu.info", ["npu-smi", "info"]),
+        ("npu.list", ["npu-smi", "info", "-l"]),
+        ("ver.driver", ["cat", "/usr/local/Ascend/driver/version.info"]),
+        ("ver.firmware", ["cat", "/usr/local/Ascend/firmware/version.info"]),
+        ("hccn.conf", ["cat", "/etc/hccn.conf"]),
+        ("host.os", ["cat", "/etc/os-release"]),
+        ("host.arch", ["uname", "-m"]),
+        ("host.shm", ["df", "-P", "-B1", "/dev/shm"]),
+        ("host.weights", ["sh", "-c", host.WEIGHTS_SUMMARY_SCRIPT, "deployctl-weights", weights_path]),
+        ("host.weights_df", ["sh", "-c", 'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
+                             'df -P -B1 "$p"', "deployctl-df", weights_path]),
+        ("host.docker", ["docker", "version", "--format", "{{.Server.Version}}"]),
+        ("host.image", ["docker", "image", "inspect", "--format", "{{.Id}}", image]),
+        ("host.ports", ["ss", "-H", "-ltn"]),
+        ("host.addr", ["ip", "-o", "addr", "show"]),
+    ]
+    cmds += [(f"npu.board.{n}", ["npu-smi", "info", "-t", "board", "-i", str(n)]) for n in range(NPUS_PER_SERVER)]
+    for dev in range(devices_per_server(hardware)):
+        cmds += [(f"hccn.ip.{dev}", [HCCN, "-i", str(dev), "-ip", "-g"]),
+                 (f"hccn.link.{dev}", [HCCN, "-i", str(dev), "-link", "-g"]),
+                 (f"hccn.health.{dev}", [HCCN, "-i", str(dev), "-net_health", "-g"]),
+                 (f"hccn.tls.{dev}", [HCCN, "-i", str(dev), "-tls", "-g"])]
+        if hardware == "a3":
+            npu, chip = divmod(dev, 2)
+            cmds += [(f"hccn.vnic.{dev}", [HCCN, "-i", str(dev), "-vnic", "-g"]),
+                     (f"npu.spod.{npu}.{chip}", ["npu-smi", "info", "-t", "spod-info", "-i", str(npu),
+                                                "-c", str(chip)])]
+    return cmds
+
+
+def _parse(out: dict[str, ProbeOutput], name: str, parse: Callable, errors: dict, ok_rc: tuple | None = (0,)):
+    """Parse one probe's output; a missing/failed/unparseable probe records why and yields None.
+
+    ``ok_rc=None`` lets the parser judge any exit code (hccn_tool exits non-zero for "no IP").
+    """
+    res = out.get(name)
+    if res is None:
+        errors[name] = "no output (the batch was cut short)"
+        return None
+    if res.rc == 124:
+        errors[name] = "timed out"
+        return None
+    if ok_rc is not None and res.rc not in ok_rc:
+        errors[name] = clean(f"exit {res.rc}: {res.text.strip()[:200] or 'no output'}", multiline=False)
+        return None
+    if len(res.text) > MAX_PROBE_TEXT:
+        errors[name] = f"printed {len(res.text)} characters, more than the {MAX_PROBE_TEXT} a probe may: not parsed"
+        return None
+    try:
+        return parse(res.text)
+    except ValueError as exc:           # pydantic's ValidationError too: a value outside its fact's pattern
+        errors[name] = clean(str(exc), multiline=False)[:300]
+        return None
+    except Exception as exc:            # noqa: BLE001 - a parser bug on odd output: a finding about the host
+        errors[name] = clean(f"could not be parsed ({type(exc).__name__}: {exc})", multiline=False)[:300]
+        return None
+
+
+def parse_runtime_version(text: str) -> str | None:
+    """`docker version --format {{.Server.Version}}`: the version, None when nothing is printed."""
+    s = text.strip()
+    if not s:
+        return None
+    if not _VERSION.match(s):
+        raise ValueError(f"docker version: expected a version like 24.0.7, got {s[:60]!r}")
+    return s
+
+
+def _device_facts(hardware: str, out: dict[str, ProbeOutput], errors: dict) -> dict[int, DeviceFacts]:
+    devices = {}
+    for dev in range(devices_per_server(hardware)):
+        link = _parse(out, f"hccn.link.{dev}", hccn_tool.parse_link, errors)
+        health = _parse(out, f"hccn.health.{dev}", hccn_tool.parse_net_health, errors)
+        spod = None
+        if hardware == "a3":
+            npu, chip = divmod(dev, 2)
+            spod = _parse(out, f"npu.spod.{npu}.{chip}", npu_smi_queries.parse_spod_info, errors)
+        devices[dev] = DeviceFacts(
+            phy_id=dev,
+            # hccn_tool exits non-zero when no IP is set, printing the "no ip was preset" form
+            ip=_parse(out, f"hccn.ip.{dev}", hccn_tool.parse_ip_conf, errors, ok_rc=None),
+            vnic=_parse(out, f"hccn.vnic.{dev}", hccn_tool.parse_vnic, errors) if hardware == "a3" else None,
+            link_up=link.up if link else None,
+            net_health=health.status if health else None,
+            tls=_parse(out, f"hccn.tls.{dev}", hccn_tool.parse_tls, errors),
+            sdid=spod.sdid if spod else None, super_pod_id=spod.super_pod_id if spod else None)
+    return devices
+
+
+def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clock_offset: float | None,
+             seconds: float) -> HostFacts:
+    """Turn one host's probe outputs into HostFacts (pure)."""
+    errors: dict[str, str] = {}
+    os_text = out.get("host.os")
+    arch = _parse(out, "host.arch", host.parse_arch, errors)
+    os_info = _parse(out, "host.os", host.parse_os_release, errors) if os_text else None
+    if os_info and arch:
+        os_info = os_info.model_copy(update={"arch": arch})
+    boards = {}
+    for n in range(NPUS_PER_SERVER):
+        board = _parse(out, f"npu.board.{n}", npu_smi_queries.parse_board_info, errors)
+        if board:
+            boards[n] = board
+    docker = out.get("host.docker")
+    runtime = _parse(out, "host.docker", parse_runtime_version, errors) if docker and docker.rc == 0 else None
+    image = out.get("host.image")
+    return HostFacts(
+        name=target.name, address=target.address,
+        os=os_info,
+        npu=_parse(out, "npu.info", npu_smi.parse_npu_smi_info, errors),
+        boards=boards,
+        driver=_parse(out, "ver.driver", versions.parse_version_info, errors),
+        firmware=_parse(out, "ver.firmware", versions.parse_version_info, errors),
+        hccn_conf=_parse(out, "hccn.conf", hccn_tool.parse_hccn_conf, errors),
+        devices=_device_facts(hardware, out, errors),
+        shm=_parse(out, "host.shm", host.parse_df, errors),
+        weights=_parse(out, "host.weights", host.parse_weights_dir, errors),
+        weights_disk=_parse(out, "host.weights_df", host.parse_df, errors),
+        runtime_version=runtime,
+        image_present=(image.rc == 0) if (image and runtime) else None,
+        ports=_parse(out, "host.ports", host.parse_listening_ports, errors),
+        addresses=_parse(out, "host.addr", host.parse_addresses, errors) or {},
+        clock_offset_s=clock_offset, probe_errors=errors, seconds=round(seconds, 3))
+
+
+def device_ips(f: HostFacts) -> list[tuple[int, str]]:
+    """(phy_id, ip) of a reachable host's devices that have an IP, sorted; [] otherwise: what phase 2 pings."""
+    return sorted((d.phy_id, d.ip.ip) for d in f.devices.values() if d.ip) if f.reachable else []
+
+
+def host_ping_checks(name: str, order: list[str], ips: dict[str, list[tuple[int, str]]],
+                     sample: int) -> list[tuple[int, str, int, str]] | None:
+    """Phase 2 for one host, from the phase-1 facts known so far: its entry of ``ping_plan`` over all hosts,
+    or None while that still depends on a host not probed yet.
+
+    ``order``: every host, in inventory order; ``ips``: ``device_ips`` of each host probed so far
+    (``name`` among them). A host pings the next ``sample`` hosts after it (in ``order``, wrapping) that
+    are reachable and have device IPs, so it needs the facts of the hosts up to the last of those, not of
+    the whole cluster: its pings can start while other hosts are still being probed, and they are the
+    same pings.
+    """
+    local = ips[name]
+    if not local:
+        return []
+    i = order.index(name)
+    peers: list[tuple[str, list[tuple[int, str]]]] = []
+    for k in range(1, len(order)):
+        if len(peers) >= sample:
+            break
+        peer = order[(i + k) % len(order)]
+        if peer not in ips:
+            return None
+        if ips[peer]:
+            peers.append((peer, ips[peer]))
+    checks = []
+    for k, (peer, peer_ips) in enumerate(peers):
+        dev, _ = local[k % len(local)]
+        peer_dev, peer_ip = peer_ips[k % len(peer_ips)]
+        checks.append((dev, peer, peer_dev, peer_ip))
+    return checks
+
+
+def ping_plan(facts: dict[str, HostFacts], sample: int) -> dict[str, list[tuple[int, str, int, str]]]:
+    """Phase 2: which peer device IPs each host pings, as (device, peer, peer_device, peer_ip).
+
+    Every host with device IPs pings up to ``sample`` peers (all of them in small clusters), rotating by
+    its own position so that at scale every host is still pinged by someone; local devices take turns.
+    """
+    order = list(facts)
+    ips = {name: device_ips(f) for name, f in facts.items()}
+    return {name: host_ping_checks(name, order, ips, sample) for name in order if ips[name]}
+
+
+def ping_commands(checks: list[tuple[int, str, int, str]]) -> list[tuple[str, list[str]]]:
+    return [(f"ping.{dev}.{peer}.{peer_dev}", [HCCN, "-i", str(dev), "-ping", "-g", "address", ip])
+            for dev, peer, peer_dev, ip in checks]
+
+
+def ping_results(checks: list[tuple[int, str, int, str]], out: dict[str, ProbeOutput]) -> list[PingCheck]:
+    results = []
+    for dev, peer, peer_dev, ip in checks:
+        res = out.get(f"ping.{dev}.{peer}.{peer_dev}")
+        ok, detail = False, "no output"
+        if res is not None:
+            try:
+                ping = hccn_tool.parse_ping(res.text)
+                ok = res.rc == 0 and ping.received > 0
+                detail = f"{ping.received}/{ping.sent} received"
+            except ValueError:
+                detail = clean((res.text[-4096:].strip().splitlines() or [f"exit {res.rc}"])[-1][:120],
+                               multiline=False)
+        results.append(PingCheck(device=dev, peer=peer, peer_device=peer_dev, peer_ip=ip, ok=ok, detail=detail))
+    return results

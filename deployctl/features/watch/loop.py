@@ -1,0 +1,170 @@
+"""The watch loop: a round every ``interval`` s reads every node at once (one SSH command per node, bounded
+by the round timeout and the executor's output cap), turns what they said into events (tracker.py), cleans,
+bounds and rate-limits each event (events.py), records it in the cluster's run records
+(runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands it to the caller (the CLI prints it); a
+failed instance goes to the recovery policy when it is enabled.
+
+The hook command is the caller's (the operator's, ``hook_command``), never read from the inventory here."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from deployctl.core.errors import DeployctlError
+from deployctl.io.executor import FAN_OUT, Executor, HostTarget
+from deployctl.io.batch import PROBE_CONCURRENCY
+from deployctl.io.fanout import fan_out, run_script
+from deployctl.backends.hosts.router_control import Remote, control_for, control_gap
+from deployctl.core.processes import processes
+from deployctl.io.records import RunRecord
+from deployctl.core.models.hostdata import printable
+from deployctl.features.watch.events import Limiter, clean_event
+from deployctl.features.watch.hooks import Hooks
+from deployctl.features.watch.observe import NodeObs, node_commands, parse_node
+from deployctl.features.watch.recover import Recoverer
+from deployctl.features.watch.tracker import Tracker, event, instance_state
+
+RESTART_TIMEOUT = 120     # s: `docker restart` of one node's engine containers
+HISTORY = ("back", "restart-failed", "not-serving")       # a restart's outcome: an entry of the hosts' history
+
+
+class Watcher:
+    def __init__(self, plan, inv, targets: list[HostTarget], executor: Executor, run_root: Path | None, *,
+                 interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
+                 on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None,
+                 history: Callable[[dict], list[str]] | None = None, hook_command: list[str] | None = None,
+                 limiter: Limiter | None = None):
+        self.plan, self.executor, self.interval = plan, executor, interval
+        self.targets = {t.name: t for t in targets}
+        self.round_timeout, self.on_event, self.history = round_timeout, on_event, history
+        self.window = int(interval * 2 + round_timeout) + 1    # log seconds read per round (overlapping rounds)
+        self.tracker = Tracker(plan, confirm=confirm)
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.observed: dict[str, NodeObs] = {}
+        self.rounds, self.round_s = 0, 0.0
+        self.record = RunRecord.create(run_root, "watch") if run_root is not None else None
+        if self.record is not None:
+            self.record.status("running")
+        policy = inv.deploy.recovery
+        self.policy = policy
+        self.limiter = limiter or Limiter()
+        self.hooks = Hooks(policy.hooks.webhook, hook_command,
+                           lambda msg: self._emit(event("hook-error", cause=msg), hooks=False))
+        enabled = policy.enabled if recover is None else recover
+        control = control_for(plan, Remote(executor, self.targets)) if enabled else None
+        self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
+                                   interval, gap=control_gap(plan) if control is None else "") if enabled else None
+
+    # ---- reading -----------------------------------------------------------------------------------------
+    def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
+        targets = [self.targets[n] for n in (nodes or [n.name for n in self.plan.nodes])]
+        runs = fan_out(self.executor, targets, lambda t: node_commands(self.plan, t.name, self.window),
+                       self.round_timeout, FAN_OUT, measure_clock=False, parallel=PROBE_CONCURRENCY)
+        out = {}
+        for name, run in runs.items():
+            err = f"{run.error.message}" if run.error is not None else ""
+            try:
+                out[name] = parse_node(self.plan, name, run.outputs, err)
+            except Exception as exc:    # noqa: BLE001 - a host's answer never stops the watch: it is unreadable
+                out[name] = NodeObs(name, error=f"its answers could not be read ({type(exc).__name__}: "
+                                                f"{printable(str(exc), 200)})")
+        return out
+
+    def restart(self, nodes: list[str], kill: bool = False) -> list[str]:
+        """`docker restart` of the engine containers on every node at once (never the router's); ``kill``: with
+        no grace period (`-t 0`: SIGKILL at once, for an engine that is dead or hung)."""
+        return run_script(self.executor, [self.targets[n] for n in nodes],
+                          lambda t: ["docker", "restart", *(["-t", "0"] if kill else []),
+                                     *processes(self.plan, t.name).engine.containers], RESTART_TIMEOUT)
+
+    # ---- events --------------------------------------------------------------------------------------------
+    def note(self, text: str, kind: str = "") -> None:
+        """An event of the watch itself (e.g. the inventory's hook command that is not run)."""
+        self._emit(event("note", cause=text, **({"kind": kind} if kind else {})))
+
+    def _emit(self, ev: dict, hooks: bool = True) -> None:
+        ev = clean_event(ev)           # host text made one printable bounded line, before anything sees it
+        with self.lock:
+            self._out(self.limiter.admit(ev), hooks)
+        if self.history is not None and ev["event"] in HISTORY:
+            try:
+                failed = self.history(ev)
+            except DeployctlError as exc:
+                failed = [exc.message]
+            if failed:
+                self._emit(event("history-error", ev["instance"], cause="restart not written to the hosts' "
+                                 f"history on: {'; '.join(failed)[:500]}"))
+
+    def _out(self, docs: list[dict], hooks: bool = True) -> None:
+        """Record, print and send ``docs`` (under ``self.lock``)."""
+        if docs and self.record is not None:
+            fd = os.open(self.record.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
+                f.writelines(json.dumps(d, default=str) + "\n" for d in docs)
+        for d in docs:
+            self.on_event(d)
+            if hooks and d.get("of") != "hook-error":
+                self.hooks.send(d)
+
+    def flush(self, final: bool = False) -> None:
+        """The `suppressed` summaries of the rate limit's windows that ended (all of them when ``final``)."""
+        with self.lock:
+            self._out(self.limiter.due(final))
+
+    # ---- the loop --------------------------------------------------------------------------------------------
+    def step(self) -> list[dict]:
+        t0 = time.monotonic()
+        observed = self.observe()
+        rec = self.recoverer
+        busy = frozenset(rec.active) if rec else frozenset()
+        if rec:
+            with rec.lock:
+                for name in rec.done:
+                    self.tracker.forget(self.plan.instance(name))
+                rec.done.clear()
+        events = self.tracker.round(observed, skip=busy)
+        with self.lock:
+            self.observed = observed
+            self.rounds += 1
+            self.round_s = time.monotonic() - t0
+        for ev in events:
+            self._emit(ev)
+            if ev["event"] == "instance-failed" and rec is not None:
+                inst = self.plan.instance(ev["instance"])
+                rec.start(inst.name, frozenset(f.kind for f in self.tracker.faults_of(inst)))
+        self.flush()
+        return events
+
+    def run(self, once: bool = False) -> None:
+        try:
+            while not self.cancel.is_set():
+                start = time.monotonic()
+                self.step()
+                if once:
+                    break
+                self.cancel.wait(max(0.0, self.interval - (time.monotonic() - start)))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.cancel.set()
+        if self.recoverer:
+            self.recoverer.join()
+        self.flush(final=True)         # the last summaries, to the hooks too
+        self.hooks.close()
+        self.flush(final=True)         # what the hooks reported while they finished (recorded, printed)
+        if self.record is not None:
+            self.record.status("finished")
+
+    def states(self) -> dict[str, str]:
+        busy = dict(self.recoverer.active) if self.recoverer else {}
+        return {i.name: instance_state(i, self.observed, self.tracker, busy) for i in self.plan.instances}
+
+    def healthy(self) -> bool:
+        return all(s == "serving" for s in self.states().values())

@@ -1,0 +1,113 @@
+"""Write a rendered tree atomically: build it next to the target, then swap directories.
+
+The tree holds env files (secret values in clear: a host needs them) and is the operator's alone: it is
+built with explicit private modes (never the process umask), its directories are 0700, each file keeps its artifact's mode (env 0600).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from deployctl import __version__
+from deployctl.core.errors import UsageError
+from deployctl.core.models.artifact import Artifact
+
+MARKER = ".deployctl.json"
+
+
+def _is_ours(path: Path) -> bool:
+    """The directory holds deployctl's marker: a regular file (no link, FIFO or device) of at most 1 MB."""
+    from deployctl.io.localfile import read_bytes
+
+    try:
+        doc = json.loads(read_bytes(path / MARKER, 1 << 20, what="render marker", hint=""))
+        return isinstance(doc, dict) and doc.get("generator") == "deployctl"
+    except (OSError, ValueError, RecursionError, UsageError):
+        return False
+
+
+def check_target(out: Path, force: bool, keep: tuple[Path, ...] = ()) -> None:
+    """Refuse to replace a directory deployctl did not write (unless --force), and never one that is
+    the current directory, home, /, or holds a file in ``keep`` (the inventory)."""
+    resolved = out.resolve()
+    precious = {Path.cwd().resolve(), Path.home().resolve(), Path("/")}
+    if resolved in precious or any(resolved in k.resolve().parents for k in keep):
+        raise UsageError(f"refusing to replace {out}: it is the current, home or root directory, or it "
+                         "holds the inventory", hint="render into a directory of its own, e.g. -o rendered/")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a directory", hint="pass -o with a directory path")
+    if out.is_dir() and any(out.iterdir()) and not _is_ours(out) and not force:
+        raise UsageError(f"{out} is not empty and was not written by deployctl",
+                         hint=f"choose another -o directory, or pass --force to replace {out}")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
+               keep: tuple[Path, ...] = ()) -> list[Path]:
+    """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
+    check_target(out, force, keep)
+    out = out.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return _write_tree(out, artifacts)
+
+
+def _private_dirs(top: Path, target: Path, made: set) -> None:
+    """Create target and its parents below top with mode 0700 (explicit modes: the process umask is shared by
+    every thread and every child process, so a library never changes it)."""
+    missing = []
+    d = target
+    while d != top and d not in made and not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        os.chmod(d, 0o700)
+    made.add(target)
+
+
+def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        digests, made = {}, set()
+        for art in artifacts:
+            target = tmp / art.path
+            if target.parent not in made:        # one mkdir per node folder, not per file (20,000 files at scale)
+                _private_dirs(tmp, target.parent, made)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # private until its own mode
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(art.content)
+            os.chmod(target, art.mode)
+            digests[art.path] = hashlib.sha256(art.content).hexdigest()
+        marker = {"generator": "deployctl", "version": __version__, "files": digests}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o700)
+        if not out.exists():
+            os.rename(tmp, out)
+        elif _exchange(tmp, out):   # the new tree is in place; tmp now holds the old one
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:                       # no renameat2: two renames, a moment without the directory
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.rename(out, old)
+            os.rename(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [out / a.path for a in artifacts]
