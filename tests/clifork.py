@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 WARM = ("deployctl.cli", "deployctl.cli.commands", "deployctl.app.context", "deployctl.core.inventory.validate",
-        "deployctl.core.sizing.plan", "deployctl.core.render", "deployctl.core.engines.mindie", "deployctl.core.engines.vllm_ascend",
+        "deployctl.core.sizing.planner", "deployctl.core.render", "deployctl.core.engines.mindie", "deployctl.core.engines.vllm_ascend",
         "deployctl.core.models.inventory", "rich.console", "rich.table")
 
 

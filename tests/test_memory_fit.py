@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deployctl.core.errors import LayoutError
-from deployctl.io.inventory_file import parse_yaml
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.input.raw import parse_yaml
+from deployctl.core.sizing.planner import plan_layout
 from deployctl.core.inventory.validate import validate_inventory
 
 

@@ -45,9 +45,9 @@ from hypothesis.errors import UnsatisfiedAssumption
 from tiers import examples
 
 from deployctl.core.errors import InventoryError, LayoutError
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 from deployctl.core.render import render_artifacts
 from deployctl.io.rendered_tree import write_tree
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from deployctl.core.errors import InventoryError
-from deployctl.io.inventory_file import parse_yaml
-from deployctl.core.inventory.roles import for_role
+from deployctl.core.input.raw import parse_yaml
+from deployctl.core.input.roles import for_role
 from deployctl.core.inventory.validate import validate_inventory
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 
 EXAMPLE = Path(__file__).parent.parent / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml"
 

@@ -46,7 +46,7 @@ def hostile(example: str, **engine_or_nodes):
 
 
 def render_and_run(inv, tmp_path: Path) -> tuple[list[list[str]], Path]:
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
     from deployctl.core.render import render_artifacts
 
     out = tmp_path / "out"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from deployctl.io.inventory_file import RawInventory
-from deployctl.core.inventory.hostile import IMAGE_REFERENCE, hostile_problems
+from deployctl.core.input.raw import RawInventory
+from deployctl.core.input.hostile import IMAGE_REFERENCE, hostile_problems
 
 IMAGE = "swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts"
 BASE = f"""\

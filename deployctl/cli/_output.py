@@ -115,7 +115,7 @@ def print_plan(plan) -> None:
         con.print(f"  [yellow]WARN[/] {esc(w)}")
     for w in e.notes:
         con.print(f"  note: {esc(w)}")
-    from deployctl.core.processes import has_router, processes
+    from deployctl.core.render.processes import has_router, processes
 
     ports = engines.driver(e.kind).host_ports(inv)
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
@@ -161,7 +161,7 @@ def print_plan(plan) -> None:
         con.print(f"  note: {esc(note)}")
     for line in role_settings(plan):
         con.print(esc(line))
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
 
     for inst in shown:
         limit = for_role(inv, inst.role).model.max_batch_size
@@ -172,7 +172,7 @@ def print_plan(plan) -> None:
 
 
 def _limits(plan, inst) -> str:
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
     view = for_role(plan.inventory, inst.role)
@@ -183,7 +183,7 @@ def role_settings(plan) -> list[str]:
     """pd-split: what each role sets over the engine and model blocks (layout.<role>.engine / model / env)."""
     import json
 
-    from deployctl.core.inventory.roles import ROLES, role_block
+    from deployctl.core.input.roles import ROLES, role_block
 
     out = []
     for role in ROLES:
@@ -203,7 +203,7 @@ def role_settings(plan) -> list[str]:
 def _instance_tree(plan):
     from rich.tree import Tree
 
-    from deployctl.core.processes import has_router
+    from deployctl.core.render.processes import has_router
 
     roles = {r: len(plan.role(r)) for r in ("mixed", "prefill", "decode") if plan.role(r)}
     head = " + ".join(f"{n} {r}" for r, n in roles.items())
@@ -261,7 +261,7 @@ def print_render(plan, out: Path, artifacts) -> None:
     master = plan.nodes[0]
     con.print(esc(f"  start the master first: copy {out / master.name}/ to {master.address} and run start.sh "
                   "there"))
-    from deployctl.core.processes import has_router, processes
+    from deployctl.core.render.processes import has_router, processes
 
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
     if router is not None:

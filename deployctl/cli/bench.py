@@ -57,9 +57,9 @@ def _target(inventory: Path, url: str | None):
     from deployctl.features.bench.run import Target
     from deployctl.cli.commands import located
     from deployctl.cli.deploy import load_deployed_inventory
-    from deployctl.core.processes import entry_url
+    from deployctl.core.render.processes import entry_url
     from deployctl.core.errors import ExecutionError, LayoutError
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     inv = load_deployed_inventory(inventory)
     try:

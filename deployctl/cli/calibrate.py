@@ -51,7 +51,7 @@ def calibrate(
     from deployctl.features.bench import calibrate as cu
     from deployctl.io import calibration_store as store
     from deployctl.core.sizing.calibration import fitted_for
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     inv = load_deployed_inventory(inventory)
     cluster = inv.cluster.name
@@ -119,7 +119,7 @@ def _print(doc: dict, before: list[dict], rows: list[dict], skipped: list[str], 
 
 
 def cu_label(doc: dict) -> str:
-    from deployctl.io.calibration_store import label
+    from deployctl.core.sizing.calibration import label
 
     return label(doc)
 

@@ -39,10 +39,10 @@ def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
     """When the only problems are facts preflight fills (device IPs, SDIDs, interfaces), plan as if they were
     filled: a layout or memory refusal behind them is said now, with its hint, not after preflight ran."""
     from deployctl.core.errors import DeployctlError, LayoutError
-    from deployctl.core.inventory.gaps import NeedsFacts
+    from deployctl.core.input.gaps import NeedsFacts
     from deployctl.io.inventory_file import load_inventory
     from deployctl.core.inventory.validate import validate_for_discovery
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
         return exc
@@ -83,7 +83,8 @@ def _engine_accepts(inv, path: Path) -> None:
     support matrix and the memory fit are `plan`'s to say."""
     from deployctl.app import engines
     from deployctl.core.errors import LayoutError
-    from deployctl.core.sizing.plan import accepted, plan_layout
+    from deployctl.core.sizing.plan import accepted
+    from deployctl.core.sizing.planner import plan_layout
 
     try:
         plan = plan_layout(inv, checked=False)
@@ -137,7 +138,7 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
 
         # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2) takes
         # seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-        from deployctl.core.secrets import plan_doc
+        from deployctl.core.input.secrets import plan_doc
 
         doc = plan_doc(plan)            # secret env values read ***
         doc["estimate"] = est.model_dump(mode="json")

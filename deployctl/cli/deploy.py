@@ -144,7 +144,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
 
 
 def _print_outcome(operation: str, ctx, out, output: str, reporter: CliReporter) -> None:
-    from deployctl.core.processes import entry_url
+    from deployctl.core.render.processes import entry_url
 
     inv = ctx.inventory
     verified = [u.__dict__ for u in out.verification.units] if out.verification else []

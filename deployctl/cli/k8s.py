@@ -109,7 +109,7 @@ def _confirm_break_lock(inv, inventory: Path, yes: bool, reporter: K8sReporter) 
 
 
 def _serving(ctx) -> str:
-    from deployctl.core.processes import entry_url
+    from deployctl.core.render.processes import entry_url
     from deployctl.core.render.chart_values import fullname
 
     inv = ctx.inventory

@@ -34,7 +34,8 @@ def _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize):
 def _write_copy(source: Path, target: Path, layout: dict, comment: str) -> list[str]:
     """Atomically write the inventory with only its layout replaced; the result must validate. Never the source."""
     from deployctl.core.errors import UsageError
-    from deployctl.io.inventory_file import decode_inventory, parse_yaml, read_inventory_bytes
+    from deployctl.core.input.raw import decode_inventory, parse_yaml
+    from deployctl.io.inventory_file import read_inventory_bytes
     from deployctl.core.inventory.validate import validate_inventory
     from deployctl.core.sizing.recommend import apply_layout
 

@@ -23,7 +23,7 @@ the file's own format:
 
       line 7: docker rm -f mindie → docker rm -f mindie-engine
 
-Values under a secret-looking key (:func:`deployctl.core.secrets.is_secret`, or an env name the inventory lists
+Values under a secret-looking key (:func:`deployctl.core.input.secrets.is_secret`, or an env name the inventory lists
 under ``engine.secret_env``: ``file_changes(..., secret_names=...)``) are never shown: both sides read ``***``, the
 change itself is still reported (and a line diff masks a whole line that assigns one).
 
@@ -74,8 +74,8 @@ class KeyChange:
 
 
 # ---------------------------------------------------------------------------------------------- secrets
-# One definition for the whole tool (deployctl.core.secrets); re-exported here for the diff's callers.
-from deployctl.core.secrets import MASK, is_secret, redact as _redact  # noqa: E402,F401
+# One definition for the whole tool (deployctl.core.input.secrets); re-exported here for the diff's callers.
+from deployctl.core.input.secrets import MASK, is_secret, redact as _redact  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------- displays

@@ -64,3 +64,10 @@ def clean_data(doc: Any, _depth: int = 0) -> Any:
     if isinstance(doc, (list, tuple, set, frozenset)):
         return [clean_data(v, _depth + 1) for v in doc]
     return doc
+
+
+def first_line(text: str, limit: int = 80) -> str:
+    """The first non-blank line of ``text``, cut to ``limit`` and quoted (``repr``), or "empty output": how a
+    parser names what it got instead of what it expected."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return repr(first[:limit]) if first else "empty output"

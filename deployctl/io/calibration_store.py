@@ -45,10 +45,6 @@ def load(cluster: str, run_dir: Path = DEFAULT_RUN_DIR) -> dict | None:
     return dict(doc.model_dump(), file=str(p))
 
 
-def label(doc: dict) -> str:
-    return f"calibrated from {doc['runs']} bench run{'s' if doc['runs'] != 1 else ''} on {doc['date']}"
-
-
 def save(cluster: str, consts: Consts, runs: list[str], rows: list[dict], run_dir: Path = DEFAULT_RUN_DIR) -> Path:
     p = path_for(cluster, run_dir)
     p.parent.mkdir(parents=True, exist_ok=True)

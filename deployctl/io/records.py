@@ -2,7 +2,7 @@
 events, per-host logs, status, rc), ansible-runner style.
 
 A record is its operator's alone: the record directory is 0700 and every file deployctl writes in it
-0600 (secret env values are masked in it anyway: deployctl.core.secrets)."""
+0600 (secret env values are masked in it anyway: deployctl.core.input.secrets)."""
 
 from __future__ import annotations
 

@@ -20,9 +20,7 @@ _INNER_CODE = re.compile(r"^V(\d+)R(\d+)C(\d+)")
 _RANGE_KEYS = ("compatible_version", "compatible_version_fw", "compatible_version_drv")
 
 
-def _snippet(text: str) -> str:
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return repr(first[:80]) if first else "empty output"
+from deployctl.core.textsafe import first_line as _snippet  # noqa: E402
 
 
 # --------------------------------------------------------------------------- parsing

@@ -10,9 +10,9 @@ from deployctl.core import catalog
 from deployctl.core.checkpoint import describe
 from deployctl.core.checkpoint.planner import model_info
 from deployctl.core.errors import InventoryError
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 from tests.checkpoint.quoted import DSV32_INFERENCE, FIXTURES, QWEN3_235B, write
 
 NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"

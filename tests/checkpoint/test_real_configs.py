@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deployctl.core.errors import LayoutError
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
 from deployctl.core.render import render_artifacts
 from tests.checkpoint.quoted import FIXTURES, real

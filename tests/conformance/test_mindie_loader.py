@@ -65,7 +65,7 @@ def test_deployctl_env_wins_over_the_images_set_env_scripts(tmp_path):
     """nnal/atb/set_env.sh exports ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=1 (hicann/ascend-transformer-boost
     scripts/set_env.sh L54-71); MindIE-Motor's boot.sh sources set_env first (L71) and exports its own values
     after (L130, L152). The launcher of both engines, run by a real bash with such a script, keeps deployctl's 3."""
-    from deployctl.core.engines.container import source_set_env
+    from deployctl.core.engine_spec.container import source_set_env
 
     script = tmp_path / "set_env.sh"
     script.write_text("export ATB_WORKSPACE_MEM_ALLOC_ALG_TYPE=1\nexport ATB_HOME_PATH=/opt/atb\n"

@@ -42,7 +42,7 @@ def test_engine_config_merges_into_model_config_entry(tmp_path):
 
 
 def test_merge_by_position():
-    from deployctl.core.render.merge import merge_by_position
+    from deployctl.core.input.merge import merge_by_position
 
     base = {"a": [{"x": 1, "y": 2}, {"x": 3}], "ids": [[0, 1]], "s": 1}
     got = merge_by_position(base, {"a": [{"y": 5}], "ids": [[2]], "t": 2})

@@ -15,7 +15,7 @@ from deployctl.backends.common.lockinfo import LockHeld, LockOwner
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.backends.hosts.up import UpOptions, run_operation
 from deployctl.core.errors import ExecutionError, UsageError
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 from fakefleet import FakeFleet
 from recording import RecordingReporter
 

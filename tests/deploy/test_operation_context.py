@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import deployctl.io.ansible as ansible
 import deployctl.io.ssh as ssh
 import deployctl.io.inventory_file as load
-import deployctl.core.sizing.plan as planning
+import deployctl.core.sizing.planner as planning
 from conftest import EXAMPLES
 from deployctl.cli import app
 from deployctl.cli.commands import load_and_validate

@@ -11,7 +11,7 @@ import sys
 
 from deployctl.backends.hosts.hosts import DownChanges
 from deployctl.backends.hosts.purge import SCRIPT, parse
-from deployctl.core.engines.container import container_name
+from deployctl.core.engine_spec.container import container_name
 
 REV = "0123456789abcdef"
 RUN = "20250101T000000.000000Z-up"

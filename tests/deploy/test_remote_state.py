@@ -9,10 +9,10 @@ import pytest
 
 from conftest import EXAMPLES
 from deployctl.backends.hosts.remote import parse_state, state_commands
-from deployctl.core.processes import processes
+from deployctl.core.render.processes import processes
 from deployctl.io.inventory_file import load_inventory
 from deployctl.core.inventory.validate import validate_inventory
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 from deployctl.io.batch import ProbeOutput
 
 RUNNING = ('{"Status": "running", "ExitCode": 0, "StartedAt": "2026-11-24T00:00:00Z"}\n[]\n[]\n')

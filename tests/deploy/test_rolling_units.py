@@ -12,10 +12,10 @@ from deployctl.backends.hosts.status import instance_rows
 from deployctl.core.errors import InventoryError
 from deployctl.backends.hosts.router_control import HaproxyControl, control_for
 from deployctl.backends.hosts.rolling import plan_rollout
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
 from deployctl.core.models.deploy import ChangeSet, HostChange
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 
 FLEET = EXAMPLES / "a2-fleet-4x2x8-dp-ep.yaml"
 

@@ -32,10 +32,10 @@ def secret_inventory(tmp_path: Path, secret_env=("MODEL_REPO_AUTH",)) -> Path:
 def test_one_definition_of_secret_names():
     from deployctl.core import filediff
     from deployctl.backends.k8s import diff as k8s_diff
-    from deployctl.core import secrets
+    from deployctl.core.input import secrets
 
     assert filediff.is_secret is secrets.is_secret and filediff.MASK == secrets.MASK
-    assert "is_secret" not in filediff.__dict__ or filediff.is_secret.__module__ == "deployctl.core.secrets"
+    assert "is_secret" not in filediff.__dict__ or filediff.is_secret.__module__ == "deployctl.core.input.secrets"
     assert k8s_diff._show("x", True) == secrets.MASK
 
 

@@ -76,7 +76,7 @@ def inventory(*, hardware: str = "a2", nodes: int = 2, model: str = "deepseek-r1
 
 def load(inv: dict):
     """dict -> YAML -> the real loader and validator (as `deployctl validate` does)."""
-    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.input.raw import parse_yaml
     from deployctl.core.inventory.validate import validate_inventory
 
     raw = parse_yaml(yaml.safe_dump(copy.deepcopy(inv), sort_keys=False), "gen.yaml", ROOT)
@@ -84,7 +84,7 @@ def load(inv: dict):
 
 
 def plan(inv: dict):
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     return plan_layout(load(inv))
 

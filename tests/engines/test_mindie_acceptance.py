@@ -94,7 +94,7 @@ def _rendered_refusals(path: Path) -> list[str]:
     """Render the example and evaluate the files actually written (config*.json, ranktable.json, env)."""
     from deployctl.app import engines
     from deployctl.cli.commands import load_and_validate
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     inv = load_and_validate(path)
     plan = plan_layout(inv, checked=False)
@@ -193,7 +193,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.
 def _base() -> dict:
     from deployctl.cli.commands import load_and_validate
     from deployctl.core.engines.mindie.config import config_files
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     plan = plan_layout(load_and_validate(EXAMPLES / "a2-2x8-tp-pp.yaml"), checked=False)
     return next(iter(config_files(plan, plan.nodes[0]).values()))

@@ -74,10 +74,10 @@ def test_role_tokens_need_model_speculative(tmp_path):
 
 
 def test_the_estimate_counts_the_decode_roles_drafts_at_the_published_accept_length():
-    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.input.raw import parse_yaml
     from deployctl.core.inventory.validate import validate_inventory
     from deployctl.core.sizing.estimate import context
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     def ctx(**changes):
         text = yaml.safe_dump(c27_inventory(**changes))

@@ -8,9 +8,9 @@ from conftest import EXAMPLES
 
 from deployctl.core.engines.vllm_ascend.launch import launches, proxy_argv
 from deployctl.core.errors import ExecutionError
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 
 
 def _lists(argv: tuple[str, ...]) -> dict[str, list[str]]:

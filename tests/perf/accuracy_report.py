@@ -14,7 +14,7 @@ def plan_of(inventory: dict):
     from deployctl.core.errors import DeployctlError
     from deployctl.io.inventory_file import load_inventory
     from deployctl.core.inventory.validate import validate_inventory
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     with tempfile.TemporaryDirectory() as d:
         f = Path(d) / "check.yaml"

@@ -20,7 +20,7 @@ def inventory(name: str):
 
 @cache
 def plan(name: str):
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     return plan_layout(inventory(name))
 

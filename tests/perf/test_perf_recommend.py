@@ -10,10 +10,10 @@ import yaml
 from perflib import EXAMPLE_NAMES, EXAMPLES, inventory
 
 from deployctl.app import engines
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
 from deployctl.core.sizing.recommend import Objective, apply_layout, layouts, recommend, recommend_report
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 
 
 def test_four_a2_servers_r1_w8a8_at_100ms_pick_dp_ep():

@@ -182,11 +182,11 @@ def test_which_engines_chunk_prefill_into_decode_steps():
     schedulers follow what the engine's driver says."""
     import yaml
 
-    from deployctl.io.inventory_file import parse_yaml
+    from deployctl.core.input.raw import parse_yaml
     from deployctl.core.inventory.validate import validate_inventory
     from deployctl.core.sizing.estimate import context
     from deployctl.core.sizing.serving import sched_of
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     def chunked(example: str, args: list[str] | None = None) -> bool:
         path = EXAMPLES / example

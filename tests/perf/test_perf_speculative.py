@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.io.inventory_file import parse_yaml
+from deployctl.core.input.raw import parse_yaml
 from deployctl.core.inventory.validate import validate_inventory
 from deployctl.core.sizing.estimate import context
 from deployctl.core.sizing.speculative import acceptance
-from deployctl.core.sizing.plan import plan_layout
+from deployctl.core.sizing.planner import plan_layout
 
 EXAMPLE = Path(__file__).parents[2] / "inventories" / "examples" / "vllm-a3-pd-roles-qwen3.yaml"
 
@@ -39,7 +39,7 @@ def test_mtp_keeps_the_geometric_default_and_unsourced_positions_count_as_reject
 
 
 def test_measured_acceptance_replaces_the_published_figure_and_lowers_tpot():
-    from deployctl.io.inventory_file import parse_yaml as parse
+    from deployctl.core.input.raw import parse_yaml as parse
     from deployctl.core.sizing.estimate import estimate_plan
     from deployctl.core.sizing.estimate_types import Workload
 

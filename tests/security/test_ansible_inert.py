@@ -103,7 +103,7 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
     from deployctl.backends.hosts.revision import cluster_dir
     from deployctl.backends.hosts.up import UpOptions, run_operation
     from deployctl.core.errors import UsageError
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
     from recording import RecordingReporter
 
     inv = load_and_validate(example)
@@ -323,7 +323,7 @@ def _backend(fc, tmp_path):
     from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs
     from deployctl.io.records import RunRecord
     from deployctl.io.ansible import run_playbook
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
     from recording import RecordingReporter
 
     inv = load_and_validate(one_node_inventory(fc, tmp_path / "inv.yaml"))
@@ -367,7 +367,7 @@ def test_a_hostile_current_link_runs_nothing_on_the_controller_in_a_failed_ups_u
     assert first.returncode == 0, first.stdout + first.stderr
     from deployctl.cli.commands import load_and_validate
     from deployctl.backends.hosts.revision import cluster_dir
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     cdir = cluster_dir(plan_layout(load_and_validate(inv)))
     markers = Markers(tmp_path, runs)

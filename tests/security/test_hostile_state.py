@@ -26,7 +26,7 @@ from deployctl.backends.hosts.revision import cluster_dir  # noqa: E402
 from deployctl.backends.hosts.status import judge  # noqa: E402
 from deployctl.backends.hosts.up import UpOptions, run_operation  # noqa: E402
 from deployctl.core.errors import UsageError  # noqa: E402
-from deployctl.core.sizing.plan import plan_layout  # noqa: E402
+from deployctl.core.sizing.planner import plan_layout  # noqa: E402
 from deployctl.io.batch import ProbeOutput  # noqa: E402
 from fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402

@@ -37,7 +37,7 @@ class Context:
     def plan(self):
         """The plan, made on first use and kept; a refusal points into the inventory file (located)."""
         from deployctl.core.errors import LayoutError
-        from deployctl.core.sizing.plan import plan_layout
+        from deployctl.core.sizing.planner import plan_layout
 
         try:
             return plan_layout(self.inventory)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deployctl.backends.hosts import history as hist
 from deployctl.backends.common.pipeline import Applied, Outcome
-from deployctl.core.processes import has_router
+from deployctl.core.render.processes import has_router
 from deployctl.io.ansible import PlaybookResult, TaskFailure, prepare, write_inventory
 
 SMOKE_TASK = "POST /v1/chat/completions"
@@ -42,7 +42,7 @@ def groups(plan, changes, push: bool) -> dict[str, list[str]]:
     ms = [h.node for h in changes.hosts if h.ms_action not in (None, "keep")]
     # where the engine's driver says clients go: a router answers for every instance behind it (smoke it when
     # anything moved); otherwise each restarted instance's entry node
-    from deployctl.core.processes import processes
+    from deployctl.core.render.processes import processes
 
     entries = [n.name for n in plan.nodes if processes(plan, n.name).smoke]
     routed = any(has_router(plan, n.name) for n in plan.nodes)
@@ -67,7 +67,7 @@ def _common(b) -> dict:
 
 def _process_vars(plan, name: str) -> dict:
     """What the engine's driver says about this node: readiness lines, health URLs, smoke endpoint."""
-    from deployctl.core.processes import processes
+    from deployctl.core.render.processes import processes
 
     p = processes(plan, name)
     return {"deployctl_ip": plan.node(name).container_ip,

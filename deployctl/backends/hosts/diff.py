@@ -6,7 +6,7 @@ Instances whose nodes are unchanged and running are left alone.
 
 from __future__ import annotations
 
-from deployctl.core.processes import processes
+from deployctl.core.render.processes import processes
 from deployctl.backends.hosts.revision import NodeBundle
 from deployctl.core.models.deploy import ChangeSet, DeployedState, FileChange, HostChange
 from deployctl.core.models.plan import Plan

@@ -19,7 +19,7 @@ from deployctl.backends.common.lockinfo import LockOwner
 from deployctl.backends.common.pipeline import Applied, Outcome, UnitCheck, Verification
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.remote import container_names, ran_before, read_deployed
-from deployctl.core.processes import has_router
+from deployctl.core.render.processes import has_router
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.backends.hosts.verify import Want, verify_nodes
 from deployctl.core.errors import DeployctlError, ExecutionError, Problem
@@ -145,7 +145,7 @@ class HostsBackend:
         from deployctl.core.render import render_artifacts
         from deployctl.io.rendered_tree import write_tree
 
-        from deployctl.core.secrets import mask_artifacts, secret_env_names
+        from deployctl.core.input.secrets import mask_artifacts, secret_env_names
 
         artifacts = with_manifests(self.plan, render_artifacts(self.plan), self.rec.run_id)
         # the real files (env in clear) only in a private directory, packed and pushed from there; the record

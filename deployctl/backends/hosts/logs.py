@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.remote import container_names
-from deployctl.core.processes import has_router
+from deployctl.core.render.processes import has_router
 from deployctl.core.errors import UsageError
 from deployctl.io.executor import DEFAULT_LOG_MB, FAN_OUT, LOG_ENV, HostError, fmt_mb, limit_bytes
 from deployctl.io.batch import PREAMBLE
@@ -81,7 +81,7 @@ def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | No
                  since: str | None = None, tail: int = 200,
                  max_log_mb: float | None = None, plan=None) -> tuple[dict[str, HostLogs], RunRecord]:
     from deployctl.io.ssh import SshExecutor
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
     engine, ms = container_names(plan)

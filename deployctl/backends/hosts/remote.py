@@ -15,7 +15,7 @@ from deployctl.core.models.deploy import ContainerState, DeployedState
 from deployctl.core.models.plan import Plan
 from deployctl.io.batch import ProbeOutput
 from deployctl.io.fanout import fan_out
-from deployctl.core.processes import processes
+from deployctl.core.render.processes import processes
 from deployctl.probes.containers import HTTP_STATUS, INSPECT_FORMAT, READY_LINES  # noqa: F401 (re-exported)
 
 # every JSON file of a glob, separated (paths come in as arguments, never spliced into the script)

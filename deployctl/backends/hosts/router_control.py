@@ -22,6 +22,7 @@ from typing import Callable, Protocol
 
 from deployctl.core.errors import ExecutionError
 from deployctl.io.executor import Executor, HostError, HostTarget
+from deployctl.core.engine_spec.router import InFlightNotes, RouterControl
 
 BACKEND = "instances"      # the backend name in haproxy.cfg.j2
 # what a router/engine answer may be for deployctl to read it (`show stat` of a fleet is a few kB); beyond it the
@@ -139,37 +140,6 @@ def parse_show_stat(text: str, backend: str = BACKEND) -> dict[str, ServerStat]:
     except csv.Error:
         pass                    # a broken row (a NUL, an unterminated quote): the rows before it stand
     return out
-
-
-class InFlightNotes:
-    """``unknown``: instance -> why its requests in flight could not be told at the last ``in_flight`` (a gauge or
-    count that is not one), for the message of a drain that does not end. A bad number is a finding about that
-    host (``in_flight`` says ``NOT_IDLE``), never an exception."""
-
-    @property
-    def unknown(self) -> dict[str, str]:
-        found = self.__dict__.get("_unknown")
-        if found is None:
-            found = self.__dict__["_unknown"] = {}
-        return found
-
-    def told(self, instance: str, why: str = "") -> None:
-        if why:
-            self.unknown[instance] = why
-        else:
-            self.unknown.pop(instance, None)
-
-
-class RouterControl(Protocol):
-    what: str                                   # "HAProxy on node1" (for messages)
-    unknown: dict[str, str]                     # instance -> why its requests in flight cannot be told
-
-    def routed(self) -> list[str]: ...          # the instances it can take out and put back
-    def drain(self, instance: str) -> None: ...
-    def in_flight(self, instance: str) -> int: ...    # requests still running on it (0: idle)
-    def ready(self, instance: str) -> None: ...
-    def serving(self, instance: str) -> bool: ...     # the router sends new requests to it again
-    def view(self) -> dict[str, str]: ...       # instance -> what the router says (UP, DOWN, DRAIN, ...)
 
 
 class HaproxyControl(InFlightNotes):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from deployctl.backends.hosts import history as hist
 from deployctl.backends.hosts.remote import container_names
-from deployctl.core.processes import has_router
+from deployctl.core.render.processes import has_router
 from deployctl.backends.hosts.verify import Want, container_env_digest, engine_problems
 from deployctl.core.models.deploy import DeployedState
 from deployctl.core.models.plan import Plan

@@ -43,7 +43,7 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
     is the operation's (its context's), else planned here."""
     from deployctl.io.ansible import run_playbook
     from deployctl.io.ssh import SshExecutor
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
     record = RunRecord.create(opts.run_root, operation)
@@ -71,7 +71,7 @@ def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool =
     from deployctl.backends.hosts.remote import read_deployed
     from deployctl.backends.hosts.revision import cluster_dir
     from deployctl.io.ssh import SshExecutor
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
     own = executor is None
@@ -124,7 +124,7 @@ def _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, execut
     runs = fan_out(executor, targets, lambda t: [(f"file.{i}", ["cat", f"{cdir}/current/{name}"])
                                                  for i, name in enumerate(wanted[t.name])],
                    ssh_timeout, measure_clock=False)
-    from deployctl.core.secrets import declared
+    from deployctl.core.input.secrets import declared
 
     secret_names = declared(inv)
     out: dict[str, dict[str, list[str]]] = {}

@@ -61,7 +61,7 @@ _MISSING = _Missing()
 
 def _show(value, secret: bool) -> str | None:
     from deployctl.core.filediff import show_json, show_text
-    from deployctl.core.secrets import MASK
+    from deployctl.core.input.secrets import MASK
 
     if value is _MISSING:
         return None
@@ -73,7 +73,7 @@ def _show(value, secret: bool) -> str | None:
 def _redact(value):
     """A live/rendered container for display, its secret-looking values (``{name: HF_TOKEN, value: x}``
     env entries included) replaced by ***."""
-    from deployctl.core.secrets import MASK
+    from deployctl.core.input.secrets import MASK
 
     if isinstance(value, dict):
         return {k: MASK if _secret_child(value, k) else _redact(v) for k, v in value.items()}
@@ -143,7 +143,7 @@ class _Diff:
     def data(self, path: str, key: str, old, new) -> None:
         """One key of a ConfigMap's data: a file diffed key by key, or a value (an env variable)."""
         from deployctl.core.filediff import file_changes
-        from deployctl.core.secrets import is_secret
+        from deployctl.core.input.secrets import is_secret
 
         if old == new:
             return
@@ -162,7 +162,7 @@ class _Diff:
 def _secret_child(parent: dict, key) -> bool:
     """A key whose value is secret: by its name, or the ``value`` of a ``{name: HF_TOKEN, value: ...}`` env
     entry."""
-    from deployctl.core.secrets import is_secret
+    from deployctl.core.input.secrets import is_secret
 
     if is_secret(str(key)):
         return True

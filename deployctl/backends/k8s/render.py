@@ -9,7 +9,7 @@ Tree::
     DIR/manifests.yaml     `helm template <release> DIR/chart -n <namespace> -f DIR/values.yaml
                            [-f DIR/secret-values.yaml]`, the Secret's data masked (***)
 
-Secret env variables (deployctl.core.secrets) go into a Secret the pods read with envFrom. A Helm user installs
+Secret env variables (deployctl.core.input.secrets) go into a Secret the pods read with envFrom. A Helm user installs
 with both files: `helm upgrade --install R DIR/chart -f DIR/values.yaml -f DIR/secret-values.yaml`;
 or sets `secretEnv.existingSecret` (kubernetes.values) to a Secret they manage and leaves the second file out.
 """
@@ -107,7 +107,7 @@ def mask_manifests(text: str | None) -> str:
 
     import yaml
 
-    from deployctl.core.secrets import MASK
+    from deployctl.core.input.secrets import MASK
 
     if not text or "kind: Secret" not in text:
         return text or ""

@@ -25,7 +25,7 @@ def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, t
     if operation != "up":
         plan = None
     elif plan is None:
-        from deployctl.core.sizing.plan import plan_layout
+        from deployctl.core.sizing.planner import plan_layout
 
         plan = plan_layout(inv)
     api = api or KubeApi(target)
@@ -53,7 +53,7 @@ def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
 
 
 def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     target = kube_target(inv, inventory_dir)
     docs = release_docs(render_release(plan if plan is not None else plan_layout(inv)))

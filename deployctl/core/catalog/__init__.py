@@ -6,7 +6,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from deployctl.core.catalog.info import KvSpec, LayoutPreset, ModelInfo, ParamsB, QuantBytes  # noqa: F401 - the catalog's types
+from deployctl.core.models.model_info import KvSpec, LayoutPreset, ModelInfo, ParamsB, QuantBytes  # noqa: F401 - the catalog's types
 
 
 def _read(name: str) -> Any:

@@ -7,7 +7,7 @@ as catalog/models.yaml lists them for its hand-written entries.
 
 from __future__ import annotations
 
-from deployctl.core.catalog.info import KvSpec, ModelInfo, ParamsB, QuantBytes
+from deployctl.core.models.model_info import KvSpec, ModelInfo, ParamsB, QuantBytes
 from deployctl.core.checkpoint.description import ModelDescription
 
 REFERENCE_WORKSPACE_MB = 0.25      # catalog/models.yaml deepseek-v3 (hidden 7168): scaled by hidden for others

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 from deployctl.core.errors import Problem
-from deployctl.core.inventory.envcheck import (HCCL_RANGES, ROLE_ENV, env_range_problems, env_sources, role_only_problems,
+from deployctl.core.input.envcheck import (HCCL_RANGES, ROLE_ENV, env_range_problems, env_sources, role_only_problems,
                                          secret_env_problems)
-from deployctl.core.inventory.hostile import check_image
-from deployctl.io.inventory_file import KeyPath, RawInventory
-from deployctl.core.inventory.roles import ROLES, role_block, role_problems
+from deployctl.core.input.hostile import check_image
+from deployctl.core.input.raw import KeyPath, RawInventory
+from deployctl.core.input.roles import ROLES, role_block, role_problems
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
@@ -188,7 +188,7 @@ def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> li
     from pydantic import ValidationError
 
     from deployctl.core.render.chart_values import CHART_NAME, owned_values, values_model
-    from deployctl.core.render.merge import deep_merge
+    from deployctl.core.input.merge import deep_merge
 
     def has(tree, dotted: str) -> bool:
         for part in dotted.split("."):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from deployctl.core.errors import Problem
-from deployctl.io.inventory_file import RawInventory
+from deployctl.core.input.raw import RawInventory
 
 
 LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Callable
 
 from deployctl.core.errors import Problem
-from deployctl.core.inventory.gaps import discovery_hint, needs_facts
+from deployctl.core.input.gaps import discovery_hint, needs_facts
 from deployctl.core.inventory.hccn import HccnReadError, parse_hccn_conf
-from deployctl.core.inventory.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, ip_address, zone_problem)
-from deployctl.io.inventory_file import RawInventory
+from deployctl.core.input.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, ip_address, zone_problem)
+from deployctl.core.input.raw import RawInventory
 
 
 def check_nodes(inv, raw: RawInventory) -> list[Problem]:

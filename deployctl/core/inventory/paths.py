@@ -54,7 +54,7 @@ def named_paths(inv, inventory_dir: str | None = None) -> list[tuple[tuple, str,
     """(key path, absolute path, what it is) of every path the inventory names for something other than
     deployctl's files. Host paths as given; controller paths (SSH keys, known_hosts, kubeconfig) when absolute
     or under ~ (the controller may be one of the hosts)."""
-    from deployctl.core.engines.container import DEVICE_LOGS
+    from deployctl.core.engine_spec.container import DEVICE_LOGS
 
     e = inv.engine
     out = [(("model", "weights_path"), inv.model.weights_path, "the model weights")]

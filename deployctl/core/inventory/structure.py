@@ -9,7 +9,7 @@ from typing import Any
 
 from deployctl.app import engines
 from deployctl.core.errors import Problem
-from deployctl.io.inventory_file import KeyPath, RawInventory
+from deployctl.core.input.raw import KeyPath, RawInventory
 
 
 # --------------------------------------------------------------------------- structure

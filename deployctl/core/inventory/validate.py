@@ -10,11 +10,11 @@ from deployctl.app import engines
 from deployctl.core.errors import InventoryError, Problem
 from deployctl.core.inventory.apply_facts import apply_facts
 from deployctl.core.inventory.engine_checks import check_engine, check_kubernetes, check_model, describe_checkpoint
-from deployctl.core.inventory.gaps import NeedsFacts, discovery_hint, interface_gaps
+from deployctl.core.input.gaps import NeedsFacts, discovery_hint, interface_gaps
 from deployctl.core.inventory.hccn import read_hccn_conf
-from deployctl.core.inventory.hostile import check_ssh, hostile_problems
+from deployctl.core.input.hostile import check_ssh, hostile_problems
 from deployctl.core.inventory.layout_checks import check_layout
-from deployctl.io.inventory_file import RawInventory
+from deployctl.core.input.raw import RawInventory
 from deployctl.core.inventory.node_checks import check_devices, check_nodes, check_sku, check_super_pod, resolve_devices
 from deployctl.core.inventory.paths import cluster_dir_problems
 from deployctl.core.inventory.structure import structure_problems

@@ -252,7 +252,7 @@ def common_values(plan, **changes) -> dict:
 def chart_values(plan, artifacts):
     """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
     from deployctl.app import engines
-    from deployctl.core.render.merge import deep_merge
+    from deployctl.core.input.merge import deep_merge
 
     model = values_model()
     values = model.model_validate(engines.driver(plan.engine.kind).chart.values(plan, artifacts))
@@ -266,7 +266,7 @@ def split_secret_env(plan, values: dict) -> dict:
     """Move every secret env variable out of the values' ``env`` maps (the ConfigMaps) into ``secretEnv``
     (one Secret for the release): a variable must then have one value in every pod."""
     from deployctl.core.errors import UsageError
-    from deployctl.core.secrets import secret_env_names
+    from deployctl.core.input.secrets import secret_env_names
 
     names = secret_env_names(plan.inventory)
     found: dict[str, str] = {}

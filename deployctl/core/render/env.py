@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 
-ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from deployctl.core.input.envcheck import ENV_KEY  # noqa: E402
 # docker --env-file reads a line as KEY=VALUE up to the newline, with no quoting: a newline (or any other
 # control character) in a value would start another variable (LD_PRELOAD=...) or split the line
 ENV_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")

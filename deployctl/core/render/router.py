@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from deployctl.core.engines.spec import Process
+from deployctl.core.engine_spec.protocol import Process
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Plan
 

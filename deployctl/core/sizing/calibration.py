@@ -148,3 +148,8 @@ def fit() -> Consts:
     kc = best_compute(kh)
     kp = _search(lambda k: _rms(replace(base, k_prefill=k), prefill), 1.0, 6.0)
     return Consts(k_hbm=round(kh, 3), k_compute=round(kc, 3), k_prefill=round(kp, 3))
+
+
+def label(doc: dict) -> str:
+    """How a stored calibration is named in an estimate's source (the document as read by the store)."""
+    return f"calibrated from {doc['runs']} bench run{'s' if doc['runs'] != 1 else ''} on {doc['date']}"

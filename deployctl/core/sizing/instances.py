@@ -167,7 +167,7 @@ def group_problems(inv, raw) -> list[Problem]:
 
 def _router_problems(inv, raw) -> list[Problem]:
     from deployctl.app import engines
-    from deployctl.core.inventory.hostile import check_image
+    from deployctl.core.input.hostile import check_image
 
     r = inv.router
     out = check_image(raw, r.image, ("router", "image"))

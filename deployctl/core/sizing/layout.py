@@ -132,7 +132,7 @@ def _role_specs(inv) -> list[InstanceSpec]:
 
 def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
     """Return one InstanceSpec per instance with degrees filled in (problems attached)."""
-    from deployctl.io.inventory_file import RawInventory
+    from deployctl.core.input.raw import RawInventory
 
     raw = raw or RawInventory(data={}, file="<inventory>", base_dir=None)
     preset = effective_preset(inv)
@@ -189,7 +189,7 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
 
 
 def _missing_ips(inv, raw, spec: InstanceSpec, skip: set[str]) -> list[Problem]:
-    from deployctl.core.inventory.gaps import discovery_hint, needs_facts
+    from deployctl.core.input.gaps import discovery_hint, needs_facts
 
     out = []
     need = f"the rank table of the {spec.name} instance needs it"

@@ -106,7 +106,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
     the_sku = sku_for(plan.hardware, given)
     source = (f"given ({sku})" if sku else f"cluster.sku ({given})" if given else
               f"default for {plan.hardware}: {default_reason(plan.hardware)}")
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
 
     decoding = "decode" if any(i.role == "decode" for i in plan.instances) else "mixed"
     spec = for_role(inv, decoding).model.speculative        # pd-split: the decode role's drafts (its own tokens)
@@ -124,7 +124,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
     m = catalog.model_of(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
-        from deployctl.io.calibration_store import label  # read by the command that asks)
+        from deployctl.core.sizing.calibration import label  # read by the command that asks)
 
         consts = Consts(**calibration["consts"])
         user = {"source": f"{label(calibration)} ({calibration['file']}; `deployctl calibrate --remove` drops it)",
@@ -140,7 +140,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
 
 def _prefill_batch(plan) -> int:
     """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
     role = next(i.role for i in plan.instances if i.role in ("mixed", "prefill"))
@@ -150,7 +150,7 @@ def _prefill_batch(plan) -> int:
 def batch_limit(ctx: Ctx) -> int:
     """The decoding role's max_batch_size (layout.decode.model's on pd-split) per DP group of the decoding
     instance (assumed: one scheduler per DP rank)."""
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
 
     limit = for_role(ctx.plan.inventory, ctx.decoder.role).model.max_batch_size
     return limit * ctx.decoder.degrees.dp * ctx.decoders

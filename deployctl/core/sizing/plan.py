@@ -35,7 +35,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     # the engine says what share of HBM it uses, its communication buffer and how its runtime really
     # splits o_proj and lm_head (a runtime may ignore the local TP keys); a pd-split role's own settings
     # (layout.<role>.engine/model/env) count for its instances
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
 
     inv = for_role(inv, role)
     mem = engines.for_inventory(inv).memory(inv, role, deg)
@@ -88,18 +88,7 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
                        problems=problems, hint=_suggestions(inv, failing))
 
 
-def plan_layout(inv: Inventory, *, checked: bool = True, fixes: bool = True) -> Plan:
-    """Build the plan for a validated inventory; a refusal carries a hint the planner itself accepted
-    (planning/fixes.py; ``fixes=False`` inside that search and in `recommend`)."""
-    from deployctl.core.sizing.fixes import with_verified_hint
-
-    try:
-        return _plan_layout(inv, checked=checked)
-    except LayoutError as exc:
-        raise (with_verified_hint(exc, inv) if fixes and checked else exc) from None
-
-
-def _plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
+def plan_without_hints(inv: Inventory, *, checked: bool = True) -> Plan:
     """Build the plan for a validated inventory (``checked=False``: without the engine's support matrix, its
     acceptance of the rendered files and the memory fit, for `validate`).
 
@@ -146,7 +135,7 @@ def _plan_layout(inv: Inventory, *, checked: bool = True) -> Plan:
 
 
 def _router(inv: Inventory) -> FleetRouter | None:
-    from deployctl.core.engines.container import container_name
+    from deployctl.core.engine_spec.container import container_name
 
     name = router_node(inv)
     if name is None:

@@ -171,11 +171,11 @@ def _plan(inv, layout: dict):
     from deployctl.app import engines
     from deployctl.core.errors import DeployctlError
     from deployctl.core.models.inventory import Layout
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.plan import plan_without_hints
 
     cand = inv.model_copy(update={"layout": Layout.model_validate(layout)})
     try:
-        plan = plan_layout(cand, fixes=False)
+        plan = plan_without_hints(cand)
     except DeployctlError as exc:
         text = exc.message.lower()
         why = ("memory" if "memory" in text else "engine refuses" if "does not run" in text else "degrees")

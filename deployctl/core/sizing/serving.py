@@ -115,7 +115,7 @@ def sched_of(ctx, inst) -> Sched:
     (layout.<role>.model over model), its KV cache, whether the engine mixes prefill chunks into decode steps (its
     driver's chunked_prefill), MTP."""
     from deployctl.app import engines
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
     inv = for_role(ctx.plan.inventory, inst.role)

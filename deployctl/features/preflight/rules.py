@@ -219,7 +219,7 @@ def _ports_per_node(inv, plan=None) -> dict[str, set[int]]:
     the operation's plan when it has one (else planned here)."""
     from deployctl.app import engines
     from deployctl.core.errors import DeployctlError
-    from deployctl.core.sizing.plan import plan_layout
+    from deployctl.core.sizing.planner import plan_layout
 
     driver = engines.for_inventory(inv)
     common = set(driver.host_ports(inv).values())
@@ -228,7 +228,7 @@ def _ports_per_node(inv, plan=None) -> dict[str, set[int]]:
     except DeployctlError:          # plan refuses: `plan` says why; check what every node needs
         return {n.name: common for n in inv.nodes}
     out = {}
-    from deployctl.core.processes import processes
+    from deployctl.core.render.processes import processes
 
     for node in plan.nodes:
         procs = processes(plan, node.name)       # the engine's, and a fleet's router on its node
@@ -328,7 +328,7 @@ def check_gaps(inv: Inventory, facts: dict[str, HostFacts], left) -> list[Findin
     """``needs-facts``: what the inventory leaves to preflight (device IPs, A3 SDIDs, super pod ids) and
     the facts still do not give (``left``: the NeedsFacts problems of the inventory with the facts
     applied); `plan --facts` and `up` would refuse it. Unreachable hosts already FAIL host-reachable."""
-    from deployctl.core.inventory.gaps import NOUNS
+    from deployctl.core.input.gaps import NOUNS
 
     down = {h.name for h in facts.values() if not h.reachable}
     grouped: dict[tuple[str, str], list] = defaultdict(list)

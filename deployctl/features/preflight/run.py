@@ -100,7 +100,7 @@ def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None
     (each note with ``discovered``) and adds the findings.
     """
     from deployctl.core.errors import InventoryError
-    from deployctl.core.inventory.gaps import NeedsFacts
+    from deployctl.core.input.gaps import NeedsFacts
     from deployctl.core.inventory.validate import inventory_problems
 
     if not gaps:

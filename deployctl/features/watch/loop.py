@@ -20,7 +20,7 @@ from deployctl.io.executor import FAN_OUT, Executor, HostTarget
 from deployctl.io.batch import PROBE_CONCURRENCY
 from deployctl.io.fanout import fan_out, run_script
 from deployctl.backends.hosts.router_control import Remote, control_for, control_gap
-from deployctl.core.processes import processes
+from deployctl.core.render.processes import processes
 from deployctl.io.records import RunRecord
 from deployctl.core.models.hostdata import printable
 from deployctl.features.watch.events import Limiter, clean_event

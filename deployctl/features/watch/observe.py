@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from deployctl.io.batch import ProbeOutput
-from deployctl.core.processes import processes
+from deployctl.core.render.processes import processes
 from deployctl.core.models.hostdata import parse_container, parse_count, printable
 from deployctl.probes.containers import HTTP_STATUS, INSPECT_FORMAT, READY_LINES
 from deployctl.probes.hccn_tool import parse_link

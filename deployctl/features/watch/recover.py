@@ -19,7 +19,7 @@ from typing import Callable
 from deployctl.core.errors import DeployctlError
 from deployctl.backends.hosts.router_control import RouterControl, wait_until
 from deployctl.features.watch.observe import NodeObs
-from deployctl.core.inventory.roles import ROLES
+from deployctl.core.input.roles import ROLES
 from deployctl.features.watch.tracker import event
 
 DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish

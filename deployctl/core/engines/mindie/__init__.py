@@ -10,7 +10,7 @@ Submodules are imported when a method needs them, so loading an inventory stays 
 
 from __future__ import annotations
 
-from deployctl.core.engines.spec import EngineVersion, MemoryInputs, NodeProcesses
+from deployctl.core.engine_spec.protocol import EngineVersion, MemoryInputs, NodeProcesses
 
 
 class MindieDriver:
@@ -29,7 +29,7 @@ class MindieDriver:
         return MindieSettings
 
     def version(self, inv) -> EngineVersion:
-        from deployctl.core.engines.spec import version_from
+        from deployctl.core.engine_spec.protocol import version_from
 
         return version_from(inv.engine)
 
@@ -112,7 +112,7 @@ class MindieDriver:
 
     @property
     def chart(self):
-        from deployctl.core.engines.spec import Chart
+        from deployctl.core.engine_spec.protocol import Chart
         from deployctl.core.engines.mindie.chart_values import OWNED_VALUES, MindieValues
         from deployctl.core.engines.mindie.helm import chart_values
 

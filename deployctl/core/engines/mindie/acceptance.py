@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from deployctl.core.engines.spec import read_data
+from deployctl.core.engine_spec.protocol import read_data
 
 INT_RANGES = {"int32_t": (-2**31, 2**31 - 1), "uint32_t": (0, 2**32 - 1), "size_t": (0, 2**64 - 1)}
 JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null", float: "number",
@@ -282,7 +282,7 @@ def user_key(overrides: dict, key: str) -> str | None:
 def _inventory_path(inv, role: str, r: Refusal) -> tuple[str, bool]:
     """Where the refused value comes from: the role's layout.<role>.engine.config / .model when it set the key
     (pd-split), else engine.config, else the inventory key deployctl derived it from."""
-    from deployctl.core.inventory.roles import role_block
+    from deployctl.core.input.roles import role_block
 
     block = role_block(inv, role)
     if r.doc == "config":
@@ -312,7 +312,7 @@ def _has_gaps(ranktable: dict) -> bool:
 
 def _ms_refusals(plan, version) -> list:
     """MindIE-MS's refusals of ms_controller.json / ms_coordinator.json (acceptance_ms.py), pd-split only."""
-    from deployctl.core.engines.spec import Finding
+    from deployctl.core.engine_spec.protocol import Finding
     from deployctl.core.engines.mindie.acceptance_ms import evaluate
     from deployctl.core.engines.mindie.refusal import hint as assume_hint
     from deployctl.core.engines.mindie.ms import controller_doc, coordinator_doc
@@ -355,7 +355,7 @@ def assumable() -> dict[str, str]:
 def plan_refusals(plan) -> list:
     """(acceptance check id, Finding error) of every refusal of this plan's rendered config files."""
     from deployctl.core.engines.mindie.refusal import hint as assume_hint
-    from deployctl.core.engines.spec import Finding
+    from deployctl.core.engine_spec.protocol import Finding
     from deployctl.core.engines.mindie.config import config_files
     from deployctl.core.engines.mindie.env import computed_env
     from deployctl.core.engines.mindie.ranktable import ranktable_doc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from deployctl.core.engines.spec import read_data
+from deployctl.core.engine_spec.protocol import read_data
 
 MOT = "Ascend/MindIE-Motor@5dfb024e"
 MULTI = ("p_node_config", "d_node_config")     # ControllerConfig.cpp L246-253

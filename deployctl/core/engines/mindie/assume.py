@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deployctl.core.engines.spec import Finding
+from deployctl.core.engine_spec.protocol import Finding
 
 # the support matrix's refusals an image can be said to lift (support.py _check)
 MATRIX = {

@@ -22,11 +22,11 @@ import json
 from deployctl.core import catalog
 from deployctl.core.engines.mindie.processes import dp_ports, dp_servers, is_distributed
 from deployctl.core.engines.mindie.support import backend
-from deployctl.core.inventory.roles import for_role
+from deployctl.core.input.roles import for_role
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Instance, Plan, PlanNode
 from deployctl.core.sizing.limits import max_prefill_tokens
-from deployctl.core.render.merge import merge_by_position, to_json
+from deployctl.core.input.merge import merge_by_position, to_json
 
 
 def _tls_paths(prefix: str, base: str) -> dict:

@@ -18,7 +18,7 @@ from deployctl.core.engines.mindie.processes import is_distributed
 from deployctl.core.engines.mindie.support import needs_gloo_interface
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Plan, PlanNode
-from deployctl.core.engines.container import with_env_keys
+from deployctl.core.engine_spec.container import with_env_keys
 from deployctl.core.render.env import env_file, user_env
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deployctl.core.engines.spec import Finding
+from deployctl.core.engine_spec.protocol import Finding
 from deployctl.core.engines.mindie import assume
 from deployctl.core.engines.mindie.acceptance import plan_refusals
 from deployctl.core.engines.mindie.support import expand_source, matrix_findings

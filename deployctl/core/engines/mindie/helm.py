@@ -23,7 +23,7 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
-from deployctl.core.engines.container import ENV_KEYS
+from deployctl.core.engine_spec.container import ENV_KEYS
 from deployctl.core.engines.mindie.chart_values import Launchers, MindieValues, Ms, Ports, RankTable
 from deployctl.core.engines.mindie.config import config_files
 from deployctl.core.engines.mindie.env import node_env

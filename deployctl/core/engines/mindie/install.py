@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deployctl.core.engines.container import source_set_env
+from deployctl.core.engine_spec.container import source_set_env
 
 SERVICE = "/usr/local/Ascend/mindie/latest/mindie-service"
 SITE = "/usr/local/lib/python3.11/site-packages"    # Motor mindie_env_a3.json L5-6 (3.0); deepseek_v3.2.md L154
@@ -94,7 +94,7 @@ def install(engine) -> Install:
     """The layout of the engine's version (engine.version or the image tag; support.yaml `versions.<v>.layout`).
     A version the matrix does not list gets the layout of its major version (3.x and later: the wheel);
     an image whose tag names no version keeps the run package (support.py warns that it is unverified)."""
-    from deployctl.core.engines.spec import version_from
+    from deployctl.core.engine_spec.protocol import version_from
     from deployctl.core.engines.mindie.support import matrix
 
     version = version_from(engine).version

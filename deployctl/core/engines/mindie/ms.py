@@ -17,7 +17,7 @@ from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Instance, Plan
 from deployctl.core.engines.mindie.ranktable import uses_super_pod
 from deployctl.core.engines.mindie.topology import distributed
-from deployctl.core.render.merge import deep_merge, merge_by_position, to_json
+from deployctl.core.input.merge import deep_merge, merge_by_position, to_json
 
 
 def _group_servers(plan: Plan, inst: Instance) -> list[dict]:

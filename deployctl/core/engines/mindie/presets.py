@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from deployctl.core.engines.spec import read_data
+from deployctl.core.engine_spec.protocol import read_data
 from deployctl.core.render.env import env_value
 
 

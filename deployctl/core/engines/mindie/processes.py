@@ -3,7 +3,7 @@ decode) and, on the pd-split router node, MindIE-MS's controller and coordinator
 
 from __future__ import annotations
 
-from deployctl.core.engines.spec import MetricNames, NodeProcesses, Process
+from deployctl.core.engine_spec.protocol import MetricNames, NodeProcesses, Process
 from deployctl.core.engines.mindie.topology import distributed
 
 # the daemon logs this once it serves (MindIE-LLM src/server/daemon/llm_daemon.cpp L323-324)
@@ -14,7 +14,7 @@ HEALTH = "/v2/health/ready"     # on the management port (http_handler.cpp L496-
 
 
 def container_name(plan) -> str:
-    from deployctl.core.engines.container import container_name as named
+    from deployctl.core.engine_spec.container import container_name as named
 
     return named(plan.inventory, plan.inventory.engine.container_name or "mindie")
 
@@ -88,7 +88,7 @@ METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_ou
 
 
 def metrics_targets(plan) -> list:
-    from deployctl.core.engines.spec import MetricsTarget
+    from deployctl.core.engine_spec.protocol import MetricsTarget
 
     e = plan.inventory.engine
     on = str((e.env or {}).get(MONITOR_ENV, "")).strip() == "1"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Instance, Plan
 from deployctl.core.engines.mindie.topology import distributed
-from deployctl.core.render.merge import to_json
+from deployctl.core.input.merge import to_json
 
 
 def uses_super_pod(plan: Plan) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deployctl.core.engines.spec import Finding
+from deployctl.core.engine_spec.protocol import Finding
 
 
 def _feature(name: str, runtime: str) -> dict:

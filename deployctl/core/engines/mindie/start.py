@@ -11,7 +11,7 @@ Example (abridged)::
 from __future__ import annotations
 
 from deployctl import __version__
-from deployctl.core.engines.container import devices, inventory_mounts
+from deployctl.core.engine_spec.container import devices, inventory_mounts
 from deployctl.core.engines.mindie.install import install, ms_home, server
 from deployctl.core.engines.mindie.config import config_files
 from deployctl.core.engines.mindie.processes import container_name, dp_servers, is_distributed

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from deployctl.core.engines.spec import Finding, MemoryInputs, read_data
+from deployctl.core.engine_spec.protocol import Finding, MemoryInputs, read_data
 
 
 @cache

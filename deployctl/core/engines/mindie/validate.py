@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from deployctl.core.errors import Problem
-from deployctl.core.inventory.envcheck import env_range_problems
+from deployctl.core.input.envcheck import env_range_problems
 
 # engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
 # make config.json disagree with the rank table, the env and the plan.
@@ -51,7 +51,7 @@ ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False)}
 
 
 def _env_values(env: dict, raw, inv=None) -> list[Problem]:
-    from deployctl.core.inventory.envcheck import env_sources
+    from deployctl.core.input.envcheck import env_sources
 
     out = []
     sources = env_sources(inv) if inv is not None else [(("engine", "env"), env)]
@@ -66,7 +66,7 @@ def _env_values(env: dict, raw, inv=None) -> list[Problem]:
 
 def config_sources(inv) -> list[tuple[tuple, dict]]:
     """(key path, overrides) of every config.json override: engine.config, then layout.<role>.engine.config."""
-    from deployctl.core.inventory.roles import ROLES, role_block
+    from deployctl.core.input.roles import ROLES, role_block
 
     out = [(("engine", "config"), inv.engine.config)]
     for role in ROLES:
@@ -150,7 +150,7 @@ def _speculative(inv, raw) -> list[Problem]:
                                f"speculative plugins are mtp, la and memory_decoding ({PLUGIN_SOURCE} L127-135)",
                                "use method: mtp (DeepSeek), or the vllm-ascend engine"))
         return out
-    from deployctl.core.inventory.roles import ROLES, role_block
+    from deployctl.core.input.roles import ROLES, role_block
 
     tokens = [(("model", "speculative", "tokens"), spec.tokens)] + [
         (("layout", role, "model", "speculative_tokens"), own.speculative_tokens) for role in ROLES

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deployctl.core.models.base import Frozen
-from deployctl.probes.versions import _snippet
+from deployctl.core.textsafe import first_line as _snippet
 
 
 class MindieVersion(Frozen):

@@ -46,7 +46,7 @@ class VllmAscendDriver:
         return VllmAscendSettings
 
     def version(self, inv):
-        from deployctl.core.engines.spec import version_from
+        from deployctl.core.engine_spec.protocol import version_from
 
         return version_from(inv.engine)
 
@@ -68,7 +68,7 @@ class VllmAscendDriver:
         --max-model-len 40960 (Qwen3-235B-A22B-A2.yaml @182b75ea L31-L32). Off when the args say
         --no-enable-chunked-prefill (engine.args or a role's), and with 0.11's Ascend scheduler unless its own
         enable_chunked_prefill is on (v0.11.0 vllm_ascend/core/schedule_config.py L48, L65-L69)."""
-        from deployctl.core.inventory.roles import ROLES, role_block
+        from deployctl.core.input.roles import ROLES, role_block
 
         blocks = [{"args": inv.engine.args, "additional_config": inv.engine.additional_config}]
         blocks += [b.engine for b in (role_block(inv, r) for r in ROLES) if b is not None]
@@ -157,7 +157,7 @@ class VllmAscendDriver:
 
     @property
     def chart(self):
-        from deployctl.core.engines.spec import Chart
+        from deployctl.core.engine_spec.protocol import Chart
         from deployctl.core.engines.vllm_ascend.chart import OWNED_VALUES, VllmValues, chart_values
 
         return Chart(block="vllm", block_model=VllmValues, owned_values=OWNED_VALUES, values=chart_values,

@@ -11,7 +11,7 @@ import json
 from functools import cache
 from importlib import resources
 
-from deployctl.core.engines.spec import TAG_VERSION
+from deployctl.core.engine_spec.protocol import TAG_VERSION
 
 # vllm-ascend minor version -> (vllm-ascend release whose tables we ship, the vLLM release it pairs with:
 # each tag's Dockerfile VLLM_TAG)

@@ -21,7 +21,7 @@ import math
 import re
 
 from deployctl.core.errors import ExecutionError
-from deployctl.backends.hosts.router_control import InFlightNotes
+from deployctl.core.engine_spec.router import InFlightNotes
 
 GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}\n]{0,4096}\})?[ \t]+(\S{1,32})[ \t]*$", re.M)
 NOT_IDLE = 1 << 30          # requests in flight when the answer cannot tell: never "idle"

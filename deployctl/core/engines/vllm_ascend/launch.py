@@ -68,7 +68,7 @@ def kv_transfer(plan, inst) -> dict:
 
 
 def common_args(plan, inst) -> list[str]:
-    from deployctl.core.inventory.roles import for_role
+    from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
     inv = for_role(plan.inventory, inst.role)      # a pd-split role's own limits, memory share, additional-config
@@ -115,7 +115,7 @@ def extra_args(plan, inst) -> list[str]:
     with the role's value (`--enforce-eager` on prefill, `--compilation-config` on decode, as vllm-ascend's PD CI
     configs run them)."""
     from deployctl.core.engines.vllm_ascend.catalog import known
-    from deployctl.core.inventory.roles import role_block
+    from deployctl.core.input.roles import role_block
 
     block = role_block(plan.inventory, inst.role)
     own = list((block.engine if block is not None else {}).get("args", []))

@@ -3,7 +3,7 @@ KV ports stay above Mooncake's random range (pd_disaggregation_mooncake_multi_no
 
 from __future__ import annotations
 
-from deployctl.core.engines.spec import Finding
+from deployctl.core.engine_spec.protocol import Finding
 
 MOONCAKE_SOURCE = ("VA docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md@HEAD (Mooncake takes "
                    "random ports in [20000, 20000 + 1000 x NPUs)); PR #6455; issue #8938")

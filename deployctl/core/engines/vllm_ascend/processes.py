@@ -10,7 +10,7 @@ The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 
 from __future__ import annotations
 
-from deployctl.core.engines.spec import MetricNames, NodeProcesses, Process
+from deployctl.core.engine_spec.protocol import MetricNames, NodeProcesses, Process
 from deployctl.core.engines.vllm_ascend.launch import node_launch
 from deployctl.core.engines.vllm_ascend.support import feature
 from deployctl.core.engines.vllm_ascend.render import container_name, proxy_name
@@ -70,7 +70,7 @@ def metrics_targets(plan) -> list:
     """GET /metrics on every API process's port: vLLM mounts prometheus_client's app there
     (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41); headless nodes serve no HTTP, their
     engine cores report through the API server of their instance's master."""
-    from deployctl.core.engines.spec import MetricsTarget
+    from deployctl.core.engine_spec.protocol import MetricsTarget
 
     out = []
     for node in plan.nodes:

@@ -6,7 +6,7 @@ No rank table and no config.json: vLLM's processes find each other through the D
 from __future__ import annotations
 
 from deployctl import __version__
-from deployctl.core.engines.container import devices, inventory_mounts, source_set_env, with_env_keys
+from deployctl.core.engine_spec.container import devices, inventory_mounts, source_set_env, with_env_keys
 from deployctl.core.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.core.engines.vllm_ascend.support import preset_env
 from deployctl.core.models.artifact import Artifact
@@ -36,7 +36,7 @@ PROXY_LAUNCHER = 'mapfile -t ARGS < "$DEPLOYCTL_WORK/proxy.args"; exec python3 "
 
 
 def container_name(plan) -> str:
-    from deployctl.core.engines.container import container_name as named
+    from deployctl.core.engine_spec.container import container_name as named
 
     return named(plan.inventory, plan.inventory.engine.container_name or "vllm")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from deployctl.core.engines.spec import Finding, MemoryInputs, read_data
+from deployctl.core.engine_spec.protocol import Finding, MemoryInputs, read_data
 
 
 @cache

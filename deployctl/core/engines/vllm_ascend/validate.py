@@ -80,7 +80,7 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
 
     known = ascend_env(version)
     removed = matrix().get("removed_env", {}).get(version, {})
-    from deployctl.core.inventory.envcheck import env_sources
+    from deployctl.core.input.envcheck import env_sources
 
     out = []
     for path, env in env_sources(inv):
@@ -97,7 +97,7 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
 
 
 def engine_problems(inv, raw) -> list[Problem]:
-    from deployctl.core.engines.spec import version_from
+    from deployctl.core.engine_spec.protocol import version_from
     from deployctl.core.engines.vllm_ascend.catalog import known
 
     version = known(version_from(inv.engine).version)
@@ -105,7 +105,7 @@ def engine_problems(inv, raw) -> list[Problem]:
     out = (_args(e.args, ("engine", "args"), raw, version) +
            _additional(e.additional_config, ("engine", "additional_config"), raw, version) +
            _ascend_env(inv, raw, version))
-    from deployctl.core.inventory.roles import ROLES, role_block
+    from deployctl.core.input.roles import ROLES, role_block
 
     for role in ROLES:      # a pd-split role's own args and additional-config, checked the same way at their lines
         own = (role_block(inv, role).engine if role_block(inv, role) is not None else {})
@@ -119,7 +119,7 @@ def engine_problems(inv, raw) -> list[Problem]:
     if inv.model.speculative is not None and option(version, "--speculative-config") is None:
         out.append(raw.problem(("model", "speculative"), f"vllm serve {version} has no --speculative-config",
                                "remove model.speculative or use a newer image"))
-    from deployctl.core.inventory.envcheck import env_sources
+    from deployctl.core.input.envcheck import env_sources
 
     for path, env in env_sources(inv):
         for key in OWNED_ENV:

@@ -77,7 +77,7 @@ def is_secret_env(name: str, extra: frozenset[str] | set[str] = frozenset()) -> 
 
 def secret_env_names(inv) -> frozenset[str]:
     """Every secret variable of the inventory's env blocks (engine.env, layout.<role>.env)."""
-    from deployctl.core.inventory.envcheck import env_sources
+    from deployctl.core.input.envcheck import env_sources
 
     extra = declared(inv)
     return frozenset(k for _, env in env_sources(inv) for k in env if is_secret_env(k, extra)) | extra

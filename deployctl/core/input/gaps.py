@@ -33,7 +33,7 @@ class NeedsFacts(Problem):
 def needs_facts(raw, key: tuple, message: str, hint: str, *, node: str, device: int | None = None,
                 what: What = "ip") -> NeedsFacts:
     """Like ``RawInventory.problem``, for a gap preflight can fill."""
-    from deployctl.io.inventory_file import format_path
+    from deployctl.core.input.raw import format_path
 
     return NeedsFacts(message=message, path=format_path(key), file=raw.file, line=raw.line_of(key), hint=hint,
                       node=node, device=device, what=what)

@@ -22,7 +22,7 @@ def merged_engine_data(engine_data: dict, overrides: dict, env: dict) -> dict:
     """The engine block's data with a role's overrides: mappings merge key by key (lists of objects by position,
     as engine.config does), lists are appended (a role's flag comes after engine.args, so the role's wins), other
     values replace; the role's env goes over engine.env."""
-    from deployctl.core.render.merge import merge_by_position
+    from deployctl.core.input.merge import merge_by_position
 
     out = dict(engine_data)
     for key, value in overrides.items():

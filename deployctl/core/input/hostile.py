@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from deployctl.core.errors import Problem
-from deployctl.io.inventory_file import KeyPath, RawInventory, format_path
+from deployctl.core.input.raw import KeyPath, RawInventory, format_path
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 

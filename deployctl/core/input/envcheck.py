@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from deployctl.core.errors import Problem
+
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")   # an env variable name (POSIX shell names)
 
 # (low, high, integer?) for HCCL's variables (CANN, every engine): HCCL_BUFFSIZE feeds the memory plan
 HCCL_RANGES = {"HCCL_BUFFSIZE": (1, 65536, True), "HCCL_CONNECT_TIMEOUT": (120, 7200, True),
@@ -58,8 +62,6 @@ def env_range_problems(env: dict, raw, ranges: dict[str, tuple], path: tuple = (
 
 def secret_env_problems(inv, raw) -> list[Problem]:
     """engine.secret_env: variable names (as engine.env keys), each set by an env block, listed once."""
-    from deployctl.core.render.env import ENV_KEY
-
     out: list[Problem] = []
     names = list(getattr(inv.engine, "secret_env", None) or ())
     set_somewhere = {k for _, env in env_sources(inv) for k in env}
