@@ -136,7 +136,10 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
     from deployctl.core.errors import LayoutError
 
     try:
-        out = run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan)
+        from deployctl.features.preflight.run import run_preflight
+
+        out = run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan,
+                  preflight=run_preflight)
     except LayoutError as exc:
         raise ctx.located(exc) from None
     _print_outcome(operation, ctx, out, output, reporter)

@@ -1,6 +1,6 @@
 """`deployctl up | rollback | down` on the hosts: the hosts backend run through the deploy pipeline.
 
-This module wires the real effects (paramiko executor, ansible-runner, preflight) into
+This module wires the real effects (paramiko executor, ansible-runner, the preflight it is handed) into
 deployctl.backends.hosts.hosts.HostsBackend and runs deployctl.backends.common.pipeline.run_pipeline.
 """
 
@@ -23,11 +23,12 @@ def _own_engine_findings(findings, deployed, engine: str):
     return [f for f in findings if not (f.rule in ("ports-free", "npu-busy") and f.host in running)]
 
 
-def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str, plan=None):
+def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str, plan, probe):
     def run(observed) -> None:
-        from deployctl.features.preflight.run import run_preflight
-
-        result = run_preflight(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout, layout=plan)
+        if probe is None:
+            raise ExecutionError("this up was given no preflight to run: nothing was changed",
+                                 hint="pass --skip-preflight, or run it from the deployctl command")
+        result = probe(inv, opts.inventory_dir, executor, timeout=opts.ssh_timeout, layout=plan)
         result.findings = _own_engine_findings(result.findings, observed, engine)
         record.write("preflight.json", result.to_file(inv).model_dump_json(indent=2))
         reporter.preflight(result)
@@ -38,9 +39,11 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
 
 
 def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
-                  cancel: threading.Event | None = None, executor=None, runner=None, plan=None) -> Outcome:
+                  cancel: threading.Event | None = None, executor=None, runner=None, plan=None,
+                  preflight=None) -> Outcome:
     """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
-    is the operation's (its context's), else planned here."""
+    is the operation's (its context's), else planned here; ``preflight``: the probe `up` runs first (the feature
+    above the backends, handed down by the command: features.preflight.run.run_preflight)."""
     from deployctl.io.ansible import run_playbook
     from deployctl.io.ssh import SshExecutor
     from deployctl.core.sizing.planner import plan_layout
@@ -51,7 +54,7 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
     executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
                            runner or run_playbook, record, opts, reporter)
-    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine, plan)
+    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine, plan, preflight)
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
     try:
@@ -61,8 +64,8 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
             executor.close()
 
 
-def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | None = None) -> Outcome:
-    return run_operation("up", inv, opts, reporter, confirm, cancel)
+def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | None = None, preflight=None) -> Outcome:
+    return run_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
 
 def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None, plan=None):
