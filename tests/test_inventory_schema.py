@@ -235,8 +235,8 @@ def test_yaml_language_server_completes_keys_and_marks_a_typo(tmp_path):
     missing = yamlls.available()
     assert missing is None, missing
     tree = tmp_path / "checkout"
-    (tree / "deployctl" / "core" / "schema").mkdir(parents=True)
-    (tree / "deployctl" / "core" / "schema" / "inventory.schema.json").write_text(shipped_text(), encoding="utf-8")
+    (tree / "deployctl" / "schema").mkdir(parents=True)
+    (tree / "deployctl" / "schema" / "inventory.schema.json").write_text(shipped_text(), encoding="utf-8")
     (tree / "inventories" / "examples").mkdir(parents=True)
     text = (ROOT / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml").read_text(encoding="utf-8")
     lines = text.splitlines()

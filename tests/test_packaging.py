@@ -101,7 +101,7 @@ def test_every_command_answers_help_from_the_wheel(installed, tmp_path):
     schema = _run([str(installed / "deployctl"), "schema", "-o", "inventory.schema.json"], cwd=tmp_path)
     assert schema.returncode == 0, schema.stderr    # the shipped schema file, as the checkout holds it
     assert (tmp_path / "inventory.schema.json").read_bytes() == \
-        (ROOT / "deployctl" / "core" / "schema" / "inventory.schema.json").read_bytes()
+        (ROOT / "deployctl" / "schema" / "inventory.schema.json").read_bytes()
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))

@@ -8,7 +8,7 @@ written.
 
 Draft 7, because the YAML language server validates instances with draft 7 (newer drafts' keywords are
 ignored or reported as unsupported there); jsonschema/check-jsonschema read draft 7 too. The file shipped
-beside this module (inventory.schema.json) is this output: tests/test_inventory_schema.py keeps it in step.
+as deployctl/schema/inventory.schema.json is this output: tests/test_inventory_schema.py keeps it in step.
 
 What the schema says is what the models check about one value or one block: keys (unknown keys are
 refused: additionalProperties false), types (strict: "8" is not 8, true is not 1), enums, patterns, ranges,
@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-SCHEMA_FILE = Path(__file__).with_name("inventory.schema.json")
+SCHEMA_FILE = Path(__file__).parents[2] / "schema" / "inventory.schema.json"   # editors' modelines name it
 DRAFT = "http://json-schema.org/draft-07/schema#"
 _FACTORY_DEFAULTS = {dict: dict, list: list}
 
