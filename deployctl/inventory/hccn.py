@@ -51,16 +51,15 @@ def read_hccn_conf(path) -> str:
     import os
     import stat
 
+    from deployctl.models.localfile import file_kind
+
     def kind(mode: int) -> str | None:
-        if stat.S_ISREG(mode):
+        found = file_kind(mode)
+        if not found:
             return None
         if stat.S_ISDIR(mode):
-            return "is a directory"
-        if stat.S_ISFIFO(mode):
-            return "is a FIFO (named pipe), not a regular file"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-            return "is a device, not a regular file"
-        return "is not a regular file"
+            return f"is {found}"
+        return "is not a regular file" if found == "not a regular file" else f"is {found}, not a regular file"
 
     # stat before open: opening some devices has side effects; O_NONBLOCK keeps a FIFO swapped in between
     # the two calls from blocking, and fstat decides on what was actually opened

@@ -350,9 +350,9 @@ def read_inventory_bytes(path: str | Path) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            from deployctl.models.localfile import file_kind
+
+            kind = file_kind(st.st_mode)
             raise InventoryError(f"cannot read inventory {path}: it is {kind}",
                                  hint="pass -i with the path of the inventory YAML file itself")
         if st.st_size > MAX_BYTES:
