@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+from deployctl.io.localfile import file_kind
 from deployctl.core.errors import InventoryError
 from deployctl.core.input.raw import MAX_BYTES, RawInventory, decode_inventory, parse_yaml
 
@@ -24,9 +25,7 @@ def read_inventory_bytes(path: str | Path) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            kind = file_kind(st.st_mode)
             raise InventoryError(f"cannot read inventory {path}: it is {kind}",
                                  hint="pass -i with the path of the inventory YAML file itself")
         if st.st_size > MAX_BYTES:

@@ -30,12 +30,13 @@ M = TypeVar("M", bound=BaseModel)
 MAX_PROBLEMS = 5           # validation problems shown per file
 
 
-def _kind(mode: int) -> str:
-    """'' for a regular file, else what it is."""
+def file_kind(mode: int) -> str:
+    """'' for a regular file, else what it is ("a directory", "a FIFO (named pipe)", ...): the one wording of every
+    reader that takes regular files only (the inventory, hccn.conf copies, run-dir files)."""
     if stat.S_ISREG(mode):
         return ""
     if stat.S_ISLNK(mode):
-        return "a symbolic link (deployctl makes none there)"
+        return "a symbolic link"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -43,6 +44,11 @@ def _kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def _kind(mode: int) -> str:
+    kind = file_kind(mode)
+    return f"{kind} (deployctl makes none there)" if stat.S_ISLNK(mode) else kind
 
 
 def refused(path: Path | str, what: str, message: str, hint: str, key: str = "") -> UsageError:

@@ -11,7 +11,6 @@ from deployctl.core.errors import InventoryError, Problem
 from deployctl.core.inventory.apply_facts import apply_facts
 from deployctl.core.inventory.engine_checks import check_engine, check_kubernetes, check_model, describe_checkpoint
 from deployctl.core.input.gaps import NeedsFacts, discovery_hint, interface_gaps
-from deployctl.core.inventory.hccn import read_hccn_conf
 from deployctl.core.input.hostile import check_ssh, hostile_problems
 from deployctl.core.inventory.layout_checks import check_layout
 from deployctl.core.input.raw import RawInventory
@@ -72,7 +71,9 @@ def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | Non
     if hostile:
         problems = sorted(hostile, key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems)
-    inv, problems = resolve_devices(inv, raw, read_text or read_hccn_conf)
+    if read_text is None:
+        from deployctl.io.hccn_file import read_hccn_conf as read_text
+    inv, problems = resolve_devices(inv, raw, read_text)
     if facts is not None:
         inv = apply_facts(inv, facts)
     inv, unread = describe_checkpoint(inv, raw)

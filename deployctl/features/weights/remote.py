@@ -246,6 +246,12 @@ def _line(text: str) -> str:
     return text.strip()
 
 
+def _refusal(line: str) -> ValueError:
+    """A node's refusal (its WHY text) or, for anything else it answered, the answer shown."""
+    m = _NO.match(line)
+    return ValueError(WHY[m.group(1)] if m else f"answered {_show(line)}")
+
+
 def parse_part(text: str) -> tuple[int, str | None]:
     """(bytes of the part file to resume from, why a part file found there was removed); ValueError for a
     refusal (its WHY text) or junk."""
@@ -253,8 +259,7 @@ def parse_part(text: str) -> tuple[int, str | None]:
     m = _PART_ANSWER.match(line)
     if m:
         return int(m.group(1)), m.group(2)
-    m = _NO.match(line)
-    raise ValueError(WHY[m.group(1)] if m else f"answered {_show(line)}")
+    raise _refusal(line)
 
 
 def parse_source_head(text: str) -> int:
@@ -274,8 +279,7 @@ def parse_sha(text: str) -> str:
     m = _SHA.match(line)
     if m:
         return m.group(1)
-    m = _NO.match(line)
-    raise ValueError(WHY[m.group(1)] if m else f"answered {_show(line)}")
+    raise _refusal(line)
 
 
 def parse_space(text: str) -> int:
