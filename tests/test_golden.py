@@ -9,7 +9,7 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, check_golden, run_cli
 from deployctl.io.inventory_file import load_inventory
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.core.render import render_artifacts
 

@@ -11,7 +11,7 @@ import pytest
 from deployctl.core.errors import InventoryError
 from deployctl.io.inventory_file import load_inventory
 from deployctl.core.inventory.paths import OWNED_TREES, SYSTEM_PATHS
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from test_validate_hostile import BASE
 
 

@@ -7,7 +7,7 @@ import pytest
 from deployctl.core.errors import LayoutError
 from deployctl.core.input.raw import parse_yaml
 from deployctl.core.sizing.planner import plan_layout
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 
 
 def inventory(model: str, quant: str, nodes: int, preset: str, hardware: str = "a2", version: str = "",

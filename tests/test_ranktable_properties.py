@@ -46,7 +46,7 @@ from tiers import examples
 
 from deployctl.core.errors import InventoryError, LayoutError
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.core.render import render_artifacts
 from deployctl.io.rendered_tree import write_tree

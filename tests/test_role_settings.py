@@ -11,7 +11,7 @@ import yaml
 from deployctl.core.errors import InventoryError
 from deployctl.core.input.raw import parse_yaml
 from deployctl.core.input.roles import for_role
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 
 EXAMPLE = Path(__file__).parent.parent / "inventories" / "examples" / "vllm-a3-1p1d-qwen3.yaml"
@@ -123,7 +123,7 @@ def test_vllm_chunks_long_prompts_so_the_prefill_batch_may_be_below_the_longest_
     inv = validate_inventory(parse_yaml(yaml.safe_dump(doc), "pd.yaml", EXAMPLE.parent))
     assert value(argv_of(inv, "prefill"), "--max-num-batched-tokens") == "2048"
     assert value(argv_of(inv, "prefill"), "--max-model-len") == "40960"
-    from deployctl.app.engines import chunks_prefill
+    chunks_prefill = lambda inv: inv.engine_spec.chunked_prefill(inv)  # noqa: E731
 
     def with_sched(sched):      # 0.11's Ascend scheduler does not chunk unless told to
         return inv.model_copy(update={"engine": inv.engine.model_copy(

@@ -14,7 +14,7 @@ from deployctl.core.engines.vllm_ascend.support import matrix as vllm_matrix
 
 def markdown_table() -> str:
     """What `deployctl engines --markdown` prints: every engine's table, in kind order."""
-    return "\n\n".join(engines.driver(k).support_table() for k in sorted(engines.KINDS))
+    return "\n\n".join(engines.resolve(k).support_table() for k in sorted(engines.KINDS))
 
 BLOCK = re.compile(r"<!-- support-matrix:begin -->\n(.*?)\n<!-- support-matrix:end -->", re.S)
 

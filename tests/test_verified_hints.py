@@ -55,7 +55,7 @@ def test_the_first_message_names_a_change_the_planner_accepts(tmp_path, name, ex
     from deployctl.cli.commands import load_and_validate
     from deployctl.core.errors import InventoryError
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import validate_for_discovery
+    from deployctl.app.inventory import validate_for_discovery
     from deployctl.core.sizing.fixes import suggestions
 
     inv_path = _variant(tmp_path, example, **edits)

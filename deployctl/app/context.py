@@ -20,7 +20,7 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
 
     raw = load_inventory(path)          # the one read of the file
     if mode != "full":
-        from deployctl.core.inventory.validate import validate_for_discovery
+        from deployctl.app.inventory import validate_for_discovery
 
         inv, gaps = validate_for_discovery(raw)
         return Context(path, raw, inv, mode, gaps=tuple(gaps))
@@ -55,7 +55,7 @@ def load_facts(path: Path | None):
 def validated(raw, path: Path, facts_path: Path | None = None):
     """The inventory read from ``path``, validated in full with the facts of ``facts_path``."""
     from deployctl.core.errors import InventoryError
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.io.facts_store import inventory_identity
 
     facts = load_facts(facts_path)

@@ -1,48 +1,34 @@
-"""Engine drivers: everything that depends on which inference engine serves the model.
+"""The engine registry: engine.kind -> its EngineSpec (deployctl/core/engine_spec/protocol.py).
 
-The core (inventory, plan, preflight, up, status, diff, history, the chart values) asks the driver of
-``engine.kind`` and never names an engine. A driver lives in ``deployctl/app/<kind>/`` and exposes
-``DRIVER`` (see base.py for the interface). Drivers are imported lazily, on first use.
+Only the composition root (deployctl/app/) resolves an engine: it reads engine.kind once, hands the spec to
+validation (which attaches it to the inventory: ``inv.engine_spec``, ``plan.engine_spec``) and everything below
+receives it from there. A new engine adds its folder under deployctl/core/engines/, its settings model under
+deployctl/core/models/engine_settings/ and one line here (CONTRIBUTING.md). Each spec imports its engine's
+modules when a method needs them, so importing this registry stays cheap.
 """
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import import_module
+from deployctl.core.engine_spec.protocol import Chart, EngineSpec
+from deployctl.core.engines.mindie import SPEC as MINDIE
+from deployctl.core.engines.vllm_ascend import SPEC as VLLM_ASCEND
+from deployctl.core.errors import UsageError
+from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 
-# engine.kind -> the module holding its DRIVER
-DEFAULT_KIND = "mindie"   # an inventory without engine.kind
-KINDS: dict[str, str] = {
-    "mindie": "deployctl.core.engines.mindie",
-    "vllm-ascend": "deployctl.core.engines.vllm_ascend",
-}
+SPECS: dict[str, EngineSpec] = {spec.kind: spec for spec in (MINDIE, VLLM_ASCEND)}
+KINDS = tuple(SPECS)
+assert set(SPECS) == set(SETTINGS), "every engine needs its settings model (core/models/engine_settings/)"
+assert DEFAULT_KIND in SPECS
 
 
-@cache
-def driver(kind: str):
-    """The driver of one engine kind (an EngineDriver)."""
+def resolve(kind: str) -> EngineSpec:
+    """The spec of one engine kind; an unknown kind is a usage error naming the known ones."""
     try:
-        module = KINDS[kind]
+        return SPECS[kind]
     except KeyError:
-        from deployctl.core.errors import UsageError
-
-        raise UsageError(f"unknown engine.kind {kind!r}", hint=f"use one of: {', '.join(sorted(KINDS))}") from None
-    return import_module(module).DRIVER
+        raise UsageError(f"unknown engine.kind {kind!r}", hint=f"use one of: {', '.join(sorted(SPECS))}") from None
 
 
-def for_inventory(inv):
-    return driver(inv.engine.kind)
-
-
-def chunks_prefill(inv) -> bool:
-    """Whether the engine splits a prompt longer than its prefill batch into chunks (then max_prefill_tokens may be
-    less than max_input_len, and a decode-only instance is sized for decode steps). A driver says so with
-    ``chunked_prefill(inv)``; one without it prefills the longest input in one batch."""
-    method = getattr(for_inventory(inv), "chunked_prefill", None)
-    return bool(method is not None and method(inv))
-
-
-def settings_models() -> tuple:
-    """The pydantic model of each engine's inventory block (the `engine` union, discriminated on kind).
-    Only the settings modules are imported here (the inventory model needs them), not the drivers."""
-    return tuple(import_module(f"{module}.settings").SETTINGS for module in KINDS.values())
+def charts() -> tuple[Chart, ...]:
+    """Every engine's part of the chart, in registry order (the chart's values hold every engine's block)."""
+    return tuple(spec.chart for spec in SPECS.values())

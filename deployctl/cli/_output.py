@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from deployctl.app import engines
 
 # Not a terminal (a pipe, a file, CI logs): rich would assume 80 columns and break lines inside commands,
 # paths and URLs. Lines are then never wrapped (soft_wrap) and tables get this much room (they take only
@@ -117,7 +116,7 @@ def print_plan(plan) -> None:
         con.print(f"  note: {esc(w)}")
     from deployctl.core.render.processes import has_router, processes
 
-    ports = engines.driver(e.kind).host_ports(inv)
+    ports = inv.engine_spec.host_ports(inv)
     router = next((n for n in plan.nodes if has_router(plan, n.name)), None)
     routed = processes(plan, router.name) if router is not None else None
     extra = f"; router on {router.name}: {', '.join(map(str, routed.router.ports))}" if routed else ""

@@ -79,7 +79,7 @@ def calibrate(
                          f"{MAX_FIT_POINTS} (each costs the fit about a second)",
                          hint="name the runs to fit: `deployctl calibrate -i INV RUN...`")
     consts = cu.fit(plan, pts)
-    before = cu.per_run(plan, fitted_for(inv.engine.kind), pts)     # what plan used: the engine's deratings
+    before = cu.per_run(plan, fitted_for(inv.engine_spec), pts)     # what plan used: the engine's deratings
     rows = cu.per_run(plan, consts, pts)
     ids = sorted({p.run for p in pts})
     where = store.save(cluster, consts, ids, rows, run_dir)

@@ -67,7 +67,7 @@ def up(
     """Launch the engine on every node: preflight, render, show what changes, lock, apply, verify.
 
     Pushes each node's files as a new revision (atomically), starts instance masters first, then the
-    other nodes, waits for each engine's readiness line and health endpoints (the engine's driver says
+    other nodes, waits for each engine's readiness line and health endpoints (the engine spec says
     which), and sends one chat completion. Success is read back from the hosts: every node's container must run the new revision
     (the directory it mounts), with its env, and be ready; the smoke request must answer. All-or-nothing:
     if any node fails, what this run started is stopped and what ran before is restarted and checked.

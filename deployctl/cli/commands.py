@@ -41,7 +41,7 @@ def with_refusal_behind_gaps(exc, path: Path, facts_path: Path | None):
     from deployctl.core.errors import DeployctlError, LayoutError
     from deployctl.core.input.gaps import NeedsFacts
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import validate_for_discovery
+    from deployctl.app.inventory import validate_for_discovery
     from deployctl.core.sizing.planner import plan_layout
 
     if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
@@ -81,7 +81,6 @@ def located(exc, path: Path, raw=None):
 def _engine_accepts(inv, path: Path) -> None:
     """The engine's own checks of the files `render` would write (an engine.config value it refuses); the
     support matrix and the memory fit are `plan`'s to say."""
-    from deployctl.app import engines
     from deployctl.core.errors import LayoutError
     from deployctl.core.sizing.plan import accepted
     from deployctl.core.sizing.planner import plan_layout
@@ -91,7 +90,7 @@ def _engine_accepts(inv, path: Path) -> None:
     except LayoutError:
         return
     try:
-        accepted(plan, engines.for_inventory(inv))
+        accepted(plan, inv.engine_spec)
     except LayoutError as exc:
         raise located(exc, path) from None
 

@@ -28,7 +28,7 @@ def print_matrix(kind: str, rows: list[dict]) -> None:
     from rich.table import Table
 
     con = _console()
-    display = engines.driver(kind).display
+    display = engines.resolve(kind).display
     table = Table(title=f"{display} ({kind}): supported combinations", title_justify="left")
     for col in ("model", "version", "runtime", "supported", "quantizations", "validated servers", "source"):
         table.add_column(col)
@@ -41,7 +41,7 @@ def print_matrix(kind: str, rows: list[dict]) -> None:
     notes = list(dict.fromkeys(n for r in rows for n in r.get("notes", [])))
     for n in notes:
         con.print(f"  note: {esc(n)}")
-    keys = engines.driver(kind).role_keys
+    keys = engines.resolve(kind).role_keys
     con.print(f"Per-role settings (pd-split layout.<role>.engine): {esc(', '.join(keys)) if keys else 'none'}; "
               "layout.<role>.model: max_batch_size, max_prefill_tokens; layout.<role>.env (HCCL_BUFFSIZE too)")
     con.print("A combination no source covers is allowed with a WARN (unverified); `no` is refused (exit 2).")
@@ -50,10 +50,10 @@ def print_matrix(kind: str, rows: list[dict]) -> None:
 def run_engines(output: str, markdown: bool) -> None:
     kinds = sorted(engines.KINDS)
     if markdown:
-        typer.echo("\n\n".join(engines.driver(k).support_table() for k in kinds))
+        typer.echo("\n\n".join(engines.resolve(k).support_table() for k in kinds))
         return
-    rows = [{"engine": k, **row, "role_keys": list(engines.driver(k).role_keys)} for k in kinds
-            for row in engines.driver(k).support_rows()]
+    rows = [{"engine": k, **row, "role_keys": list(engines.resolve(k).role_keys)} for k in kinds
+            for row in engines.resolve(k).support_rows()]
     if output == "json":
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return

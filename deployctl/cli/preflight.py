@@ -70,6 +70,7 @@ def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
 
 def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
         workers: int, ping_sample: int, run_root: Path) -> None:
+    from deployctl.app.inventory import inventory_problems
     from deployctl.cli.commands import load_for_discovery
     from deployctl.io.ssh import SshExecutor
     from deployctl.features.preflight.run import judge_gaps, run_preflight
@@ -84,7 +85,7 @@ def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, con
             live.start()
         result = run_preflight(inv, inventory.parent, executor, timeout=timeout, workers=workers,
                                ping_sample=ping_sample, progress=progress)
-        judge_gaps(raw, inv, gaps, result)
+        judge_gaps(inv, gaps, result, lambda facts: inventory_problems(raw, facts=facts)[1])
     except BaseException as exc:
         record.finish("canceled" if isinstance(exc, KeyboardInterrupt) else "failed", 1)
         raise

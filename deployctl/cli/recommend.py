@@ -36,7 +36,7 @@ def _write_copy(source: Path, target: Path, layout: dict, comment: str) -> list[
     from deployctl.core.errors import UsageError
     from deployctl.core.input.raw import decode_inventory, parse_yaml
     from deployctl.io.inventory_file import read_inventory_bytes
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.core.sizing.recommend import apply_layout
 
     if target.exists() and (target.is_dir() or target.resolve() == source.resolve()):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from deployctl.io.localfile import file_kind
 from deployctl.core.errors import InventoryError
+from deployctl.core.input.local_files import LocalFiles
 from deployctl.core.input.raw import MAX_BYTES, RawInventory, decode_inventory, parse_yaml
 
 
@@ -55,3 +56,33 @@ def load_inventory(path: str | Path) -> RawInventory:
     p = Path(path)
     text = decode_inventory(read_inventory_bytes(p), str(path))
     return parse_yaml(text, str(path), p.parent)
+
+
+def read_local_files(raw: RawInventory, read_text=None) -> LocalFiles:
+    """The files the inventory names on this machine, read before validation (the core never opens them):
+    every nodes[].hccn_conf copy (relative to the inventory file) and model.config_path's checkpoint.
+    ``read_text``: how an hccn.conf copy is read (default: read_hccn_conf, bounded, regular files only)."""
+    from deployctl.io.hccn_file import read_hccn_conf
+
+    read_text = read_text or read_hccn_conf
+    data = raw.data if isinstance(raw.data, dict) else {}
+    hccn: dict[str, str | Exception] = {}
+    nodes = data.get("nodes")
+    for node in nodes if isinstance(nodes, list) else []:
+        name = node.get("hccn_conf") if isinstance(node, dict) else None
+        if isinstance(name, str) and name and name not in hccn:
+            try:
+                hccn[name] = read_text(raw.base_dir / name)
+            except Exception as exc:          # reported by validation, naming the node's key
+                hccn[name] = exc
+    model = data.get("model")
+    config_path = model.get("config_path") if isinstance(model, dict) else None
+    checkpoint = None
+    if isinstance(config_path, str) and config_path:
+        from deployctl.io.checkpoint_files import read_checkpoint
+
+        try:   # relative to the inventory file; ~ is the user's home; absolute stays as given
+            checkpoint = read_checkpoint(raw.base_dir / Path(config_path).expanduser())
+        except InventoryError as exc:
+            checkpoint = exc
+    return LocalFiles(hccn=hccn, checkpoint=checkpoint, home=os.path.expanduser("~"))

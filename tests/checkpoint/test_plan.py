@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from deployctl.core import catalog
-from deployctl.core.checkpoint import describe
+from deployctl.io.checkpoint_files import describe
 from deployctl.core.checkpoint.planner import model_info
 from deployctl.core.errors import InventoryError
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 from tests.checkpoint.quoted import DSV32_INFERENCE, FIXTURES, QWEN3_235B, write
 

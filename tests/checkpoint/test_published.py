@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.core.checkpoint import describe
+from deployctl.io.checkpoint_files import describe
 from deployctl.core.checkpoint.planner import model_info
 from deployctl.core.models.plan import Degrees
 from deployctl.core.sizing.memory import kv_bytes_per_token, state_bytes_per_seq

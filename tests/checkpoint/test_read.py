@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deployctl.core.checkpoint import describe
-from deployctl.core.checkpoint.read import MAX_CONFIG_BYTES, classify
+from deployctl.io.checkpoint_files import describe
+from deployctl.core.checkpoint.files import MAX_CONFIG_BYTES, classify
 from deployctl.core.errors import InventoryError
 from tests.checkpoint.quoted import DSV3, DSV32_INFERENCE, FIXTURES, GLM45, KIMI_K26, QWEN3_235B, real, write
 

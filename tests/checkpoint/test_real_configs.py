@@ -10,7 +10,7 @@ import pytest
 
 from deployctl.core.errors import LayoutError
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.render import render_artifacts
 from tests.checkpoint.quoted import FIXTURES, real
 from tests.checkpoint.test_engine_support import _mindie, _model_warnings

@@ -9,7 +9,7 @@ from deployctl.backends.hosts.diff import diff_deployment
 from deployctl.backends.hosts.remote import container_names
 from deployctl.backends.hosts.revision import node_bundles
 from deployctl.io.inventory_file import load_inventory
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.models.deploy import ContainerState, DeployedState
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.core.render import render_artifacts

@@ -11,7 +11,7 @@ from conftest import EXAMPLES
 from deployctl.backends.hosts.remote import parse_state, state_commands
 from deployctl.core.render.processes import processes
 from deployctl.io.inventory_file import load_inventory
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.io.batch import ProbeOutput
 

@@ -13,7 +13,7 @@ from deployctl.core.errors import InventoryError
 from deployctl.backends.hosts.router_control import HaproxyControl, control_for
 from deployctl.backends.hosts.rolling import plan_rollout
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.models.deploy import ChangeSet, HostChange
 from deployctl.core.sizing.planner import plan_layout
 

@@ -77,7 +77,7 @@ def inventory(*, hardware: str = "a2", nodes: int = 2, model: str = "deepseek-r1
 def load(inv: dict):
     """dict -> YAML -> the real loader and validator (as `deployctl validate` does)."""
     from deployctl.core.input.raw import parse_yaml
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
 
     raw = parse_yaml(yaml.safe_dump(copy.deepcopy(inv), sort_keys=False), "gen.yaml", ROOT)
     return validate_inventory(raw)

@@ -98,7 +98,7 @@ def _rendered_refusals(path: Path) -> list[str]:
 
     inv = load_and_validate(path)
     plan = plan_layout(inv, checked=False)
-    files = {a.path: a.content for a in engines.driver("mindie").render(plan)}
+    files = {a.path: a.content for a in engines.resolve("mindie").render(plan)}
     out = []
     for p, content in files.items():
         node, name = p.split("/", 1)

@@ -75,7 +75,7 @@ def test_role_tokens_need_model_speculative(tmp_path):
 
 def test_the_estimate_counts_the_decode_roles_drafts_at_the_published_accept_length():
     from deployctl.core.input.raw import parse_yaml
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.core.sizing.estimate import context
     from deployctl.core.sizing.planner import plan_layout
 

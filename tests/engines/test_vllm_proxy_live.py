@@ -9,7 +9,7 @@ from conftest import EXAMPLES
 from deployctl.core.engines.vllm_ascend.launch import launches, proxy_argv
 from deployctl.core.errors import ExecutionError
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 
 

@@ -186,16 +186,17 @@ def test_pods_are_pinned_to_their_servers_master_first():
 
 def test_chart_defaults_are_the_models_defaults():
     """values.yaml (commented, for people) and the pydantic models (for deployctl) say the same."""
+    from deployctl.app.engines import charts
     from deployctl.core.render.chart_values import values_model
 
-    assert yaml.safe_load((CHART / "values.yaml").read_text()) == values_model()().model_dump()
+    assert yaml.safe_load((CHART / "values.yaml").read_text()) == values_model(charts())().model_dump()
 
 
 def test_values_schema_is_generated_from_the_models():
-    from deployctl.backends.k8s.schema import schema_text
+    from deployctl.app.chart_schema import schema_text
 
     assert (CHART / "values.schema.json").read_text() == schema_text(), \
-        "regenerate: python -m deployctl.backends.k8s.schema deployctl/charts/ascend-llm/values.schema.json"
+        "regenerate: python -m deployctl.app.chart_schema deployctl/charts/ascend-llm/values.schema.json"
 
 
 @pytest.mark.parametrize("bad, message, message_current", [

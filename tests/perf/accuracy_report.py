@@ -13,7 +13,7 @@ def plan_of(inventory: dict):
     """(plan, None), or (None, the problems deployctl reports for the inventory)."""
     from deployctl.core.errors import DeployctlError
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.core.sizing.planner import plan_layout
 
     with tempfile.TemporaryDirectory() as d:

@@ -13,7 +13,7 @@ EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 @cache
 def inventory(name: str):
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
 
     return validate_inventory(load_inventory(EXAMPLES / f"{name}.yaml"))
 

@@ -13,7 +13,7 @@ from perflib import EXAMPLES
 from deployctl.cli.recommend import run_recommend
 from deployctl.core.errors import UsageError
 from deployctl.io.inventory_file import load_inventory
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 
 
 def test_json_output(capsys):

@@ -72,7 +72,8 @@ def test_cluster_sku_defaults_to_the_chip_name_npu_smi_reports():
     from types import SimpleNamespace as NS
 
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import apply_facts, validate_inventory
+    from deployctl.app.inventory import validate_inventory
+    from deployctl.core.inventory.validate import apply_facts
 
     inv = validate_inventory(load_inventory(EXAMPLES / "a2-2x8-tp-pp.yaml"))
 

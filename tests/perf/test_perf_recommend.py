@@ -9,9 +9,8 @@ import pytest
 import yaml
 from perflib import EXAMPLE_NAMES, EXAMPLES, inventory
 
-from deployctl.app import engines
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.recommend import Objective, apply_layout, layouts, recommend, recommend_report
 from deployctl.core.sizing.planner import plan_layout
 
@@ -39,7 +38,7 @@ def test_every_candidate_plans_and_passes_the_engine(name):
         new = apply_layout(text, c.layout)
         cand = validate_inventory(parse_yaml(new, f"{name}.yaml", EXAMPLES))   # the written file validates
         plan = plan_layout(cand)                                               # plans (memory fits)
-        assert not [f for f in engines.driver(cand.engine.kind).check(plan) if f.level == "error"]
+        assert not [f for f in cand.engine_spec.check(plan) if f.level == "error"]
         assert plan.preset == c.preset
         assert 0 < c.tpot_floor_ms <= c.tpot_ms and c.per_die_tokens_per_s > 0 and c.binding
 

@@ -183,7 +183,7 @@ def test_which_engines_chunk_prefill_into_decode_steps():
     import yaml
 
     from deployctl.core.input.raw import parse_yaml
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.core.sizing.estimate import context
     from deployctl.core.sizing.serving import sched_of
     from deployctl.core.sizing.planner import plan_layout

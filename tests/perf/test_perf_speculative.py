@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.estimate import context
 from deployctl.core.sizing.speculative import acceptance
 from deployctl.core.sizing.planner import plan_layout

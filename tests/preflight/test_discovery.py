@@ -20,7 +20,7 @@ from conftest import run_cli
 from deployctl.core.errors import InventoryError, UsageError
 from deployctl.core.input.gaps import NeedsFacts
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_for_discovery, validate_inventory
+from deployctl.app.inventory import validate_for_discovery, validate_inventory
 from deployctl.core.models.facts import IpConf
 from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
 from deployctl.core.models.inventory import Inventory

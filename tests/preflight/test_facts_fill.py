@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, run_cli
 from deployctl.core.errors import InventoryError
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.models.facts import IpConf
 from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
 

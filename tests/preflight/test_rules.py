@@ -622,7 +622,7 @@ def test_each_node_is_checked_for_the_ports_its_own_processes_bind():
     MindIE-MS node its controller/coordinator ports: preflight checks those where they will be bound."""
     from conftest import EXAMPLES
     from deployctl.io.inventory_file import load_inventory
-    from deployctl.core.inventory.validate import validate_inventory
+    from deployctl.app.inventory import validate_inventory
     from deployctl.features.preflight.rules import _ports_per_node
 
     inv = validate_inventory(load_inventory(EXAMPLES / "a3-pd-2p2d.yaml"))

@@ -14,7 +14,7 @@ from conftest import EXAMPLES
 from deployctl.io.batch import ProbeOutput
 from deployctl.core.render.processes import processes
 from deployctl.core.input.raw import parse_yaml
-from deployctl.core.inventory.validate import validate_inventory
+from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.features.watch.hooks import Hooks
 from deployctl.features.watch.observe import HCCL_FATAL, NodeObs, _time, fatal_lines, node_commands, parse_node

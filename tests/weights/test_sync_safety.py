@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from deployctl.core.checkpoint.read import IndexFile
+from deployctl.core.checkpoint.files import IndexFile
 from deployctl.io.executor import CommandResult, HostError, HostTarget
 from deployctl.features.weights.listing import FileState, listing_argv, parse_listing
 from deployctl.features.weights.localfs import local_listing, read_index

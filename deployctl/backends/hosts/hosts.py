@@ -217,7 +217,6 @@ class HostsBackend:
         before the router sends to it again): "" when every one answers with a message, else what went wrong."""
         import json
 
-        from deployctl.app import engines
         from deployctl.backends.hosts.router_control import Remote
 
         remote = Remote(self.executor, {t.name: t for t in self.targets}, self.opts.smoke_timeout + 15)
@@ -225,7 +224,7 @@ class HostsBackend:
                            "messages": [{"role": "user", "content": "Say hello in one word."}]})
         for name in instances:
             master = self.plan.instance(name).master
-            serves = engines.driver(self.plan.engine.kind).processes(self.plan, self.plan.node(master)).serves
+            serves = self.plan.engine_spec.processes(self.plan, self.plan.node(master)).serves
             if not serves:
                 continue       # a P or D instance answers only through the P/D router
             code, text = remote.http(master, "POST", f"{serves}/v1/chat/completions", body)

@@ -195,17 +195,14 @@ def control_for(plan, remote: Remote) -> RouterControl | None:
     """The router control of this deployment: deployctl's HAProxy, else the engine's P/D router's (if any)."""
     if plan.router is not None:
         return HaproxyControl(plan, remote)
-    from deployctl.app import engines
 
-    make = getattr(engines.driver(plan.engine.kind), "router_control", None)
-    return make(plan, remote) if make else None
+    return plan.engine_spec.router_control(plan, remote)
 
 
 def control_gap(plan) -> str:
     """Why this deployment has no router control (control_for gave None): for the watch's `not-recovered`."""
-    from deployctl.app import engines
 
-    why = getattr(engines.driver(plan.engine.kind), "router_control_gap", lambda p: None)(plan)
+    why = plan.engine_spec.router_control_gap(plan)
     if why:
         return why
     if plan.preset == "pd-split":

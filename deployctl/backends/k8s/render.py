@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deployctl import __version__
-from deployctl.app import engines
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.render.chart_values import CHART_NAME, chart_values
 from deployctl.core.models.plan import Plan
@@ -52,7 +51,7 @@ def values_yaml(plan: Plan, values) -> str:
               "#   (or: deployctl up --target k8s, which also restarts the instances that changed)\n")
     full = values.model_dump()
     changed = values.model_dump(exclude_defaults=True)
-    always = ALWAYS_SHOWN + (engines.driver(plan.engine.kind).chart.block,)
+    always = ALWAYS_SHOWN + (plan.engine_spec.chart.block,)
     shown = {k: v for k, v in full.items() if k in always or k in changed}
     # an instance shows what its engine sets (MindIE: env and files; vLLM-Ascend: pods)
     shown["instances"] = [i.model_dump(exclude_defaults=True) for i in values.instances]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from deployctl.core.models.model_info import KvSpec, LayoutPreset, ModelInfo, ParamsB, QuantBytes  # noqa: F401 - the catalog's types
 
 
 def _read(name: str) -> Any:
-    import yaml
+    from deployctl.core.packaged import packaged_yaml
 
-    return yaml.safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+    return packaged_yaml(__package__, name)
 
 
 @cache
@@ -25,12 +24,11 @@ def builtin_models() -> dict[str, ModelInfo]:
 def _from_checkpoint(info: ModelInfo) -> ModelInfo:
     if not info.checkpoint:
         return info
-    from pathlib import Path
-
-    from deployctl.core.checkpoint import describe
+    from deployctl.core.checkpoint.describe import describe_files
     from deployctl.core.checkpoint.planner import kv_spec, params_b
+    from deployctl.core.packaged import packaged_checkpoint
 
-    d = describe(Path(str(resources.files(__package__).joinpath("checkpoints", info.checkpoint))))
+    d = describe_files(packaged_checkpoint(__package__, "checkpoints", info.checkpoint))
     return info.model_copy(update={
         "layers": d.layers, "dense_layers": d.dense_layers, "hidden": d.hidden, "heads": d.heads,
         "routed_experts": d.routed_experts, "shared_experts": d.shared_experts,

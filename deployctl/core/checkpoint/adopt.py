@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from deployctl.core.errors import InventoryError, Problem
 
 
-def describe_model(directory: Path, name: str):
-    """(ModelInfo of the checkpoint in `directory` named `name`, []) or (None, the problems when it cannot be read)."""
-    from deployctl.core.checkpoint.describe import describe
+def describe_model(files, name: str):
+    """(ModelInfo of the checkpoint read into ``files`` named ``name``, []) or (None, the problems when it cannot
+    be read: ``files`` is then the InventoryError reading it raised)."""
+    from deployctl.core.checkpoint.describe import describe_files
     from deployctl.core.checkpoint.planner import arch_extras, model_info
 
     try:
-        desc = describe(Path(directory))
+        if isinstance(files, InventoryError):
+            raise files
+        desc = describe_files(files)
     except InventoryError as exc:
         return None, exc.problems or [Problem(message=exc.message, hint=exc.hint)]
     info = model_info(desc, name, display=f"{name} ({desc.architecture})")

@@ -6,20 +6,16 @@ from pathlib import Path
 
 from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
 from deployctl.core.checkpoint.families import _DTYPE_BYTES, FAMILIES
-from deployctl.core.checkpoint.read import CONFIG, CheckpointFiles, IndexFile, classify, problem, read_checkpoint, \
-    tensors_per_class, typed
+from deployctl.core.checkpoint.files import CONFIG, CheckpointFiles, IndexFile, classify, problem, tensors_per_class, \
+    typed
 
 LINEAR = ("attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "indexer", "mtp")
 _MODELSLIM_BYTES = {"FLOAT": None, "W8A8": 1.0, "W8A8_DYNAMIC": 1.0, "W8A16": 1.0, "W4A8": 0.5, "W4A8_DYNAMIC": 0.5,
                     "W4A16": 0.5, "W8A8_MIX": 1.0}
 
 
-def describe(directory: Path) -> ModelDescription:
-    """The description of the checkpoint whose small files are in `directory` (InventoryError when unreadable)."""
-    return describe_files(read_checkpoint(directory))
-
-
 def describe_files(files: CheckpointFiles) -> ModelDescription:
+    """The description of a checkpoint from its small files (InventoryError when they do not say enough)."""
     cfg_file = files.directory / CONFIG
     archs = files.config.get("architectures")
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):

@@ -1,6 +1,6 @@
-"""The interface every engine driver implements, and the plain records it hands to the core.
+"""The interface every engine spec implements, and the plain records it hands to the core.
 
-A driver answers, for one engine kind:
+An engine spec answers, for one engine kind (the full list: ``EngineSpec`` below):
 
 * ``settings``: the pydantic model of the inventory's ``engine`` block (``kind`` is its discriminator);
 * ``version(inv)``: the engine version in use and where it was read (engine.version or the image tag);
@@ -16,14 +16,15 @@ A driver answers, for one engine kind:
 * ``host_ports(inv)``: ports that must be free on every node before a launch;
 * ``metrics_targets(plan)``: every Prometheus endpoint the engine's processes serve (``deployctl observe``);
 * ``metric_names``: the names of the engine's Prometheus metrics the dashboard reads (``deployctl observe``);
-* ``helm_values(plan)``: the engine's part of the chart values.
+* ``chart``: the engine's part of the chart and how its values are made from a plan;
+* ``router_control(plan, remote)``: how rolling updates and ``watch`` take an instance out of its router.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 
@@ -54,9 +55,9 @@ def version_from(engine) -> EngineVersion:
 def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
     """A driver's YAML data file. In a support matrix yes/no stay the words yes/no (YAML 1.1 would read them
     as booleans); env presets keep real booleans (``words_for_booleans=False``)."""
-    from importlib import resources
-
     import yaml
+
+    from deployctl.core.packaged import packaged_text
 
     def words(node):
         if isinstance(node, dict):
@@ -67,7 +68,7 @@ def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
             return "yes" if node else "no"
         return node
 
-    data = yaml.safe_load(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
+    data = yaml.safe_load(packaged_text(package, name))
     return words(data) if words_for_booleans else data
 
 
@@ -153,6 +154,7 @@ class Chart:
     """The engine's part of the `ascend-llm` chart (deployctl/charts/ascend-llm, templates/<kind>-*.yaml): its block of
     values and how the values are made from a plan."""
 
+    kind: str                            # the engine's kind (engine.kind; the chart's `engine` value)
     block: str                           # the engine's values block: .Values.<block>
     block_model: type                    # pydantic model of that block (values.schema.json is generated from it)
     owned_values: tuple[str, ...]        # keys of the block rendered from the plan: kubernetes.values may not set them
@@ -160,15 +162,27 @@ class Chart:
     image: str                           # the chart's default image when this is the default engine
 
 
-class EngineDriver(Protocol):
+class EngineSpec(Protocol):
+    """Everything the rest of deployctl may ask of an engine. The composition root (deployctl/app/engines.py)
+    resolves engine.kind to one EngineSpec, once; validation attaches it to the inventory (``inv.engine_spec``,
+    ``plan.engine_spec``) and everything below receives it from there. Every capability is listed here: callers
+    never probe an engine with getattr; an engine without one inherits EngineSpecBase's answer."""
+
     kind: str
     display: str
-    settings: type
+    settings: type              # its engine block's model (core/models/engine_settings/)
 
     max_servers: int | None     # servers one instance (one HCCL world) may span
     role_keys: tuple[str, ...]  # engine keys a pd-split role may set over the engine block (layout.<role>.engine)
     needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
     chart: Chart                # its part of the chart, for --target k8s
+    metric_names: MetricNames
+
+    # the performance model's deratings fitted on this engine's published points, where they come from and the
+    # fit's record (None: the CloudMatrix384 fit of core/sizing/calibration.py)
+    perf_deratings: dict | None
+    perf_deratings_source: str | None
+    perf_fit_record: dict | None
 
     def version(self, inv) -> EngineVersion: ...
 
@@ -178,13 +192,15 @@ class EngineDriver(Protocol):
 
     def needs_interfaces(self, inv) -> str | None: ...   # why every node needs nodes[].interface (None: no need)
 
+    def chunked_prefill(self, inv) -> bool: ...          # splits a prompt longer than its prefill batch
+
+    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]: ...  # (0, ""): none
+
     def check(self, plan) -> list[Finding]: ...
 
     def accept(self, plan) -> list[Finding]: ...
 
     def memory(self, inv, role: str, degrees) -> MemoryInputs: ...
-
-    # optional: def chunked_prefill(self, inv) -> bool (engines.chunks_prefill; absent: no chunking)
 
     def render(self, plan) -> list: ...
 
@@ -194,4 +210,30 @@ class EngineDriver(Protocol):
 
     def metrics_targets(self, plan) -> list[MetricsTarget]: ...
 
-    metric_names: MetricNames
+    def router_control(self, plan, remote) -> Any: ...   # a RouterControl (core/engine_spec/router.py) or None
+
+    def router_control_gap(self, plan) -> str | None: ...  # why router_control gives None, for `watch`
+
+    def support_rows(self) -> list[dict]: ...
+
+    def support_table(self) -> str: ...
+
+
+class EngineSpecBase:
+    """The answers of an engine that lacks a capability; each engine's spec class derives from it."""
+
+    perf_deratings: dict | None = None
+    perf_deratings_source: str | None = None
+    perf_fit_record: dict | None = None
+
+    def chunked_prefill(self, inv) -> bool:
+        return False            # prefills the longest input in one batch
+
+    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]:
+        return 0, ""
+
+    def router_control(self, plan, remote) -> Any:
+        return None             # no router of its own deployctl can take an instance out of
+
+    def router_control_gap(self, plan) -> str | None:
+        return None

@@ -1,6 +1,6 @@
 """Per-role settings (pd-split): the inventory as one role's instances see it.
 
-`layout.<role>.engine` (the keys the engine lets differ per role, its driver's ``role_keys``), `layout.<role>.model`
+`layout.<role>.engine` (the keys the engine lets differ per role, its engine_spec's ``role_keys``), `layout.<role>.model`
 (request limits) and `layout.<role>.env` are merged over the engine and model blocks. Every consumer that works
 for one role (memory fit, renderers, acceptance checks, chart values) reads ``for_role(inv, role)`` and so never
 needs to know which keys a role may override.
@@ -66,10 +66,9 @@ def role_problems(inv, raw) -> list[Problem]:
     layout.<role>.model/engine outside pd-split are refused by the layout checks (roles exist only there)."""
     from pydantic import ValidationError
 
-    from deployctl.app import engines
 
-    driver = engines.for_inventory(inv)
-    allowed = tuple(getattr(driver, "role_keys", ()))
+    engine_spec = inv.engine_spec
+    allowed = tuple(engine_spec.role_keys)
     out: list[Problem] = []
     for role in ROLES:
         block = role_block(inv, role)
@@ -78,8 +77,8 @@ def role_problems(inv, raw) -> list[Problem]:
         base = ("layout", role, "engine")
         bad = [k for k in block.engine if k not in allowed]
         for key in bad:
-            hint = (f"{driver.kind} lets these differ per role: {', '.join(allowed)}" if allowed else
-                    f"{driver.kind} has no engine settings that differ per role")
+            hint = (f"{engine_spec.kind} lets these differ per role: {', '.join(allowed)}" if allowed else
+                    f"{engine_spec.kind} has no engine settings that differ per role")
             out.append(raw.problem(base + (key,), f"engine.{key} cannot differ per role", hint))
         if bad:
             continue

@@ -1,16 +1,16 @@
 """Checks of the model and engine blocks every engine shares (limits, mounts, env, image) and of kubernetes.values;
-the engine's driver checks its own keys (engines/<kind>/validate.py)."""
+the engine spec checks its own keys (engines/<kind>/validate.py)."""
 
 from __future__ import annotations
 
 import difflib
 import re
-from pathlib import Path
 
-from deployctl.core.errors import Problem
+from deployctl.core.errors import InventoryError, Problem
 from deployctl.core.input.envcheck import (HCCL_RANGES, ROLE_ENV, env_range_problems, env_sources, role_only_problems,
                                          secret_env_problems)
 from deployctl.core.input.hostile import check_image
+from deployctl.core.input.local_files import LocalFiles
 from deployctl.core.input.raw import KeyPath, RawInventory
 from deployctl.core.input.roles import ROLES, role_block, role_problems
 
@@ -24,15 +24,16 @@ SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
 BIND_UNSAFE = re.compile(r"[:,\s]")
 
 
-def describe_checkpoint(inv, raw: RawInventory) -> tuple:
-    """(the inventory carrying the model described from model.config_path, the problems when it cannot be read);
-    the inventory unchanged without config_path."""
+def describe_checkpoint(inv, raw: RawInventory, local: LocalFiles) -> tuple:
+    """(the inventory carrying the model described from model.config_path's files read into ``local``, the problems
+    when they cannot be read); the inventory unchanged without config_path."""
     m = inv.model
     if m.config_path is None:
         return inv, []
     from deployctl.core.checkpoint.adopt import describe_model
 
-    info, found = describe_model(raw.base_dir / Path(m.config_path).expanduser(), m.name)  # absolute stays as given
+    info, found = describe_model(local.checkpoint if local.checkpoint is not None else
+                                 InventoryError(f"{m.config_path} was not read before validation"), m.name)
     if found:
         return inv, [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
                                  "fix the checkpoint files named below, or point model.config_path elsewhere"),
@@ -64,16 +65,15 @@ def check_model(inv, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} is more than "
                                f"max_seq_len {m.max_seq_len}",
                                "max_seq_len counts input plus output tokens: raise it, or lower max_input_len"))
-    # an engine that chunks long prompts (engines.chunks_prefill: vLLM) takes a smaller prefill batch, the role's too
-    from deployctl.app import engines
+    # an engine that chunks long prompts (EngineSpec.chunked_prefill: vLLM) takes a smaller prefill batch, the role's too
 
     limits = [(("model",), m.max_prefill_tokens)] + [
         (("layout", r, "model"), getattr(getattr(inv.layout, r, None), "model", None)) for r in ("prefill", "decode")]
     for path, value in limits:
         value = getattr(value, "max_prefill_tokens", value)
-        if value is not None and value < m.max_input_len and not engines.chunks_prefill(inv):
+        if value is not None and value < m.max_input_len and not inv.engine_spec.chunked_prefill(inv):
             out.append(raw.problem(path + ("max_prefill_tokens",), f"max_prefill_tokens {value} is less than "
-                                   f"max_input_len {m.max_input_len}", f"{engines.for_inventory(inv).display} "
+                                   f"max_input_len {m.max_input_len}", f"{inv.engine_spec.display} "
                                    "prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))
     out += _check_mount_path(raw, ("model", "weights_path"), m.weights_path, "the weights directory")
     spec = m.speculative
@@ -127,7 +127,7 @@ def _check_container_path(raw: RawInventory, key: KeyPath, path: str) -> list[Pr
 
 
 def check_engine(inv, raw: RawInventory) -> list[Problem]:
-    """The keys every engine has; the engine's driver checks its own (engines/<kind>/validate.py)."""
+    """The keys every engine has; the engine spec checks its own (engines/<kind>/validate.py)."""
     e = inv.engine
     out = env_range_problems(e.env, raw, HCCL_RANGES)
     out += _check_mount_path(raw, ("engine", "work_dir"), e.work_dir, "the directory for rendered files")
@@ -159,9 +159,8 @@ def check_engine(inv, raw: RawInventory) -> list[Problem]:
             out.append(raw.problem(key + ("container",), f"'{m.container}' is where deployctl mounts the "
                                    "rendered files or the weights", "mount it somewhere else"))
         targets.setdefault(inside, i)
-    from deployctl.app import engines as _engines
 
-    return out + _engines.for_inventory(inv).validate(inv, raw)
+    return out + inv.engine_spec.validate(inv, raw)
 
 
 def check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
@@ -199,10 +198,10 @@ def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> li
 
     owned = [raw.problem(base + tuple(key.split(".")), f"kubernetes.values.{key} is rendered by deployctl from "
                          "the plan", "change the inventory's engine/nodes/layout/model instead")
-             for key in owned_values(inv.engine.kind) if has(values, key)]
+             for key in owned_values(inv.engine_spec.chart) if has(values, key)]
     if owned:
         return owned
-    model = values_model()
+    model = values_model(inv.charts)
     out = []
     try:
         model.model_validate(deep_merge(model(engine=inv.engine.kind).model_dump(), values))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Callable
 
 from deployctl.core.errors import Problem
 from deployctl.core.input.gaps import discovery_hint, needs_facts
 from deployctl.core.inventory.hccn import HccnReadError, parse_hccn_conf
 from deployctl.core.input.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, ip_address, zone_problem)
+from deployctl.core.input.local_files import NOT_READ, LocalFiles
 from deployctl.core.input.raw import RawInventory
 
 
@@ -58,8 +58,8 @@ def check_nodes(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
-    """Fill node devices from hccn_conf files; return (inventory, problems)."""
+def resolve_devices(inv, raw: RawInventory, local: LocalFiles):
+    """Fill node devices from the hccn_conf copies read into ``local``; return (inventory, problems)."""
     from deployctl.core.models.inventory import Device
 
     problems, nodes = [], []
@@ -67,10 +67,12 @@ def resolve_devices(inv, raw: RawInventory, read_text: Callable[[Path], str]):
         if not node.hccn_conf:
             nodes.append(node)
             continue
-        path = raw.base_dir / node.hccn_conf
         shown = str(Path(raw.file).parent / node.hccn_conf)
         try:
-            addresses = parse_hccn_conf(read_text(path))
+            text = local.hccn.get(node.hccn_conf, NOT_READ)
+            if isinstance(text, Exception):
+                raise text
+            addresses = parse_hccn_conf(text)
         except OSError as exc:
             problems.append(raw.problem(("nodes", i, "hccn_conf"), f"cannot read {shown}: "
                                         f"{exc.strerror or exc}", "the path is relative to the inventory file; "

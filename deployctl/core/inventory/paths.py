@@ -17,7 +17,6 @@ Two lists, two rules:
 
 from __future__ import annotations
 
-import os
 import posixpath
 
 from deployctl.core.errors import Problem
@@ -50,10 +49,10 @@ def _within(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
 
-def named_paths(inv, inventory_dir: str | None = None) -> list[tuple[tuple, str, str]]:
+def named_paths(inv, inventory_dir: str | None = None, home: str = "") -> list[tuple[tuple, str, str]]:
     """(key path, absolute path, what it is) of every path the inventory names for something other than
     deployctl's files. Host paths as given; controller paths (SSH keys, known_hosts, kubeconfig) when absolute
-    or under ~ (the controller may be one of the hosts)."""
+    or under ~ (``home``: the controller user's home directory; the controller may be one of the hosts)."""
     from deployctl.core.engine_spec.container import DEVICE_LOGS
 
     e = inv.engine
@@ -72,15 +71,15 @@ def named_paths(inv, inventory_dir: str | None = None) -> list[tuple[tuple, str,
     for key, path, what in controller:
         if not path:
             continue
-        full = os.path.expanduser(path)
+        full = home.rstrip("/") + path[1:] if home and (path == "~" or path.startswith("~/")) else path
         if not full.startswith("/") and inventory_dir and key[0] == "kubernetes":
-            full = os.path.join(inventory_dir, full)
+            full = posixpath.join(inventory_dir, full)
         if full.startswith("/"):
             out.append((key, full, what))
     return [(k, _norm(p), w) for k, p, w in out if p.startswith("/")]
 
 
-def cluster_dir_problems(inv, raw) -> list[Problem]:
+def cluster_dir_problems(inv, raw, home: str = "") -> list[Problem]:
     """The cluster directory against the system paths and the inventory's own paths (see the module doc)."""
     e = inv.engine
     cdir = _norm(f"{e.deploy_dir.rstrip('/')}/{inv.cluster.name}")
@@ -99,7 +98,7 @@ def cluster_dir_problems(inv, raw) -> list[Problem]:
                 out.append(raw.problem(key, f"the cluster directory {shown} is inside {tree}, which another "
                                        "program manages", HINT))
                 break
-    for where, path, what in named_paths(inv, str(raw.base_dir)):
+    for where, path, what in named_paths(inv, str(raw.base_dir), home):
         if _within(path, cdir):
             rel = "is" if path == cdir else "contains"
         elif _within(cdir, path):

@@ -7,7 +7,7 @@ import difflib
 import typing
 from typing import Any
 
-from deployctl.app import engines
+from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 from deployctl.core.errors import Problem
 from deployctl.core.input.raw import KeyPath, RawInventory
 
@@ -85,9 +85,9 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
         model = _model_at(Inventory, loc[:-1])
         if loc[:1] == ("engine",):     # the engine block is a union: the model of the kind this file names
             block = raw.data.get("engine") if isinstance(raw.data, dict) else None
-            kind = block.get("kind", engines.DEFAULT_KIND) if isinstance(block, dict) else engines.DEFAULT_KIND
-            if kind in engines.KINDS:
-                model = _model_at(engines.driver(kind).settings, loc[1:-1])
+            kind = block.get("kind", DEFAULT_KIND) if isinstance(block, dict) else DEFAULT_KIND
+            if kind in SETTINGS:
+                model = _model_at(SETTINGS[kind], loc[1:-1])
         allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"did you mean '{close[0]}'?" if close else (
@@ -97,7 +97,7 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
         return raw.problem(loc, f"missing required key '{loc[-1]}'", "see inventories/sample.yaml for every key")
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         return raw.problem(loc, f"unknown engine kind {ctx.get('tag', value)!r}",
-                           f"use one of: {', '.join(sorted(engines.KINDS))}")
+                           f"use one of: {', '.join(sorted(SETTINGS))}")
     if kind == "literal_error":
         return raw.problem(loc, f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}")
     if kind == "string_pattern_mismatch" and loc[-1] == "name":
@@ -123,7 +123,7 @@ def structure_problems(raw: RawInventory, exc) -> list[Problem]:
     grouped: dict[KeyPath, list[dict]] = {}
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
-        if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in engines.KINDS:   # the union's tag
+        if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in SETTINGS:   # the union's tag
             loc = loc[:1] + loc[2:]
         if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
             loc += ("kind",)

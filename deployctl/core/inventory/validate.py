@@ -3,39 +3,42 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import Callable
+from typing import Any
 
-from deployctl.app import engines
 from deployctl.core.errors import InventoryError, Problem
 from deployctl.core.inventory.apply_facts import apply_facts
 from deployctl.core.inventory.engine_checks import check_engine, check_kubernetes, check_model, describe_checkpoint
 from deployctl.core.input.gaps import NeedsFacts, discovery_hint, interface_gaps
 from deployctl.core.input.hostile import check_ssh, hostile_problems
 from deployctl.core.inventory.layout_checks import check_layout
+from deployctl.core.input.local_files import LocalFiles
 from deployctl.core.input.raw import RawInventory
+from deployctl.core.models.engine_settings import DEFAULT_KIND
 from deployctl.core.inventory.node_checks import check_devices, check_nodes, check_sku, check_super_pod, resolve_devices
 from deployctl.core.inventory.paths import cluster_dir_problems
 from deployctl.core.inventory.structure import structure_problems
 
 CHECKS = (check_nodes, check_ssh, check_sku, check_super_pod, check_devices, check_model, check_engine, check_kubernetes,
-          check_layout, cluster_dir_problems)
+          check_layout)
 
 
-def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
-    """Validate the whole inventory and return it with device IPs filled in from hccn_conf and, when
-    ``facts`` (a preflight FactsFile) is given, from the live hosts.
+def validate_inventory(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles, facts: Any = None) -> Any:
+    """Validate the whole inventory and return it with device IPs filled in from the hccn_conf copies in ``local``
+    and, when ``facts`` (a preflight FactsFile) is given, from the live hosts. ``engine``: the EngineSpec of
+    engine.kind the composition root resolved (None when the kind is unknown: the model refuses it, with its line),
+    ``charts``: every engine's Chart; both ride on the inventory returned (``inv.engine_spec``, ``inv.charts``).
 
     Raises:
         InventoryError: with every problem found, each naming file, line and key path.
     """
-    inv, problems = inventory_problems(raw, read_text, facts)
+    inv, problems = inventory_problems(raw, engine, charts, local, facts)
     if problems:
         raise InventoryError(count_problems(raw.file, problems), problems=problems)
     return inv
 
 
-def validate_for_discovery(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None):
+def validate_for_discovery(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles,
+                           facts: Any = None) -> tuple:
     """Validation for `preflight`: what only the hosts can tell (device IPs, A3 SDIDs and super pod ids
     the inventory leaves out: ``NeedsFacts``) is returned as notes instead of refused.
 
@@ -44,14 +47,22 @@ def validate_for_discovery(raw: RawInventory, read_text: Callable[[Path], str] |
     Raises:
         InventoryError: every other problem, as ``validate_inventory`` reports it.
     """
-    inv, problems = inventory_problems(raw, read_text, facts)
+    inv, problems = inventory_problems(raw, engine, charts, local, facts)
     refused = [p for p in problems if not isinstance(p, NeedsFacts)]
     if refused:
         raise InventoryError(count_problems(raw.file, refused), problems=refused)
     return inv, [p for p in problems if isinstance(p, NeedsFacts)]
 
 
-def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts=None) -> tuple:
+def engine_kind(raw: RawInventory) -> str:
+    """engine.kind as written (the default kind when left out): what the composition root resolves."""
+    block = raw.data.get("engine") if isinstance(raw.data, dict) else None
+    kind = block.get("kind", DEFAULT_KIND) if isinstance(block, dict) else DEFAULT_KIND
+    return kind if isinstance(kind, str) else ""
+
+
+def inventory_problems(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles,
+                       facts: Any = None) -> tuple:
     """(inventory, every value problem, NeedsFacts included), sorted; structure problems raise InventoryError."""
     from pydantic import ValidationError
 
@@ -71,20 +82,20 @@ def inventory_problems(raw: RawInventory, read_text: Callable[[Path], str] | Non
     if hostile:
         problems = sorted(hostile, key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems)
-    if read_text is None:
-        from deployctl.io.hccn_file import read_hccn_conf as read_text
-    inv, problems = resolve_devices(inv, raw, read_text)
+    inv = inv.with_engine(engine, charts)
+    inv, problems = resolve_devices(inv, raw, local)
     if facts is not None:
         inv = apply_facts(inv, facts)
-    inv, unread = describe_checkpoint(inv, raw)
+    inv, unread = describe_checkpoint(inv, raw, local)
     problems += unread
     bad_hccn = {n.name for i, n in enumerate(inv.nodes)
                 if any(p.path == f"nodes[{i}].hccn_conf" for p in problems)}
     for check in CHECKS:
         problems += check(inv, raw)
+    problems += cluster_dir_problems(inv, raw, local.home)
     if not any(p.path.startswith("layout") for p in problems):
         problems += layout_problems(inv, raw, skip_ips=bad_hccn)
-        problems += interface_gaps(inv, raw, engines.for_inventory(inv).needs_interfaces(inv))
+        problems += interface_gaps(inv, raw, inv.engine_spec.needs_interfaces(inv))
     if facts is not None:   # the facts were there and still left the gap: "run preflight" would not help
         problems = [dataclasses.replace(p, hint=discovery_hint(raw.file, p.what, facts_given=True))
                     if isinstance(p, NeedsFacts) else p for p in problems]

@@ -27,7 +27,7 @@ class DeployedState(Frozen):
     files: dict[str, str] = Field(default_factory=dict)        # name -> sha256 of the current revision
     run: str | None = None            # the `up` run that deployed the current revision
     containers: dict[str, ContainerState] = Field(default_factory=dict)
-    ready: bool | None = None         # every health URL of the engine (its driver says which) answered 200
+    ready: bool | None = None         # every health URL of the engine (its engine spec says which) answered 200
     revisions: dict[str, Manifest] = Field(default_factory=dict)   # rev on disk -> its manifest
     history: list[HistoryEntry] = Field(default_factory=list)      # this host's copy of the deployment history
     lock: LockDoc | None = None       # who holds the lock file (None: nobody, or not a deployctl lock: findings)

@@ -1,6 +1,6 @@
 """What every engine's inventory block has in common (spec/inventory.md §engine).
 
-Each engine driver extends ``EngineBase`` with its own keys (deployctl/app/<kind>/settings.py); the
+Each engine's settings model extends ``EngineBase`` with its own keys (deployctl/core/models/engine_settings/<kind>.py); the
 inventory's ``engine`` block is the union of those models, discriminated on ``engine.kind``.
 """
 
@@ -22,7 +22,7 @@ class Mount(Strict):
 
 
 class EngineBase(Strict):
-    kind: str = Field(description="Which engine driver renders and runs it (`deployctl engines` lists them).")
+    kind: str = Field(description="Which engine renders and runs it (`deployctl engines` lists them).")
     image: str = Field(min_length=1, description="The engine's container image.")
     version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9A-Za-z]+)*$", description=(
         "The engine version the support matrix is checked against (e.g. \"2.2\"); default: read from the "

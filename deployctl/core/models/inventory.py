@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from deployctl.app import engines
+from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 from deployctl.core.models.base import Strict
 from deployctl.core.models.patterns import INTERFACE_PATTERN
 
@@ -338,11 +338,11 @@ class Deploy(Strict):
 def _default_kind(v: Any) -> Any:
     # an engine block without `kind` is the first engine deployctl supported
     if isinstance(v, dict) and "kind" not in v:
-        return {"kind": engines.DEFAULT_KIND, **v}
+        return {"kind": DEFAULT_KIND, **v}
     return v
 
 
-EngineSettings = Annotated[Union[engines.settings_models()], Field(discriminator="kind")]
+EngineSettings = Annotated[Union[tuple(SETTINGS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
 
 
 class Inventory(Strict):
@@ -368,6 +368,33 @@ class Inventory(Strict):
     _engine_kind = field_validator("engine", mode="before")(_default_kind)
     # the model described from model.config_path (a catalog ModelInfo), attached by validation: with_checkpoint
     _checkpoint: Any = PrivateAttr(None)
+    # the engine spec of engine.kind, handed down by the composition root (deployctl/app/) through validation
+    _engine_spec: Any = PrivateAttr(None)
+    _charts: tuple = PrivateAttr(())      # every engine's Chart (the chart holds every engine's block)
+
+    @property
+    def engine_spec(self) -> Any:
+        """The EngineSpec (core/engine_spec/protocol.py) of engine.kind, attached by validation: with_engine."""
+        if self._engine_spec is None:
+            raise RuntimeError("no engine spec attached: validate the inventory through deployctl.app "
+                               "(app.inventory.validate_inventory), which resolves engine.kind once")
+        return self._engine_spec
+
+    @property
+    def charts(self) -> tuple:
+        """Every engine's Chart (core/engine_spec/protocol.py), handed down with the spec: the chart's values
+        model holds every engine's block (core/render/chart_values.py values_model)."""
+        self.engine_spec   # the same error when nothing was attached
+        return self._charts
+
+    def with_engine(self, spec: Any, charts: tuple) -> "Inventory":
+        """A copy carrying the engine spec of engine.kind and every engine's chart (copies made from it keep them)."""
+        if spec.kind != self.engine.kind:
+            raise ValueError(f"engine spec {spec.kind!r} handed to an inventory of engine.kind {self.engine.kind!r}")
+        out = self.model_copy()
+        out._engine_spec = spec
+        out._charts = tuple(charts)
+        return out
 
     @property
     def checkpoint_model(self) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -123,6 +123,11 @@ class Plan(Frozen):
     engine: EngineInfo
     router: FleetRouter | None = None
     inventory: Inventory
+
+    @property
+    def engine_spec(self) -> Any:
+        """The EngineSpec of engine.kind the inventory was validated with (core/engine_spec/protocol.py)."""
+        return self.inventory.engine_spec
 
     @property
     def _by_name(self) -> tuple[dict[str, PlanNode], dict[str, Instance]]:

@@ -1,4 +1,4 @@
-"""Render a plan: plan.json plus every file the engine's driver renders. Pure: Plan -> [Artifact]."""
+"""Render a plan: plan.json plus every file the engine spec renders. Pure: Plan -> [Artifact]."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ def render_plan(plan: Plan) -> list[Artifact]:
 
 def render_artifacts(plan: Plan) -> list[Artifact]:
     """Every file of the rendered tree, sorted by path (byte-stable for the same plan)."""
-    from deployctl.app import engines
     from deployctl.core.render.router import render_router
 
-    out = render_plan(plan) + engines.driver(plan.engine.kind).render(plan) + render_router(plan)
+    out = render_plan(plan) + plan.engine_spec.render(plan) + render_router(plan)
     return sorted(out, key=lambda a: a.path)

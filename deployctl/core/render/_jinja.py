@@ -57,10 +57,10 @@ def environment():
     import jinja2
 
     def load(name: str):
-        from importlib import resources
+        from deployctl.core.packaged import packaged_text
 
         package, _, file = name.partition("/")     # "<package>/<path>": templates live with their engine
-        source = resources.files(package).joinpath(file).read_text(encoding="utf-8")
+        source = packaged_text(package, file)
         return source, name, lambda: True
 
     env = jinja2.Environment(

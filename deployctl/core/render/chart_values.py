@@ -2,10 +2,10 @@
 
 One chart serves every engine: the keys here are common to all (image, scheduling, NPUs, mounts, probes,
 resources, the instances); `engine` selects the engine's templates (templates/<engine>-*.yaml), and each
-engine adds one block of its own keys (`mindie:`, `vllm:`), declared by its driver (engines/<kind>/chart.py).
+engine adds one block of its own keys (`mindie:`, `vllm:`), declared by its engine spec (engines/<kind>/chart.py).
 
 One source for three things: `deployctl render --target helm` builds the values from the plan, the chart's
-`values.schema.json` is generated from `values_model()` (`python -m deployctl.backends.k8s.schema`), and
+`values.schema.json` is generated from `values_model(charts)` (`python -m deployctl.app.chart_schema`), and
 `kubernetes.values` in the inventory is checked against it. Field names are the chart's (camelCase).
 """
 
@@ -165,30 +165,29 @@ class CommonValues(Frozen):
     secretEnv: SecretEnv = SecretEnv()
 
 
-@lru_cache(maxsize=1)
-def values_model() -> type:
-    """CommonValues + `engine` (which templates render) + every engine's block, with its defaults."""
+def values_model(charts: tuple) -> type:
+    """CommonValues + `engine` (which templates render) + every engine's block, with its defaults. ``charts``: the
+    Chart of every engine (the composition root's registry hands them down with the spec: ``inv.charts``)."""
+    return _values_model(tuple((c.kind, c.block, c.block_model, c.image) for c in charts))
+
+
+@lru_cache(maxsize=4)
+def _values_model(blocks_of: tuple) -> type:
     from pydantic import create_model
 
-    from deployctl.app import engines
+    from deployctl.core.models.engine_settings import DEFAULT_KIND
 
-    blocks = {}
-    for kind in engines.KINDS:
-        chart = engines.driver(kind).chart
-        blocks[chart.block] = (chart.block_model, chart.block_model())
-    engine = Literal[tuple(engines.KINDS)]   # type: ignore[valid-type]
-    repository, tag = split_image(engines.driver(engines.DEFAULT_KIND).chart.image)
+    blocks = {block: (model, model()) for _, block, model, _ in blocks_of}
+    engine = Literal[tuple(kind for kind, *_ in blocks_of)]   # type: ignore[misc]
+    repository, tag = split_image(next(image for kind, _, _, image in blocks_of if kind == DEFAULT_KIND))
     return create_model("ChartValues", __base__=CommonValues, __doc__=CommonValues.__doc__,
-                        engine=(engine, Field(engines.DEFAULT_KIND, description="the engine whose templates "
+                        engine=(engine, Field(DEFAULT_KIND, description="the engine whose templates "
                                               "render: templates/<engine>-*.yaml")),
                         image=(Image, Image(repository=repository, tag=tag)), **blocks)
 
 
-def owned_values(kind: str) -> tuple[str, ...]:
-    """Dotted keys rendered from the plan for this engine: kubernetes.values may not set them."""
-    from deployctl.app import engines
-
-    chart = engines.driver(kind).chart
+def owned_values(chart) -> tuple[str, ...]:
+    """Dotted keys rendered from the plan for this engine (its Chart): kubernetes.values may not set them."""
     return OWNED_VALUES + tuple(f"{chart.block}.{k}" for k in chart.owned_values)
 
 
@@ -251,11 +250,10 @@ def common_values(plan, **changes) -> dict:
 
 def chart_values(plan, artifacts):
     """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
-    from deployctl.app import engines
     from deployctl.core.input.merge import deep_merge
 
-    model = values_model()
-    values = model.model_validate(engines.driver(plan.engine.kind).chart.values(plan, artifacts))
+    model = values_model(plan.inventory.charts)
+    values = model.model_validate(plan.engine_spec.chart.values(plan, artifacts))
     values = model.model_validate(split_secret_env(plan, values.model_dump()))
     if plan.inventory.kubernetes.values:
         values = model.model_validate(deep_merge(values.model_dump(), plan.inventory.kubernetes.values))

@@ -1,4 +1,4 @@
-"""What runs on each node of a plan, and where clients go: the engine driver's processes, plus deployctl's
+"""What runs on each node of a plan, and where clients go: the engine spec's processes, plus deployctl's
 router in front of a fleet of mixed instances (fleet/router.py). Pure: the plan in, no host touched."""
 
 from __future__ import annotations
@@ -7,12 +7,11 @@ from deployctl.core.models.plan import Plan
 
 
 def processes(plan: Plan, node: str):
-    """What the engine's driver says runs on this node (engine container, router containers, readiness)."""
+    """What the engine spec says runs on this node (engine container, router containers, readiness)."""
     from dataclasses import replace
 
-    from deployctl.app import engines
 
-    procs = engines.driver(plan.engine.kind).processes(plan, plan.node(node))
+    procs = plan.engine_spec.processes(plan, plan.node(node))
     if plan.router is not None and plan.router.node == node:     # several mixed instances: the router in front
         from deployctl.core.render.router import process
 
@@ -29,5 +28,5 @@ def has_router(plan: Plan, node: str) -> bool:
 
 def entry_url(plan: Plan) -> str:
     """Where clients go: the endpoint `up` sends its smoke request to (the router, else the first instance's
-    master), as the engine's driver says."""
+    master), as the engine spec says."""
     return next((p.serves for p in (processes(plan, n.name) for n in plan.nodes) if p.smoke and p.serves), "")

@@ -31,13 +31,12 @@ class Backend:
 
 
 def backends(plan: Plan) -> list[Backend]:
-    """Every mixed instance's endpoint and health URL, as the engine's driver says for its master."""
-    from deployctl.app import engines
+    """Every mixed instance's endpoint and health URL, as the engine's engine_spec says for its master."""
 
-    driver = engines.driver(plan.engine.kind)
+    engine_spec = plan.engine_spec
     out = []
     for inst in plan.role("mixed"):
-        p = driver.processes(plan, plan.node(inst.master))
+        p = engine_spec.processes(plan, plan.node(inst.master))
         api = urlsplit(p.serves)
         health = urlsplit(p.engine.health_urls[0]) if p.engine.health_urls else api
         out.append(Backend(inst.name, api.hostname, api.port, health.port, health.path or "/"))

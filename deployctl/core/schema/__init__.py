@@ -73,20 +73,21 @@ def _clean(node, renames: dict[str, str]):
 def _engine_schema(description: str) -> dict:
     """engine: `kind` picks the block as the loader does (left out: the default kind). if/then/else rather than
     oneOf: an error names the keys of the kind written, not "matches none of the alternatives"."""
-    from deployctl.app import engines
 
-    models = dict(zip(engines.KINDS, engines.settings_models()))
-    chosen: dict = {"$ref": f"#/definitions/{models[engines.DEFAULT_KIND].__name__}"}
-    for kind, model in reversed([(k, m) for k, m in models.items() if k != engines.DEFAULT_KIND]):
+    from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
+
+    models = dict(SETTINGS)
+    chosen: dict = {"$ref": f"#/definitions/{models[DEFAULT_KIND].__name__}"}
+    for kind, model in reversed([(k, m) for k, m in models.items() if k != DEFAULT_KIND]):
         chosen = {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
                   "then": {"$ref": f"#/definitions/{model.__name__}"}, "else": chosen}
     return {
         "description": description,
         "type": "object",
         "properties": {"kind": {
-            "description": f"Which engine driver renders and runs it (default: {engines.DEFAULT_KIND}; "
+            "description": f"Which engine renders and runs it (default: {DEFAULT_KIND}; "
                            "`deployctl engines` lists them).",
-            "enum": list(models), "default": engines.DEFAULT_KIND}},
+            "enum": list(models), "default": DEFAULT_KIND}},
         **chosen,
     }
 
@@ -111,7 +112,9 @@ def schema_text() -> str:
 
 def shipped_text() -> str:
     """The schema file shipped in the package."""
-    return SCHEMA_FILE.read_text(encoding="utf-8")
+    from deployctl.core.packaged import packaged_text
+
+    return packaged_text("deployctl", "schema", "inventory.schema.json")
 
 
 MODELINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)\s*$")

@@ -27,31 +27,25 @@ ERROR_BOUND = 0.12
 
 
 
-def fitted_for(kind: str) -> Consts:
-    """The deratings an engine kind runs with: its driver's own `perf_deratings` (fitted on that engine's published
+def fitted_for(spec) -> Consts:
+    """The deratings an engine runs with: its spec's own `perf_deratings` (fitted on that engine's published
     points) when it has them, else FITTED (the CloudMatrix384 / cann-recipes fit)."""
-    from deployctl.app import engines
-
-    own = getattr(engines.driver(kind), "perf_deratings", None)
+    own = spec.perf_deratings
     return Consts(**own) if own else FITTED
 
 
-def fitted_source(kind: str) -> str:
-    """Where the deratings fitted_for(kind) gives come from, as the estimate's assumptions say it."""
-    from deployctl.app import engines
-
-    own = getattr(engines.driver(kind), "perf_deratings_source", None)
+def fitted_source(spec) -> str:
+    """Where the deratings fitted_for(spec) gives come from, as the estimate's assumptions say it."""
+    own = spec.perf_deratings_source
     return own or (f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
                    "docs/performance-model.md); A2 SKUs reuse them")
 
 
-def fitted_record(kind: str) -> dict:
+def fitted_record(spec) -> dict:
     """What the estimate's `calibration` names as its fit: the largest error on the points the deratings of
-    fitted_for(kind) were fitted on and the file that holds them, from the same place as fitted_source (the
+    fitted_for(spec) were fitted on and the file that holds them, from the same place as fitted_source (the
     driver's `perf_fit_record`, e.g. vLLM-Ascend's perf.yaml), else the CloudMatrix fit's."""
-    from deployctl.app import engines
-
-    own = getattr(engines.driver(kind), "perf_fit_record", None)
+    own = spec.perf_fit_record
     return dict(own) if own else {"max_error_on_points": ERROR_BOUND, "source": "deployctl/core/sizing/calibration.py"}
 
 

@@ -205,11 +205,11 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
 
 
 def _fit_record(ctx: Ctx, fitted_for, fitted_record) -> dict:
-    """max_error_on_points and source of the deratings in use: the engine's own fit (its driver, as
+    """max_error_on_points and source of the deratings in use: the engine's own fit (its engine spec, as
     calibration.fitted_source), or, for deratings the caller gave, only where they came from."""
-    kind = ctx.plan.inventory.engine.kind
-    if ctx.consts == fitted_for(kind):
-        return fitted_record(kind)
+    spec = ctx.plan.engine_spec
+    if ctx.consts == fitted_for(spec):
+        return fitted_record(spec)
     return {"source": ctx.consts_source}
 
 

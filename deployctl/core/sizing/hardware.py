@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from deployctl.core.packaged import packaged_text
 from typing import Any, Iterator
 
 
@@ -45,7 +45,7 @@ class Link:
 def _read(name: str) -> Any:
     import yaml
 
-    return yaml.safe_load(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+    return yaml.safe_load(packaged_text(__package__, name))
 
 
 @cache

@@ -166,7 +166,6 @@ def group_problems(inv, raw) -> list[Problem]:
 
 
 def _router_problems(inv, raw) -> list[Problem]:
-    from deployctl.app import engines
     from deployctl.core.input.hostile import check_image
 
     r = inv.router
@@ -174,7 +173,7 @@ def _router_problems(inv, raw) -> list[Problem]:
     if r.port == r.admin_port:
         out.append(raw.problem(("router", "admin_port"), "router.port and router.admin_port are the same",
                                "give the runtime API its own port"))
-    taken = {v: k for k, v in engines.for_inventory(inv).host_ports(inv).items()}
+    taken = {v: k for k, v in inv.engine_spec.host_ports(inv).items()}
     for key in ("port", "admin_port"):
         value = getattr(r, key)
         if value in taken:

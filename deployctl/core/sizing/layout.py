@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from deployctl.core import catalog
-from deployctl.app import engines
 from deployctl.core.errors import Problem
 from deployctl.core.models.plan import Degrees
 
@@ -157,17 +156,17 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
                                  "pick the preset for your node count: single (1), tp-pp or dp-ep (2+), "
                                  "pd-split (prefill + decode nodes)"))
         return specs
-    driver = engines.for_inventory(inv)
+    engine_spec = inv.engine_spec
     for spec in specs:
         block = getattr(inv.layout, spec.role) if spec.role in ("prefill", "decode") else inv.layout
         user = {d: getattr(block, d) for d in ATTN + MOE + LOCAL_TP}
         devices = len(spec.nodes) * per_node
         # the engine may shape a role for its runtime (e.g. prefill CP on one runtime, DP x TP on another)
-        row = driver.role_preset(inv, preset, spec.role) or (meta.roles[spec.role] if meta else {})
+        row = engine_spec.role_preset(inv, preset, spec.role) or (meta.roles[spec.role] if meta else {})
         free = next((k for k in ("cp", "dp", "pp", "tp") if row.get(k) in ("devices", "nodes")),
                     FREE_DEGREE[spec.role if preset == "pd-split" else preset])
         deg = _fill(user, row, free, devices, per_node, len(spec.nodes))
-        spec.problems += _check(spec, deg, devices, per_node, model, raw, engines.for_inventory(inv).max_servers)
+        spec.problems += _check(spec, deg, devices, per_node, model, raw, inv.engine_spec.max_servers)
         if not spec.problems:
             spec.degrees = Degrees(**{k: deg.get(k) for k in ATTN + MOE + LOCAL_TP})
     return specs
@@ -180,7 +179,7 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
     hccn_conf); they are not reported again. Missing device IPs are ``NeedsFacts``: preflight discovers them.
     """
     out = []
-    needs_ips = engines.for_inventory(inv).needs_device_ips
+    needs_ips = inv.engine_spec.needs_device_ips
     for spec in resolve_instances(inv, raw):
         out += spec.problems
         if needs_ips and (len(spec.nodes) > 1 or effective_preset(inv) == "pd-split"):

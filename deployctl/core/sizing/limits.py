@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from deployctl.app import engines
 
 
 def max_prefill_tokens(inv, role: str = "mixed") -> int:
@@ -14,6 +13,6 @@ def max_prefill_tokens(inv, role: str = "mixed") -> int:
     m = inv.model
     if m.max_prefill_tokens:
         return m.max_prefill_tokens
-    if role == "decode" and engines.chunks_prefill(inv):
+    if role == "decode" and inv.engine_spec.chunked_prefill(inv):
         return m.max_batch_size * (1 + (m.speculative.tokens if m.speculative is not None else 0))
     return max(8192, m.max_input_len)

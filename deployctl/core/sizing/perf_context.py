@@ -76,16 +76,14 @@ def mtp_of(engine) -> tuple[int, str]:
 
 def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl.core import catalog
-    from deployctl.app import engines
 
     inv = plan.inventory
     d = inst.degrees
-    mem = engines.for_inventory(inv).memory(inv, inst.role, d)     # how the runtime really splits o_proj/lm_head
+    mem = inv.engine_spec.memory(inv, inst.role, d)     # how the runtime really splits o_proj/lm_head
     pods = {plan.node(n).super_pod_id for n in inst.nodes}
     role = getattr(inv.layout, inst.role, None) if inst.role in ("prefill", "decode") else None
     env = {**inv.engine.model_dump().get("env", {}), **(role.env if role is not None else {})}
-    overlap = getattr(engines.for_inventory(inv), "microbatch_overlap", None)   # the engine's two-microbatch overlap
-    dbo = overlap(inv.engine, env)[0] if overlap is not None else 0
+    dbo = inv.engine_spec.microbatch_overlap(inv.engine, env)[0]   # the engine's two-microbatch overlap
     return Setup(model=inv.model.name, info=catalog.model_of(inv), quant=inv.model.quant, sku=sku,
                  dies=inst.world_size, dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,
@@ -130,8 +128,8 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
         user = {"source": f"{label(calibration)} ({calibration['file']}; `deployctl calibrate --remove` drops it)",
                 "user_rms_error": calibration.get("rms_error", 0.0)}
     where = user.get("source") or ("deratings given by the caller" if consts is not None
-                                   else fitted_source(inv.engine.kind))
-    consts = consts or fitted_for(inv.engine.kind)     # else the engine's own deratings (or the CloudMatrix fit)
+                                   else fitted_source(inv.engine_spec))
+    consts = consts or fitted_for(inv.engine_spec)     # else the engine's own deratings (or the CloudMatrix fit)
     return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
                kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user,

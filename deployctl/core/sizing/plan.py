@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from deployctl import __version__
 from deployctl.core import catalog
-from deployctl.app import engines
 from deployctl.core.errors import LayoutError, Problem
 from deployctl.core.models.inventory import Device, Inventory, Router as RouterSettings
 from deployctl.core.models.plan import Degrees, EngineInfo, FleetRouter, Instance, MemoryFit, Plan, PlanNode, Rank
@@ -38,7 +37,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     from deployctl.core.input.roles import for_role
 
     inv = for_role(inv, role)
-    mem = engines.for_inventory(inv).memory(inv, role, deg)
+    mem = inv.engine_spec.memory(inv, role, deg)
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
     return memory_fit(catalog.model_of(inv), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
@@ -117,17 +116,17 @@ def plan_without_hints(inv: Inventory, *, checked: bool = True) -> Plan:
                 instance=inst.name, role=inst.role, is_master=name == inst.master,
                 super_pod_id=node.super_pod_id, interface=node.interface, device_ids=[d.id for d in node_devices(inv, name)],
                 runs_router=preset == "pd-split" and name == instances[0].master))
-    driver = engines.for_inventory(inv)
-    ver = driver.version(inv)
-    info_ = EngineInfo(kind=inv.engine.kind, display=driver.display, version=ver.version,
+    engine_spec = inv.engine_spec
+    ver = engine_spec.version(inv)
+    info_ = EngineInfo(kind=inv.engine.kind, display=engine_spec.display, version=ver.version,
                        version_source=ver.source)
     plan = Plan(deployctl_version=__version__, preset=preset, hardware=inv.cluster.hardware,
                 model_display=info.display, instances=instances, nodes=nodes, engine=info_,
                 router=_router(inv), inventory=inv)
     if not checked:
         return plan
-    plan = _checked(plan, driver)      # what the engine cannot run at all is said before memory
-    accepted(plan, driver)             # then what the engine would refuse in the files rendered from this plan
+    plan = _checked(plan, engine_spec)      # what the engine cannot run at all is said before memory
+    accepted(plan, engine_spec)             # then what the engine would refuse in the files rendered from this plan
     failing = [i for i in instances if not i.memory.fits]
     if failing:
         raise _refusal(inv, failing)
@@ -145,10 +144,10 @@ def _router(inv: Inventory) -> FleetRouter | None:
                        check_interval_ms=r.check_interval_ms, container=container_name(inv, "router"))
 
 
-def accepted(plan: Plan, driver) -> None:
+def accepted(plan: Plan, engine_spec) -> None:
     """The engine's own checks of the files rendered for this plan: a refusal raises (exit 2) with the engine's
     message and the source of the check (a value set in engine.config, or a deployctl bug)."""
-    errors = list(dict.fromkeys(f for f in driver.accept(plan) if f.level == "error"))
+    errors = list(dict.fromkeys(f for f in engine_spec.accept(plan) if f.level == "error"))
     if errors:
         raise LayoutError(f"{plan.engine.display} {plan.engine.version} would refuse the files rendered for this "
                           "inventory", problems=[Problem(path=f.path, message=f.message + (
@@ -156,9 +155,9 @@ def accepted(plan: Plan, driver) -> None:
                           hint=errors[0].hint)
 
 
-def _checked(plan: Plan, driver) -> Plan:
+def _checked(plan: Plan, engine_spec) -> Plan:
     """The engine's support matrix: refusals raise (exit 2, with the source), warnings go into the plan."""
-    findings = list(dict.fromkeys(driver.check(plan)))   # a fleet's identical instances say the same once
+    findings = list(dict.fromkeys(engine_spec.check(plan)))   # a fleet's identical instances say the same once
     errors = [f for f in findings if f.level == "error"]
     if errors:
         raise LayoutError(f"{plan.engine.display} {plan.engine.version or '(unknown version)'} does not run this "

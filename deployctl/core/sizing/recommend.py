@@ -168,7 +168,6 @@ def _operating_point(ctx, obj: Objective, cmax: int) -> tuple[int, bool, float]:
 
 def _plan(inv, layout: dict):
     """(plan, None) or (None, why it is dropped)."""
-    from deployctl.app import engines
     from deployctl.core.errors import DeployctlError
     from deployctl.core.models.inventory import Layout
     from deployctl.core.sizing.plan import plan_without_hints
@@ -180,7 +179,7 @@ def _plan(inv, layout: dict):
         text = exc.message.lower()
         why = ("memory" if "memory" in text else "engine refuses" if "does not run" in text else "degrees")
         return None, why
-    if any(f.level == "error" for f in engines.driver(cand.engine.kind).check(plan)):
+    if any(f.level == "error" for f in cand.engine_spec.check(plan)):
         return None, "engine refuses"
     return plan, None
 

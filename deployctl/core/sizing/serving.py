@@ -114,7 +114,6 @@ def sched_of(ctx, inst) -> Sched:
     """The limits of one of the instance's DP schedulers: its role's max_prefill_tokens and max_batch_size
     (layout.<role>.model over model), its KV cache, whether the engine mixes prefill chunks into decode steps (its
     driver's chunked_prefill), MTP."""
-    from deployctl.app import engines
     from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
@@ -122,7 +121,7 @@ def sched_of(ctx, inst) -> Sched:
     su = ctx.setups[inst.name]
     return Sched(token_budget=max_prefill_tokens(inv), max_batch=inv.model.max_batch_size,
                  kv_tokens=float(inst.memory.max_tokens * inst.degrees.cp),
-                 chunked=engines.chunks_prefill(inv), drafts=su.mtp_drafts, accepted=su.accepted)
+                 chunked=inv.engine_spec.chunked_prefill(inv), drafts=su.mtp_drafts, accepted=su.accepted)
 
 
 def simulate_plan(ctx, client: Client) -> Served:

@@ -8,7 +8,7 @@ length at a block size, turned into the geometric per-position rate that gives i
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
+from deployctl.core.packaged import packaged_text
 
 MTP_ACCEPT = 0.7
 
@@ -17,7 +17,7 @@ MTP_ACCEPT = 0.7
 def draft_acceptance() -> dict:
     import yaml
 
-    return yaml.safe_load(resources.files(__package__).joinpath("speculative.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load(packaged_text(__package__, "speculative.yaml"))
 
 
 def acceptance(method: str, drafts: int, measured: list[float] | None = None) -> tuple[float, float, str]:

@@ -2,7 +2,7 @@
 "Import dashboard" and by file provisioning), built as a dict. Every query selects on the variable ``$cluster``
 (a constant set to the inventory's cluster name), so no inventory value is written into PromQL.
 
-The engine's metric names come from its driver (``metric_names``, each cited there). The others:
+The engine's metric names come from its engine spec (``metric_names``, each cited there). The others:
 
 * npu-exporter (Ascend/ascend-npu-exporter@0516e8af collector/npu_collector.go L23-51): npu_chip_info_health_status
   (1 healthy, 0 not; getHealthCode), npu_chip_info_hbm_used_memory / npu_chip_info_hbm_total_memory (MB),

@@ -16,11 +16,10 @@ def render_files(plan, npu_exporter_port: int | None = None, npu_scheme: str = "
     from deployctl.features.observe.dashboard import dashboard
     from deployctl.features.observe.scrape import scrape_config, scrape_yaml, targets
 
-    from deployctl.app import engines
 
-    driver = engines.driver(plan.engine.kind)
+    engine_spec = plan.engine_spec
     found = targets(plan, npu_exporter_port, npu_scheme)
-    board = dashboard(plan.inventory.cluster.name, driver.display, driver.metric_names)
+    board = dashboard(plan.inventory.cluster.name, engine_spec.display, engine_spec.metric_names)
     files = {PROMETHEUS_FILE: scrape_yaml(scrape_config(found, interval_s)),
              DASHBOARD_FILE: json.dumps(board, indent=2) + "\n"}
     return files, found

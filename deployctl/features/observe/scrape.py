@@ -2,7 +2,7 @@
 
 Jobs (the dashboard selects on them):
 
-* ``deployctl-engine``: every engine process's metrics endpoint, as the engine's driver says
+* ``deployctl-engine``: every engine process's metrics endpoint, as the engine spec says
   (``metrics_targets(plan)``: MindIE's metrics port, vLLM's /metrics on each API port);
 * ``deployctl-router``: the fleet router's HAProxy Prometheus exporter (fleet/templates/haproxy.cfg.j2: GET /metrics
   on the router's address, admin port);
@@ -35,11 +35,10 @@ class Target:
 
 
 def targets(plan, npu_exporter_port: int | None = None, npu_scheme: str = "http") -> list[Target]:
-    from deployctl.app import engines
 
     cluster = plan.inventory.cluster.name
     out = []
-    for t in engines.driver(plan.engine.kind).metrics_targets(plan):
+    for t in plan.engine_spec.metrics_targets(plan):
         out.append(Target(ENGINE_JOB, t.address, {"cluster": cluster, "node": t.node, "instance": t.instance,
                                                    "role": t.role}, t.path, needs=t.needs))
     r = plan.router

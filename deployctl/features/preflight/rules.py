@@ -214,15 +214,14 @@ def check_pings(inv, facts):
 
 
 def _ports_per_node(inv, plan=None) -> dict[str, set[int]]:
-    """The host ports each node's processes listen on, as the engine's driver says (e.g. a distributed MindIE
+    """The host ports each node's processes listen on, as the engine spec says (e.g. a distributed MindIE
     decode node's per-DP-rank ports, the router's on its node), plus the ports every node needs. ``plan``:
     the operation's plan when it has one (else planned here)."""
-    from deployctl.app import engines
     from deployctl.core.errors import DeployctlError
     from deployctl.core.sizing.planner import plan_layout
 
-    driver = engines.for_inventory(inv)
-    common = set(driver.host_ports(inv).values())
+    engine_spec = inv.engine_spec
+    common = set(engine_spec.host_ports(inv).values())
     try:
         plan = plan if plan is not None else plan_layout(inv)
     except DeployctlError:          # plan refuses: `plan` says why; check what every node needs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 from deployctl import __version__
 from deployctl.io.executor import FAN_OUT, Executor, HostTarget
@@ -92,22 +93,22 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
                            not_checked(inv, facts, ping_sample) + notes)
 
 
-def judge_gaps(raw, inv: Inventory, gaps: list, result: PreflightResult) -> None:
+def judge_gaps(inv: Inventory, gaps: list, result: PreflightResult, problems_with: Callable[[Any], list]) -> None:
     """After discovery: which needs-facts notes (what the inventory leaves out) the facts filled.
 
     The inventory is validated again with the facts applied, as `plan --facts` will: a gap it still has
     becomes a ``needs-facts`` FAIL (on reachable hosts; unreachable ones already fail). Sets result.gaps
-    (each note with ``discovered``) and adds the findings.
+    (each note with ``discovered``) and adds the findings. ``problems_with(facts)``: the inventory's problems when
+    validated with those facts (the composition root's validation: app/inventory.py inventory_problems).
     """
     from deployctl.core.errors import InventoryError
     from deployctl.core.input.gaps import NeedsFacts
-    from deployctl.core.inventory.validate import inventory_problems
 
     if not gaps:
         result.gaps = []
         return
     try:
-        _, problems = inventory_problems(raw, facts=result.to_file(inv))
+        problems = problems_with(result.to_file(inv))
     except InventoryError:        # the structure was valid before; facts cannot break it
         problems = []
     left = [p for p in problems if isinstance(p, NeedsFacts)]

@@ -1,7 +1,7 @@
 """`weights check`: which of the checkpoint's files differ between the nodes (missing, size, sha256).
 
 The file list comes from the index (model.safetensors.index.json) of the first node that gives a readable one,
-read through deployctl.core.checkpoint.read's bounded reader; then every node lists the files in one command, all
+read through deployctl.io.checkpoint_files's bounded reader; then every node lists the files in one command, all
 nodes in parallel (listing.py). A node that cannot be reached or answers garbage is a difference about that
 node, never an exception.
 """
@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deployctl.core.checkpoint.read import INDEX, MAX_INDEX_BYTES, IndexFile, read_json, typed
+from deployctl.core.checkpoint.files import INDEX, MAX_INDEX_BYTES, IndexFile, typed
+from deployctl.io.checkpoint_files import read_json
 from deployctl.core.errors import DeployctlError
 from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget
 from deployctl.core.textsafe import clean

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from deployctl.core.checkpoint.read import CONFIG, INDEX
+from deployctl.core.checkpoint.files import CONFIG, INDEX
 
 # one path component: starts with a letter, digit or '_' (so never '.' or '..'), then plain characters
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}"

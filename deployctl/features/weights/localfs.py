@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from deployctl.core.checkpoint.read import INDEX, MAX_INDEX_BYTES, IndexFile, parse_json, typed
+from deployctl.core.checkpoint.files import INDEX, MAX_INDEX_BYTES, IndexFile, parse_json, typed
 from deployctl.io.executor import HostError
 from deployctl.features.weights.listing import FileState, safe_name
 from deployctl.features.weights.remote import WHY

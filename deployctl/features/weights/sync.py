@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from deployctl.core.checkpoint.read import CONFIG, INDEX, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, IndexFile
+from deployctl.core.checkpoint.files import CONFIG, INDEX, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, IndexFile
 from deployctl.io.executor import FAN_OUT, HostError, HostTarget
 from deployctl.core.textsafe import clean
 from deployctl.features.weights.check import CheckResult, Difference, check_weights, compare, fetch_index

@@ -1,4 +1,4 @@
-"""The MindIE engine driver (engine.kind: mindie): MindIE Service on every node, MindIE-MS for pd-split.
+"""The MindIE engine spec (engine.kind: mindie): MindIE Service on every node, MindIE-MS for pd-split.
 
 Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs, named next to it
 (../shared/reference/mindie-upstream-rules.md collects them); the support matrix is data (support.yaml).
@@ -10,10 +10,10 @@ Submodules are imported when a method needs them, so loading an inventory stays 
 
 from __future__ import annotations
 
-from deployctl.core.engine_spec.protocol import EngineVersion, MemoryInputs, NodeProcesses
+from deployctl.core.engine_spec.protocol import EngineSpecBase, EngineVersion, MemoryInputs, NodeProcesses
 
 
-class MindieDriver:
+class MindieSpec(EngineSpecBase):
     kind = "mindie"
     display = "MindIE"
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): each role's config.json
@@ -24,7 +24,7 @@ class MindieDriver:
 
     @property
     def settings(self):
-        from deployctl.core.engines.mindie.settings import MindieSettings
+        from deployctl.core.models.engine_settings.mindie import MindieSettings
 
         return MindieSettings
 
@@ -116,8 +116,8 @@ class MindieDriver:
         from deployctl.core.engines.mindie.chart_values import OWNED_VALUES, MindieValues
         from deployctl.core.engines.mindie.helm import chart_values
 
-        return Chart(block="mindie", block_model=MindieValues, owned_values=OWNED_VALUES, values=chart_values,
+        return Chart(kind=self.kind, block="mindie", block_model=MindieValues, owned_values=OWNED_VALUES, values=chart_values,
                      image="swr.cn-south-1.myhuaweicloud.com/ascendhub/mindie:2.2.RC1-800I-A2-py311-openeuler24.03-lts")
 
 
-DRIVER = MindieDriver()
+SPEC = MindieSpec()

@@ -65,9 +65,9 @@ def global_ranktable_doc(plan: Plan) -> dict:
 
 
 def _defaults(name: str) -> dict:
-    from importlib import resources
+    from deployctl.core.packaged import packaged_text
 
-    return json.loads(resources.files(__package__).joinpath(f"{name}.json").read_text())
+    return json.loads(packaged_text(__package__, f"{name}.json"))
 
 
 def _tls_switches(doc: dict, enabled: bool) -> dict:

@@ -1,4 +1,4 @@
-"""The vLLM-Ascend engine driver (engine.kind: vllm-ascend): `vllm serve` per node (internal DP), per DP rank
+"""The vLLM-Ascend engine spec (engine.kind: vllm-ascend): `vllm serve` per node (internal DP), per DP rank
 (external DP, prefill/decode with Mooncake) or across nodes (--nnodes), and the P/D proxy.
 
 Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables (flags/), named next to it
@@ -7,8 +7,10 @@ Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables
 
 from __future__ import annotations
 
+from deployctl.core.engine_spec.protocol import EngineSpecBase
 
-class VllmAscendDriver:
+
+class VllmAscendSpec(EngineSpecBase):
     kind = "vllm-ascend"
     display = "vLLM-Ascend"
     max_servers = None     # no rank table: no server-count limit of its own
@@ -41,7 +43,7 @@ class VllmAscendDriver:
 
     @property
     def settings(self):
-        from deployctl.core.engines.vllm_ascend.settings import VllmAscendSettings
+        from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 
         return VllmAscendSettings
 
@@ -160,8 +162,8 @@ class VllmAscendDriver:
         from deployctl.core.engine_spec.protocol import Chart
         from deployctl.core.engines.vllm_ascend.chart import OWNED_VALUES, VllmValues, chart_values
 
-        return Chart(block="vllm", block_model=VllmValues, owned_values=OWNED_VALUES, values=chart_values,
+        return Chart(kind=self.kind, block="vllm", block_model=VllmValues, owned_values=OWNED_VALUES, values=chart_values,
                      image="quay.io/ascend/vllm-ascend:v0.13.0")
 
 
-DRIVER = VllmAscendDriver()
+SPEC = VllmAscendSpec()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from functools import cache
-from importlib import resources
+from deployctl.core.packaged import packaged_text
 
 from deployctl.core.engine_spec.protocol import TAG_VERSION
 
@@ -19,7 +19,7 @@ VERSIONS = {"0.11": ("0.11.0", "0.11.0"), "0.13": ("0.13.0", "0.13.0"), "0.18": 
             "0.23": ("0.23.0", "0.23.0")}
 
 def _load(name: str) -> dict:
-    return json.loads(resources.files(__package__).joinpath("flags", name).read_text(encoding="utf-8"))
+    return json.loads(packaged_text(__package__, "flags", name))
 
 
 @cache

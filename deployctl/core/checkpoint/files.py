@@ -1,17 +1,18 @@
-"""Read a checkpoint's small files, bounded: the one boundary where untrusted checkpoint files are parsed.
+"""A checkpoint's small files, parsed: the one boundary where untrusted checkpoint files become typed values.
 
-Every file is size-capped before it is read, must be a JSON object, and is parsed into typed models; a problem is an
-`InventoryError` (exit 2) naming the file, the key and what to do.
+The bytes come from a FileSource (io/checkpoint_files.py reads a directory on disk, bounded); every file is
+size-capped, must be a JSON object, and is parsed into typed models; a problem is an `InventoryError` (exit 2)
+naming the file, the key and what to do.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field, ValidationError
 
@@ -30,19 +31,6 @@ MAX_NAME = 512
 def problem(file: Path | str, message: str, key: str = "", hint: str = "") -> InventoryError:
     return InventoryError(f"cannot read the checkpoint file {file}",
                           problems=[Problem(message=message, path=key, file=str(file), hint=hint)])
-
-
-def read_json(path: Path, limit: int) -> dict:
-    """The JSON object in `path`, refused when larger than `limit` bytes, not JSON, or not an object."""
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise problem(path, "is not a regular file")
-        with path.open("rb") as f:
-            raw = f.read(limit + 1)          # never more, whatever the size says (devices, growing files)
-    except OSError as exc:
-        raise problem(path, f"cannot be read: {exc.strerror or exc}", hint="give the directory that holds the "
-                      "checkpoint's config.json (model.config_path)") from None
-    return parse_json(raw, path, limit)
 
 
 def parse_json(raw: bytes, path: Path | str, limit: int) -> dict:
@@ -99,26 +87,39 @@ class CheckpointFiles:
     quant_file: str = ""
 
 
-def read_checkpoint(directory: Path) -> CheckpointFiles:
-    """config.json (required), the safetensors index and the msmodelslim description (when present)."""
-    if not directory.is_dir():
-        raise problem(directory, "is not a directory", hint="model.config_path names a directory holding the "
-                      "checkpoint's config.json and model.safetensors.index.json")
-    config = read_json(directory / CONFIG, MAX_CONFIG_BYTES)
+class FileSource(Protocol):
+    """Where a checkpoint's small files come from: its directory on the controller's disk (io/checkpoint_files.py)
+    or a checkpoint shipped in the package (core/packaged.py)."""
+
+    def read(self, name: str, limit: int) -> bytes | None: ...   # at most limit + 1 bytes; None: no such file
+
+    def names(self) -> list[str]: ...                            # the file names in the directory
+
+
+def checkpoint_files(directory: Path | str, source: FileSource) -> CheckpointFiles:
+    """config.json (required), the safetensors index and the msmodelslim description (when present), parsed."""
+    directory = Path(directory)
+    config_raw = source.read(CONFIG, MAX_CONFIG_BYTES)
+    if config_raw is None:
+        raise problem(directory / CONFIG, "cannot be read: No such file or directory", hint="give the directory that "
+                      "holds the checkpoint's config.json (model.config_path)")
+    config = parse_json(config_raw, directory / CONFIG, MAX_CONFIG_BYTES)
     index = None
-    if (directory / INDEX).exists():
-        index = typed(IndexFile, read_json(directory / INDEX, MAX_INDEX_BYTES), directory / INDEX)
+    index_raw = source.read(INDEX, MAX_INDEX_BYTES)
+    if index_raw is not None:
+        index = typed(IndexFile, parse_json(index_raw, directory / INDEX, MAX_INDEX_BYTES), directory / INDEX)
         long = next((n for n in index.weight_map if len(n) > MAX_NAME), None)
         if long is not None:
             raise problem(directory / INDEX, f"names a tensor of {len(long)} characters", "weight_map")
     quant, quant_file = {}, ""
-    found = sorted(directory.glob(QUANT_GLOB))
+    found = sorted(n for n in source.names() if fnmatch.fnmatchcase(n, QUANT_GLOB))
     if found:
-        raw = read_json(found[0], MAX_INDEX_BYTES)
+        raw = parse_json(source.read(found[0], MAX_INDEX_BYTES) or b"", directory / found[0], MAX_INDEX_BYTES)
         bad = next((k for k, v in raw.items() if not isinstance(v, str) or len(k) > MAX_NAME), None)
         if bad is not None:
-            raise problem(found[0], "maps a tensor to something other than a quantization type name", bad[:80])
-        quant, quant_file = raw, found[0].name
+            raise problem(directory / found[0], "maps a tensor to something other than a quantization type name",
+                          bad[:80])
+        quant, quant_file = raw, found[0]
     return CheckpointFiles(directory=directory, config=config, index=index, quant_description=quant,
                            quant_file=quant_file)
 

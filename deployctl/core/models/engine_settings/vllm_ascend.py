@@ -28,7 +28,7 @@ class VllmAscendSettings(EngineBase):
     """engine.kind: vllm-ascend."""
 
     kind: Literal["vllm-ascend"] = Field("vllm-ascend", description=(
-        "Which engine driver renders and runs it (`deployctl engines` lists them)."))
+        "Which engine renders and runs it (`deployctl engines` lists them)."))
     shm_size: str = Field("1g", pattern=r"^[1-9][0-9]*[kmgKMG]?$", description=(
         "docker --shm-size (the guides' docker run --shm-size=1g)."))
     ports: Ports = Field(default_factory=Ports, description=(
@@ -44,4 +44,4 @@ class VllmAscendSettings(EngineBase):
         "pd-split KV connector; default: MooncakeConnectorV1 (the version's multi-node PD guide)."))
 
 
-SETTINGS = VllmAscendSettings
+

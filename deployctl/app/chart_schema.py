@@ -1,6 +1,7 @@
-"""values.schema.json of the chart, generated from its values model (charts/values.py + every engine's block).
+"""values.schema.json of the chart, generated from its values model (core/render/chart_values.py + every engine's
+block, from the engine registry).
 
-    python -m deployctl.backends.k8s.schema deployctl/charts/ascend-llm/values.schema.json
+    python -m deployctl.app.chart_schema deployctl/charts/ascend-llm/values.schema.json
 
 Helm validates values against it on install, upgrade, template and lint (JSON Schema draft 7:
 pydantic's `$defs` become `definitions`). A test keeps the committed file equal to this output.
@@ -23,9 +24,10 @@ def _rewrite_refs(node):
 
 
 def values_schema() -> dict:
+    from deployctl.app.engines import charts
     from deployctl.core.render.chart_values import values_model
 
-    schema = _rewrite_refs(values_model().model_json_schema())
+    schema = _rewrite_refs(values_model(charts()).model_json_schema())
     defs = schema.pop("$defs", {})
     return {"$schema": "http://json-schema.org/draft-07/schema#", **schema, "definitions": defs}
 
@@ -36,7 +38,7 @@ def schema_text() -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m deployctl.backends.k8s.schema OUT.json", file=sys.stderr)
+        print("usage: python -m deployctl.app.chart_schema OUT.json", file=sys.stderr)
         return 2
     with open(argv[0], "w", encoding="utf-8") as fh:
         fh.write(schema_text())

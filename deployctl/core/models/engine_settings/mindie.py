@@ -54,7 +54,7 @@ class MindieSettings(EngineBase):
     """engine.kind: mindie (the default when kind is left out)."""
 
     kind: Literal["mindie"] = Field("mindie", description=(
-        "Which engine driver renders and runs it (`deployctl engines` lists them)."))
+        "Which engine renders and runs it (`deployctl engines` lists them)."))
     config: dict[str, Any] = Field(default_factory=dict, description=(
         "Merged over the rendered MindIE config.json last, key by key; lists of objects merge by position "
         "(entry i into entry i), other lists and values replace: {BackendConfig: {ModelDeployConfig: {ModelConfig: "
@@ -81,4 +81,4 @@ class MindieSettings(EngineBase):
         "pd-split: MindIE-MS's install dir (MIES_INSTALL_PATH); default: the version's layout (2.x "
         "mindie-service, 3.0+ site-packages/mindie_motor)."))
 
-SETTINGS = MindieSettings
+

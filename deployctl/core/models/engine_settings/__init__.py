@@ -1,0 +1,20 @@
+"""Each engine's inventory block (the `engine` key), one pydantic model per engine kind.
+
+The inventory's ``engine`` block is the union of these models, discriminated on ``engine.kind``
+(core/models/inventory.py). The union is static: importing the inventory model imports these settings models and
+nothing of the engines' code (deployctl/core/engines/<kind>/), which the composition root (deployctl/app/) hands down.
+A new engine adds its model here and its folder under core/engines/ (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from deployctl.core.models.engine_settings.mindie import MindieSettings
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+DEFAULT_KIND = "mindie"   # an inventory without engine.kind: the first engine deployctl supported
+
+# engine.kind -> the model of its block
+SETTINGS: dict[str, type] = {
+    "mindie": MindieSettings,
+    "vllm-ascend": VllmAscendSettings,
+}
