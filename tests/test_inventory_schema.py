@@ -5,7 +5,7 @@ and accepts what they accept; and an editor running the YAML language server com
 typo'd key in an inventory that carries the modeline.
 
 Regenerate both files with
-    deployctl schema -o deployctl/core/schema/inventory.schema.json
+    deployctl schema -o deployctl/schema/inventory.schema.json
     deployctl schema --markdown -o docs/inventory.md
 """
 
@@ -59,7 +59,7 @@ def _models_ok(data) -> bool:
 
 def test_shipped_schema_is_generated_from_the_models():
     assert shipped_text() == schema_text(), \
-        "the models changed: regenerate with `deployctl schema -o deployctl/core/schema/inventory.schema.json`"
+        "the models changed: regenerate with `deployctl schema -o deployctl/schema/inventory.schema.json`"
 
 
 def test_reference_is_generated_from_the_models():

@@ -3,6 +3,7 @@ and they bite: a copy of the package with one forbidden import fails `lint-impor
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -77,6 +78,13 @@ def test_the_copy_keeps_them_too(scratch):
     # the core reading a file through the io ring
     ("deployctl.core.inventory.validate", "from deployctl.io import inventory_file  # noqa",
      ["deployctl.core.inventory.validate -> deployctl.io.inventory_file"]),
+    # the engine registry looked up below the composition root (the spec is handed down instead)
+    ("deployctl.core.sizing.plan", "from deployctl.app import engines  # noqa",
+     ["deployctl.core.sizing.plan -> deployctl.app.engines"]),
+    ("deployctl.backends.hosts.hosts", "from deployctl.app.engines import resolve  # noqa",
+     ["deployctl.backends.hosts.hosts -> deployctl.app.engines"]),
+    ("deployctl.features.watch.recover", "import deployctl.app.engines  # noqa",
+     ["deployctl.features.watch.recover -> deployctl.app.engines"]),
     # a cycle inside a package
     ("deployctl.core.sizing.memory", "from deployctl.core.sizing import planner  # noqa",
      [".memory -> .planner", ".planner -> .plan", ".plan -> .memory"]),
@@ -131,8 +139,51 @@ def _cycles(graph: grimp.ImportGraph) -> list[set[str]]:
     return out
 
 
+def dynamic_imports(package: Path) -> list[tuple[str, str, int]]:
+    """(importer, imported, line) of every import by name (importlib.import_module, __import__) in the package:
+    edges grimp does not see. A name that is not a string constant is reported as imported "?"."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                arg = node.args[0] if node.args else None
+                target = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else "?"
+                out.append((module, target, node.lineno))
+    return out
+
+
+def import_graph(root: Path) -> grimp.ImportGraph:
+    """deployctl's import graph (lazy imports inside functions count) plus the imports by name."""
+    graph = grimp.build_graph("deployctl", cache_dir=None)
+    for importer, imported, line in dynamic_imports(root / "deployctl"):
+        assert imported != "?", f"{importer}:{line} imports a module by a computed name: the graph cannot see it"
+        if imported.startswith("deployctl."):
+            graph.add_import(importer=importer, imported=imported, line_number=line, line_contents="import_module")
+    return graph
+
+
 def test_no_import_cycle_across_packages_but_the_known_debts():
     """acyclic_siblings checks the modules of each package; this checks every module against every other
-    (lazy imports inside functions count too)."""
-    found = _cycles(grimp.build_graph("deployctl", cache_dir=None))
+    (lazy imports inside functions and imports by name count too)."""
+    found = _cycles(import_graph(ROOT))
     assert sorted(map(sorted, found)) == sorted(map(sorted, KNOWN_CYCLES))
+
+
+def test_nothing_imports_deployctl_modules_by_name():
+    """The engines are handed down by the composition root, not loaded by name (no import_module at all)."""
+    assert [d for d in dynamic_imports(ROOT / "deployctl") if d[1].startswith(("deployctl", "?"))] == []
+
+
+def test_an_import_by_name_that_closes_a_cycle_is_found(scratch, monkeypatch):
+    add_import(scratch, "deployctl.core.models.engine",
+               "def _late():\n    import importlib\n    return importlib.import_module('deployctl.core.models.inventory')")
+    monkeypatch.syspath_prepend(str(scratch))
+    for name in [m for m in sys.modules if m == "deployctl" or m.startswith("deployctl.")]:
+        monkeypatch.delitem(sys.modules, name)
+    found = _cycles(import_graph(scratch))
+    assert any({"deployctl.core.models.engine", "deployctl.core.models.inventory"} <= c for c in found), found

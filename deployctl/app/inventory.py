@@ -55,3 +55,10 @@ def read_inventory(path: str | Path, facts: Any = None):
     from deployctl.io.inventory_file import load_inventory
 
     return validate_inventory(load_inventory(path), facts=facts)
+
+
+def with_engine(inv):
+    """An Inventory model built without validation (``Inventory.model_validate``), carrying its engine spec."""
+    from deployctl.app import engines
+
+    return inv.with_engine(engines.resolve(inv.engine.kind), engines.charts())

@@ -23,6 +23,7 @@ from deployctl.core.input.raw import parse_yaml
 from deployctl.app.inventory import validate_for_discovery, validate_inventory
 from deployctl.core.models.facts import IpConf
 from deployctl.core.models.host_facts import DeviceFacts, FactsFile, HostFacts
+from deployctl.app.inventory import with_engine
 from deployctl.core.models.inventory import Inventory
 from deployctl.io.facts_store import resolve_facts
 from deployctl.features.preflight.rules import check_sdids, not_checked
@@ -303,11 +304,11 @@ def _a3_host(name: str, pod: int, sdid0: int) -> HostFacts:
 
 
 def _bare_a3_inventory() -> Inventory:
-    return Inventory.model_validate({
+    return with_engine(Inventory.model_validate({
         "cluster": {"name": "c", "hardware": "a3", "super_pod": True}, "engine": {"image": "i"},
         "model": {"name": "deepseek-r1", "quant": "w8a8", "weights_path": "/w", "served_name": "m",
                   "max_seq_len": 8192, "max_input_len": 4096, "max_batch_size": 8},
-        "nodes": [{"name": "n1", "address": "10.0.0.1"}, {"name": "n2", "address": "10.0.0.2"}]})
+        "nodes": [{"name": "n1", "address": "10.0.0.1"}, {"name": "n2", "address": "10.0.0.2"}]}))
 
 
 def test_sdid_uniqueness_uses_the_discovered_super_pods_when_the_inventory_has_none():

@@ -12,6 +12,7 @@ import pytest
 from deployctl.core.models.facts import (DiskFree, HccnConf, IpConf, ListeningPorts, NpuChip, NpuProcess, NpuSmiInfo,
                                     OsInfo, TlsInfo, VersionInfo, WeightsDir)
 from deployctl.core.models.host_facts import DeviceFacts, Finding, HostFacts, PingCheck
+from deployctl.app.inventory import with_engine
 from deployctl.core.models.inventory import Inventory
 from deployctl.features.preflight.rules import check_facts, not_checked
 
@@ -108,13 +109,13 @@ def inventory(n: int = 2, hw: str = "a2", *, super_pod: bool | None = None, hbm_
         if sp:
             node["super_pod_id"] = (pods or {}).get(name, "0")
         nodes.append(node)
-    return Inventory.model_validate({
+    return with_engine(Inventory.model_validate({
         "cluster": {"name": "t", "hardware": hw, "hbm_gb": hbm_gb, "super_pod": sp},
         "engine": {"image": A2_IMAGE},
         "model": {"name": "deepseek-r1", "quant": "w8a8", "weights_path": "/data/models/DeepSeek-R1-W8A8",
                   "served_name": "ds-r1", "max_seq_len": 8192, "max_input_len": 4096, "max_batch_size": 32},
         "layout": {"preset": "tp-pp"},
-        "nodes": nodes})
+        "nodes": nodes}))
 
 
 def findings(facts: dict[str, HostFacts], inv: Inventory | None = None) -> list[Finding]:

@@ -44,10 +44,11 @@ def _generator():
 
 
 def _def_name(name: str) -> str:
-    """pydantic names colliding models by module (deployctl__engines__mindie__settings__Ports): MindiePorts."""
-    if "__engines__" not in name:
+    """pydantic names colliding models by module (deployctl__core__models__engine_settings__mindie__Ports):
+    MindiePorts."""
+    if "__engine_settings__" not in name:
         return name
-    kind = name.split("__engines__", 1)[1].split("__", 1)[0]
+    kind = name.split("__engine_settings__", 1)[1].split("__", 1)[0]
     return "".join(part.capitalize() for part in kind.split("_")) + name.rsplit("__", 1)[1]
 
 
