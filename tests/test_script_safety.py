@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES, ROOT, run_cli
-from deployctl.cli.commands import load_and_validate
+from deployctl.app.inventory import read_inventory as load_and_validate
 from deployctl.core.errors import RenderError
 
 RECORDING_DOCKER = """#!/bin/sh

@@ -15,10 +15,11 @@ from deployctl.backends.common.context import Context, Mode
 
 
 def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, run_root: Path | None = None,
-                 note: Callable[[str], None] | None = None) -> Context:
+                 note: Callable[[str], None] | None = None, raw=None) -> Context:
+    """``raw``: the file already read by the caller (it is read here otherwise): it is read once."""
     from deployctl.io.inventory_file import load_inventory
 
-    raw = load_inventory(path)          # the one read of the file
+    raw = raw if raw is not None else load_inventory(path)          # the one read of the file
     if mode != "full":
         from deployctl.app.inventory import validate_for_discovery
 

@@ -55,17 +55,12 @@ def _target(inventory: Path, url: str | None):
     """The endpoint and the plan: the deployment's entry point (instance master, MindIE-MS coordinator or vLLM
     proxy), or --url for another front (a load balancer) of the same deployment."""
     from deployctl.features.bench.run import Target
-    from deployctl.cli.commands import located
-    from deployctl.cli.deploy import load_deployed_inventory
+    from deployctl.app.plan import deployed
     from deployctl.core.render.processes import entry_url
-    from deployctl.core.errors import ExecutionError, LayoutError
-    from deployctl.core.sizing.planner import plan_layout
+    from deployctl.core.errors import ExecutionError
 
-    inv = load_deployed_inventory(inventory)
-    try:
-        plan = plan_layout(inv)
-    except LayoutError as exc:
-        raise located(exc, inventory) from None
+    ctx = deployed(inventory)
+    inv, plan = ctx.inventory, ctx.plan              # a refusal points into the inventory
     target = _check_url(url) if url else entry_url(plan)
     if not target:
         raise ExecutionError(f"{inventory}: the plan names no endpoint clients can use",

@@ -44,16 +44,15 @@ def calibrate(
       deployctl calibrate -i my.yaml --remove
     """
     from deployctl.cli._output import echo_json
-    from deployctl.cli.commands import located
-    from deployctl.cli.deploy import load_deployed_inventory
-    from deployctl.core.errors import LayoutError, UsageError
+    from deployctl.app.plan import deployed
+    from deployctl.core.errors import UsageError
     from deployctl.core.models.rundata import MAX_FIT_POINTS
     from deployctl.features.bench import calibrate as cu
     from deployctl.io import calibration_store as store
     from deployctl.core.sizing.calibration import fitted_for
-    from deployctl.core.sizing.planner import plan_layout
 
-    inv = load_deployed_inventory(inventory)
+    ctx = deployed(inventory)
+    inv = ctx.inventory
     cluster = inv.cluster.name
     if remove:
         gone = store.remove(cluster, run_dir)
@@ -63,10 +62,7 @@ def calibrate(
             typer.echo(f"{'removed' if gone else 'no calibration stored for'} {cluster} "
                        f"({store.path_for(cluster, run_dir)})")
         return
-    try:
-        plan = plan_layout(inv)
-    except LayoutError as exc:
-        raise located(exc, inventory) from None
+    plan = ctx.plan                                  # a refusal points into the inventory
     summaries = cu.bench_runs(run_dir, runs)
     pts, skipped = cu.points(summaries, model=inv.model.served_name,
                              dies=len(plan.nodes) * inv.devices_per_node, max_seq_len=inv.model.max_seq_len)

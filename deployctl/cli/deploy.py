@@ -99,12 +99,6 @@ def _break_lock(ctx, yes: bool, reporter: CliReporter) -> None:
         executor.close()
 
 
-def load_deployed_inventory(inventory: Path):
-    """The inventory of a deployment that exists: device IPs may be left to preflight (they are in the
-    deployed files already), every other problem is refused (exit 2) as `validate` does."""
-    return open_context(inventory, "deployed").inventory
-
-
 def _ask(question: str, reporter: CliReporter) -> bool:
     import sys
 

@@ -46,10 +46,10 @@ def render(
       deployctl observe render -i my.yaml -o monitoring/ --npu-exporter --npu-exporter-port 8082
       prometheus --config.file=monitoring/prometheus.yml
     """
-    from deployctl.cli.commands import make_plan
+    from deployctl.app.plan import planned
     from deployctl.features.observe.render import render_files, write_files
 
-    plan = make_plan(inventory, facts)
+    plan = planned(inventory, facts).plan
     files, found = render_files(plan, npu_exporter_port if npu_exporter else None,
                                 "https" if npu_exporter_https else "http", interval)
     try:

@@ -71,11 +71,12 @@ def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
 def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
         workers: int, ping_sample: int, run_root: Path) -> None:
     from deployctl.app.inventory import inventory_problems
-    from deployctl.cli.commands import load_for_discovery
+    from deployctl.app.plan import for_discovery
     from deployctl.io.ssh import SshExecutor
     from deployctl.features.preflight.run import judge_gaps, run_preflight
 
-    raw, inv, gaps = load_for_discovery(inventory)
+    ctx = for_discovery(inventory)
+    raw, inv, gaps = ctx.raw, ctx.inventory, list(ctx.gaps)
     record = start_record(run_root)
     executor = SshExecutor(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout)
     progress, live = (None, None) if output == "json" else _progress_printer([n.name for n in inv.nodes])

@@ -106,11 +106,11 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
     Returns 0 when the best layout meets the SLO (or no SLO was given), 1 when none does. Raises LayoutError
     (exit 2) when no layout of these servers plans at all, UsageError for bad arguments.
     """
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.plan import opened
     from deployctl.core.errors import LayoutError, UsageError
     from deployctl.core.sizing.recommend import recommend_report
 
-    inv = load_and_validate(inventory_path)
+    inv = opened(inventory_path).inventory
     obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize)
     try:
         from deployctl.io.calibration_store import load

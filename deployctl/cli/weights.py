@@ -128,12 +128,13 @@ def sync(inventory: InventoryOpt,
 
 def _load(inventory: Path):
     """(inventory, ssh targets, weights directory); a weights_path deployctl will not put in a command: exit 2."""
-    from deployctl.cli.commands import load_for_discovery
+    from deployctl.app.plan import for_discovery
     from deployctl.core.errors import InventoryError
     from deployctl.io.targets import ssh_targets
     from deployctl.features.weights.listing import safe_dir
 
-    raw, inv, _ = load_for_discovery(inventory)
+    ctx = for_discovery(inventory)
+    raw, inv = ctx.raw, ctx.inventory
     try:
         directory = safe_dir(inv.model.weights_path)
     except ValueError as exc:

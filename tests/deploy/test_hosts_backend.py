@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from conftest import EXAMPLES
-from deployctl.cli.commands import load_and_validate
+from deployctl.app.inventory import read_inventory as load_and_validate
 from deployctl.backends.common.lockinfo import LockHeld, LockOwner
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.backends.hosts.up import UpOptions, run_operation

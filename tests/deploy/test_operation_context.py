@@ -16,7 +16,7 @@ import deployctl.io.inventory_file as load
 import deployctl.core.sizing.planner as planning
 from conftest import EXAMPLES
 from deployctl.cli import app
-from deployctl.cli.commands import load_and_validate
+from deployctl.app.inventory import read_inventory as load_and_validate
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.core.errors import ExecutionError, LayoutError
 from deployctl.io.executor import HostError

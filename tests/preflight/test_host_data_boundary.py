@@ -40,9 +40,9 @@ def test_hostile_interface_name_is_a_probe_error_not_a_fact():
     f = _assemble(host_addr=f"2: {HOSTILE_IF}    inet 10.0.0.1/24 brd 10.0.0.255 scope global x\\ valid_lft forever")
     assert f.addresses == {}
     assert "host.addr" in f.probe_errors and "nodes[].interface" in f.probe_errors["host.addr"]
-    from deployctl.cli.commands import load_for_discovery
+    from deployctl.app.plan import for_discovery
 
-    inv = load_for_discovery(ROOT / "inventories" / "sample.yaml")[1]
+    inv = for_discovery(ROOT / "inventories" / "sample.yaml").inventory
     findings = list(check_host_basics(inv, {"node1": f}))
     assert any(x.host == "node1" and "host.addr" in x.message for x in findings)
 

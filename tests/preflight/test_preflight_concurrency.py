@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from deployctl.cli.commands import load_for_discovery
+from deployctl.app.plan import for_discovery
 from deployctl.io.executor import HostTarget
 from deployctl.io.ssh import SshExecutor
 from deployctl.core.models.host_facts import HostFacts
@@ -133,7 +133,7 @@ def test_pipelined_preflight_gives_the_two_phase_results(fake_cluster_factory, t
     for n in fc.nodes:
         if n.spec.reachable:
             settled_addresses(fc, n.name)
-    _, inv, _ = load_for_discovery(write_inventory(fc, tmp_path / "inventory.yaml"))
+    inv = for_discovery(write_inventory(fc, tmp_path / "inventory.yaml")).inventory
     ex = SshExecutor(connect_timeout=2)
     try:
         result = run_preflight(inv, tmp_path, ex, timeout=60, ping_sample=2)
@@ -156,7 +156,7 @@ def test_a_hosts_pings_do_not_wait_for_the_slowest_host(fake_cluster_factory, tm
     # ping sample 1: node1 pings node2, node2 pings node3, node3 pings node1. node3's tools are slow
     # (its phase 1 takes >= 6 x 0.5 s); node1's pings need node1's and node2's facts only.
     fc = fake_cluster_factory(with_faults(default_cluster(3), node3={"slow": 0.5}))
-    _, inv, _ = load_for_discovery(write_inventory(fc, tmp_path / "inventory.yaml"))
+    inv = for_discovery(write_inventory(fc, tmp_path / "inventory.yaml")).inventory
     events: list[tuple[float, str, str]] = []
     ex = SshExecutor(connect_timeout=5)
     try:

@@ -3,7 +3,7 @@
 The inventory file is read once (with the line of every key, for messages that point into it), validated
 once (in full, or as an existing deployment's or preflight's inventory that may leave discovered facts out),
 and planned at most once, on first use. The facts it used and where they came from, the engine spec and
-the SSH targets come with it. The CLI builds it (cli/context.py) and hands it down; no stage reads the file
+the SSH targets come with it. The composition root builds it (app/context.py) and hands it down; no stage reads the file
 again. Immutable: a stage that wants another inventory builds another context.
 """
 
@@ -43,11 +43,6 @@ class Context:
             return plan_layout(self.inventory)
         except LayoutError as exc:
             raise self.located(exc) from None
-
-    @cached_property
-    def driver(self):
-
-        return self.inventory.engine_spec
 
     @cached_property
     def targets(self) -> list:

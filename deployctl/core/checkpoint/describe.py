@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
 from deployctl.core.checkpoint.families import _DTYPE_BYTES, FAMILIES
 from deployctl.core.checkpoint.files import CONFIG, CheckpointFiles, IndexFile, classify, problem, tensors_per_class, \

@@ -1,0 +1,110 @@
+"""`validate`, `plan`, `render`, `observe`, `bench`: the inventory read once, validated, planned, every refusal
+pointing into the file with the lines read that once (app/context.py builds the context)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deployctl.app.context import load_facts, open_context
+from deployctl.backends.common.context import Context
+
+
+def opened(path: Path, facts_path: Path | None = None) -> Context:
+    """The context of an inventory validated in full with the facts of ``facts_path``."""
+    return open_context(path, "full", facts=facts_path)
+
+
+def validated(path: Path, facts_path: Path | None = None) -> Context:
+    """The context of an inventory validated in full with the facts of ``facts_path``; the engine's own checks of
+    the files `render` would write (an engine.config value it refuses) are said here too (`validate`)."""
+    ctx = open_context(path, "full", facts=facts_path)
+    _engine_accepts(ctx)
+    return ctx
+
+
+def for_discovery(path: Path) -> Context:
+    """`preflight`, `weights`: the inventory may leave out what preflight discovers (device IPs, A3 SDIDs, super pod
+    ids: ``ctx.gaps``); every other problem is refused (exit 2) as `validate` does."""
+    return open_context(path, "discovery")
+
+
+def deployed(path: Path) -> Context:
+    """The context of a deployment that exists: device IPs may be left to preflight (they are in the deployed
+    files already); every other problem is refused (exit 2) as `validate` does."""
+    return open_context(path, "deployed")
+
+
+def planned(path: Path, facts_path: Path | None = None) -> Context:
+    """The context whose plan is made (``ctx.plan``); a refusal points into the inventory (``ctx.located``)."""
+    from deployctl.core.errors import InventoryError
+    from deployctl.io.inventory_file import load_inventory
+
+    raw = load_inventory(path)            # the one read of the file
+    try:
+        ctx = open_context(path, "full", facts=facts_path, raw=raw)
+    except InventoryError as exc:
+        raise with_refusal_behind_gaps(exc, raw, path, facts_path) from None
+    ctx.plan                              # noqa: B018 - made now: a refusal is said before anything is written
+    return ctx
+
+
+def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None):
+    """When the only problems are facts preflight fills (device IPs, SDIDs, interfaces), plan as if they were
+    filled: a layout or memory refusal behind them is said now, with its hint, not after preflight ran."""
+    from deployctl.app.inventory import validate_for_discovery
+    from deployctl.backends.common.context import located
+    from deployctl.core.errors import DeployctlError, LayoutError
+    from deployctl.core.input.gaps import NeedsFacts
+    from deployctl.core.sizing.planner import plan_layout
+
+    if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
+        return exc
+    try:
+        inv, _ = validate_for_discovery(raw, facts=load_facts(facts_path))
+        filled = inv.model_copy(update={"nodes": [n.model_copy(update={"interface": n.interface or "preflight0"})
+                                                  for n in inv.nodes]})
+        plan_layout(filled)
+        return exc
+    except LayoutError as refusal:
+        refusal = located(refusal, path, raw)
+        gaps = len(exc.problems)
+        exc.problems = list(exc.problems) + [p for p in refusal.problems]
+        exc.message = (f"{path}: {len(exc.problems)} problems ({gaps} that preflight fills; whatever it finds: "
+                       f"{refusal.message.split(': ', 1)[-1]})")
+        exc.hint = refusal.hint
+        return exc
+    except DeployctlError:
+        return exc
+
+
+def _engine_accepts(ctx: Context) -> None:
+    """The engine's own checks of the files `render` would write; the support matrix and the memory fit are
+    `plan`'s to say."""
+    from deployctl.core.errors import LayoutError
+    from deployctl.core.sizing.plan import accepted
+    from deployctl.core.sizing.planner import plan_layout
+
+    try:
+        plan = plan_layout(ctx.inventory, checked=False)
+    except LayoutError:
+        return
+    try:
+        accepted(plan, ctx.inventory.engine_spec)
+    except LayoutError as exc:
+        raise ctx.located(exc) from None
+
+
+def estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None):
+    """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds)."""
+    from deployctl.core.errors import UsageError
+    from deployctl.io.calibration_store import load
+    from deployctl.core.sizing.estimate import default_workload, estimate_plan
+
+    w = default_workload(plan)
+    w = w.model_copy(update={k: v for k, v in (("input_len", input_len), ("output_len", output_len),
+                                                ("concurrency", concurrency)) if v is not None})
+    try:
+        return estimate_plan(plan, w, sku=sku, calibration=load(plan.inventory.cluster.name))
+    except ValueError as exc:          # an unknown SKU name
+        raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/core/sizing/hardware.yaml)") \
+            from None
