@@ -52,7 +52,7 @@ HELD_OUT = [
 
 @pytest.mark.parametrize("name, example, edits", HELD_OUT, ids=[h[0] for h in HELD_OUT])
 def test_the_first_message_names_a_change_the_planner_accepts(tmp_path, name, example, edits):
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.core.errors import InventoryError
     from deployctl.io.inventory_file import load_inventory
     from deployctl.app.inventory import validate_for_discovery

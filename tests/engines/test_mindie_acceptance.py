@@ -93,7 +93,7 @@ def _mindie_examples() -> list[Path]:
 def _rendered_refusals(path: Path) -> list[str]:
     """Render the example and evaluate the files actually written (config*.json, ranktable.json, env)."""
     from deployctl.app import engines
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.core.sizing.planner import plan_layout
 
     inv = load_and_validate(path)
@@ -191,7 +191,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.
 
 
 def _base() -> dict:
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.core.engines.mindie.config import config_files
     from deployctl.core.sizing.planner import plan_layout
 

@@ -217,11 +217,11 @@ def _state_baselines():
 
 @pytest.fixture(scope="module")
 def sample_plan():
-    from deployctl.cli.commands import make_plan
+    from deployctl.app.plan import planned
 
     from .host_mutate import ROOT
 
-    return make_plan(ROOT / "inventories" / "sample.yaml")
+    return planned(ROOT / "inventories" / "sample.yaml").plan
 
 
 def test_parse_state_never_raises(sample_plan):

@@ -8,7 +8,7 @@ simulated serving loop under the point's client, exactly as `plan` would estimat
 listed with the reason. `report()` gives the rows and the MAPE of TPOT, TTFT and throughput;
 `python tests/perf/accuracy_report.py` prints the markdown that docs/performance-model.md carries (a test recomputes
 it, so the docs cannot drift). Nothing here fits anything: rows use the engine's deratings
-(`calibration.fitted_for("vllm-ascend")`), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
+(`calibration.fitted_for` of the vLLM-Ascend spec), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def in_set(name: str) -> list[dict]:
 
 def engine_consts(cloudmatrix: bool = False):
     """The deratings rows are estimated with: vLLM-Ascend's own, or (before) the CloudMatrix fit."""
+    from deployctl.app.engines import resolve
     from deployctl.core.sizing.calibration import FITTED, fitted_for
 
-    return FITTED if cloudmatrix else fitted_for("vllm-ascend")
+    return FITTED if cloudmatrix else fitted_for(resolve("vllm-ascend"))
 
 
 def inventory_of(p: dict) -> dict:
@@ -106,7 +107,7 @@ def check_plan(plan) -> str | None:
     """Why vLLM-Ascend refuses the plan (its own checks), or None."""
     from deployctl.app import engines
 
-    errors = [x for x in engines.driver("vllm-ascend").check(plan) if x.level == "error"]
+    errors = [x for x in engines.resolve("vllm-ascend").check(plan) if x.level == "error"]
     return f"vLLM-Ascend refuses: {errors[0].message[:140]}" if errors else None
 
 

@@ -10,6 +10,7 @@ from accuracy_report import plan_of
 from perflib import ROOT
 
 import accuracy
+from deployctl.app.engines import resolve
 
 DOC = ROOT / "docs" / "performance-model.md"
 
@@ -42,8 +43,8 @@ def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix
     from deployctl.core.sizing.step import Consts
 
     own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
-    assert fitted_for("vllm-ascend") == Consts(**own) != FITTED
-    assert fitted_for("mindie") == FITTED
+    assert fitted_for(resolve("vllm-ascend")) == Consts(**own) != FITTED
+    assert fitted_for(resolve("mindie")) == FITTED
 
 
 def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudmatrix_fit_has_none():
@@ -53,7 +54,7 @@ def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudm
     from deployctl.core.sizing.step import step
     from perflib import setup
 
-    assert FITTED.host_ms == 0.0 and fitted_for("mindie") == FITTED
+    assert FITTED.host_ms == 0.0 and fitted_for(resolve("mindie")) == FITTED
     su, c = setup(), replace(FITTED, host_ms=7.0)
     for phase, tokens in (("decode", 1), ("decode", 64), ("prefill", 4096)):
         with_host, without = step(su, phase, tokens, 4096, c).total, step(su, phase, tokens, 4096, FITTED).total
@@ -113,7 +114,7 @@ def test_the_engine_fit_reproduces_perf_yaml():
 
     from deployctl.core.sizing.calibration import fitted_for
 
-    assert fit_engine.fit()[0] == fitted_for("vllm-ascend")
+    assert fit_engine.fit()[0] == fitted_for(resolve("vllm-ascend"))
 
 
 def test_every_point_is_estimated_or_refused_with_a_reason():

@@ -98,7 +98,7 @@ class Capture:
 
 
 def _run_all(example: Path, tmp_path: Path) -> list[Path]:
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.backends.hosts.remote import container_names
     from deployctl.backends.hosts.revision import cluster_dir
     from deployctl.backends.hosts.up import UpOptions, run_operation
@@ -319,7 +319,7 @@ def default_one():
 
 
 def _backend(fc, tmp_path):
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs
     from deployctl.io.records import RunRecord
     from deployctl.io.ansible import run_playbook
@@ -365,7 +365,7 @@ def test_a_hostile_current_link_runs_nothing_on_the_controller_in_a_failed_ups_u
     first = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "60",
                     "--skip-preflight")
     assert first.returncode == 0, first.stdout + first.stderr
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.backends.hosts.revision import cluster_dir
     from deployctl.core.sizing.planner import plan_layout
 

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # fakefleet, as tests/deploy uses it
 
 from conftest import EXAMPLES  # noqa: E402
-from deployctl.cli.commands import load_and_validate  # noqa: E402
+from deployctl.app.inventory import read_inventory as load_and_validate  # noqa: E402
 from deployctl.backends.hosts import history as hist  # noqa: E402
 from deployctl.backends.hosts.hosts import host_targets_abs  # noqa: E402
 from deployctl.backends.hosts.remote import read_deployed  # noqa: E402
