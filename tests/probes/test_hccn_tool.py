@@ -280,7 +280,7 @@ def test_hccn_conf_910b3_unsorted_with_xsfp_keys():
 
 def test_hccn_conf_keys_with_underscores_and_digits_and_errors():
     conf = parse_host_hccn_conf("# comment\n\nmulti_qp_udp_ports_12=4791\n"
-                           "dcqcn_rp_time_reset_0 = 300\naddress_15=29.0.0.16\n")
+                                "dcqcn_rp_time_reset_0 = 300\naddress_15=29.0.0.16\n")
     assert conf.entries == {12: {"multi_qp_udp_ports": "4791"}, 0: {"dcqcn_rp_time_reset": "300"},
                             15: {"address": "29.0.0.16"}}
     assert parse_host_hccn_conf("address_0=1.1.1.1\naddress_0=1.1.1.1\n").addresses == {0: "1.1.1.1"}
