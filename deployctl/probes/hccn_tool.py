@@ -1,4 +1,4 @@
-"""Parsers for `hccn_tool -i N ... -g` answers and for the /etc/hccn.conf text (ascend-facts §2).
+"""The hccn_tool facts: `hccn_tool -i N ... -g` and the host's /etc/hccn.conf, with their parsers (ascend-facts §2).
 
 One call = one device's output: a second device in the same text is an error, never silently merged.
 Every parser raises ValueError naming the line it expected; the probe runner reports it per host.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import datetime, timezone
+from typing import Callable
 
 from deployctl.core.models.facts import (
     Gateway,
@@ -22,6 +23,9 @@ from deployctl.core.models.facts import (
     TlsInfo,
     VnicInfo,
 )
+from deployctl.probes.fact import Fact
+
+HCCN = "hccn_tool"
 
 NO_IP_MESSAGE = "Get ipconf failed, because no ip was preset there!"
 
@@ -238,8 +242,8 @@ def _cert_time(value: str, kind: str) -> datetime:
 # --------------------------------------------------------------------------- /etc/hccn.conf
 
 
-def parse_hccn_conf(text: str) -> HccnConf:
-    """Parse /etc/hccn.conf into ``{phy_id: {key: value}}``.
+def parse_host_hccn_conf(text: str) -> HccnConf:
+    """Parse a host's /etc/hccn.conf (what `cat /etc/hccn.conf` printed) into ``{phy_id: {key: value}}``.
 
     Lines are ``<key>_<phy_id>=<value>`` in any order (``address_0=...``, ``xsfp_reset_max_times_3=0``);
     blank and ``#`` lines are skipped. Unlike ``deployctl.core.inventory.hccn.parse_hccn_conf`` (addresses
@@ -262,3 +266,25 @@ def parse_hccn_conf(text: str) -> HccnConf:
             raise ValueError(f"hccn.conf line {lineno}: {key}_{dev} is set twice ({known[key]!r}, {value!r})")
         known[key] = value
     return HccnConf(entries=entries)
+
+
+# --------------------------------------------------------------------------- the facts
+
+
+def _query(major: str) -> Callable[[int], list[str]]:
+    """`hccn_tool -i <dev> <major> -g`: one device's answer."""
+    return lambda dev: [HCCN, "-i", str(dev), major, "-g"]
+
+
+# `hccn_tool -i N -ip -g`; the tool exits non-zero when no IP is set, printing NO_IP_MESSAGE (parsed to None)
+IP: Fact[IpConf | None] = Fact("hccn-ip", _query("-ip"), parse_ip_conf)
+VNIC: Fact[VnicInfo] = Fact("hccn-vnic", _query("-vnic"), parse_vnic)                      # A3
+LINK: Fact[LinkStatus] = Fact("hccn-link", _query("-link"), parse_link)
+NET_HEALTH: Fact[NetHealth] = Fact("hccn-net-health", _query("-net_health"), parse_net_health)
+TLS: Fact[TlsInfo] = Fact("hccn-tls", _query("-tls"), parse_tls)
+NETDETECT: Fact[NetDetect] = Fact("hccn-netdetect", _query("-netdetect"), parse_netdetect)
+GATEWAY: Fact[Gateway] = Fact("hccn-gateway", _query("-gateway"), parse_gateway)
+# `hccn_tool -i N -ping -g address X`: device N pings a peer device's address
+PING: Fact[PingResult] = Fact(
+    "hccn-ping", lambda dev, address: [HCCN, "-i", str(dev), "-ping", "-g", "address", address], parse_ping)
+HCCN_CONF: Fact[HccnConf] = Fact("hccn-conf", lambda: ["cat", "/etc/hccn.conf"], parse_host_hccn_conf)

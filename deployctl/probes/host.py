@@ -1,4 +1,5 @@
-"""Parsers for host basics: /etc/os-release, `uname -m`, `df`, `ss`, `date`, and the weights directory.
+"""The facts about host basics, with their parsers: /etc/os-release, `uname -m`, `df`, `ss`, `ip -o addr`, the
+weights directory (and the parser of `date`).
 
 Owns ``WEIGHTS_SUMMARY_SCRIPT``, the one shell snippet whose output format deployctl defines itself;
 everything else here reads what standard Linux tools print. Pure functions; bad input raises ValueError.
@@ -11,6 +12,7 @@ import shlex
 
 from deployctl.core.models.facts import MAX_ROWS, DiskFree, ListeningPorts, OsInfo, WeightsDir
 from deployctl.core.models.patterns import INTERFACE_PATTERN, check_ip, is_interface
+from deployctl.probes.fact import Fact
 
 # Summarises a weights directory in one SSH round trip. Run it with the directory as $1:
 #     sh -c "$WEIGHTS_SUMMARY_SCRIPT" deployctl-weights /path/to/weights
@@ -214,3 +216,19 @@ def _count(value: str, key: str) -> int:
     if not value.isdigit():
         raise ValueError(f"weights summary: {key} must be a non-negative integer, got {value!r}")
     return int(value)
+
+
+# --------------------------------------------------------------------------- the facts
+
+# `df` of the weights path, or of its nearest existing parent when it does not exist yet (the path is $1)
+WEIGHTS_DF_SCRIPT = 'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -P -B1 "$p"'
+
+OS_RELEASE: Fact[OsInfo] = Fact("os-release", lambda: ["cat", "/etc/os-release"], parse_os_release)
+ARCH: Fact[str] = Fact("uname-m", lambda: ["uname", "-m"], parse_arch)
+SHM: Fact[DiskFree] = Fact("shm-df", lambda: ["df", "-P", "-B1", "/dev/shm"], parse_df)
+WEIGHTS: Fact[WeightsDir] = Fact(
+    "weights-dir", lambda path: ["sh", "-c", WEIGHTS_SUMMARY_SCRIPT, "deployctl-weights", path], parse_weights_dir)
+WEIGHTS_DISK: Fact[DiskFree] = Fact("weights-df", lambda path: ["sh", "-c", WEIGHTS_DF_SCRIPT, "deployctl-df", path],
+                                    parse_df)
+PORTS: Fact[ListeningPorts] = Fact("listening-ports", lambda: ["ss", "-H", "-ltn"], parse_listening_ports)
+ADDRESSES: Fact[dict[str, str]] = Fact("ip-addresses", lambda: ["ip", "-o", "addr", "show"], parse_addresses)

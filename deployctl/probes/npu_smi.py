@@ -1,7 +1,8 @@
-"""Parser for the `npu-smi info` table, and the text helpers of every npu-smi parser (its `-l`, `-m`,
-`-t board`, `-t health` and `-t spod-info` queries: npu_smi_queries.py).
+"""The npu-smi facts (every `npu-smi` command deployctl sends a host, with its parser) and the parser of the
+`npu-smi info` table; the `-l`, `-m`, `-t board`, `-t health` and `-t spod-info` parsers are in
+npu_smi_queries.py, the text helpers both use in npu_smi_text.py.
 
-Each function turns the stdout of one command into a model of ``deployctl.core.models.facts`` and raises
+Each parser turns the stdout of one command into a model of ``deployctl.core.models.facts`` and raises
 ValueError, naming what it expected, on anything else: a wrong fact is worse than a probe error.
 Formats: ascend-facts §3. Tables are split on `|`, never by column offsets, because the widths change
 between npu-smi releases (26.0 prints 118-column borders).
@@ -13,80 +14,39 @@ import re
 from typing import NamedTuple
 
 from deployctl.core.models.facts import (
-    HEALTH_VALUES,
+    BoardInfo,
+    ChipMap,
     Health,
     NpuChip,
+    NpuHealth,
+    NpuList,
     NpuProcess,
     NpuSmiInfo,
     NpuSubChip,
+    SpodInfo,
 )
+from deployctl.probes.fact import Fact
+from deployctl.probes.npu_smi_queries import (
+    parse_board_info,
+    parse_chip_map,
+    parse_npu_health,
+    parse_npu_list,
+    parse_spod_info,
+)
+from deployctl.probes.npu_smi_text import HEADER as _HEADER
+from deployctl.probes.npu_smi_text import cells as _cells
+from deployctl.probes.npu_smi_text import health as _health
+from deployctl.probes.npu_smi_text import opt_float as _opt_float
+from deployctl.probes.npu_smi_text import opt_int as _opt_int
+from deployctl.probes.npu_smi_text import snippet as _snippet
+from deployctl.probes.npu_smi_text import to_int as _int
 
-_HEADER = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 # masked ids (`xxxx:xx:xx.x`, `0000:xx:00.0`) are still Bus-Ids
 _BUS_ID = re.compile(r"^[0-9A-Fa-fxX]{4}:[0-9A-Fa-fxX]{2}:[0-9A-Fa-fxX]{2}\.[0-9A-Fa-fxX]$")
 _PAIR = r"(\d+)\s*/\s*(\d+)"                          # `3338 / 65536` and `26690/ 65536`
 _CARD_METRICS = re.compile(rf"^(\S+)\s+(\S+)\s+{_PAIR}$")   # Power(W) Temp(C) Hugepages used/total
 _CHIP_METRICS = re.compile(rf"^(\S+)\s+{_PAIR}\s+{_PAIR}$")  # AICore(%) Memory used/total HBM used/total
 _NO_PROCESS = re.compile(r"^No running processes found in NPU \d+$")
-_MISSING = frozenset({"-", "NA", "N/A"})             # what npu-smi prints for a value it lacks
-_HEALTH = {h.lower(): h for h in HEALTH_VALUES}
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _snippet(text: str) -> str:
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return repr(first[:80]) if first else "empty output"
-
-
-def _int(value: str, what: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ValueError(f"{what}: expected an integer, got {value!r}") from None
-
-
-def _opt_int(value: str, what: str) -> int | None:
-    return None if value.strip() in _MISSING else _int(value, what)
-
-
-def _opt_float(value: str, what: str) -> float | None:
-    if value.strip() in _MISSING:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{what}: expected a number or `-`, got {value!r}") from None
-
-
-def _opt_str(value: str) -> str | None:
-    return None if value in _MISSING or not value else value
-
-
-def _health(value: str, what: str) -> Health:
-    canon = _HEALTH.get(value.strip().lower())
-    if canon is None:
-        raise ValueError(f"{what}: expected a health value ({', '.join(HEALTH_VALUES)}), got {value!r}")
-    return canon  # type: ignore[return-value]
-
-
-def _colon_pairs(text: str, what: str) -> list[tuple[str, str]]:
-    """The ``key : value`` lines (blank lines skipped, anything else raises); values keep later colons."""
-    out = []
-    for line in text.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        if ":" not in s:
-            raise ValueError(f"{what}: expected `key : value` lines, got {s[:80]!r}")
-        key, _, value = s.partition(":")
-        out.append((key.strip(), value.strip()))
-    return out
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 # --------------------------------------------------------------------------- npu-smi info
@@ -229,3 +189,25 @@ def _process_rows(rows: list[list[str]], chips: list[NpuChip]) -> list[NpuProces
                               pid=_int(cells[1], "npu-smi info Process id"), name=cells[2],
                               memory_mb=_int(cells[3], "npu-smi info Process memory(MB)")))
     return out
+
+
+# --------------------------------------------------------------------------- the facts
+
+# `npu-smi info`: every chip's health, power, memory and the processes on it (preflight's npu.info, watch's NPU
+# health)
+NPU_INFO: Fact[NpuSmiInfo] = Fact("npu-smi-info", lambda: ["npu-smi", "info"], parse_npu_smi_info)
+# `npu-smi info -l`: the NPUs and their chip counts
+NPU_LIST: Fact[NpuList] = Fact("npu-smi-info-l", lambda: ["npu-smi", "info", "-l"], parse_npu_list)
+# `npu-smi info -m`: NPU/chip ids to logic (and, on A3, phy) ids
+CHIP_MAP: Fact[ChipMap] = Fact("npu-smi-info-m", lambda: ["npu-smi", "info", "-m"], parse_chip_map)
+# `npu-smi info -t board -i N`: one NPU's driver and firmware versions, as the board reports them
+BOARD: Fact[BoardInfo] = Fact("npu-smi-board", lambda npu: ["npu-smi", "info", "-t", "board", "-i", str(npu)],
+                              parse_board_info)
+# `npu-smi info -t health -i N -c C`: one chip's health with its error codes
+NPU_HEALTH: Fact[NpuHealth] = Fact(
+    "npu-smi-health", lambda npu, chip: ["npu-smi", "info", "-t", "health", "-i", str(npu), "-c", str(chip)],
+    parse_npu_health)
+# `npu-smi info -t spod-info -i N -c C` (A3): the chip's SDID and super pod
+SPOD_INFO: Fact[SpodInfo] = Fact(
+    "npu-smi-spod-info", lambda npu, chip: ["npu-smi", "info", "-t", "spod-info", "-i", str(npu), "-c", str(chip)],
+    parse_spod_info)

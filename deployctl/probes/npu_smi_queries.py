@@ -1,7 +1,9 @@
-"""Parsers for npu-smi's queries: `npu-smi info -l` and `-m`, `-t board`, `-t health` and `-t spod-info`.
+"""Parsers for npu-smi's queries: `npu-smi info -l` and `-m`, `-t board`, `-t health` and `-t spod-info`
+(their facts, with the commands, are in npu_smi.py).
 
-As npu_smi.py (the `npu-smi info` table, and the text helpers both use): each turns one command's stdout into
-a model of ``deployctl.core.models.facts`` or raises ValueError naming what it expected (ascend-facts §3).
+As npu_smi.py's parser of the `npu-smi info` table (both use the text helpers of npu_smi_text.py): each turns
+one command's stdout into a model of ``deployctl.core.models.facts`` or raises ValueError naming what it
+expected (ascend-facts §3).
 """
 
 from __future__ import annotations
@@ -9,7 +11,14 @@ from __future__ import annotations
 import re
 
 from deployctl.core.models.facts import BoardInfo, ChipMap, ChipMapRow, Health, NpuHealth, NpuList, SpodInfo
-from deployctl.probes.npu_smi import _HEADER, _MISSING, _colon_pairs, _health, _int, _opt_int, _opt_str, _snippet
+from deployctl.probes.npu_smi_text import HEADER as _HEADER
+from deployctl.probes.npu_smi_text import MISSING as _MISSING
+from deployctl.probes.npu_smi_text import colon_pairs as _colon_pairs
+from deployctl.probes.npu_smi_text import health as _health
+from deployctl.probes.npu_smi_text import opt_int as _opt_int
+from deployctl.probes.npu_smi_text import opt_str as _opt_str
+from deployctl.probes.npu_smi_text import snippet as _snippet
+from deployctl.probes.npu_smi_text import to_int as _int
 
 
 # --------------------------------------------------------------------------- -l, -m

@@ -1,4 +1,5 @@
-"""Parsers for the driver, firmware and CANN version files, and the compatibility checks.
+"""Parsers for the driver, firmware and CANN version files, the facts reading the host's driver and firmware
+files, and the compatibility checks.
 
 Owns the version ordering used by deployctl (``version_key``) and the driver <-> firmware rules of
 ascend-facts §4.2: the firmware must sit in the driver's ``compatible_version_fw``, the driver in the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 
 from deployctl.core.models.facts import VersionInfo, VersionRange
+from deployctl.probes.fact import Fact
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_LIST = re.compile(r"^\s*\[[^\[\]]*\](\s*,\s*\[[^\[\]]*\])*\s*$")
@@ -171,3 +173,12 @@ def _inner_code(value: str | None, what: str) -> tuple[int, int, int]:
 def _code_listed(code: tuple[int, int, int], ranges: tuple[VersionRange, ...]) -> bool:
     return any(_inner_code(lo, "compatible_version") <= code <= _inner_code(hi, "compatible_version")
                for lo, hi in ranges)
+
+
+# --------------------------------------------------------------------------- the facts
+
+DRIVER_VERSION: Fact[VersionInfo] = Fact("driver-version", lambda: ["cat", "/usr/local/Ascend/driver/version.info"],
+                                         parse_version_info)
+FIRMWARE_VERSION: Fact[VersionInfo] = Fact("firmware-version",
+                                           lambda: ["cat", "/usr/local/Ascend/firmware/version.info"],
+                                           parse_version_info)

@@ -46,7 +46,7 @@ PARSERS = {   # name: (parser, baselines)
     "npu-smi health": (npu_smi_queries.parse_npu_health, HEALTH),
     "npu-smi spod-info": (npu_smi_queries.parse_spod_info, SPOD),
     "version.info": (versions.parse_version_info, VERSIONS),
-    "hccn.conf": (hccn_tool.parse_hccn_conf, HCCN_CONF),
+    "hccn.conf": (hccn_tool.parse_host_hccn_conf, HCCN_CONF),
     "hccn_tool -ip": (hccn_tool.parse_ip_conf, HCCN_ONE["ip"] + HCCN_TRANSCRIPTS),
     "hccn_tool -vnic": (hccn_tool.parse_vnic, HCCN_ONE["vnic"]),
     "hccn_tool -link": (hccn_tool.parse_link, HCCN_ONE["link"]),

@@ -16,7 +16,7 @@ from deployctl.core.models.facts import IpConf
 from deployctl.probes.hccn_tool import (
     NO_IP_MESSAGE,
     parse_gateway,
-    parse_hccn_conf,
+    parse_host_hccn_conf,
     parse_ip_conf,
     parse_link,
     parse_net_health,
@@ -271,7 +271,7 @@ def test_tls_errors(text, message):
 
 
 def test_hccn_conf_910b3_unsorted_with_xsfp_keys():
-    conf = parse_hccn_conf((HCCN / "hccn.conf_910B3_8npu_xsfp_vllm-ascend-issue-2498.conf").read_text())
+    conf = parse_host_hccn_conf((HCCN / "hccn.conf_910B3_8npu_xsfp_vllm-ascend-issue-2498.conf").read_text())
     assert conf.addresses == {i: f"192.170.100.{100 + i}" for i in range(8)}
     assert conf.netmasks == {i: "255.255.255.0" for i in range(8)}
     assert conf.entries[3] == {"xsfp_reset_max_times": "0", "xsfp_reset_wait_times": "7",
@@ -279,12 +279,12 @@ def test_hccn_conf_910b3_unsorted_with_xsfp_keys():
 
 
 def test_hccn_conf_keys_with_underscores_and_digits_and_errors():
-    conf = parse_hccn_conf("# comment\n\nmulti_qp_udp_ports_12=4791\n"
-                           "dcqcn_rp_time_reset_0 = 300\naddress_15=29.0.0.16\n")
+    conf = parse_host_hccn_conf("# comment\n\nmulti_qp_udp_ports_12=4791\n"
+                                "dcqcn_rp_time_reset_0 = 300\naddress_15=29.0.0.16\n")
     assert conf.entries == {12: {"multi_qp_udp_ports": "4791"}, 0: {"dcqcn_rp_time_reset": "300"},
                             15: {"address": "29.0.0.16"}}
-    assert parse_hccn_conf("address_0=1.1.1.1\naddress_0=1.1.1.1\n").addresses == {0: "1.1.1.1"}
+    assert parse_host_hccn_conf("address_0=1.1.1.1\naddress_0=1.1.1.1\n").addresses == {0: "1.1.1.1"}
     with pytest.raises(ValueError, match="address_0 is set twice"):
-        parse_hccn_conf("address_0=1.1.1.1\naddress_0=1.1.1.2\n")
+        parse_host_hccn_conf("address_0=1.1.1.1\naddress_0=1.1.1.2\n")
     with pytest.raises(ValueError, match="line 2"):
-        parse_hccn_conf("address_0=1.1.1.1\nmtu=9000\n")
+        parse_host_hccn_conf("address_0=1.1.1.1\nmtu=9000\n")

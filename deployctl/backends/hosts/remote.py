@@ -8,18 +8,16 @@ from __future__ import annotations
 import hashlib
 import re
 
-from deployctl.core.models.hostdata import (REV, parse_container, parse_count, parse_history, parse_link, parse_lock,
-                                       parse_manifests, printable)
+from deployctl.core.models.hostdata import REV, printable
 from deployctl.io.executor import FAN_OUT, Executor, HostTarget
 from deployctl.core.models.deploy import ContainerState, DeployedState
 from deployctl.core.models.plan import Plan
 from deployctl.io.batch import ProbeOutput
 from deployctl.io.fanout import fan_out
 from deployctl.core.render.processes import processes
+from deployctl.probes import containers as container_facts
+from deployctl.probes import deployed
 from deployctl.probes.containers import HTTP_STATUS, INSPECT_FORMAT, READY_LINES  # noqa: F401 (re-exported)
-
-# every JSON file of a glob, separated (paths come in as arguments, never spliced into the script)
-CAT_ALL = 'for f in "$1"/$2; do [ -f "$f" ] && { printf "@@file %s\\n" "$f"; cat "$f"; echo; }; done; true'
 
 
 def container_names(plan: Plan) -> tuple[str, tuple[str, ...]]:
@@ -46,27 +44,25 @@ def env_digest(pairs: dict[str, str]) -> str:
 
 def state_commands(plan: Plan, node: str, cdir: str, health: bool) -> list[tuple[str, list[str]]]:
     names = list(processes(plan, node).containers)
-    cmds = [("dep.current", ["readlink", f"{cdir}/current"]),
-            ("dep.previous", ["readlink", f"{cdir}/previous"]),
-            ("dep.manifests", ["sh", "-c", CAT_ALL, "deployctl", f"{cdir}/revisions", "*/.deployctl.json"]),
-            ("dep.history", ["sh", "-c", CAT_ALL, "deployctl", f"{cdir}/history", "*.json"]),
-            ("dep.lock", ["cat", f"{cdir}/lock"])]
-    cmds += [(f"dep.container.{i}", ["docker", "inspect", "--format", INSPECT_FORMAT, name])
-             for i, name in enumerate(names)]
+    cmds = [("dep.current", deployed.LINK.command(f"{cdir}/current")),
+            ("dep.previous", deployed.LINK.command(f"{cdir}/previous")),
+            ("dep.manifests", deployed.MANIFESTS.command(cdir)),
+            ("dep.history", deployed.HISTORY.command(cdir)),
+            ("dep.lock", deployed.LOCK.command(cdir))]
+    cmds += [(f"dep.container.{i}", container_facts.INSPECT.command(name)) for i, name in enumerate(names)]
     if health:
         engine = processes(plan, node).engine
-        cmds += [(f"dep.health.{i}", ["python3", "-c", HTTP_STATUS, url])
-                 for i, url in enumerate(engine.health_urls)]
+        cmds += [(f"dep.health.{i}", container_facts.HTTP_OK.command(url)) for i, url in enumerate(engine.health_urls)]
         if not engine.health_urls and engine.ready_line:
-            cmds.append(("dep.readylog", ["sh", "-c", READY_LINES, "deployctl", engine.ready_container,
-                                          engine.ready_line]))
+            cmds.append(("dep.readylog",
+                         container_facts.READY_COUNT.command(engine.ready_container, engine.ready_line)))
     return cmds
 
 
 def _container(name: str, res: ProbeOutput | None, work_dir: str, node: str) -> tuple[ContainerState, list[str]]:
     if res is None or res.rc != 0:       # docker: no such container (or no answer: the fan-out says why)
         return ContainerState(name=name, status="absent"), []
-    doc, findings = parse_container(res.text, node, name)
+    doc, findings = container_facts.INSPECT.parse(res.text, node, name)
     if doc is None:
         return ContainerState(name=name, status="unknown"), findings
     mounted = None
@@ -89,11 +85,11 @@ def _text(out: dict[str, ProbeOutput], key: str) -> str | None:
 def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedState:
     """What ``node`` said, parsed (deployctl.core.models.hostdata): what does not parse is a finding, never an error."""
     names = list(processes(plan, node).containers)
-    current, findings = parse_link(_text(out, "dep.current"), node, "current")
-    previous, more = parse_link(_text(out, "dep.previous"), node, "previous")
-    revisions, man_findings = parse_manifests(_text(out, "dep.manifests") or "", node)
-    history, hist_findings = parse_history(_text(out, "dep.history") or "", node)
-    lock, lock_findings = parse_lock(_text(out, "dep.lock"), node)
+    current, findings = deployed.LINK.parse(_text(out, "dep.current"), node, "current")
+    previous, more = deployed.LINK.parse(_text(out, "dep.previous"), node, "previous")
+    revisions, man_findings = deployed.MANIFESTS.parse(_text(out, "dep.manifests") or "", node)
+    history, hist_findings = deployed.HISTORY.parse(_text(out, "dep.history") or "", node)
+    lock, lock_findings = deployed.LOCK.parse(_text(out, "dep.lock"), node)
     findings += more + man_findings + hist_findings + lock_findings
     containers = {}
     for i, name in enumerate(names):
@@ -101,9 +97,9 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
                                             node)
         findings += more
     checks = [out[k] for k in sorted(out) if k.startswith("dep.health.")]
-    ready = None if not checks else all(c.text.strip() == "200" for c in checks)
+    ready = None if not checks else all(container_facts.HTTP_OK.parse(c.text) for c in checks)
     logged = _text(out, "dep.readylog")
-    count = parse_count(logged) if logged is not None else None
+    count = container_facts.READY_COUNT.parse(logged) if logged is not None else None
     if ready is None and count is not None:
         # no HTTP to ask: ready once the log shows the ready line as often as it has processes, and it runs
         running = any(c.status == "running" for c in containers.values())

@@ -1,26 +1,23 @@
-"""The probes preflight runs on each host: fixed argument lists, and how their outputs become facts.
+"""The probes preflight runs on each host, and how their outputs become HostFacts.
 
-Every command here is read-only. Names double as keys in the batch output:
-``npu.info``, ``hccn.ip.3`` (device 3), ``npu.spod.2.1`` (NPU 2, chip 1), ``ping.0.node2.0`` ...
+Every probe is a fact of deployctl.probes (its command and its parser); here each gets its key in the batch
+output: ``npu.info``, ``hccn.ip.3`` (device 3), ``npu.spod.2.1`` (NPU 2, chip 1), ``ping.0.node2.0`` ...
 """
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from deployctl.io.executor import HostTarget
 from deployctl.core.models.host_facts import DeviceFacts, HostFacts, PingCheck
 from deployctl.io.batch import ProbeOutput
-from deployctl.probes import hccn_tool, host, npu_smi, npu_smi_queries, versions
+from deployctl.probes import containers, hccn_tool, host, npu_smi, versions
 from deployctl.core.textsafe import clean
 
-HCCN = "hccn_tool"
 NPUS_PER_SERVER = 8          # A2: 8 x 910B; A3: 8 x 910C packages of 2 dies
 # what one probe may print to be parsed (npu-smi info of 16 dies with processes is a few kB): a host printing more
 # gets a probe error for it, not minutes of parsing
 MAX_PROBE_TEXT = 1 << 20
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}$")
 
 
 def devices_per_server(hardware: str) -> int:
@@ -30,33 +27,31 @@ def devices_per_server(hardware: str) -> int:
 def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[str, list[str]]]:
     """Phase 1: everything about one host that needs no other host's facts."""
     cmds = [
-        ("npu.info", ["npu-smi", "info"]),
-        ("npu.list", ["npu-smi", "info", "-l"]),
-        ("ver.driver", ["cat", "/usr/local/Ascend/driver/version.info"]),
-        ("ver.firmware", ["cat", "/usr/local/Ascend/firmware/version.info"]),
-        ("hccn.conf", ["cat", "/etc/hccn.conf"]),
-        ("host.os", ["cat", "/etc/os-release"]),
-        ("host.arch", ["uname", "-m"]),
-        ("host.shm", ["df", "-P", "-B1", "/dev/shm"]),
-        ("host.weights", ["sh", "-c", host.WEIGHTS_SUMMARY_SCRIPT, "deployctl-weights", weights_path]),
-        ("host.weights_df", ["sh", "-c", 'p="$1"; while [ ! -e "$p" ]; do p=$(dirname "$p"); done; '
-                             'df -P -B1 "$p"', "deployctl-df", weights_path]),
-        ("host.docker", ["docker", "version", "--format", "{{.Server.Version}}"]),
-        ("host.image", ["docker", "image", "inspect", "--format", "{{.Id}}", image]),
-        ("host.ports", ["ss", "-H", "-ltn"]),
-        ("host.addr", ["ip", "-o", "addr", "show"]),
+        ("npu.info", npu_smi.NPU_INFO.command()),
+        ("npu.list", npu_smi.NPU_LIST.command()),
+        ("ver.driver", versions.DRIVER_VERSION.command()),
+        ("ver.firmware", versions.FIRMWARE_VERSION.command()),
+        ("hccn.conf", hccn_tool.HCCN_CONF.command()),
+        ("host.os", host.OS_RELEASE.command()),
+        ("host.arch", host.ARCH.command()),
+        ("host.shm", host.SHM.command()),
+        ("host.weights", host.WEIGHTS.command(weights_path)),
+        ("host.weights_df", host.WEIGHTS_DISK.command(weights_path)),
+        ("host.docker", containers.RUNTIME_VERSION.command()),
+        ("host.image", containers.IMAGE.command(image)),
+        ("host.ports", host.PORTS.command()),
+        ("host.addr", host.ADDRESSES.command()),
     ]
-    cmds += [(f"npu.board.{n}", ["npu-smi", "info", "-t", "board", "-i", str(n)]) for n in range(NPUS_PER_SERVER)]
+    cmds += [(f"npu.board.{n}", npu_smi.BOARD.command(n)) for n in range(NPUS_PER_SERVER)]
     for dev in range(devices_per_server(hardware)):
-        cmds += [(f"hccn.ip.{dev}", [HCCN, "-i", str(dev), "-ip", "-g"]),
-                 (f"hccn.link.{dev}", [HCCN, "-i", str(dev), "-link", "-g"]),
-                 (f"hccn.health.{dev}", [HCCN, "-i", str(dev), "-net_health", "-g"]),
-                 (f"hccn.tls.{dev}", [HCCN, "-i", str(dev), "-tls", "-g"])]
+        cmds += [(f"hccn.ip.{dev}", hccn_tool.IP.command(dev)),
+                 (f"hccn.link.{dev}", hccn_tool.LINK.command(dev)),
+                 (f"hccn.health.{dev}", hccn_tool.NET_HEALTH.command(dev)),
+                 (f"hccn.tls.{dev}", hccn_tool.TLS.command(dev))]
         if hardware == "a3":
             npu, chip = divmod(dev, 2)
-            cmds += [(f"hccn.vnic.{dev}", [HCCN, "-i", str(dev), "-vnic", "-g"]),
-                     (f"npu.spod.{npu}.{chip}", ["npu-smi", "info", "-t", "spod-info", "-i", str(npu),
-                                                "-c", str(chip)])]
+            cmds += [(f"hccn.vnic.{dev}", hccn_tool.VNIC.command(dev)),
+                     (f"npu.spod.{npu}.{chip}", npu_smi.SPOD_INFO.command(npu, chip))]
     return cmds
 
 
@@ -88,33 +83,23 @@ def _parse(out: dict[str, ProbeOutput], name: str, parse: Callable, errors: dict
         return None
 
 
-def parse_runtime_version(text: str) -> str | None:
-    """`docker version --format {{.Server.Version}}`: the version, None when nothing is printed."""
-    s = text.strip()
-    if not s:
-        return None
-    if not _VERSION.match(s):
-        raise ValueError(f"docker version: expected a version like 24.0.7, got {s[:60]!r}")
-    return s
-
-
 def _device_facts(hardware: str, out: dict[str, ProbeOutput], errors: dict) -> dict[int, DeviceFacts]:
     devices = {}
     for dev in range(devices_per_server(hardware)):
-        link = _parse(out, f"hccn.link.{dev}", hccn_tool.parse_link, errors)
-        health = _parse(out, f"hccn.health.{dev}", hccn_tool.parse_net_health, errors)
+        link = _parse(out, f"hccn.link.{dev}", hccn_tool.LINK.parse, errors)
+        health = _parse(out, f"hccn.health.{dev}", hccn_tool.NET_HEALTH.parse, errors)
         spod = None
         if hardware == "a3":
             npu, chip = divmod(dev, 2)
-            spod = _parse(out, f"npu.spod.{npu}.{chip}", npu_smi_queries.parse_spod_info, errors)
+            spod = _parse(out, f"npu.spod.{npu}.{chip}", npu_smi.SPOD_INFO.parse, errors)
         devices[dev] = DeviceFacts(
             phy_id=dev,
             # hccn_tool exits non-zero when no IP is set, printing the "no ip was preset" form
-            ip=_parse(out, f"hccn.ip.{dev}", hccn_tool.parse_ip_conf, errors, ok_rc=None),
-            vnic=_parse(out, f"hccn.vnic.{dev}", hccn_tool.parse_vnic, errors) if hardware == "a3" else None,
+            ip=_parse(out, f"hccn.ip.{dev}", hccn_tool.IP.parse, errors, ok_rc=None),
+            vnic=_parse(out, f"hccn.vnic.{dev}", hccn_tool.VNIC.parse, errors) if hardware == "a3" else None,
             link_up=link.up if link else None,
             net_health=health.status if health else None,
-            tls=_parse(out, f"hccn.tls.{dev}", hccn_tool.parse_tls, errors),
+            tls=_parse(out, f"hccn.tls.{dev}", hccn_tool.TLS.parse, errors),
             sdid=spod.sdid if spod else None, super_pod_id=spod.super_pod_id if spod else None)
     return devices
 
@@ -124,34 +109,35 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
     """Turn one host's probe outputs into HostFacts (pure)."""
     errors: dict[str, str] = {}
     os_text = out.get("host.os")
-    arch = _parse(out, "host.arch", host.parse_arch, errors)
-    os_info = _parse(out, "host.os", host.parse_os_release, errors) if os_text else None
+    arch = _parse(out, "host.arch", host.ARCH.parse, errors)
+    os_info = _parse(out, "host.os", host.OS_RELEASE.parse, errors) if os_text else None
     if os_info and arch:
         os_info = os_info.model_copy(update={"arch": arch})
     boards = {}
     for n in range(NPUS_PER_SERVER):
-        board = _parse(out, f"npu.board.{n}", npu_smi_queries.parse_board_info, errors)
+        board = _parse(out, f"npu.board.{n}", npu_smi.BOARD.parse, errors)
         if board:
             boards[n] = board
     docker = out.get("host.docker")
-    runtime = _parse(out, "host.docker", parse_runtime_version, errors) if docker and docker.rc == 0 else None
+    runtime = (_parse(out, "host.docker", containers.RUNTIME_VERSION.parse, errors)
+               if docker and docker.rc == 0 else None)
     image = out.get("host.image")
     return HostFacts(
         name=target.name, address=target.address,
         os=os_info,
-        npu=_parse(out, "npu.info", npu_smi.parse_npu_smi_info, errors),
+        npu=_parse(out, "npu.info", npu_smi.NPU_INFO.parse, errors),
         boards=boards,
-        driver=_parse(out, "ver.driver", versions.parse_version_info, errors),
-        firmware=_parse(out, "ver.firmware", versions.parse_version_info, errors),
-        hccn_conf=_parse(out, "hccn.conf", hccn_tool.parse_hccn_conf, errors),
+        driver=_parse(out, "ver.driver", versions.DRIVER_VERSION.parse, errors),
+        firmware=_parse(out, "ver.firmware", versions.FIRMWARE_VERSION.parse, errors),
+        hccn_conf=_parse(out, "hccn.conf", hccn_tool.HCCN_CONF.parse, errors),
         devices=_device_facts(hardware, out, errors),
-        shm=_parse(out, "host.shm", host.parse_df, errors),
-        weights=_parse(out, "host.weights", host.parse_weights_dir, errors),
-        weights_disk=_parse(out, "host.weights_df", host.parse_df, errors),
+        shm=_parse(out, "host.shm", host.SHM.parse, errors),
+        weights=_parse(out, "host.weights", host.WEIGHTS.parse, errors),
+        weights_disk=_parse(out, "host.weights_df", host.WEIGHTS_DISK.parse, errors),
         runtime_version=runtime,
         image_present=(image.rc == 0) if (image and runtime) else None,
-        ports=_parse(out, "host.ports", host.parse_listening_ports, errors),
-        addresses=_parse(out, "host.addr", host.parse_addresses, errors) or {},
+        ports=_parse(out, "host.ports", host.PORTS.parse, errors),
+        addresses=_parse(out, "host.addr", host.ADDRESSES.parse, errors) or {},
         clock_offset_s=clock_offset, probe_errors=errors, seconds=round(seconds, 3))
 
 
@@ -204,8 +190,7 @@ def ping_plan(facts: dict[str, HostFacts], sample: int) -> dict[str, list[tuple[
 
 
 def ping_commands(checks: list[tuple[int, str, int, str]]) -> list[tuple[str, list[str]]]:
-    return [(f"ping.{dev}.{peer}.{peer_dev}", [HCCN, "-i", str(dev), "-ping", "-g", "address", ip])
-            for dev, peer, peer_dev, ip in checks]
+    return [(f"ping.{dev}.{peer}.{peer_dev}", hccn_tool.PING.command(dev, ip)) for dev, peer, peer_dev, ip in checks]
 
 
 def ping_results(checks: list[tuple[int, str, int, str]], out: dict[str, ProbeOutput]) -> list[PingCheck]:
@@ -215,7 +200,7 @@ def ping_results(checks: list[tuple[int, str, int, str]], out: dict[str, ProbeOu
         ok, detail = False, "no output"
         if res is not None:
             try:
-                ping = hccn_tool.parse_ping(res.text)
+                ping = hccn_tool.PING.parse(res.text)
                 ok = res.rc == 0 and ping.received > 0
                 detail = f"{ping.received}/{ping.sent} received"
             except ValueError:

@@ -1,6 +1,6 @@
-"""One round of reading a node: the commands (one SSH command per node, deployctl.io.batch) and what
-their answers say, parsed here and only here (the host's text is hostile input: bounded, parsed by the
-probes' parsers and deployctl.core.models.hostdata, never echoed unescaped).
+"""One round of reading a node: the facts it asks (deployctl.probes, in one SSH command per node,
+deployctl.io.batch) and what their answers say, parsed here and only here (the host's text is hostile input:
+bounded, parsed by the facts' parsers, never echoed unescaped).
 
 Per node: the engine containers' state (docker inspect), the health URLs (or ready lines) of the engine, the
 NPUs' health (`npu-smi info`), the link of each device the plan uses (`hccn_tool -i N -link -g`) and the
@@ -16,17 +16,11 @@ from datetime import datetime
 
 from deployctl.io.batch import ProbeOutput
 from deployctl.core.render.processes import processes
-from deployctl.core.models.hostdata import parse_container, parse_count, printable
-from deployctl.probes.containers import HTTP_STATUS, INSPECT_FORMAT, READY_LINES
-from deployctl.probes.hccn_tool import parse_link
-from deployctl.probes.npu_smi import parse_npu_smi_info
+from deployctl.core.models.hostdata import printable
+from deployctl.probes import containers, hccn_tool, npu_smi
+from deployctl.probes.containers import LOG_BYTES
 
-HCCN = "hccn_tool"
-LOG_BYTES = 64 * 1024       # what one round reads of an engine log (the tail of the last seconds)
 MAX_FATAL = 5               # matched lines kept per node and round
-# the log of the last seconds, with docker's timestamps (a line from before the container (re)started is not
-# this container's fault any more); container and window are arguments, never spliced into the script
-LOG_SINCE = 'docker logs --timestamps --since "$2" "$1" 2>&1 | tail -c ' + str(LOG_BYTES) + '; true'
 # HCCL error codes (docs/troubleshooting.md "HCCL error codes"): a rank that printed one has left its world
 HCCL_FATAL = (r"\bEI00(0[69]|1[3-6])\b", r"Getting socket times out", r"transport init error",
               r"Error ROCE CQE", r"error cqe status")
@@ -75,14 +69,13 @@ class NodeObs:
 
 def node_commands(plan, node: str, window_s: int) -> list[tuple[str, list[str]]]:
     engine = processes(plan, node).engine
-    cmds = [(f"w.c.{i}", ["docker", "inspect", "--format", INSPECT_FORMAT, name])
-            for i, name in enumerate(engine.containers)]
-    cmds += [(f"w.h.{i}", ["python3", "-c", HTTP_STATUS, url]) for i, url in enumerate(engine.health_urls)]
+    cmds = [(f"w.c.{i}", containers.INSPECT.command(name)) for i, name in enumerate(engine.containers)]
+    cmds += [(f"w.h.{i}", containers.HTTP_OK.command(url)) for i, url in enumerate(engine.health_urls)]
     if not engine.health_urls and engine.ready_line:
-        cmds.append(("w.ready", ["sh", "-c", READY_LINES, "deployctl", engine.ready_container, engine.ready_line]))
-    cmds.append(("w.npu", ["npu-smi", "info"]))
-    cmds += [(f"w.link.{d}", [HCCN, "-i", str(d), "-link", "-g"]) for d in plan.node(node).device_ids]
-    cmds.append(("w.log", ["sh", "-c", LOG_SINCE, "deployctl", engine.ready_container, f"{max(1, window_s)}s"]))
+        cmds.append(("w.ready", containers.READY_COUNT.command(engine.ready_container, engine.ready_line)))
+    cmds.append(("w.npu", npu_smi.NPU_INFO.command()))
+    cmds += [(f"w.link.{d}", hccn_tool.LINK.command(d)) for d in plan.node(node).device_ids]
+    cmds.append(("w.log", containers.LOG.command(engine.ready_container, window_s)))
     return cmds
 
 
@@ -125,7 +118,7 @@ def parse_node(plan, node: str, out: dict[str, ProbeOutput], error: str = "") ->
         if res is None or res.rc != 0:
             obs.containers[name] = "absent"
             continue
-        doc, notes = parse_container(res.text, node, name)
+        doc, notes = containers.INSPECT.parse(res.text, node, name)
         obs.notes += notes
         if doc is None:
             obs.containers[name] = "unknown"
@@ -135,16 +128,16 @@ def parse_node(plan, node: str, out: dict[str, ProbeOutput], error: str = "") ->
         obs.started[name] = st.StartedAt or ""
     checks = [out.get(f"w.h.{i}") for i in range(len(engine.health_urls))]
     if checks:
-        obs.ready = all(c is not None and c.text.strip() == "200" for c in checks)
+        obs.ready = all(c is not None and containers.HTTP_OK.parse(c.text) for c in checks)
     elif "w.ready" in out:
-        count = parse_count(out["w.ready"].text) if out["w.ready"].rc == 0 else None
+        count = containers.READY_COUNT.parse(out["w.ready"].text) if out["w.ready"].rc == 0 else None
         obs.ready = count is not None and count >= engine.ready_count
     _npu(obs, plan, node, out.get("w.npu"))
     down = []
     for dev in plan.node(node).device_ids:
         res = out.get(f"w.link.{dev}")
         try:
-            if res is None or not parse_link(res.text[:4096]).up:
+            if res is None or not hccn_tool.LINK.parse(res.text[:4096]).up:
                 down.append(dev)
         except ValueError as exc:
             obs.notes.append(f"{node}: {printable(str(exc), 160)}")
@@ -152,7 +145,7 @@ def parse_node(plan, node: str, out: dict[str, ProbeOutput], error: str = "") ->
     log = out.get("w.log")
     if log is not None:
         since = _time(obs.started.get(engine.ready_container, ""))
-        obs.fatal = fatal_lines(log.text, tuple(engine.fatal_log) + HCCL_FATAL, since)
+        obs.fatal = fatal_lines(containers.LOG.parse(log.text), tuple(engine.fatal_log) + HCCL_FATAL, since)
     return obs
 
 
@@ -161,7 +154,7 @@ def _npu(obs: NodeObs, plan, node: str, res: ProbeOutput | None) -> None:
         obs.notes.append(f"{node}: npu-smi info did not answer")
         return
     try:
-        info = parse_npu_smi_info(res.text[:1 << 20])
+        info = npu_smi.NPU_INFO.parse(res.text[:1 << 20])
     except ValueError as exc:
         obs.notes.append(f"{node}: {printable(str(exc), 160)}")
         return
