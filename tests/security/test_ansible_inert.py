@@ -101,7 +101,7 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
     from deployctl.cli.commands import load_and_validate
     from deployctl.backends.hosts.remote import container_names
     from deployctl.backends.hosts.revision import cluster_dir
-    from deployctl.backends.hosts.up import UpOptions, run_operation
+    from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
     from deployctl.core.errors import UsageError
     from deployctl.core.sizing.planner import plan_layout
     from recording import RecordingReporter
@@ -120,7 +120,7 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
                 update={"env": {**inv.engine.env, "DEPLOYCTL_TEST_LEVEL": level}})})
         opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=example.parent,
                          **kw)
-        return run_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=cap)
+        return run_hosts_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=cap)
 
     op("up")
     op("up", level="a")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def down(inv, purge: bool, run_root: Path, inventory_dir: Path, reporter, break_lock: bool = False):
-    from deployctl.backends.hosts.up import UpOptions, run_operation
+    from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
 
     opts = UpOptions(yes=True, purge=purge, run_root=run_root, inventory_dir=inventory_dir)
-    return run_operation("down", inv, opts, reporter, lambda _c: True)
+    return run_hosts_operation("down", inv, opts, reporter, lambda _c: True)

@@ -38,9 +38,9 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
     return run
 
 
-def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
-                  cancel: threading.Event | None = None, executor=None, runner=None, plan=None,
-                  preflight=None) -> Outcome:
+def run_hosts_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
+                        cancel: threading.Event | None = None, executor=None, runner=None, plan=None,
+                        preflight=None) -> Outcome:
     """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
     is the operation's (its context's), else planned here; ``preflight``: the probe `up` runs first (the feature
     above the backends, handed down by the command: features.preflight.run.run_preflight)."""
@@ -65,7 +65,7 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
 
 
 def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | None = None, preflight=None) -> Outcome:
-    return run_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
+    return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
 
 def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None, plan=None):
