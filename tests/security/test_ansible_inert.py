@@ -343,10 +343,11 @@ def test_a_hostile_revision_read_from_a_host_is_inert_in_the_undo(fake_cluster_f
     markers = Markers(tmp_path)
     rev, prev = markers.payload("current", 0), markers.payload("previous", 1)
     fc.ssh("node1", f"mkdir -p {b.cdir}", check=True)
-    b.moved = ["node1"]
+    b.state.moved = ["node1"]
     observed = {"node1": DeployedState(node="node1", current_rev=rev, previous_rev=prev,
                                        containers={b.engine: ContainerState(name=b.engine, status="running")})}
-    run_restore(b, observed)         # fails at its start.sh: there is no such revision
+    # fails at its start.sh: there is no such revision
+    run_restore(b.playbooks, b.state.moved, observed, b.engine, rolling=False, answers=b.state.smoke)
     assert markers.found() == []
     # the links were set back to the text the host gave, untouched
     assert fc.ssh("node1", f"readlink {b.cdir}/current").stdout.strip() == f"revisions/{rev}"

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any, Callable
 
 from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
-from deployctl.backends.common.pipeline import Options, Outcome, run_pipeline
+from deployctl.backends.hosts.remote import container_names
+from deployctl.backends.hosts.runstate import Runner
+from deployctl.backends.common.pipeline import Options, Outcome, Reporter, run_pipeline
+from deployctl.io.executor import Executor
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.revision import node_bundles
 from deployctl.core.errors import ExecutionError
+from deployctl.core.models.inventory import Inventory
+from deployctl.core.models.plan import Plan
 
 
 def _own_engine_findings(findings, deployed, engine: str):
@@ -38,9 +44,10 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
     return run
 
 
-def run_hosts_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
-                        cancel: threading.Event | None = None, executor=None, runner=None, plan=None,
-                        preflight=None) -> Outcome:
+def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporter: Reporter,
+                        confirm: Callable[[Any], bool], cancel: threading.Event | None = None,
+                        executor: Executor | None = None, runner: Runner | None = None, plan: Plan | None = None,
+                        preflight: Callable[..., Any] | None = None) -> Outcome:
     """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
     is the operation's (its context's), else planned here; ``preflight``: the probe `up` runs first (the feature
     above the backends, handed down by the command: features.preflight.run.run_preflight)."""
@@ -52,9 +59,10 @@ def run_hosts_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
     record = RunRecord.create(opts.run_root, operation)
     own = executor is None
     executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
+    engine, _ms = container_names(plan)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
-                           runner or run_playbook, record, opts, reporter)
-    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine, plan, preflight)
+                           runner or run_playbook, record, opts, reporter,
+                           _preflight(inv, opts, executor, record, reporter, engine, plan, preflight))
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
     try:
@@ -64,7 +72,8 @@ def run_hosts_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
             executor.close()
 
 
-def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | None = None, preflight=None) -> Outcome:
+def run_up(inv: Inventory, opts: UpOptions, reporter: Reporter, confirm: Callable[[Any], bool],
+           cancel: threading.Event | None = None, preflight: Callable[..., Any] | None = None) -> Outcome:
     return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
 
