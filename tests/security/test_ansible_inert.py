@@ -120,7 +120,8 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
                 update={"env": {**inv.engine.env, "DEPLOYCTL_TEST_LEVEL": level}})})
         opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=example.parent,
                          **kw)
-        return run_hosts_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=cap)
+        return run_hosts_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet,
+                                   runner=cap)
 
     op("up")
     op("up", level="a")

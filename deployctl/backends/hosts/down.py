@@ -4,9 +4,15 @@ through the deploy pipeline (locked, read back, recorded in the hosts' history).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deployctl.backends.common.pipeline import Outcome, Reporter
+    from deployctl.core.models.inventory import Inventory
 
 
-def down(inv, purge: bool, run_root: Path, inventory_dir: Path, reporter, break_lock: bool = False):
+def down(inv: Inventory, purge: bool, run_root: Path, inventory_dir: Path, reporter: Reporter,
+         break_lock: bool = False) -> Outcome:
     from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
 
     opts = UpOptions(yes=True, purge=purge, run_root=run_root, inventory_dir=inventory_dir)

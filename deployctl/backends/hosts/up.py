@@ -18,6 +18,7 @@ from deployctl.io.executor import Executor
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.revision import node_bundles
 from deployctl.core.errors import ExecutionError
+from deployctl.core.models.deploy import ChangeSet, DeployedState
 from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 
@@ -29,8 +30,9 @@ def _own_engine_findings(findings, deployed, engine: str):
     return [f for f in findings if not (f.rule in ("ports-free", "npu-busy") and f.host in running)]
 
 
-def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str, plan, probe):
-    def run(observed) -> None:
+def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunRecord, reporter: Reporter,
+               engine: str, plan: Plan, probe: Callable[..., Any] | None) -> Callable[[dict[str, DeployedState]], None]:
+    def run(observed: dict[str, DeployedState]) -> None:
         if probe is None:
             raise ExecutionError("this up was given no preflight to run: nothing was changed",
                                  hint="pass --skip-preflight, or run it from the deployctl command")
@@ -77,7 +79,8 @@ def run_up(inv: Inventory, opts: UpOptions, reporter: Reporter, confirm: Callabl
     return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
 
-def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None, plan=None):
+def read_state(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False,
+               executor: Executor | None = None, plan: Plan | None = None) -> tuple[Plan, dict[str, DeployedState]]:
     """(plan, states) for the read-only commands: status, diff, history (no lock, no change); ``plan``: the
     operation's, else planned here."""
     from deployctl.backends.hosts.remote import read_deployed
@@ -97,7 +100,8 @@ def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool =
     return plan, states
 
 
-def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60, plan=None):
+def host_changes(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, plan: Plan | None = None
+                 ) -> tuple[Plan, ChangeSet, dict[str, dict[str, list[str]]]]:
     """`deployctl diff`: what `up` would change on each host (read-only: SSH reads, no preflight), and
     the key-level changes of every changed file (read from the host's current revision)."""
     from deployctl.backends.hosts.diff import diff_deployment
