@@ -41,7 +41,7 @@ class UpOptions:
 
 @dataclass(frozen=True)
 class NodeIntent:
-    """What one node should run: duck-types NodeBundle for diff_deployment (``rev``, ``digests``)."""
+    """What one node should run (a diff.NodeRevision, as revision.NodeBundle is: ``rev``, ``digests``)."""
 
     node: str
     rev: str
