@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from deployctl.backends.common.pipeline import Outcome, Reporter
+    from deployctl.backends.common.pipeline import Outcome
+    from deployctl.backends.hosts.up import UpReporter
     from deployctl.core.models.inventory import Inventory
 
 
-def down(inv: Inventory, purge: bool, run_root: Path, inventory_dir: Path, reporter: Reporter,
+def down(inv: Inventory, purge: bool, run_root: Path, inventory_dir: Path, reporter: UpReporter,
          break_lock: bool = False) -> Outcome:
     from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
 

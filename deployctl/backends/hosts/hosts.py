@@ -153,7 +153,7 @@ class HostsBackend:
         from deployctl.backends.hosts.ansible_run import run_down, run_up
 
         state, pb = self.state, self.playbooks
-        if self.operation == "down":
+        if self.operation == "down" or isinstance(changes, DownChanges):
             return run_down(pb, state.smoke)
         state.moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
         if self.operation == "up":

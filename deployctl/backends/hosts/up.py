@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
 from deployctl.backends.hosts.remote import container_names
@@ -23,6 +23,12 @@ from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 
 
+class UpReporter(Reporter, Protocol):
+    """The pipeline's reporter, which also shows the preflight `up` runs first (cli.deploy.CliReporter)."""
+
+    def preflight(self, result: Any) -> None: ...
+
+
 def _own_engine_findings(findings, deployed, engine: str):
     """Preflight before a re-deploy: our own running engine holds the ports and the NPU memory."""
     running = {n for n, s in deployed.items() if s.containers.get(engine) and
@@ -30,7 +36,7 @@ def _own_engine_findings(findings, deployed, engine: str):
     return [f for f in findings if not (f.rule in ("ports-free", "npu-busy") and f.host in running)]
 
 
-def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunRecord, reporter: Reporter,
+def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunRecord, reporter: UpReporter,
                engine: str, plan: Plan, probe: Callable[..., Any] | None) -> Callable[[dict[str, DeployedState]], None]:
     def run(observed: dict[str, DeployedState]) -> None:
         if probe is None:
@@ -46,7 +52,7 @@ def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunR
     return run
 
 
-def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporter: Reporter,
+def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporter: UpReporter,
                         confirm: Callable[[Any], bool], cancel: threading.Event | None = None,
                         executor: Executor | None = None, runner: Runner | None = None, plan: Plan | None = None,
                         preflight: Callable[..., Any] | None = None) -> Outcome:
@@ -74,7 +80,7 @@ def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporte
             executor.close()
 
 
-def run_up(inv: Inventory, opts: UpOptions, reporter: Reporter, confirm: Callable[[Any], bool],
+def run_up(inv: Inventory, opts: UpOptions, reporter: UpReporter, confirm: Callable[[Any], bool],
            cancel: threading.Event | None = None, preflight: Callable[..., Any] | None = None) -> Outcome:
     return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
