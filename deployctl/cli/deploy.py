@@ -114,7 +114,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
                   facts: Path | None = None, break_lock: bool = False, strategy: str = "rolling",
                   max_unavailable: int = 1, drain_timeout: int = 600) -> None:
     """up / rollback / down on the hosts, printed for people or as JSON."""
-    from deployctl.backends.hosts.up import UpOptions, run_operation as run
+    from deployctl.backends.hosts.up import UpOptions, run_hosts_operation as run
 
     reporter = CliReporter(output == "json", operation)
     if operation == "up":

@@ -13,7 +13,7 @@ from conftest import EXAMPLES
 from deployctl.app.inventory import read_inventory as load_and_validate
 from deployctl.backends.common.lockinfo import LockHeld, LockOwner
 from deployctl.backends.hosts.revision import cluster_dir
-from deployctl.backends.hosts.up import UpOptions, run_operation
+from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
 from deployctl.core.errors import ExecutionError, UsageError
 from deployctl.core.sizing.planner import plan_layout
 from fakefleet import FakeFleet
@@ -38,7 +38,7 @@ def op(operation, inv, fleet, tmp_path, env=None, **kw):
         inv = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": env})})
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent, **kw)
     rep = RecordingReporter()
-    out = run_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet)
+    out = run_hosts_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet)
     return out, rep
 
 
@@ -162,7 +162,7 @@ def test_ctrl_c_during_apply_undoes_and_releases_the_lock(inv, fleet, tmp_path):
 
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent)
     new = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": {"MINDIE_LOG_LEVEL": "debug"}})})
-    out = run_operation("up", new, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=interrupted)
+    out = run_hosts_operation("up", new, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=interrupted)
     assert out.status == "canceled" and out.exit_code == 1
     assert all(h.lock is None for h in fleet.hosts.values())
 

@@ -101,7 +101,7 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
     from deployctl.app.inventory import read_inventory as load_and_validate
     from deployctl.backends.hosts.remote import container_names
     from deployctl.backends.hosts.revision import cluster_dir
-    from deployctl.backends.hosts.up import UpOptions, run_operation
+    from deployctl.backends.hosts.up import UpOptions, run_hosts_operation
     from deployctl.core.errors import UsageError
     from deployctl.core.sizing.planner import plan_layout
     from recording import RecordingReporter
@@ -120,7 +120,8 @@ def _run_all(example: Path, tmp_path: Path) -> list[Path]:
                 update={"env": {**inv.engine.env, "DEPLOYCTL_TEST_LEVEL": level}})})
         opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=example.parent,
                          **kw)
-        return run_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet, runner=cap)
+        return run_hosts_operation(operation, use, opts, RecordingReporter(), lambda c: True, executor=fleet,
+                                   runner=cap)
 
     op("up")
     op("up", level="a")
@@ -343,10 +344,11 @@ def test_a_hostile_revision_read_from_a_host_is_inert_in_the_undo(fake_cluster_f
     markers = Markers(tmp_path)
     rev, prev = markers.payload("current", 0), markers.payload("previous", 1)
     fc.ssh("node1", f"mkdir -p {b.cdir}", check=True)
-    b.moved = ["node1"]
+    b.state.moved = ["node1"]
     observed = {"node1": DeployedState(node="node1", current_rev=rev, previous_rev=prev,
                                        containers={b.engine: ContainerState(name=b.engine, status="running")})}
-    run_restore(b, observed)         # fails at its start.sh: there is no such revision
+    # fails at its start.sh: there is no such revision
+    run_restore(b.playbooks, b.state.moved, observed, b.engine, rolling=False, answers=b.state.smoke)
     assert markers.found() == []
     # the links were set back to the text the host gave, untouched
     assert fc.ssh("node1", f"readlink {b.cdir}/current").stdout.strip() == f"revisions/{rev}"

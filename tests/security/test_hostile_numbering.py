@@ -24,7 +24,7 @@ from deployctl.backends.hosts.hosts import host_targets_abs  # noqa: E402
 from deployctl.backends.hosts.remote import read_deployed  # noqa: E402
 from deployctl.backends.hosts.restarts import history_recorder  # noqa: E402
 from deployctl.backends.hosts.revision import cluster_dir  # noqa: E402
-from deployctl.backends.hosts.up import UpOptions, run_operation  # noqa: E402
+from deployctl.backends.hosts.up import UpOptions, run_hosts_operation  # noqa: E402
 from deployctl.core.errors import DeployctlError, UsageError  # noqa: E402
 from deployctl.core.models.hostdata import MAX_HISTORY, seal  # noqa: E402
 from deployctl.core.sizing.planner import plan_layout  # noqa: E402
@@ -56,7 +56,7 @@ def op(operation, inv, fleet, tmp_path, level=None, **kw):
         inv = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": {"MINDIE_LOG_LEVEL": level}})})
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent, **kw)
     rep = RecordingReporter()
-    return run_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet), rep
+    return run_hosts_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet), rep
 
 
 def forge(fleet, node: str, revision: int, run: str = FORGED_RUN) -> None:

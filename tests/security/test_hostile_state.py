@@ -24,7 +24,7 @@ from deployctl.backends.common.lockinfo import LockHeld, LockOwner  # noqa: E402
 from deployctl.backends.hosts.remote import parse_state, read_deployed, state_commands  # noqa: E402
 from deployctl.backends.hosts.revision import cluster_dir  # noqa: E402
 from deployctl.backends.hosts.status import judge  # noqa: E402
-from deployctl.backends.hosts.up import UpOptions, run_operation  # noqa: E402
+from deployctl.backends.hosts.up import UpOptions, run_hosts_operation  # noqa: E402
 from deployctl.core.errors import UsageError  # noqa: E402
 from deployctl.core.sizing.planner import plan_layout  # noqa: E402
 from deployctl.io.batch import ProbeOutput  # noqa: E402
@@ -205,7 +205,7 @@ def op(operation, inv, fleet, tmp_path, env=None, **kw):
     inv = inv.model_copy(update={"deploy": inv.deploy.model_copy(update={"keep_revisions": 3})})
     opts = UpOptions(yes=True, skip_preflight=True, run_root=tmp_path / "runs", inventory_dir=INV.parent, **kw)
     rep = RecordingReporter()
-    return run_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet), rep
+    return run_hosts_operation(operation, inv, opts, rep, lambda c: True, executor=fleet, runner=fleet), rep
 
 
 def lie(fleet, honest_runs: list[str]) -> None:

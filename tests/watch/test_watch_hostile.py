@@ -284,16 +284,18 @@ def test_recovery_through_a_proxy_whose_metrics_say_1e308_goes_on_and_says_why(m
 
 
 def test_a_rolling_up_through_a_proxy_whose_metrics_say_1e308_stops_with_a_finding():
-    from deployctl.backends.hosts.rolling import Rollout, roll
+    from deployctl.backends.hosts.rolling import BatchSteps, Rollout, roll
+    from deployctl.backends.hosts.runstate import HostsRun
 
     inv, plan = pd_plan(2)
     ctl = ProxyControl(plan, None)
     ctl.remote = ProxyRemote(ctl)
     steps = []
-    b = SimpleNamespace(plan=plan, reporter=SimpleNamespace(step=steps.append, failure=steps.append), moved=[],
-                        rolling_batch=[], opts=SimpleNamespace(drain_timeout=1.0))
-    applied = roll(b, Rollout(ctl, [["prefill-1"]], []), None, None, None, threading.Event(),
-                   lambda *a, **k: pytest.fail("nothing may restart while requests may be in flight"))
+    never = BatchSteps(restart=lambda *a, **k: pytest.fail("nothing may restart while requests may be in flight"),
+                       read_back=lambda *a, **k: pytest.fail("nothing restarted: nothing to read back"),
+                       smoke=lambda *a, **k: pytest.fail("nothing restarted: nothing to smoke"))
+    applied = roll(plan, Rollout(ctl, [["prefill-1"]], []), HostsRun(), never,
+                   SimpleNamespace(step=steps.append, failure=steps.append), 1.0, threading.Event())
     assert not applied.ok
     assert "requests still in flight" in applied.failure and "prefill-1: cannot tell" in applied.failure
     assert "1e308" in applied.failure and "/metrics" in applied.failure, applied.failure

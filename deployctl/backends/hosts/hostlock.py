@@ -125,7 +125,7 @@ def holders(executor: Executor, targets: list[HostTarget], cdir: str, timeout: f
     """host -> lock file content, for the hosts where a lock exists (read-only)."""
     out = {}
 
-    def one(t: HostTarget):
+    def one(t: HostTarget) -> None:
         try:
             res = executor.run(t, ["cat", f"{cdir}/lock"], timeout)
         except HostError:

@@ -7,47 +7,32 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from deployctl.backends.hosts import history as hist
+from deployctl.backends.hosts.ansible_run import Playbooks, common_vars
 from deployctl.backends.hosts.diff import diff_deployment
+from deployctl.backends.hosts.runstate import Desired, HostsRun, NodeIntent, Reach, Runner, UpOptions
 from deployctl.core.models.hostdata import clean_entry, seal
 from deployctl.backends.hosts.hostlock import HostLock
 from deployctl.backends.common.lockinfo import LockOwner
-from deployctl.backends.common.pipeline import Applied, Outcome, UnitCheck, Verification
+from deployctl.backends.common.pipeline import Applied, Outcome, Reporter, UnitCheck, Verification
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.remote import container_names, ran_before, read_deployed
 from deployctl.core.render.processes import has_router
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.backends.hosts.verify import Want, verify_nodes
+from deployctl.core.engine_spec.router import RouterControl
 from deployctl.core.errors import DeployctlError, ExecutionError, Problem
 from deployctl.io.executor import Executor, HostTarget
 from deployctl.core.models.deploy import ChangeSet, DeployedState
+from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 
-
-@dataclass(frozen=True)
-class NodeIntent:
-    """What one node should run: duck-types NodeBundle for diff_deployment (``rev``, ``digests``)."""
-
-    node: str
-    rev: str
-    digests: dict[str, str]
-    env_digest: str = ""
-    env_keys: tuple[str, ...] = ()
-
-
-@dataclass
-class Desired:
-    nodes: dict[str, NodeIntent] = field(default_factory=dict)   # empty for down
-    push: bool = True                    # up: the revisions go to the hosts; rollback: they are there
-    rendered: Path | None = None          # up: the rendered tree (archives are packed from it)
-    # up: where the archives go. The tree and its archives hold secret env values in clear, so both live in a
-    # private temporary directory (0700) removed at the end of the run; the run record keeps a masked copy
-    packs: Path | None = None
-    entry: dict | None = None             # rollback: the history entry it goes back to
+__all__ = ["Desired", "DownChanges", "HostsBackend", "NodeIntent", "Runner", "UpOptions", "host_targets_abs",
+           "require_readable"]     # Desired, NodeIntent, Runner, UpOptions: from runstate, named here too
 
 
 @dataclass(frozen=True)
@@ -65,46 +50,23 @@ class DownChanges:
         return {"containers": self.running, "already_down": self.already_down, "purge": self.purge}
 
 
-@dataclass
-class UpOptions:
-    """Options of up / rollback / down on the hosts (the CLI's flags)."""
-
-    dry_run: bool = False
-    yes: bool = False
-    skip_preflight: bool = False
-    trust_new_hosts: bool = False
-    ready_timeout: int = 1800          # MindIE loads hundreds of GB of weights: minutes, not seconds
-    smoke_timeout: int = 120
-    ssh_timeout: float = 60
-    pull: bool = False                 # docker pull the image on every node before starting
-    run_root: Path = Path(".deployctl")
-    inventory_dir: Path = Path(".")
-    to: int | None = None              # rollback --to REV
-    purge: bool = False                # down --purge
-    strategy: str = "rolling"          # up with several instances behind a router: rolling | recreate
-    max_unavailable: int = 1           # rolling: instances out of the router at once
-    drain_timeout: int = 600           # rolling: s to wait for the requests in flight on a drained instance
-
-
-Runner = Callable[..., Any]           # deployctl.io.ansible.run_playbook's signature
-
-
 class HostsBackend:
-    """One operation ('up', 'rollback' or 'down') of one inventory on its hosts."""
+    """One operation ('up', 'rollback' or 'down') of one inventory on its hosts. What the run has done so far is
+    ``state`` (runstate.HostsRun); the steps it calls get the typed parts they use (``reach``, ``playbooks``)."""
 
-    def __init__(self, operation: str, inv, plan: Plan, targets: list[HostTarget], executor: Executor,
-                 runner: Runner, record: RunRecord, opts: UpOptions, reporter, preflight=None):
+    def __init__(self, operation: str, inv: Inventory, plan: Plan, targets: list[HostTarget], executor: Executor,
+                 runner: Runner, record: RunRecord, opts: UpOptions, reporter: Reporter,
+                 preflight: Callable[[dict[str, DeployedState]], None] | None = None):
         self.operation, self.inv, self.plan, self.targets = operation, inv, plan, targets
         self.executor, self.runner, self.rec, self.opts = executor, runner, record, opts
         self.reporter, self._preflight = reporter, preflight
         self.cdir = cluster_dir(plan)
         self.engine, self.ms = container_names(plan)
-        self.smoke: dict[str, str] = {}        # node -> the smoke request's answer (from the run's events)
-        self.smoke_hosts: list[str] = []        # nodes that must answer it in this run
-        self.moved: list[str] = []
-        self.rollout = None                     # up, several instances behind a router: fleet.rolling.Rollout
-        self.rolling_batch: list[str] = []      # the instances out of the router right now
-        self.reported: set[str] = set()         # findings about what the hosts said, already shown
+        self.reach = Reach(executor, targets, self.cdir, opts.ssh_timeout)
+        self.playbooks = Playbooks(runner, record, plan, targets,
+                                   common_vars(plan, opts, self.cdir, self.engine, self.ms),
+                                   opts.trust_new_hosts, reporter)
+        self.state = HostsRun()
         self._private: tempfile.TemporaryDirectory | None = None   # up: the real rendered tree and archives
 
     # -- read ---------------------------------------------------------------------------------------
@@ -113,19 +75,19 @@ class HostsBackend:
                                                 timeout=self.opts.ssh_timeout))
         merged = hist.merge(states)
         for line in [f for s in states.values() for f in s.findings] + merged.findings:
-            if line not in self.reported:           # a host's lies are told once per run, not per read
-                self.reported.add(line)
+            if line not in self.state.reported:     # a host's lies are told once per run, not per read
+                self.state.reported.add(line)
                 self.reporter.failure(f"! {line}")
         if self.operation != "down":
             hist.next_revision(merged)              # a history that cannot take one more entry: refused here
         return states
 
-    def preflight(self, observed) -> None:
+    def preflight(self, observed: dict[str, DeployedState]) -> None:
         if self.operation == "up" and self._preflight is not None:
             self._preflight(observed)
 
     # -- render and diff ----------------------------------------------------------------------------
-    def render(self, observed) -> Desired:
+    def render(self, observed: dict[str, DeployedState]) -> Desired:
         if self.operation == "down":
             return Desired(push=False)
         if self.operation == "rollback":
@@ -167,7 +129,7 @@ class HostsBackend:
             self._private.cleanup()
             self._private = None
 
-    def diff(self, desired: Desired, observed) -> ChangeSet | DownChanges:
+    def diff(self, desired: Desired, observed: dict[str, DeployedState]) -> ChangeSet | DownChanges:
         if self.operation == "down":
             running = {n: sorted(c.name for c in s.containers.values() if c.status != "absent")
                        for n, s in observed.items()}
@@ -186,27 +148,33 @@ class HostsBackend:
                         timeout=self.opts.ssh_timeout, break_hint=f"`deployctl {self.operation} -i INV --break-lock`")
 
     # -- apply --------------------------------------------------------------------------------------
-    def apply(self, desired: Desired, changes, observed, cancel: threading.Event) -> Applied:
+    def apply(self, desired: Desired, changes: ChangeSet | DownChanges, observed: dict[str, DeployedState],
+              cancel: threading.Event) -> Applied:
         from deployctl.backends.hosts.ansible_run import run_down, run_up
 
-        if self.operation == "down":
-            return run_down(self)
-        self.moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
+        state, pb = self.state, self.playbooks
+        if self.operation == "down" or isinstance(changes, DownChanges):
+            return run_down(pb, state.smoke)
+        state.moved = [h.node for h in changes.hosts if h.action != "keep" or h.ms_action not in (None, "keep")]
         if self.operation == "up":
-            from deployctl.backends.hosts.rolling import moving_instances, plan_rollout, roll
+            from deployctl.backends.hosts.rolling import BatchSteps, moving_instances, plan_rollout, roll
 
-            self.rollout, why = plan_rollout(self.plan, changes, self.router_control(), self.opts.strategy,
-                                             self.opts.max_unavailable)
-            if self.rollout is not None:
-                steps = " -> ".join("+".join(b) for b in self.rollout.batches)
-                self.reporter.step(f"rolling update, {self.opts.max_unavailable} instance(s) at a time: {steps}")
-                return roll(self, self.rollout, desired, changes, observed, cancel, run_up)
+            state.rollout, why = plan_rollout(self.plan, changes, self.router_control(), self.opts.strategy,
+                                              self.opts.max_unavailable)
+            if state.rollout is not None:
+                order = " -> ".join("+".join(b) for b in state.rollout.batches)
+                self.reporter.step(f"rolling update, {self.opts.max_unavailable} instance(s) at a time: {order}")
+                steps = BatchSteps(
+                    restart=lambda nodes: run_up(pb, state, desired, changes, observed, cancel, only=nodes),
+                    read_back=lambda nodes: self.read_back(desired, nodes),
+                    smoke=self.smoke_instance)
+                return roll(self.plan, state.rollout, state, steps, self.reporter, self.opts.drain_timeout, cancel)
             running = any(h.action == "restart" for h in changes.hosts)     # a first start has nothing to roll
             if running and len(moving_instances(self.plan, changes)) > 1 and len(self.plan.instances) > 1:
                 self.reporter.step(f"all changed instances at once: {why}")
-        return run_up(self, desired, changes, observed, cancel)
+        return run_up(pb, state, desired, changes, observed, cancel)
 
-    def router_control(self):
+    def router_control(self) -> RouterControl | None:
         """How to take instances out of the router and back (None: no router can)."""
         from deployctl.backends.hosts.router_control import Remote, control_for
 
@@ -247,9 +215,9 @@ class HostsBackend:
         return verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=nodes)
 
     # -- verify -------------------------------------------------------------------------------------
-    def wants(self, desired: Desired, changes) -> dict[str, Want]:
+    def wants(self, desired: Desired, changes: ChangeSet | DownChanges) -> dict[str, Want]:
         out = {}
-        smoke = set(self.smoke_hosts)
+        smoke = set(self.state.smoke_hosts)
         for node in self.plan.nodes:
             if self.operation == "down":
                 out[node.name] = Want(None)
@@ -259,27 +227,31 @@ class HostsBackend:
                                   smoke=node.name in smoke)
         return out
 
-    def verify(self, desired: Desired, changes) -> Verification:
+    def verify(self, desired: Desired, changes: ChangeSet | DownChanges) -> Verification:
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir,
                                health=self.operation != "down", timeout=self.opts.ssh_timeout)
-        v = verify_nodes(self.plan, self.wants(desired, changes), states, self.engine, self.ms, self.smoke)
+        v = verify_nodes(self.plan, self.wants(desired, changes), states, self.engine, self.ms,
+                         self.state.smoke)
         self.rec.write_json("verify.json", [u.__dict__ for u in v.units])
         return v
 
-    def undo(self, desired: Desired, changes, observed) -> Verification:
+    def undo(self, desired: Desired, changes: ChangeSet | DownChanges,
+             observed: dict[str, DeployedState]) -> Verification:
         from deployctl.backends.hosts.ansible_run import run_restore
 
         from deployctl.backends.hosts.rolling import put_back
 
-        if self.operation == "down" or not self.moved:
-            put_back(self)
-            return Verification([UnitCheck(n, "-", "nothing to restore", True) for n in self.moved])
-        self.reporter.step(f"rolling back {', '.join(self.moved)} to what ran before")
-        result = run_restore(self, observed)
+        state = self.state
+        if self.operation == "down" or not state.moved:
+            put_back(state, self.reporter)
+            return Verification([UnitCheck(n, "-", "nothing to restore", True) for n in state.moved])
+        self.reporter.step(f"rolling back {', '.join(state.moved)} to what ran before")
+        result = run_restore(self.playbooks, state.moved, observed, self.engine, rolling=state.rollout is not None,
+                             answers=state.smoke)
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, health=True,
                                timeout=self.opts.ssh_timeout)
         wants = {}
-        for node in self.moved:
+        for node in state.moved:
             before = observed[node]
             ran = ran_before(before, self.engine)
             man = before.revisions.get(before.current_rev or "")
@@ -288,9 +260,9 @@ class HostsBackend:
         failed_task = f"; {result.failures[0].task} failed" if not result.ok and result.failures else ""
         units = [UnitCheck(u.unit, f"restore: {u.intended}", u.observed, u.ok,
                            u.cause + (failed_task if not u.ok else ""))
-                 for u in verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=self.moved).units]
+                 for u in verify_nodes(self.plan, wants, states, self.engine, self.ms, nodes=state.moved).units]
         self.rec.write_json("restore.json", [u.__dict__ for u in units])
-        put_back(self)
+        put_back(state, self.reporter)
         return Verification(units)
 
     # -- record -------------------------------------------------------------------------------------
@@ -310,8 +282,9 @@ class HostsBackend:
             return
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
         try:
-            entry = seal(clean_entry(entry_for(self, outcome, desired, hist.next_revision(hist.merge(states)))))
-            problems = write_entry(self, entry)
+            entry = seal(clean_entry(entry_for(self.operation, self.inv, self.plan, self.rec.run_id, outcome,
+                                               desired, hist.next_revision(hist.merge(states)))))
+            problems = write_entry(self.reach, entry)
         except DeployctlError as exc:       # `down` of a history numbered to the end: the containers stopped anyway
             self.reporter.failure(f"! history entry not written: {exc.message} ({exc.hint})")
             return
@@ -319,7 +292,7 @@ class HostsBackend:
             self.reporter.failure(f"! history entry not written on: {', '.join(problems)}")
         self.rec.write_json("history-entry.json", entry)
         if outcome.status == "successful" and self.operation != "down":
-            prune(self, hist.prune_plan(entry, states, self.inv.deploy.keep_revisions))
+            prune(self.reach, hist.prune_plan(entry, states, self.inv.deploy.keep_revisions))
 
 
 def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedState]:
@@ -332,7 +305,7 @@ def require_readable(states: dict[str, DeployedState]) -> dict[str, DeployedStat
     return states
 
 
-def host_targets_abs(inv, inventory_dir: Path) -> list[HostTarget]:
+def host_targets_abs(inv: Inventory, inventory_dir: Path) -> list[HostTarget]:
     """SSH targets with key/known_hosts paths made absolute (ansible runs from another directory)."""
     from deployctl.io.targets import ssh_targets
 

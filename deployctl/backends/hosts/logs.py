@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.remote import container_names
@@ -18,6 +19,12 @@ from deployctl.core.errors import UsageError
 from deployctl.io.executor import DEFAULT_LOG_MB, FAN_OUT, LOG_ENV, HostError, fmt_mb, limit_bytes
 from deployctl.io.batch import PREAMBLE
 from deployctl.io.targets import ssh_targets
+from deployctl.io.executor import HostTarget
+from deployctl.core.models.inventory import Inventory
+from deployctl.core.models.plan import Plan
+
+if TYPE_CHECKING:
+    from deployctl.io.ssh import SshExecutor
 
 SHOW_BYTES = 256 * 1024       # of each log's end, for the terminal / JSON (the file has all that was read)
 LOG_TIMEOUT = 60.0
@@ -52,8 +59,8 @@ def read_end(path: Path, limit: int = SHOW_BYTES) -> str:
     return data.decode(errors="replace")
 
 
-def fetch_host_logs(executor, target, names: list[str], host_dir: Path, tail: int, since: str | None,
-                    max_log: int, timeout: float = LOG_TIMEOUT) -> HostLogs:
+def fetch_host_logs(executor: SshExecutor, target: HostTarget, names: list[str], host_dir: Path, tail: int,
+                    since: str | None, max_log: int, timeout: float = LOG_TIMEOUT) -> HostLogs:
     out = HostLogs()
     host_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -77,9 +84,9 @@ def fetch_host_logs(executor, target, names: list[str], host_dir: Path, tail: in
     return out
 
 
-def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | None = None,
+def collect_logs(inv: Inventory, inventory_dir: Path, run_root: Path, hosts: list[str] | None = None,
                  since: str | None = None, tail: int = 200,
-                 max_log_mb: float | None = None, plan=None) -> tuple[dict[str, HostLogs], RunRecord]:
+                 max_log_mb: float | None = None, plan: Plan | None = None) -> tuple[dict[str, HostLogs], RunRecord]:
     from deployctl.io.ssh import SshExecutor
     from deployctl.core.sizing.planner import plan_layout
 
@@ -97,7 +104,7 @@ def collect_logs(inv, inventory_dir: Path, run_root: Path, hosts: list[str] | No
     record = RunRecord.create(run_root, "logs")
     executor = SshExecutor()
 
-    def one(t) -> HostLogs:
+    def one(t: HostTarget) -> HostLogs:
         names = [engine] + (list(ms) if has_router(plan, t.name) else [])
         return fetch_host_logs(executor, t, names, record.path / "hosts" / t.name, tail, since, max_log)
 

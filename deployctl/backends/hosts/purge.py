@@ -23,6 +23,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from deployctl.backends.common.pipeline import Reporter
 from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget
 
 MAX_LEFT = 20        # entries of what stayed, per host, that the host reports by name
@@ -192,7 +193,7 @@ def purge(executor: Executor, targets: list[HostTarget], cdir: str, run_id: str,
         return dict(pool.map(one, targets))
 
 
-def report(results: dict[str, PurgeResult], cdir: str, reporter) -> list[str]:
+def report(results: dict[str, PurgeResult], cdir: str, reporter: Reporter) -> list[str]:
     """Tell what stayed on each host and why; returns the hosts where the purge failed."""
     failed = []
     for host, r in sorted(results.items()):

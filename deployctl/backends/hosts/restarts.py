@@ -21,6 +21,7 @@ from deployctl.backends.hosts.remote import read_deployed
 from deployctl.backends.hosts.revision import cluster_dir
 from deployctl.io.executor import Executor, HostTarget
 from deployctl.core.models.hostdata import clean_entry, seal
+from deployctl.core.models.plan import Plan
 
 RESULTS = {"back": "successful", "restart-failed": "failed", "not-serving": "failed"}   # watch event -> result
 
@@ -37,7 +38,7 @@ def restart_entry(ev: dict, revision: int, run_id: str, user: str, version: str)
     return entry
 
 
-def history_recorder(plan, executor: Executor, targets: list[HostTarget], timeout: float = 30
+def history_recorder(plan: Plan, executor: Executor, targets: list[HostTarget], timeout: float = 30
                      ) -> Callable[[dict], list[str]]:
     """A function that writes the entry of a restart event on every host and returns where it failed."""
     from deployctl import __version__

@@ -17,26 +17,32 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from deployctl.backends.common.pipeline import Applied
+from deployctl.backends.common.pipeline import Applied, Reporter, Verification
 from deployctl.backends.hosts.router_control import RouterControl, wait_until
+from deployctl.backends.hosts.runstate import HostsRun, Rollout
 from deployctl.core.models.deploy import ChangeSet
+from deployctl.core.models.plan import Plan
+
+__all__ = ["BatchSteps", "Rollout", "moving_instances", "plan_rollout", "put_back", "roll"]
 
 SERVE_TIMEOUT = 120      # s: the router sees a restarted, verified instance healthy (a few health-check periods)
 
 
-@dataclass
-class Rollout:
-    control: RouterControl
-    batches: list[list[str]]            # instance names, in order
-    warnings: list[str]
+@dataclass(frozen=True)
+class BatchSteps:
+    """What a rolling update does to one batch's hosts: the hosts backend's own steps, handed in."""
+
+    restart: Callable[[set[str]], Applied]           # the up playbook, limited to these nodes
+    read_back: Callable[[list[str]], Verification]   # what these nodes run (revision, env, health) vs the intent
+    smoke: Callable[[list[str]], str]                # these instances' own endpoints answer: "" or what went wrong
 
 
-def moving_instances(plan, changes: ChangeSet) -> list[str]:
+def moving_instances(plan: Plan, changes: ChangeSet) -> list[str]:
     moving = {h.instance for h in changes.hosts if h.action != "keep"}
     return [i.name for i in plan.instances if i.name in moving]
 
 
-def plan_rollout(plan, changes: ChangeSet, control: RouterControl | None, strategy: str,
+def plan_rollout(plan: Plan, changes: ChangeSet, control: RouterControl | None, strategy: str,
                  max_unavailable: int) -> tuple[Rollout | None, str]:
     """(the rollout, "") or (None, why the change goes all at once)."""
     if strategy != "rolling":
@@ -68,32 +74,32 @@ def plan_rollout(plan, changes: ChangeSet, control: RouterControl | None, strate
     return Rollout(control, batches, warnings), ""
 
 
-def roll(b, rollout: Rollout, desired, changes: ChangeSet, observed, cancel: threading.Event,
-         run_up: Callable[..., Applied]) -> Applied:
-    """Run the batches (see the module docstring). ``b`` is the hosts backend, ``run_up`` its apply step (called
-    with ``only=`` one batch's nodes). A router or host that cannot be talked to ends the rollout like a failed
-    instance (restored and put back), never with a traceback."""
+def roll(plan: Plan, rollout: Rollout, state: HostsRun, steps: BatchSteps, reporter: Reporter,
+         drain_timeout: float, cancel: threading.Event) -> Applied:
+    """Run the batches (see the module docstring) with the backend's ``steps``. ``state``: the run's; it says
+    which batch is out of the router (``rolling_batch``) and which of its nodes changed (``moved``: the undo
+    restores them), and ends with every changed node in ``moved``. A router or host that cannot be talked to ends
+    the rollout like a failed instance (restored and put back), never with a traceback."""
     from deployctl.core.errors import DeployctlError
 
     for w in rollout.warnings:
-        b.reporter.failure(f"! {w}")
-    all_moved = list(b.moved)
+        reporter.failure(f"! {w}")
+    all_moved = list(state.moved)
     try:
         for k, batch in enumerate(rollout.batches, start=1):
-            applied = _batch(b, rollout.control, batch, f"{k}/{len(rollout.batches)}", all_moved, desired, changes,
-                             observed, cancel, run_up)
+            applied = _batch(plan, rollout.control, batch, f"{k}/{len(rollout.batches)}", all_moved, state, steps,
+                             reporter, drain_timeout, cancel)
             if not applied.ok:
                 return applied
     except DeployctlError as exc:
         return Applied(False, f"rolling update stopped: {exc.message}")
-    b.rolling_batch = []
-    b.moved = all_moved
+    state.rolling_batch = []
+    state.moved = all_moved
     return Applied(True)
 
 
-def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[str], desired, changes, observed,
-           cancel: threading.Event, run_up: Callable[..., Applied]) -> Applied:
-    plan, rep = b.plan, b.reporter
+def _batch(plan: Plan, ctl: RouterControl, batch: list[str], step: str, all_moved: list[str], state: HostsRun,
+           steps: BatchSteps, rep: Reporter, drain_timeout: float, cancel: threading.Event) -> Applied:
     nodes = [n for i in batch for n in plan.instance(i).nodes]
     names = ", ".join(batch)
     role = plan.instance(batch[0]).role
@@ -103,24 +109,24 @@ def _batch(b, ctl: RouterControl, batch: list[str], step: str, all_moved: list[s
                        "out would stop the service; nothing was restarted (fix or restart the others first, or "
                        "--strategy recreate)")
     rep.step(f"rolling update {step}: {names}: out of {ctl.what}")
-    b.rolling_batch, b.moved = list(batch), []       # nothing to restore until its hosts change
+    state.rolling_batch, state.moved = list(batch), []       # nothing to restore until its hosts change
     for i in batch:
         ctl.drain(i)
-    if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), b.opts.drain_timeout, cancel):
+    if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), drain_timeout, cancel):
         if cancel.is_set():
             return Applied(False, "interrupted (Ctrl-C)", canceled=True)
         left = ", ".join(_in_flight(ctl, i) for i in batch)
-        return Applied(False, f"{names}: requests still in flight after {b.opts.drain_timeout} s of draining "
+        return Applied(False, f"{names}: requests still in flight after {drain_timeout} s of draining "
                        f"({left}); nothing was restarted (raise --drain-timeout for long generations)")
     rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
-    b.moved = [n for n in nodes if n in all_moved]
-    applied = run_up(b, desired, changes, observed, cancel, only=set(nodes))
+    state.moved = [n for n in nodes if n in all_moved]
+    applied = steps.restart(set(nodes))
     if not applied.ok:
         return applied
-    check = b.read_back(desired, nodes)
+    check = steps.read_back(nodes)
     if not check.ok:
         return Applied(False, f"{names} after its restart: {check.summary()}")
-    answer = b.smoke_instance(batch)          # its own endpoint answers, before clients reach it again
+    answer = steps.smoke(batch)          # its own endpoint answers, before clients reach it again
     if answer:
         return Applied(False, f"{names} after its restart: {answer}")
     for i in batch:
@@ -141,14 +147,13 @@ def _in_flight(ctl: RouterControl, instance: str) -> str:
     return f"{instance}: cannot tell ({why})" if why else f"{instance}: {n}"
 
 
-def put_back(b) -> None:
+def put_back(state: HostsRun, reporter: Reporter) -> None:
     """After the pipeline restored a failed batch: the router sends to it again (best effort, said)."""
-    ctl = getattr(b, "rollout", None)
-    batch = getattr(b, "rolling_batch", [])
-    if ctl is None or not batch:
+    rollout, batch = state.rollout, state.rolling_batch
+    if rollout is None or not batch:
         return
     for i in batch:
         try:
-            ctl.control.ready(i)
+            rollout.control.ready(i)
         except Exception as exc:   # noqa: BLE001 - said, and status shows it
-            b.reporter.failure(f"! could not put {i} back at {ctl.control.what}: {exc}")
+            reporter.failure(f"! could not put {i} back at {rollout.control.what}: {exc}")

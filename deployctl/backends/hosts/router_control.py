@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 from deployctl.core.errors import ExecutionError
 from deployctl.io.executor import Executor, HostError, HostTarget
 from deployctl.core.engine_spec.router import InFlightNotes, RouterControl
+from deployctl.core.models.plan import Plan
 
 BACKEND = "instances"      # the backend name in haproxy.cfg.j2
 # what a router/engine answer may be for deployctl to read it (`show stat` of a fleet is a few kB); beyond it the
@@ -145,7 +146,7 @@ def parse_show_stat(text: str, backend: str = BACKEND) -> dict[str, ServerStat]:
 class HaproxyControl(InFlightNotes):
     """deployctl's HAProxy (fleet/router.py) through its runtime API."""
 
-    def __init__(self, plan, remote: Remote):
+    def __init__(self, plan: Plan, remote: Remote) -> None:
         self.plan, self.remote = plan, remote
         self.node, self.port = plan.router.node, str(plan.router.admin_port)
         self.what = f"the router (HAProxy on {self.node})"

@@ -14,12 +14,14 @@ States of the deployment:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from deployctl.backends.hosts import history as hist
 from deployctl.backends.hosts.remote import container_names
 from deployctl.core.render.processes import has_router
 from deployctl.backends.hosts.verify import Want, container_env_digest, engine_problems
 from deployctl.core.models.deploy import DeployedState
+from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 
 
@@ -153,7 +155,7 @@ def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:
     return Status("serving", rows, live["revision"] if live else None, note)
 
 
-def cluster_status(inv, inventory_dir, plan=None) -> Status:
+def cluster_status(inv: Inventory, inventory_dir: Path, plan: Plan | None = None) -> Status:
     from deployctl.backends.hosts.hosts import host_targets_abs
     from deployctl.backends.hosts.up import read_state
     from deployctl.core.errors import DeployctlError

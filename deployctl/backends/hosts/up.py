@@ -8,12 +8,25 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from deployctl.backends.hosts.hosts import HostsBackend, UpOptions, host_targets_abs  # noqa: F401 (UpOptions: the CLI's)
-from deployctl.backends.common.pipeline import Options, Outcome, run_pipeline
+from deployctl.backends.hosts.remote import container_names
+from deployctl.backends.hosts.runstate import Runner
+from deployctl.backends.common.pipeline import Options, Outcome, Reporter, run_pipeline
+from deployctl.io.executor import Executor
 from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.revision import node_bundles
 from deployctl.core.errors import ExecutionError
+from deployctl.core.models.deploy import ChangeSet, DeployedState
+from deployctl.core.models.inventory import Inventory
+from deployctl.core.models.plan import Plan
+
+
+class UpReporter(Reporter, Protocol):
+    """The pipeline's reporter, which also shows the preflight `up` runs first (cli.deploy.CliReporter)."""
+
+    def preflight(self, result: Any) -> None: ...
 
 
 def _own_engine_findings(findings, deployed, engine: str):
@@ -23,8 +36,9 @@ def _own_engine_findings(findings, deployed, engine: str):
     return [f for f in findings if not (f.rule in ("ports-free", "npu-busy") and f.host in running)]
 
 
-def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engine: str, plan, probe):
-    def run(observed) -> None:
+def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunRecord, reporter: UpReporter,
+               engine: str, plan: Plan, probe: Callable[..., Any] | None) -> Callable[[dict[str, DeployedState]], None]:
+    def run(observed: dict[str, DeployedState]) -> None:
         if probe is None:
             raise ExecutionError("this up was given no preflight to run: nothing was changed",
                                  hint="pass --skip-preflight, or run it from the deployctl command")
@@ -38,9 +52,10 @@ def _preflight(inv, opts: UpOptions, executor, record: RunRecord, reporter, engi
     return run
 
 
-def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
-                  cancel: threading.Event | None = None, executor=None, runner=None, plan=None,
-                  preflight=None) -> Outcome:
+def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporter: UpReporter,
+                        confirm: Callable[[Any], bool], cancel: threading.Event | None = None,
+                        executor: Executor | None = None, runner: Runner | None = None, plan: Plan | None = None,
+                        preflight: Callable[..., Any] | None = None) -> Outcome:
     """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
     is the operation's (its context's), else planned here; ``preflight``: the probe `up` runs first (the feature
     above the backends, handed down by the command: features.preflight.run.run_preflight)."""
@@ -52,9 +67,10 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
     record = RunRecord.create(opts.run_root, operation)
     own = executor is None
     executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
+    engine, _ms = container_names(plan)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
-                           runner or run_playbook, record, opts, reporter)
-    backend._preflight = _preflight(inv, opts, executor, record, reporter, backend.engine, plan, preflight)
+                           runner or run_playbook, record, opts, reporter,
+                           _preflight(inv, opts, executor, record, reporter, engine, plan, preflight))
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
     try:
@@ -64,11 +80,13 @@ def run_operation(operation: str, inv, opts: UpOptions, reporter, confirm,
             executor.close()
 
 
-def run_up(inv, opts: UpOptions, reporter, confirm, cancel: threading.Event | None = None, preflight=None) -> Outcome:
-    return run_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
+def run_up(inv: Inventory, opts: UpOptions, reporter: UpReporter, confirm: Callable[[Any], bool],
+           cancel: threading.Event | None = None, preflight: Callable[..., Any] | None = None) -> Outcome:
+    return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
 
 
-def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, executor=None, plan=None):
+def read_state(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False,
+               executor: Executor | None = None, plan: Plan | None = None) -> tuple[Plan, dict[str, DeployedState]]:
     """(plan, states) for the read-only commands: status, diff, history (no lock, no change); ``plan``: the
     operation's, else planned here."""
     from deployctl.backends.hosts.remote import read_deployed
@@ -88,7 +106,8 @@ def read_state(inv, inventory_dir: Path, ssh_timeout: float = 60, health: bool =
     return plan, states
 
 
-def host_changes(inv, inventory_dir: Path, ssh_timeout: float = 60, plan=None):
+def host_changes(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, plan: Plan | None = None
+                 ) -> tuple[Plan, ChangeSet, dict[str, dict[str, list[str]]]]:
     """`deployctl diff`: what `up` would change on each host (read-only: SSH reads, no preflight), and
     the key-level changes of every changed file (read from the host's current revision)."""
     from deployctl.backends.hosts.diff import diff_deployment

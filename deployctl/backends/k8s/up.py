@@ -15,8 +15,8 @@ from deployctl.backends.k8s.render import render_release
 from deployctl.backends.k8s.rollout import Progress, describe, progress
 
 
-def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, to: int | None = None,
-                  api=None, helm=None, plan=None) -> tuple[Outcome, K8sBackend]:
+def run_k8s_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, to: int | None = None,
+                      api=None, helm=None, plan=None) -> tuple[Outcome, K8sBackend]:
     """Run up, rollback or down of the inventory's release through the pipeline (``plan``: up's, from the
     operation's context; else planned here)."""
     from deployctl.io.helm import HelmClient
@@ -39,17 +39,17 @@ def run_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, *, t
 
 
 def run_up(inv, opts: K8sOptions, reporter, confirm, plan=None) -> tuple[Outcome, K8sBackend]:
-    return run_operation("up", inv, opts, reporter, confirm, plan=plan)
+    return run_k8s_operation("up", inv, opts, reporter, confirm, plan=plan)
 
 
 def run_rollback(inv, to: int | None, opts: K8sOptions, reporter, confirm) -> tuple[Outcome, K8sBackend]:
-    return run_operation("rollback", inv, opts, reporter, confirm, to=to)
+    return run_k8s_operation("rollback", inv, opts, reporter, confirm, to=to)
 
 
 def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
     """Uninstall (no confirmation, as `down` always was)."""
     opts.yes = True
-    return run_operation("down", inv, opts, reporter, lambda changes: True)
+    return run_k8s_operation("down", inv, opts, reporter, lambda changes: True)
 
 
 def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
