@@ -18,7 +18,7 @@ ROLE_ENV = ("HCCL_BUFFSIZE",)
 
 def env_sources(inv) -> list[tuple[tuple, dict]]:
     """(key path, env) of every env block: engine.env, then layout.prefill.env / layout.decode.env."""
-    out = [(("engine", "env"), inv.engine.env)]
+    out: list[tuple[tuple, dict]] = [(("engine", "env"), inv.engine.env)]
     for role in ("prefill", "decode"):
         rl = getattr(inv.layout, role)
         if rl is not None and rl.env:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def apply_facts(inv, facts):
     """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
@@ -31,7 +33,7 @@ def apply_facts(inv, facts):
             if fact is not None and super_pod and dev.sdid is None and fact.sdid is not None:
                 update["sdid"] = fact.sdid
             devices.append(dev.model_copy(update=update) if update else dev)
-        change = {"devices": devices}
+        change: dict[str, Any] = {"devices": devices}
         pods = {d.super_pod_id for d in live.values() if d.super_pod_id is not None}
         if super_pod and node.super_pod_id is None and len(pods) == 1:
             change["super_pod_id"] = str(pods.pop())

@@ -35,7 +35,7 @@ def check_layout(inv, raw: RawInventory) -> list[Problem]:
         owner: dict[str, str] = {}
         for role in ("prefill", "decode"):
             rl = getattr(lay, role)
-            listed = [] if rl is None else [(("layout", role, "nodes", j), n) for j, n in enumerate(rl.nodes or ())]
+            listed: list[tuple[tuple, str]] = [] if rl is None else [(("layout", role, "nodes", j), n) for j, n in enumerate(rl.nodes or ())]
             if rl is not None and isinstance(rl.instances, list):
                 listed = [(("layout", role, "instances", i, "nodes", j), n)
                           for i, g in enumerate(rl.instances) for j, n in enumerate(g.nodes)]

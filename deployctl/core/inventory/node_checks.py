@@ -215,7 +215,7 @@ def check_super_pod(inv, raw: RawInventory) -> list[Problem]:
                             "set super_pod: false (A2 rank tables are version 1.0)")]
     if not c.super_pod:
         return []
-    out = []
+    out: list[Problem] = []
     pods: dict[str, list[int]] = defaultdict(list)
     for i, node in enumerate(inv.nodes):
         if node.super_pod_id is None:

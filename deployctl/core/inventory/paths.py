@@ -56,14 +56,15 @@ def named_paths(inv, inventory_dir: str | None = None, home: str = "") -> list[t
     from deployctl.core.engine_spec.container import DEVICE_LOGS
 
     e = inv.engine
-    out = [(("model", "weights_path"), inv.model.weights_path, "the model weights")]
+    out: list[tuple[tuple, str, str]] = [(("model", "weights_path"), inv.model.weights_path, "the model weights")]
     out += [(("engine", "mounts", i, "host"), m.host, "a directory mounted into the engine")
             for i, m in enumerate(e.mounts)]
     if e.device_logs:
         out += [(("engine", "device_logs"), host, "the NPU device logs") for host, _ in DEVICE_LOGS]
-    controller = [(("ssh", "key"), inv.ssh.key, "the SSH key"),
-                  (("ssh", "known_hosts"), inv.ssh.known_hosts, "the SSH known_hosts file"),
-                  (("kubernetes", "kubeconfig"), inv.kubernetes.kubeconfig, "the kubeconfig")]
+    controller: list[tuple[tuple, str | None, str]] = [
+        (("ssh", "key"), inv.ssh.key, "the SSH key"),
+        (("ssh", "known_hosts"), inv.ssh.known_hosts, "the SSH known_hosts file"),
+        (("kubernetes", "kubeconfig"), inv.kubernetes.kubeconfig, "the kubeconfig")]
     for i, n in enumerate(inv.nodes):
         if n.ssh is not None:
             controller += [(("nodes", i, "ssh", "key"), n.ssh.key, "an SSH key"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from deployctl.core.models.base import Frozen
 
@@ -165,20 +165,20 @@ class CommonValues(Frozen):
     secretEnv: SecretEnv = SecretEnv()
 
 
-def values_model(charts: tuple) -> type:
+def values_model(charts: tuple) -> type[BaseModel]:
     """CommonValues + `engine` (which templates render) + every engine's block, with its defaults. ``charts``: the
     Chart of every engine (the composition root's registry hands them down with the spec: ``inv.charts``)."""
     return _values_model(tuple((c.kind, c.block, c.block_model, c.image) for c in charts))
 
 
 @lru_cache(maxsize=4)
-def _values_model(blocks_of: tuple) -> type:
+def _values_model(blocks_of: tuple) -> type[BaseModel]:
     from pydantic import create_model
 
     from deployctl.core.models.engine_settings import DEFAULT_KIND
 
-    blocks = {block: (model, model()) for _, block, model, _ in blocks_of}
-    engine = Literal[tuple(kind for kind, *_ in blocks_of)]   # type: ignore[misc]
+    blocks: dict[str, Any] = {block: (model, model()) for _, block, model, _ in blocks_of}
+    engine: Any = Literal[tuple(kind for kind, *_ in blocks_of)]   # the kinds are known at run time only
     repository, tag = split_image(next(image for kind, _, _, image in blocks_of if kind == DEFAULT_KIND))
     return create_model("ChartValues", __base__=CommonValues, __doc__=CommonValues.__doc__,
                         engine=(engine, Field(DEFAULT_KIND, description="the engine whose templates "

@@ -13,9 +13,12 @@ instance as a `core.Setup` with degrees, dies, SKU, links, MTP) and combines the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from deployctl.core.sizing.perf_context import Ctx, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
+from deployctl.core.sizing.hardware import Sku
 from deployctl.core.sizing.step import LINK_NAMES, Step, link_keys, step
 from deployctl.core.sizing.estimate_types import InstanceEstimate, PlanEstimate, StepEstimate, Term, Workload
 
@@ -96,7 +99,7 @@ def evaluate(ctx: Ctx, s_len: int, out_len: int, conc: int) -> Numbers:
     return Numbers(conc, tpot, st.floor / (1 + acc), ttft, thr, limited, st, 0.0, one, full, cap, parts)
 
 
-def _terms(st: Step, extra: list[tuple[str, float, str]] = ()) -> tuple[list[Term], float, str]:
+def _terms(st: Step, extra: Sequence[tuple[str, float, str]] = ()) -> tuple[list[Term], float, str]:
     total = st.total + sum(t for _, t, _ in extra)
     parts = {p.name: p for p in st.parts}
     rows = sorted(st.terms() + list(extra), key=lambda t: -t[1])
@@ -104,7 +107,7 @@ def _terms(st: Step, extra: list[tuple[str, float, str]] = ()) -> tuple[list[Ter
     for name, t, bound in rows:
         p = parts.get(name)
         out.append(Term(name=name, ms=round(t * 1e3, 4), share=round(t / total, 4) if total else 0.0, bound=bound,
-                        floor_ms=round(p.floor(st.sku) * 1e3, 4) if p else None,
+                        floor_ms=round(p.floor(cast(Sku, st.sku)) * 1e3, 4) if p else None,
                         bytes=p.bytes if p else st.comm_bytes.get(name), flops=p.flops if p else None))
     top = out[0]
     what = f"{top.name} ({top.bound}-bound)" if top.bound in ("HBM", "compute") else top.name
@@ -189,7 +192,7 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         binding = (f"prefill capacity: {n.capacity / w.input_len:.2f} prompts/s of {w.input_len} tokens limit the "
                    f"deployment to {n.throughput:.0f} output tokens/s")
     else:
-        binding = dec.decode.binding
+        binding = cast(StepEstimate, dec.decode).binding   # a mixed or decode instance has its decode step
     c = ctx.consts
     ttft_terms = [Term(name=k, ms=round(v * 1e3, 4), share=round(v / n.ttft, 4) if n.ttft else 0.0,
                        bound="stall" if "queue" in k or "in flight" in k else "link" if "KV" in k else "step")
@@ -275,11 +278,11 @@ def describe(est: PlanEstimate) -> list[str]:
     out[1:1] = describe_line(est)
     alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
-        step_ = inst.decode or inst.prefill
+        step_ = cast(StepEstimate, inst.decode or inst.prefill)   # every instance has one of them
         alike.setdefault((inst.role, inst.dies, step_.step_ms, tuple(sorted(inst.degrees.items()))), []).append(inst)
     for group in alike.values():
         inst = group[0]
-        step_ = inst.decode or inst.prefill
+        step_ = cast(StepEstimate, inst.decode or inst.prefill)   # every instance has one of them
         top = ", ".join(f"{t.name} {t.ms:.1f} ms ({t.share:.0%})" for t in step_.terms[:4])
         name = inst.instance if inst.instance == inst.role else f"{inst.instance} ({inst.role})"
         if len(group) > 1:

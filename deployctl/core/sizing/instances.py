@@ -109,23 +109,23 @@ def group_problems(inv, raw) -> list[Problem]:
             rl = getattr(lay, role)
             if rl is None:
                 continue
-            key = ("layout", role)
+            where: tuple[str, ...] = ("layout", role)
             if isinstance(rl.instances, list):
                 if not rl.instances:
-                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances lists no instance",
+                    out.append(raw.problem(where + ("instances",), f"layout.{role}.instances lists no instance",
                                            "give a count, or [{nodes: [...]}, ...]"))
                 if rl.nodes is not None:
-                    out.append(raw.problem(key + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
+                    out.append(raw.problem(where + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
                                            "instances)", "keep one: instances: [{nodes: [...]}, ...] or "
                                            "nodes + instances: <count>"))
             elif rl.nodes is None:
-                out.append(raw.problem(key, f"layout.{role} has no nodes", f"add {role}: {{nodes: [...]}}"))
+                out.append(raw.problem(where, f"layout.{role} has no nodes", f"add {role}: {{nodes: [...]}}"))
             elif isinstance(rl.instances, int):
                 if rl.instances < 1:
-                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances must be 1 or more",
+                    out.append(raw.problem(where + ("instances",), f"layout.{role}.instances must be 1 or more",
                                            "give the number of instances"))
                 else:
-                    out += _count_problems(raw, key + ("instances",), rl.instances, len(rl.nodes), role)
+                    out += _count_problems(raw, where + ("instances",), rl.instances, len(rl.nodes), role)
         if inv.router is not None:
             out.append(raw.problem(("router",), "router is for several mixed instances; pd-split is routed by "
                                    "the engine's own router (its P/D coordinator or proxy)",

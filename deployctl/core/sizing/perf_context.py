@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from deployctl.core.sizing.step import Consts, Setup
 from deployctl.core.sizing.estimate_types import Mtp
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
+    from deployctl.core.sizing.hardware import Sku
 
 
 @dataclass
 class Ctx:
     """What one plan contributes to every estimate (built once, reused across workloads)."""
 
-    plan: object
-    sku: object
+    plan: Plan
+    sku: Sku
     sku_source: str
     consts: Consts
     mtp: Mtp
@@ -119,7 +124,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
               "none: model.speculative is not set and the engine settings name no MTP")
     passes = min(drafts, 1) if method == "dflash" else drafts     # DFlash drafts its whole block in one forward
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept, passes) for i in plan.instances}
-    m = catalog.model_of(inv)
+    m = catalog.served_model(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
         from deployctl.core.sizing.calibration import label  # read by the command that asks)

@@ -99,10 +99,10 @@ def layouts(inv) -> list[dict]:
     if reps > 1:
         return [{**lay, "replicas": reps} for lay in out]
     for p in range(1, n):
-        for tp in (None, *_divisors(per)):
+        for decode_tp in (None, *_divisors(per)):
             decode: dict = {"nodes": names[p:], **expert_tp(n - p)}
-            if tp is not None:
-                decode["tp"] = tp
+            if decode_tp is not None:
+                decode["tp"] = decode_tp
             out.append({"preset": "pd-split", "prefill": {"nodes": names[:p], **expert_tp(p)}, "decode": decode})
     return out
 
