@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
 
-def apply_facts(inv, facts):
+def apply_facts(inv: Inventory, facts):
     """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
 
     What the inventory states always wins; preflight's device-ip/sdid rules report disagreements.
@@ -41,7 +44,7 @@ def apply_facts(inv, facts):
     return inv.model_copy(update={"nodes": nodes, "cluster": _sku_from_facts(inv, facts)})
 
 
-def _sku_from_facts(inv, facts):
+def _sku_from_facts(inv: Inventory, facts):
     """cluster.sku from npu-smi's chip name when the inventory names none and every host reports the same
     known one (910B3, Ascend910_9391, ...); else the cluster as it is."""
     if inv.cluster.sku is not None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import difflib
 
 from deployctl.core.errors import Problem
 from deployctl.core.input.raw import RawInventory
 
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+
 
 LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")
 
 
-def check_layout(inv, raw: RawInventory) -> list[Problem]:
+def check_layout(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core.sizing.instances import group_problems
 
     lay = inv.layout

@@ -12,11 +12,15 @@ One source for three things: `deployctl render --target helm` builds the values 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from deployctl.core.models.base import Frozen
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
 
 CHART_NAME = "ascend-llm"
 OWNED_VALUES = ("engine", "instances", "secretEnv.keys", "secretEnv.values")
@@ -209,14 +213,14 @@ def shm_quantity(size: str) -> str:
     return size[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi"}[unit] if unit in "kmg" else size
 
 
-def accelerator_type(plan) -> str:
+def accelerator_type(plan: Plan) -> str:
     cluster = plan.inventory.cluster
     if cluster.hardware == "a2":
         return "module-910b-8"
     return "module-a3-16-super-pod" if cluster.super_pod else "module-a3-16"
 
 
-def fullname(inv) -> str:
+def fullname(inv: Inventory) -> str:
     """The chart's resource name prefix (templates/_helpers.tpl "chart.fullname", without overrides)."""
     release = inv.helm_release
     name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
@@ -229,7 +233,7 @@ def files_of(artifacts, node: str, names) -> dict[str, str]:
     return {n: by_path[f"{node}/{n}"].content.decode() for n in names if f"{node}/{n}" in by_path}
 
 
-def common_values(plan, **changes) -> dict:
+def common_values(plan: Plan, **changes) -> dict:
     """The common keys for a plan (image, NPUs, shm, weights, scheduler, privileged), plus ``changes``."""
     inv = plan.inventory
     e = inv.engine
@@ -248,7 +252,7 @@ def common_values(plan, **changes) -> dict:
     return out
 
 
-def chart_values(plan, artifacts):
+def chart_values(plan: Plan, artifacts):
     """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
     from deployctl.core.input.merge import deep_merge
 
@@ -260,7 +264,7 @@ def chart_values(plan, artifacts):
     return values
 
 
-def split_secret_env(plan, values: dict) -> dict:
+def split_secret_env(plan: Plan, values: dict) -> dict:
     """Move every secret env variable out of the values' ``env`` maps (the ConfigMaps) into ``secretEnv``
     (one Secret for the release): a variable must then have one value in every pod."""
     from deployctl.core.errors import UsageError

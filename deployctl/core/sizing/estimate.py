@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.sizing.perf_context import Ctx, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
 from deployctl.core.sizing.hardware import Sku
 from deployctl.core.sizing.step import LINK_NAMES, Step, link_keys, step
 from deployctl.core.sizing.estimate_types import InstanceEstimate, PlanEstimate, StepEstimate, Term, Workload
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
 
 MAX_RHO = 0.95        # queueing formulas stop here (a prefill instance busier than this is the bottleneck)
 
@@ -152,7 +155,7 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
     return out
 
 
-def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
+def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
                   calibration: dict | None = None) -> PlanEstimate:
     """The estimate of every instance and of the deployment (see the module docstring)."""
     from deployctl.core.sizing.calibration import fitted_for, fitted_record
@@ -238,13 +241,14 @@ def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:
     return InstanceEstimate(**base)
 
 
-def default_workload(plan) -> Workload:
+def default_workload(plan: Plan) -> Workload:
     """The model limits: max_input_len in, max_seq_len - max_input_len out, concurrency from the KV cache."""
     m = plan.inventory.model
     return Workload(input_len=m.max_input_len, output_len=max(1, m.max_seq_len - m.max_input_len))
 
 
-def estimate_point(plan, input_len: int, output_len: int, concurrency: int, calibration: dict | None = None) -> dict:
+def estimate_point(plan: Plan, input_len: int, output_len: int, concurrency: int,
+                   calibration: dict | None = None) -> dict:
     """ttft_ms, tpot_ms, output_tokens_per_s (deployment) and per_die_tokens_per_s at one measured point."""
     est = estimate_plan(plan, Workload(input_len=input_len, output_len=output_len, concurrency=concurrency),
                         ctx=_cached_context(plan, calibration))
@@ -255,7 +259,7 @@ def estimate_point(plan, input_len: int, output_len: int, concurrency: int, cali
 _CONTEXTS: dict[int, tuple[object, object, Ctx]] = {}
 
 
-def _cached_context(plan, calibration: dict | None = None) -> Ctx:
+def _cached_context(plan: Plan, calibration: dict | None = None) -> Ctx:
     """One context per plan object and calibration (bench asks for many points of the same plan); both are kept
     with it so their ids stay their own."""
     hit = _CONTEXTS.get(id(plan))

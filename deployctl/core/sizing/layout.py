@@ -31,7 +31,7 @@ class InstanceSpec:
     problems: list[Problem] = field(default_factory=list)
 
 
-def effective_preset(inv) -> str | None:
+def effective_preset(inv: Inventory) -> str | None:
     from deployctl.core.sizing.instances import groups
 
     lay = inv.layout
@@ -77,7 +77,7 @@ def _fill(user: dict, preset_row: dict, free: str, devices: int, per_node: int, 
     return deg
 
 
-def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw,
+def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw: RawInventory,
            max_servers: int | None = None) -> list[Problem]:
     out = []
     k = spec.key
@@ -126,7 +126,7 @@ def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, ra
     return out
 
 
-def _role_specs(inv) -> list[InstanceSpec]:
+def _role_specs(inv: Inventory) -> list[InstanceSpec]:
     from deployctl.core.sizing.instances import groups
 
     preset = effective_preset(inv)
@@ -134,7 +134,7 @@ def _role_specs(inv) -> list[InstanceSpec]:
                          preset) for g in groups(inv)]
 
 
-def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
+def resolve_instances(inv: Inventory, raw: RawInventory | None = None) -> list[InstanceSpec]:
     """Return one InstanceSpec per instance with degrees filled in (problems attached)."""
     from deployctl.core.input.raw import RawInventory
 
@@ -193,7 +193,7 @@ def layout_problems(inv: Inventory, raw: RawInventory, skip_ips: AbstractSet[str
     return out
 
 
-def _missing_ips(inv, raw, spec: InstanceSpec, skip: AbstractSet[str]) -> list[Problem]:
+def _missing_ips(inv: Inventory, raw: RawInventory, spec: InstanceSpec, skip: AbstractSet[str]) -> list[Problem]:
     from deployctl.core.input.gaps import discovery_hint, needs_facts
 
     out: list[Problem] = []

@@ -79,7 +79,7 @@ def mtp_of(engine) -> tuple[int, str]:
     return found[0] if found else (0, "")
 
 
-def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
+def _setup(plan: Plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl.core import catalog
 
     inv = plan.inventory
@@ -98,7 +98,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
                  microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
 
 
-def context(plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
+def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
     from deployctl.core import catalog
     from deployctl.core.models.plan import Degrees
     from deployctl.core.sizing.calibration import fitted_for, fitted_source
@@ -141,7 +141,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
                consts_source=where)
 
 
-def _prefill_batch(plan) -> int:
+def _prefill_batch(plan: Plan) -> int:
     """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
     from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
