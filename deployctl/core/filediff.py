@@ -232,10 +232,10 @@ class _Walk:
             return
         if isinstance(old, list) and isinstance(new, list) or \
                 (old is _NONE and isinstance(new, list) and new) or (new is _NONE and isinstance(old, list) and old):
-            a = old if isinstance(old, list) else []
-            b = new if isinstance(new, list) else []
-            for i in range(max(len(a), len(b))):
-                self.walk(f"{path}[{i}]", secret, a[i] if i < len(a) else _NONE, b[i] if i < len(b) else _NONE)
+            xs = old if isinstance(old, list) else []
+            ys = new if isinstance(new, list) else []
+            for i in range(max(len(xs), len(ys))):
+                self.walk(f"{path}[{i}]", secret, xs[i] if i < len(xs) else _NONE, ys[i] if i < len(ys) else _NONE)
             return
         if old is _NONE and new is _NONE:
             return

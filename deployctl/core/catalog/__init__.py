@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from deployctl.core.models.model_info import KvSpec, LayoutPreset, ModelInfo, ParamsB, QuantBytes  # noqa: F401 - the catalog's types
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
 
 def _read(name: str) -> Any:
@@ -41,10 +44,15 @@ def models() -> dict[str, ModelInfo]:
     return builtin_models()
 
 
-def model_of(inv) -> ModelInfo | None:
+def model_of(inv: Inventory) -> ModelInfo | None:
     """The model an inventory serves: the one described from its checkpoint (model.config_path, attached by
     validation) or the built-in entry of model.name; None when neither exists (validation refuses that)."""
     return inv.checkpoint_model or builtin_models().get(inv.model.name)
+
+
+def served_model(inv: Inventory) -> ModelInfo:
+    """``model_of`` a validated inventory, which always has one (the same object, typed without None)."""
+    return cast(ModelInfo, model_of(inv))
 
 
 @cache

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
 from deployctl.core.checkpoint.families import _DTYPE_BYTES, FAMILIES
 from deployctl.core.checkpoint.files import CONFIG, CheckpointFiles, IndexFile, classify, problem, tensors_per_class, \
@@ -25,7 +27,7 @@ def describe_files(files: CheckpointFiles) -> ModelDescription:
         raise problem(cfg_file, f"architecture {arch!r} is not one deployctl can size", "architectures",
                       f"deployctl reads {', '.join(FAMILIES)}; another family needs its tensor shapes per weight class "
                       "(deployctl/core/checkpoint/families.py), its attention cache per token and its engine support")
-    raw = files.config
+    raw: Any = files.config
     if reader.text_config:
         raw = raw.get("text_config")
         if not isinstance(raw, dict):
@@ -83,13 +85,14 @@ def _ints(v) -> bool:
 
 def _compressed(qc: dict, base: float, where: str) -> Quantization:
     """compressed-tensors: the weight bits of its config groups; Kimi-K2-Thinking quantizes only routed experts."""
-    groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
+    cg = qc.get("config_groups")
+    groups = cg if isinstance(cg, dict) else {}
     bits, group = 16, 0
     for g in groups.values():
         w = g.get("weights") if isinstance(g, dict) else None
         if isinstance(w, dict) and isinstance(w.get("num_bits"), int):
             bits = min(bits, w["num_bits"])
-            group = w.get("group_size") if isinstance(w.get("group_size"), int) and w["group_size"] > 0 else 0
+            group = w["group_size"] if isinstance(w.get("group_size"), int) and w["group_size"] > 0 else 0
     if bits >= 16:
         return Quantization(scheme="bf16", source=where + " (no weight bits)", bytes_per_param={})
     ignore = [str(x) for x in qc.get("ignore", []) if isinstance(x, str)][:10000]
@@ -116,7 +119,7 @@ def _modelslim(files: CheckpointFiles, base: float, layers: int) -> Quantization
         counts[c][kind.upper()] += 1
     per = {}
     for c, kinds in counts.items():
-        kind = max(kinds, key=kinds.get)
+        kind = max(kinds, key=kinds.__getitem__)
         b = _MODELSLIM_BYTES.get(kind, base)
         per[c] = base if b is None else b
     top = str(files.quant_description.get("model_quant_type", "")).upper()

@@ -7,7 +7,7 @@ on Ascend). docs/models.md says what is read from where.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from deployctl.core.models.base import Frozen
 
@@ -15,7 +15,7 @@ Family = Literal["deepseek_v3", "deepseek_v32", "kimi_k2", "qwen3", "qwen3_moe",
                  "minimax_m2"]
 WeightClass = Literal["attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "router", "embedding",
                       "lm_head", "mtp", "indexer", "norms", "other"]
-WEIGHT_CLASSES: tuple[str, ...] = WeightClass.__args__
+WEIGHT_CLASSES: tuple[str, ...] = get_args(WeightClass)
 
 
 class Mla(Frozen):

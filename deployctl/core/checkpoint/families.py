@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from deployctl.core.models.base import Frozen
 
-_IGNORE = {"frozen": True, "extra": "ignore", "strict": True}   # "94" is not 94
+_IGNORE: ConfigDict = {"frozen": True, "extra": "ignore", "strict": True}   # "94" is not 94
 _N = Field(gt=0, le=1 << 20)          # a dimension or count: positive and bounded (hostile configs)
 _Z = Field(0, ge=0, le=1 << 20)
 

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+if TYPE_CHECKING:
+    from deployctl.core.models.engine import EngineBase
 
 TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 
@@ -170,19 +173,30 @@ class EngineSpec(Protocol):
 
     kind: str
     display: str
-    settings: type              # its engine block's model (core/models/engine_settings/)
+
+    @property
+    def settings(self) -> type[EngineBase]: ...   # its engine block's model (core/models/engine_settings/)
 
     max_servers: int | None     # servers one instance (one HCCL world) may span
     role_keys: tuple[str, ...]  # engine keys a pd-split role may set over the engine block (layout.<role>.engine)
     needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
-    chart: Chart                # its part of the chart, for --target k8s
-    metric_names: MetricNames
+
+    @property
+    def chart(self) -> Chart: ...              # its part of the chart, for --target k8s
+
+    @property
+    def metric_names(self) -> MetricNames: ...
 
     # the performance model's deratings fitted on this engine's published points, where they come from and the
-    # fit's record (None: the CloudMatrix384 fit of core/sizing/calibration.py)
-    perf_deratings: dict | None
-    perf_deratings_source: str | None
-    perf_fit_record: dict | None
+    # fit's record (None: the CloudMatrix384 fit of core/sizing/calibration.py); read-only properties
+    @property
+    def perf_deratings(self) -> dict | None: ...
+
+    @property
+    def perf_deratings_source(self) -> str | None: ...
+
+    @property
+    def perf_fit_record(self) -> dict | None: ...
 
     def version(self, inv) -> EngineVersion: ...
 
@@ -222,9 +236,17 @@ class EngineSpec(Protocol):
 class EngineSpecBase:
     """The answers of an engine that lacks a capability; each engine's spec class derives from it."""
 
-    perf_deratings: dict | None = None
-    perf_deratings_source: str | None = None
-    perf_fit_record: dict | None = None
+    @property
+    def perf_deratings(self) -> dict | None:
+        return None
+
+    @property
+    def perf_deratings_source(self) -> str | None:
+        return None
+
+    @property
+    def perf_fit_record(self) -> dict | None:
+        return None
 
     def chunked_prefill(self, inv) -> bool:
         return False            # prefills the longest input in one batch

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
 from deployctl.core.errors import Problem
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.input.raw import RawInventory
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")   # an env variable name (POSIX shell names)
 
@@ -16,9 +22,9 @@ HCCL_RANGES = {"HCCL_BUFFSIZE": (1, 65536, True), "HCCL_CONNECT_TIMEOUT": (120, 
 ROLE_ENV = ("HCCL_BUFFSIZE",)
 
 
-def env_sources(inv) -> list[tuple[tuple, dict]]:
+def env_sources(inv: Inventory) -> list[tuple[tuple, dict]]:
     """(key path, env) of every env block: engine.env, then layout.prefill.env / layout.decode.env."""
-    out = [(("engine", "env"), inv.engine.env)]
+    out: list[tuple[tuple, dict]] = [(("engine", "env"), inv.engine.env)]
     for role in ("prefill", "decode"):
         rl = getattr(inv.layout, role)
         if rl is not None and rl.env:
@@ -26,7 +32,7 @@ def env_sources(inv) -> list[tuple[tuple, dict]]:
     return out
 
 
-def role_only_problems(inv, raw, keys) -> list[Problem]:
+def role_only_problems(inv: Inventory, raw: RawInventory, keys) -> list[Problem]:
     """Variables the plan reads for every role (memory, rank agreement) belong in engine.env, not a role's."""
     out = []
     for path, env in env_sources(inv)[1:]:
@@ -37,7 +43,8 @@ def role_only_problems(inv, raw, keys) -> list[Problem]:
     return out
 
 
-def env_range_problems(env: dict, raw, ranges: dict[str, tuple], path: tuple = ("engine", "env")) -> list[Problem]:
+def env_range_problems(env: dict, raw: RawInventory, ranges: dict[str, tuple],
+                       path: tuple = ("engine", "env")) -> list[Problem]:
     """A value outside ``ranges`` (or not a number) is refused at <path>.KEY; fractions are (low, high]."""
     out = []
     for key, (low, high, integer) in ranges.items():
@@ -60,7 +67,7 @@ def env_range_problems(env: dict, raw, ranges: dict[str, tuple], path: tuple = (
     return out
 
 
-def secret_env_problems(inv, raw) -> list[Problem]:
+def secret_env_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """engine.secret_env: variable names (as engine.env keys), each set by an env block, listed once."""
     out: list[Problem] = []
     names = list(getattr(inv.engine, "secret_env", None) or ())

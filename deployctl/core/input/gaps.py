@@ -8,9 +8,13 @@ them from the hosts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from deployctl.core.errors import Problem
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.input.raw import RawInventory
 
 What = Literal["ip", "sdid", "super_pod_id", "interface"]
 NOUNS = {"ip": "device IPs", "sdid": "SDIDs", "super_pod_id": "super pod id",
@@ -30,7 +34,7 @@ class NeedsFacts(Problem):
                 "what": self.what, "message": self.message}
 
 
-def needs_facts(raw, key: tuple, message: str, hint: str, *, node: str, device: int | None = None,
+def needs_facts(raw: RawInventory, key: tuple, message: str, hint: str, *, node: str, device: int | None = None,
                 what: What = "ip") -> NeedsFacts:
     """Like ``RawInventory.problem``, for a gap preflight can fill."""
     from deployctl.core.input.raw import format_path
@@ -39,7 +43,7 @@ def needs_facts(raw, key: tuple, message: str, hint: str, *, node: str, device: 
                       node=node, device=device, what=what)
 
 
-def interface_gaps(inv, raw, needs: str | None) -> list[NeedsFacts]:
+def interface_gaps(inv: Inventory, raw: RawInventory, needs: str | None) -> list[NeedsFacts]:
     """Every node without `interface` when the engine needs one per node (``needs`` says why, None: it does not)."""
     if needs is None:
         return []

@@ -13,10 +13,13 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployctl.core.errors import Problem
 from deployctl.core.input.raw import KeyPath, RawInventory, format_path
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
@@ -184,7 +187,7 @@ def check_image(raw: RawInventory, image: str, key: tuple = ("engine", "image"))
     return []
 
 
-def check_ssh(inv, raw: RawInventory) -> list[Problem]:
+def check_ssh(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """ssh users and key paths reach ssh's and ansible's command lines and Ansible's templating."""
     out = []
     blocks = [(("ssh",), inv.ssh)] + [(("nodes", i, "ssh"), n.ssh) for i, n in enumerate(inv.nodes) if n.ssh]

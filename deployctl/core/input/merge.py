@@ -29,8 +29,8 @@ def merge_by_position(base, override):
         return out
     if (isinstance(base, list) and isinstance(override, list) and override
             and all(isinstance(v, dict) for v in override) and all(isinstance(v, dict) for v in base)):
-        out = [merge_by_position(b, o) for b, o in zip(base, override)]
-        return out + copy.deepcopy(base[len(override):]) + copy.deepcopy(override[len(base):])
+        merged = [merge_by_position(b, o) for b, o in zip(base, override)]
+        return merged + copy.deepcopy(base[len(override):]) + copy.deepcopy(override[len(base):])
     return copy.deepcopy(override)
 
 

@@ -37,7 +37,7 @@ class RawInventory:
 
     data: Any
     file: str
-    base_dir: Path
+    base_dir: Path | None      # None: an inventory built in memory
     lines: dict[KeyPath, int] = field(default_factory=dict)
 
     def line_of(self, path: KeyPath) -> int | None:
@@ -94,9 +94,11 @@ def _composer_class():
     from yaml.constructor import SafeConstructor
     from yaml.resolver import Resolver
 
+    parser_first: tuple[Any, ...]
     try:
-        from yaml.cyaml import CParser as Parser
-        parser_first = (Composer, Parser)
+        from yaml._yaml import CParser   # what yaml.cyaml exports (its stub does not re-export it)
+
+        parser_first = (Composer, CParser)
     except ImportError:   # PyYAML without libyaml: the pure Python reader, scanner and parser
         from yaml.reader import Reader
         from yaml.scanner import Scanner
@@ -104,7 +106,7 @@ def _composer_class():
 
         parser_first = (Reader, Scanner, Parser, Composer)
 
-    class Loader(*parser_first, SafeConstructor, Resolver):
+    class Loader(*parser_first, SafeConstructor, Resolver):   # type: ignore[misc]  # bases chosen at run time
         def __init__(self, text: str, file: str):
             for base in parser_first:
                 if base is not Composer:

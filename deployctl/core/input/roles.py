@@ -8,12 +8,18 @@ needs to know which keys a role may override.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployctl.core.errors import Problem
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.input.raw import RawInventory
 
 ROLES = ("prefill", "decode")
 
 
-def role_block(inv, role: str):
+def role_block(inv: Inventory, role: str):
     """layout.<role> of a pd-split inventory, else None (a mixed instance has no role block)."""
     return getattr(inv.layout, role, None) if role in ROLES else None
 
@@ -38,7 +44,7 @@ def merged_engine_data(engine_data: dict, overrides: dict, env: dict) -> dict:
     return out
 
 
-def for_role(inv, role: str):
+def for_role(inv: Inventory, role: str):
     """The inventory with layout.<role>'s engine keys, request limits and env merged in; ``inv`` itself when the
     role sets none (mixed instances, roles without overrides). Validation has checked the overrides."""
     block = role_block(inv, role)
@@ -61,7 +67,7 @@ def for_role(inv, role: str):
     return view
 
 
-def role_problems(inv, raw) -> list[Problem]:
+def role_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """layout.<role>.engine: only the keys the engine lets differ per role, with values its settings accept;
     layout.<role>.model/engine outside pd-split are refused by the layout checks (roles exist only there)."""
     from pydantic import ValidationError

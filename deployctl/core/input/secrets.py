@@ -9,7 +9,13 @@ them, ``values.yaml``) they read :data:`MASK`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
 
 MASK = "***"
 
@@ -65,7 +71,7 @@ def redact(value):
 
 # ---------------------------------------------------------------------------------------- env variables
 
-def declared(inv) -> frozenset[str]:
+def declared(inv: Inventory) -> frozenset[str]:
     """The env names the inventory declares secret (``engine.secret_env``)."""
     return frozenset(getattr(inv.engine, "secret_env", None) or ())
 
@@ -75,7 +81,7 @@ def is_secret_env(name: str, extra: frozenset[str] | set[str] = frozenset()) -> 
     return name in extra or is_secret(name)
 
 
-def secret_env_names(inv) -> frozenset[str]:
+def secret_env_names(inv: Inventory) -> frozenset[str]:
     """Every secret variable of the inventory's env blocks (engine.env, layout.<role>.env)."""
     from deployctl.core.input.envcheck import env_sources
 
@@ -110,7 +116,7 @@ def mask_artifacts(artifacts: list, extra: frozenset[str] | set[str] = frozenset
     return out
 
 
-def plan_doc(plan) -> dict:
+def plan_doc(plan: Plan) -> dict:
     """The plan as JSON data, every secret env value masked: what ``plan.json`` and ``plan --output json``
     show (the real values stay in the inventory and reach only the env files)."""
     doc = plan.model_dump(mode="json")

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
-def apply_facts(inv, facts):
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+
+
+def apply_facts(inv: Inventory, facts):
     """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
 
     What the inventory states always wins; preflight's device-ip/sdid rules report disagreements.
@@ -31,7 +36,7 @@ def apply_facts(inv, facts):
             if fact is not None and super_pod and dev.sdid is None and fact.sdid is not None:
                 update["sdid"] = fact.sdid
             devices.append(dev.model_copy(update=update) if update else dev)
-        change = {"devices": devices}
+        change: dict[str, Any] = {"devices": devices}
         pods = {d.super_pod_id for d in live.values() if d.super_pod_id is not None}
         if super_pod and node.super_pod_id is None and len(pods) == 1:
             change["super_pod_id"] = str(pods.pop())
@@ -39,7 +44,7 @@ def apply_facts(inv, facts):
     return inv.model_copy(update={"nodes": nodes, "cluster": _sku_from_facts(inv, facts)})
 
 
-def _sku_from_facts(inv, facts):
+def _sku_from_facts(inv: Inventory, facts):
     """cluster.sku from npu-smi's chip name when the inventory names none and every host reports the same
     known one (910B3, Ascend910_9391, ...); else the cluster as it is."""
     if inv.cluster.sku is not None:

@@ -3,6 +3,8 @@ the engine spec checks its own keys (engines/<kind>/validate.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import difflib
 import re
 
@@ -14,6 +16,9 @@ from deployctl.core.input.local_files import LocalFiles
 from deployctl.core.input.raw import KeyPath, RawInventory
 from deployctl.core.input.roles import ROLES, role_block, role_problems
 
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SERVED_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,254}[A-Za-z0-9])?$")
 
@@ -24,7 +29,7 @@ SYSTEM_DIRS = ("/", "/etc", "/home", "/root", "/tmp", "/var")
 BIND_UNSAFE = re.compile(r"[:,\s]")
 
 
-def describe_checkpoint(inv, raw: RawInventory, local: LocalFiles) -> tuple:
+def describe_checkpoint(inv: Inventory, raw: RawInventory, local: LocalFiles) -> tuple:
     """(the inventory carrying the model described from model.config_path's files read into ``local``, the problems
     when they cannot be read); the inventory unchanged without config_path."""
     m = inv.model
@@ -41,7 +46,7 @@ def describe_checkpoint(inv, raw: RawInventory, local: LocalFiles) -> tuple:
     return inv.with_checkpoint(info), []
 
 
-def check_model(inv, raw: RawInventory) -> list[Problem]:
+def check_model(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core import catalog
 
     out = []
@@ -126,7 +131,7 @@ def _check_container_path(raw: RawInventory, key: KeyPath, path: str) -> list[Pr
     return []
 
 
-def check_engine(inv, raw: RawInventory) -> list[Problem]:
+def check_engine(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """The keys every engine has; the engine spec checks its own (engines/<kind>/validate.py)."""
     e = inv.engine
     out = env_range_problems(e.env, raw, HCCL_RANGES)
@@ -163,7 +168,7 @@ def check_engine(inv, raw: RawInventory) -> list[Problem]:
     return out + inv.engine_spec.validate(inv, raw)
 
 
-def check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
+def check_kubernetes(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """kubernetes.values must be chart values (values.schema.json) and leave deployctl's keys alone."""
     values = inv.kubernetes.values
     base = ("kubernetes", "values")
@@ -182,7 +187,7 @@ def check_kubernetes(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def _check_chart_values(inv, raw: RawInventory, values: dict, base: tuple) -> list[Problem]:
+def _check_chart_values(inv: Inventory, raw: RawInventory, values: dict, base: tuple) -> list[Problem]:
     """kubernetes.values against the chart's schema (charts/values.py), leaving the plan's keys alone."""
     from pydantic import ValidationError
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import difflib
 
 from deployctl.core.errors import Problem
 from deployctl.core.input.raw import RawInventory
 
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+
 
 LAYOUT_DEGREES = ("tp", "dp", "pp", "cp", "moe_tp", "moe_ep")
 
 
-def check_layout(inv, raw: RawInventory) -> list[Problem]:
+def check_layout(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core.sizing.instances import group_problems
 
     lay = inv.layout
@@ -35,7 +40,7 @@ def check_layout(inv, raw: RawInventory) -> list[Problem]:
         owner: dict[str, str] = {}
         for role in ("prefill", "decode"):
             rl = getattr(lay, role)
-            listed = [] if rl is None else [(("layout", role, "nodes", j), n) for j, n in enumerate(rl.nodes or ())]
+            listed: list[tuple[tuple, str]] = [] if rl is None else [(("layout", role, "nodes", j), n) for j, n in enumerate(rl.nodes or ())]
             if rl is not None and isinstance(rl.instances, list):
                 listed = [(("layout", role, "instances", i, "nodes", j), n)
                           for i, g in enumerate(rl.instances) for j, n in enumerate(g.nodes)]

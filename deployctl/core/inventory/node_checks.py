@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -12,8 +14,11 @@ from deployctl.core.input.hostile import (HOST_TARGET, JINJA, bad_char, char_hin
 from deployctl.core.input.local_files import NOT_READ, LocalFiles
 from deployctl.core.input.raw import RawInventory
 
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
-def check_nodes(inv, raw: RawInventory) -> list[Problem]:
+
+def check_nodes(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out = []
     seen_name: dict[str, int] = {}
     seen_addr: dict[str, int] = {}
@@ -58,7 +63,7 @@ def check_nodes(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def resolve_devices(inv, raw: RawInventory, local: LocalFiles):
+def resolve_devices(inv: Inventory, raw: RawInventory, local: LocalFiles):
     """Fill node devices from the hccn_conf copies read into ``local``; return (inventory, problems)."""
     from deployctl.core.models.inventory import Device
 
@@ -119,7 +124,7 @@ def resolve_devices(inv, raw: RawInventory, local: LocalFiles):
             dev = listed.get(dev_id) or Device(id=dev_id)
             conf_ip = by_id.get(dev_id)
             if dev.ip and conf_ip and dev.ip != conf_ip:
-                j = [d.id for d in node.devices].index(dev_id)
+                j = [d.id for d in node.devices or ()].index(dev_id)   # dev.ip set: node.devices lists it
                 problems.append(raw.problem(("nodes", i, "devices", j, "ip"),
                                             f"device {dev_id} ip {dev.ip} differs from {conf_ip} in {shown}",
                                             "remove one of them or make them agree"))
@@ -130,7 +135,7 @@ def resolve_devices(inv, raw: RawInventory, local: LocalFiles):
     return inv.model_copy(update={"nodes": nodes}), problems
 
 
-def check_devices(inv, raw: RawInventory) -> list[Problem]:
+def check_devices(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out = []
     per_node = inv.devices_per_node
     hw = inv.cluster.hardware.upper()
@@ -194,7 +199,7 @@ def check_devices(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def check_sku(inv, raw: RawInventory) -> list[Problem]:
+def check_sku(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """cluster.sku names a SKU (or npu-smi chip name) of the cluster's hardware in the performance catalog."""
     if inv.cluster.sku is None:
         return []
@@ -208,14 +213,14 @@ def check_sku(inv, raw: RawInventory) -> list[Problem]:
     return []
 
 
-def check_super_pod(inv, raw: RawInventory) -> list[Problem]:
+def check_super_pod(inv: Inventory, raw: RawInventory) -> list[Problem]:
     c = inv.cluster
     if c.super_pod and c.hardware != "a3":
         return [raw.problem(("cluster", "super_pod"), "super_pod is only for a3 hardware",
                             "set super_pod: false (A2 rank tables are version 1.0)")]
     if not c.super_pod:
         return []
-    out = []
+    out: list[Problem] = []
     pods: dict[str, list[int]] = defaultdict(list)
     for i, node in enumerate(inv.nodes):
         if node.super_pod_id is None:
@@ -241,7 +246,7 @@ def check_super_pod(inv, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def _check_pod_sizes(inv, raw: RawInventory) -> list[Problem]:
+def _check_pod_sizes(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """Every rank table must have the same number of servers in each of its super pods."""
     from deployctl.core.sizing.instances import groups as instance_groups, is_split
 

@@ -17,9 +17,15 @@ Two lists, two rules:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import posixpath
 
 from deployctl.core.errors import Problem
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.input.raw import RawInventory
 
 # the file system's skeleton, the directories operators put data under by convention (/data, /mnt, /models,
 # /srv: weights roots), the container runtimes' state and the Ascend installation
@@ -49,21 +55,22 @@ def _within(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
 
-def named_paths(inv, inventory_dir: str | None = None, home: str = "") -> list[tuple[tuple, str, str]]:
+def named_paths(inv: Inventory, inventory_dir: str | None = None, home: str = "") -> list[tuple[tuple, str, str]]:
     """(key path, absolute path, what it is) of every path the inventory names for something other than
     deployctl's files. Host paths as given; controller paths (SSH keys, known_hosts, kubeconfig) when absolute
     or under ~ (``home``: the controller user's home directory; the controller may be one of the hosts)."""
     from deployctl.core.engine_spec.container import DEVICE_LOGS
 
     e = inv.engine
-    out = [(("model", "weights_path"), inv.model.weights_path, "the model weights")]
+    out: list[tuple[tuple, str, str]] = [(("model", "weights_path"), inv.model.weights_path, "the model weights")]
     out += [(("engine", "mounts", i, "host"), m.host, "a directory mounted into the engine")
             for i, m in enumerate(e.mounts)]
     if e.device_logs:
         out += [(("engine", "device_logs"), host, "the NPU device logs") for host, _ in DEVICE_LOGS]
-    controller = [(("ssh", "key"), inv.ssh.key, "the SSH key"),
-                  (("ssh", "known_hosts"), inv.ssh.known_hosts, "the SSH known_hosts file"),
-                  (("kubernetes", "kubeconfig"), inv.kubernetes.kubeconfig, "the kubeconfig")]
+    controller: list[tuple[tuple, str | None, str]] = [
+        (("ssh", "key"), inv.ssh.key, "the SSH key"),
+        (("ssh", "known_hosts"), inv.ssh.known_hosts, "the SSH known_hosts file"),
+        (("kubernetes", "kubeconfig"), inv.kubernetes.kubeconfig, "the kubeconfig")]
     for i, n in enumerate(inv.nodes):
         if n.ssh is not None:
             controller += [(("nodes", i, "ssh", "key"), n.ssh.key, "an SSH key"),
@@ -79,7 +86,7 @@ def named_paths(inv, inventory_dir: str | None = None, home: str = "") -> list[t
     return [(k, _norm(p), w) for k, p, w in out if p.startswith("/")]
 
 
-def cluster_dir_problems(inv, raw, home: str = "") -> list[Problem]:
+def cluster_dir_problems(inv: Inventory, raw: RawInventory, home: str = "") -> list[Problem]:
     """The cluster directory against the system paths and the inventory's own paths (see the module doc)."""
     e = inv.engine
     cdir = _norm(f"{e.deploy_dir.rstrip('/')}/{inv.cluster.name}")

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import difflib
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 from deployctl.core.errors import Problem
 from deployctl.core.input.raw import KeyPath, RawInventory
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 
 # --------------------------------------------------------------------------- structure
-def _unwrap(annotation: Any) -> Any:
+def _unwrap(annotation: Any) -> type[BaseModel] | None:
     """Strip Optional/list/dict wrappers down to a pydantic model class (or None)."""
     from pydantic import BaseModel
 
@@ -27,8 +30,8 @@ def _unwrap(annotation: Any) -> Any:
     return None
 
 
-def _model_at(root: type, loc: tuple) -> type | None:
-    cls = root
+def _model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    cls: type[BaseModel] | None = root
     for part in loc:
         if isinstance(part, int):
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -38,8 +38,9 @@ Digest16 = Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{16})?$")]
 EnvKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")]
 
 
-def Text(n: int):   # noqa: N802 - a type
-    return Annotated[str, StringConstraints(pattern=TEXT, max_length=n)]
+def Text(n: int) -> StringConstraints:   # noqa: N802 - a type's constraint: Annotated[str, Text(63)]
+    """One printable line of at most n characters."""
+    return StringConstraints(pattern=TEXT, max_length=n)
 
 
 class _HostDoc(BaseModel):
@@ -52,7 +53,7 @@ class Manifest(_HostDoc):
 
     revision: Rev
     run: RunId | None = None
-    cluster: Text(63) | None = None
+    cluster: Annotated[str, Text(63)] | None = None
     node: Node | None = None
     files: dict[FileName, Sha256] = Field(default_factory=dict, max_length=MAX_FILES)
     env_digest: Digest16 = ""
@@ -67,13 +68,13 @@ class HistoryEntry(_HostDoc):
     time: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{1,32}$")]
     operation: Literal["up", "rollback", "down", "restart"]     # restart: by `watch` (deploy/restarts.py)
     result: Literal["successful", "failed", "canceled"]
-    user: Text(128) = ""
-    deployctl: Text(64) = ""
-    summary: Text(500) = ""
+    user: Annotated[str, Text(128)] = ""
+    deployctl: Annotated[str, Text(64)] = ""
+    summary: Annotated[str, Text(500)] = ""
     inventory_digest: Digest16 = ""
     nodes: dict[Node, Rev] = Field(default_factory=dict, max_length=MAX_NODES)
     files: dict[Node, dict[FileName, Sha256]] = Field(default_factory=dict, max_length=MAX_NODES)
-    failure: Text(1000) | None = None
+    failure: Annotated[str, Text(1000)] | None = None
     to: int | None = Field(None, ge=1, le=MAX_REVISION)
     digest: Sha256 | None = None
 
@@ -85,24 +86,24 @@ class HistoryEntry(_HostDoc):
 class LockDoc(_HostDoc):
     """The lock file (deployctl.backends.common.lockinfo.LockOwner as JSON)."""
 
-    user: Text(128)
-    host: Text(255)
+    user: Annotated[str, Text(128)]
+    host: Annotated[str, Text(255)]
     pid: int = Field(ge=0, le=2**31)
-    command: Text(400)
-    run_id: Text(64)
-    started: Text(64)
-    heartbeat: Text(64) = ""
+    command: Annotated[str, Text(400)]
+    run_id: Annotated[str, Text(64)]
+    started: Annotated[str, Text(64)]
+    heartbeat: Annotated[str, Text(64)] = ""
 
 
 class InspectState(_HostDoc):
-    Status: Text(32) = "unknown"
+    Status: Annotated[str, Text(32)] = "unknown"
     ExitCode: int | None = Field(None, ge=-(2 ** 31), le=2 ** 31 - 1)     # a process's exit status (Go int)
-    StartedAt: Text(64) | None = None
+    StartedAt: Annotated[str, Text(64)] | None = None
 
 
 class InspectMount(_HostDoc):
-    Source: Text(4096) = ""
-    Destination: Text(4096) = ""
+    Source: Annotated[str, Text(4096)] = ""
+    Destination: Annotated[str, Text(4096)] = ""
 
 
 class ContainerDoc(_HostDoc):
@@ -192,7 +193,7 @@ def parse_history(text: str, node: str) -> tuple[list[HistoryEntry], list[str]]:
             findings.append(f"{node}: history/{name} is not a deployctl history entry ({why_invalid(exc)}) "
                             "- ignored")
             continue
-        digest = content_digest(doc)
+        digest = content_digest(cast(dict, doc))   # a history entry parsed from it: a JSON object
         if e.digest is not None and e.digest != digest:
             findings.append(f"{node}: history/{name} does not match its own digest - ignored")
             continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -342,7 +342,12 @@ def _default_kind(v: Any) -> Any:
     return v
 
 
-EngineSettings = Annotated[Union[tuple(SETTINGS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
+if TYPE_CHECKING:   # the same union, spelled out for the type checker
+    from deployctl.core.models.engine_settings import MindieSettings, VllmAscendSettings
+
+    EngineSettings = Annotated[MindieSettings | VllmAscendSettings, Field(discriminator="kind")]
+else:
+    EngineSettings = Annotated[Union[tuple(SETTINGS.values())], Field(discriminator="kind")]
 
 
 class Inventory(Strict):

@@ -32,8 +32,9 @@ MAX_RUN_JSON_BYTES = 4 << 20    # run.json of 8,192 servers is ~0.5 MB
 TEXT = r"^[^\x00-\x1f\x7f-\x9f]*$"         # one printable line
 
 
-def Text(n: int):   # noqa: N802 - a type
-    return Annotated[str, StringConstraints(pattern=TEXT, max_length=n)]
+def Text(n: int) -> StringConstraints:   # noqa: N802 - a type's constraint: Annotated[str, Text(63)]
+    """One printable line of at most n characters."""
+    return StringConstraints(pattern=TEXT, max_length=n)
 
 
 Number = Annotated[float, Field(allow_inf_nan=False, ge=-1e12, le=1e12)]      # finite
@@ -41,7 +42,7 @@ Measure = Annotated[float, Field(allow_inf_nan=False, ge=0, le=1e12)]         # 
 Derating = Annotated[float, Field(allow_inf_nan=False, ge=K_RANGE[0], le=K_RANGE[1])]
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
-RunName = Text(120)
+RunName = Annotated[str, Text(120)]
 Label = Annotated[str, StringConstraints(max_length=1000)]      # a point's or model's name: the user's words
 
 
@@ -107,7 +108,7 @@ class CalibrationPoint(_RunDoc):
 
 
 class StoredCalibration(_RunDoc):
-    cluster: Text(63)
+    cluster: Annotated[str, Text(63)]
     consts: Deratings
     runs: int = Field(ge=1, le=MAX_RUNS)
     run_ids: list[RunName] = Field(max_length=MAX_RUNS)
@@ -119,7 +120,7 @@ class StoredCalibration(_RunDoc):
 # --------------------------------------------------------------------------- preflight run.json
 
 class PreflightRunDoc(_RunDoc):
-    cluster: Text(63) | None = None
-    nodes: dict[Text(63), Text(255)] = Field(default_factory=dict, max_length=MAX_NODES)
+    cluster: Annotated[str, Text(63)] | None = None
+    nodes: dict[Annotated[str, Text(63)], Annotated[str, Text(255)]] = Field(default_factory=dict, max_length=MAX_NODES)
     ok: bool = False
-    finished_at: Text(64) | None = None
+    finished_at: Annotated[str, Text(64)] | None = None

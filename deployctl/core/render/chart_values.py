@@ -12,11 +12,15 @@ One source for three things: `deployctl render --target helm` builds the values 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from deployctl.core.models.base import Frozen
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
 
 CHART_NAME = "ascend-llm"
 OWNED_VALUES = ("engine", "instances", "secretEnv.keys", "secretEnv.values")
@@ -165,20 +169,20 @@ class CommonValues(Frozen):
     secretEnv: SecretEnv = SecretEnv()
 
 
-def values_model(charts: tuple) -> type:
+def values_model(charts: tuple) -> type[BaseModel]:
     """CommonValues + `engine` (which templates render) + every engine's block, with its defaults. ``charts``: the
     Chart of every engine (the composition root's registry hands them down with the spec: ``inv.charts``)."""
     return _values_model(tuple((c.kind, c.block, c.block_model, c.image) for c in charts))
 
 
 @lru_cache(maxsize=4)
-def _values_model(blocks_of: tuple) -> type:
+def _values_model(blocks_of: tuple) -> type[BaseModel]:
     from pydantic import create_model
 
     from deployctl.core.models.engine_settings import DEFAULT_KIND
 
-    blocks = {block: (model, model()) for _, block, model, _ in blocks_of}
-    engine = Literal[tuple(kind for kind, *_ in blocks_of)]   # type: ignore[misc]
+    blocks: dict[str, Any] = {block: (model, model()) for _, block, model, _ in blocks_of}
+    engine: Any = Literal[tuple(kind for kind, *_ in blocks_of)]   # the kinds are known at run time only
     repository, tag = split_image(next(image for kind, _, _, image in blocks_of if kind == DEFAULT_KIND))
     return create_model("ChartValues", __base__=CommonValues, __doc__=CommonValues.__doc__,
                         engine=(engine, Field(DEFAULT_KIND, description="the engine whose templates "
@@ -209,14 +213,14 @@ def shm_quantity(size: str) -> str:
     return size[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi"}[unit] if unit in "kmg" else size
 
 
-def accelerator_type(plan) -> str:
+def accelerator_type(plan: Plan) -> str:
     cluster = plan.inventory.cluster
     if cluster.hardware == "a2":
         return "module-910b-8"
     return "module-a3-16-super-pod" if cluster.super_pod else "module-a3-16"
 
 
-def fullname(inv) -> str:
+def fullname(inv: Inventory) -> str:
     """The chart's resource name prefix (templates/_helpers.tpl "chart.fullname", without overrides)."""
     release = inv.helm_release
     name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
@@ -229,7 +233,7 @@ def files_of(artifacts, node: str, names) -> dict[str, str]:
     return {n: by_path[f"{node}/{n}"].content.decode() for n in names if f"{node}/{n}" in by_path}
 
 
-def common_values(plan, **changes) -> dict:
+def common_values(plan: Plan, **changes) -> dict:
     """The common keys for a plan (image, NPUs, shm, weights, scheduler, privileged), plus ``changes``."""
     inv = plan.inventory
     e = inv.engine
@@ -248,7 +252,7 @@ def common_values(plan, **changes) -> dict:
     return out
 
 
-def chart_values(plan, artifacts):
+def chart_values(plan: Plan, artifacts):
     """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
     from deployctl.core.input.merge import deep_merge
 
@@ -260,7 +264,7 @@ def chart_values(plan, artifacts):
     return values
 
 
-def split_secret_env(plan, values: dict) -> dict:
+def split_secret_env(plan: Plan, values: dict) -> dict:
     """Move every secret env variable out of the values' ``env`` maps (the ConfigMaps) into ``secretEnv``
     (one Secret for the release): a variable must then have one value in every pod."""
     from deployctl.core.errors import UsageError

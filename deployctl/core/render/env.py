@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
 
 from deployctl.core.input.envcheck import ENV_KEY  # noqa: E402
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 # docker --env-file reads a line as KEY=VALUE up to the newline, with no quoting: a newline (or any other
 # control character) in a value would start another variable (LD_PRELOAD=...) or split the line
 ENV_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -30,7 +35,7 @@ def env_file(header: list[str], env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def user_env(inv, role: str) -> dict[str, str]:
+def user_env(inv: Inventory, role: str) -> dict[str, str]:
     """engine.env, then the role's own layout.<role>.env over it (pd-split), as env-file values."""
     block = getattr(inv.layout, role, None) if role in ("prefill", "decode") else None
     merged = {**inv.engine.env, **(block.env if block is not None else {})}

@@ -10,11 +10,12 @@ vllm-router speaks to vLLM workers only, not to MindIE.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 from deployctl.core.engine_spec.protocol import Process
 from deployctl.core.models.artifact import Artifact
-from deployctl.core.models.plan import Plan
+from deployctl.core.models.plan import FleetRouter, Plan
 
 READY_LINE = "Loading success."      # the master process, once its worker runs (HAProxy 2.6 haproxy.c)
 HEALTH_PATH = "/deployctl/router-health"   # monitor-uri: HAProxy answers 200 itself
@@ -43,8 +44,12 @@ def backends(plan: Plan) -> list[Backend]:
     return out
 
 
+def _router(plan: Plan) -> FleetRouter:
+    return cast(FleetRouter, plan.router)   # asked only of a plan with a router (render_router)
+
+
 def process(plan: Plan) -> Process:
-    r = plan.router
+    r = _router(plan)
     return Process(containers=(r.container,), start="start-router.sh", ready_container=r.container,
                    ready_line=READY_LINE, health_urls=(f"{r.url}{HEALTH_PATH}",), ports=(r.port, r.admin_port),
                    restart_files=RESTART_FILES, restart_with_engines=False)
@@ -54,7 +59,7 @@ def config(plan: Plan) -> str:
     from deployctl import __version__
     from deployctl.core.render._jinja import render_template
 
-    r = plan.router
+    r = _router(plan)
     servers = backends(plan)
     return render_template("deployctl.core.render/templates/haproxy.cfg.j2", version=__version__,
                            cluster=plan.inventory.cluster.name, ip=r.ip, port=r.port, admin_port=r.admin_port,
@@ -66,7 +71,7 @@ def start_script(plan: Plan) -> str:
     from deployctl import __version__
     from deployctl.core.render._jinja import render_template
 
-    r = plan.router
+    r = _router(plan)
     return render_template("deployctl.core.render/templates/start-router.sh.j2", version=__version__, node=r.node,
                            image=r.image, container=r.container, url=r.url)
 

@@ -167,7 +167,8 @@ def _engine_sections(prop: dict, defs: dict) -> list[str]:
     lines = ["", "## `engine`", "", prop.get("description", ""), "",
              f"`engine.kind` is one of {', '.join(f'`{k}`' for k in prop['properties']['kind']['enum'])} "
              f"(default `{prop['properties']['kind']['default']}`); each kind has its own keys:"]
-    targets, branch = [], prop
+    targets: list[dict] = []
+    branch: dict | None = prop
     while branch:
         if "if" in branch:
             targets.append(branch["then"])

@@ -13,11 +13,17 @@ instance as a `core.Setup` with degrees, dies, SKU, links, MTP) and combines the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.sizing.perf_context import Ctx, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
+from deployctl.core.sizing.hardware import Sku
 from deployctl.core.sizing.step import LINK_NAMES, Step, link_keys, step
 from deployctl.core.sizing.estimate_types import InstanceEstimate, PlanEstimate, StepEstimate, Term, Workload
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
 
 MAX_RHO = 0.95        # queueing formulas stop here (a prefill instance busier than this is the bottleneck)
 
@@ -96,7 +102,7 @@ def evaluate(ctx: Ctx, s_len: int, out_len: int, conc: int) -> Numbers:
     return Numbers(conc, tpot, st.floor / (1 + acc), ttft, thr, limited, st, 0.0, one, full, cap, parts)
 
 
-def _terms(st: Step, extra: list[tuple[str, float, str]] = ()) -> tuple[list[Term], float, str]:
+def _terms(st: Step, extra: Sequence[tuple[str, float, str]] = ()) -> tuple[list[Term], float, str]:
     total = st.total + sum(t for _, t, _ in extra)
     parts = {p.name: p for p in st.parts}
     rows = sorted(st.terms() + list(extra), key=lambda t: -t[1])
@@ -104,7 +110,7 @@ def _terms(st: Step, extra: list[tuple[str, float, str]] = ()) -> tuple[list[Ter
     for name, t, bound in rows:
         p = parts.get(name)
         out.append(Term(name=name, ms=round(t * 1e3, 4), share=round(t / total, 4) if total else 0.0, bound=bound,
-                        floor_ms=round(p.floor(st.sku) * 1e3, 4) if p else None,
+                        floor_ms=round(p.floor(cast(Sku, st.sku)) * 1e3, 4) if p else None,
                         bytes=p.bytes if p else st.comm_bytes.get(name), flops=p.flops if p else None))
     top = out[0]
     what = f"{top.name} ({top.bound}-bound)" if top.bound in ("HBM", "compute") else top.name
@@ -149,7 +155,7 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
     return out
 
 
-def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
+def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
                   calibration: dict | None = None) -> PlanEstimate:
     """The estimate of every instance and of the deployment (see the module docstring)."""
     from deployctl.core.sizing.calibration import fitted_for, fitted_record
@@ -189,7 +195,7 @@ def estimate_plan(plan, workload: Workload, sku: str | None = None, ctx: Ctx | N
         binding = (f"prefill capacity: {n.capacity / w.input_len:.2f} prompts/s of {w.input_len} tokens limit the "
                    f"deployment to {n.throughput:.0f} output tokens/s")
     else:
-        binding = dec.decode.binding
+        binding = cast(StepEstimate, dec.decode).binding   # a mixed or decode instance has its decode step
     c = ctx.consts
     ttft_terms = [Term(name=k, ms=round(v * 1e3, 4), share=round(v / n.ttft, 4) if n.ttft else 0.0,
                        bound="stall" if "queue" in k or "in flight" in k else "link" if "KV" in k else "step")
@@ -235,13 +241,14 @@ def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:
     return InstanceEstimate(**base)
 
 
-def default_workload(plan) -> Workload:
+def default_workload(plan: Plan) -> Workload:
     """The model limits: max_input_len in, max_seq_len - max_input_len out, concurrency from the KV cache."""
     m = plan.inventory.model
     return Workload(input_len=m.max_input_len, output_len=max(1, m.max_seq_len - m.max_input_len))
 
 
-def estimate_point(plan, input_len: int, output_len: int, concurrency: int, calibration: dict | None = None) -> dict:
+def estimate_point(plan: Plan, input_len: int, output_len: int, concurrency: int,
+                   calibration: dict | None = None) -> dict:
     """ttft_ms, tpot_ms, output_tokens_per_s (deployment) and per_die_tokens_per_s at one measured point."""
     est = estimate_plan(plan, Workload(input_len=input_len, output_len=output_len, concurrency=concurrency),
                         ctx=_cached_context(plan, calibration))
@@ -252,7 +259,7 @@ def estimate_point(plan, input_len: int, output_len: int, concurrency: int, cali
 _CONTEXTS: dict[int, tuple[object, object, Ctx]] = {}
 
 
-def _cached_context(plan, calibration: dict | None = None) -> Ctx:
+def _cached_context(plan: Plan, calibration: dict | None = None) -> Ctx:
     """One context per plan object and calibration (bench asks for many points of the same plan); both are kept
     with it so their ids stay their own."""
     hit = _CONTEXTS.get(id(plan))
@@ -275,11 +282,11 @@ def describe(est: PlanEstimate) -> list[str]:
     out[1:1] = describe_line(est)
     alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
-        step_ = inst.decode or inst.prefill
+        step_ = cast(StepEstimate, inst.decode or inst.prefill)   # every instance has one of them
         alike.setdefault((inst.role, inst.dies, step_.step_ms, tuple(sorted(inst.degrees.items()))), []).append(inst)
     for group in alike.values():
         inst = group[0]
-        step_ = inst.decode or inst.prefill
+        step_ = cast(StepEstimate, inst.decode or inst.prefill)   # every instance has one of them
         top = ", ".join(f"{t.name} {t.ms:.1f} ms ({t.share:.0%})" for t in step_.terms[:4])
         name = inst.instance if inst.instance == inst.role else f"{inst.instance} ({inst.role})"
         if len(group) > 1:

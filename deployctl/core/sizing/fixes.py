@@ -14,10 +14,16 @@ these 2 (dp-ep: ...)".
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
+
 MAX_SERVERS = 64          # the most servers a "more servers" hint considers
 
 
-def _first_accepted(inv):
+def _first_accepted(inv: Inventory):
     """(plan, layout) of the first layout the planner and the engine accept on the inventory's servers."""
     from deployctl.core.sizing.recommend import _plan, layouts
 
@@ -28,7 +34,7 @@ def _first_accepted(inv):
     return None
 
 
-def _with_servers(inv, count: int):
+def _with_servers(inv: Inventory, count: int):
     """The inventory with ``count`` servers: its own, then copies of the last one (device IPs left to
     preflight, addresses from TEST-NET-2): what adding servers of the same kind would plan to."""
     nodes = list(inv.nodes[:count])
@@ -42,20 +48,20 @@ def _with_servers(inv, count: int):
     return inv.model_copy(update={"nodes": nodes})
 
 
-def _describe(plan) -> str:
+def _describe(plan: Plan) -> str:
     from deployctl.core.sizing.recommend import _shape
 
     return _shape(plan)
 
 
-def verified_fix(inv) -> str | None:
+def verified_fix(inv: Inventory) -> str | None:
     """The hint for a refused inventory, every suggestion planned and accepted; None when nothing up to
     MAX_SERVERS servers or any shipped quantization fits."""
     found = suggestions(inv)
     return ", or ".join(text for text, _ in found) if found else None
 
 
-def suggestions(inv) -> list[tuple[str, object]]:
+def suggestions(inv: Inventory) -> list[tuple[str, object]]:
     """[(hint text, the changed inventory the planner and the engine accepted)], smallest change first."""
     from deployctl.core import catalog
 
@@ -90,7 +96,7 @@ def suggestions(inv) -> list[tuple[str, object]]:
     return tips
 
 
-def with_verified_hint(exc, inv):
+def with_verified_hint(exc, inv: Inventory):
     """The refusal with its hints replaced by one that works (or its own hints when nothing fits)."""
     import dataclasses
 

@@ -11,7 +11,10 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from deployctl.core.packaged import packaged_text
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from deployctl.core.models.model_info import ModelInfo
 
 
 @dataclass(frozen=True)
@@ -163,12 +166,12 @@ def interp_log(curve: tuple[tuple[float, float], ...], ep: float) -> float:
     return curve[-1][1]
 
 
-def arch(model: str) -> dict[str, float | dict]:
+def arch(model: str) -> dict[str, Any]:
     """arch.yaml entry of a catalog model, `same_as` resolved, values without their sources."""
     return _arch(model)
 
 
-def arch_of(info) -> dict[str, float | dict]:
+def arch_of(info: ModelInfo) -> dict[str, Any]:
     """arch.yaml's entry of a catalog ModelInfo; for a model described from its checkpoint (model.config_path) and
     not in arch.yaml, its own MLA/DSA dimensions ({} when it has none)."""
     if info.arch is not None and info.key not in arch_catalog():
@@ -177,7 +180,7 @@ def arch_of(info) -> dict[str, float | dict]:
 
 
 @cache
-def _arch(model: str) -> dict[str, float | dict]:
+def _arch(model: str) -> dict[str, Any]:
     data = arch_catalog()
     entry = data.get(model)
     if entry is None:

@@ -8,10 +8,16 @@ Nodes are split in order: ``replicas: 4`` over 8 nodes gives [n1 n2] [n3 n4] [n5
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import difflib
 from dataclasses import dataclass
 
 from deployctl.core.errors import Problem
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.input.raw import RawInventory
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ def _role_parts(rl, key: tuple) -> list[tuple[list[str], tuple]]:
     return _split(list(rl.nodes or ()), rl.instances or 1, key + ("nodes",))
 
 
-def groups(inv) -> list[Group]:
+def groups(inv: Inventory) -> list[Group]:
     """The instances' server groups, in plan order (prefill before decode). Assumes a valid inventory."""
     lay = inv.layout
     if is_split(lay):
@@ -59,30 +65,30 @@ def groups(inv) -> list[Group]:
     return _named("mixed", _split([n.name for n in inv.nodes], lay.replicas or 1, ("layout",)))
 
 
-def role_nodes(inv, role: str) -> list[str]:
+def role_nodes(inv: Inventory, role: str) -> list[str]:
     """Every node of a pd-split role, over all its instances."""
     return [n for g in groups(inv) if g.role == role for n in g.nodes]
 
 
-def fleet(inv) -> bool:
+def fleet(inv: Inventory) -> bool:
     """Several mixed instances: they serve behind deployctl's router."""
     return sum(1 for g in groups(inv) if g.role == "mixed") > 1
 
 
-def router_node(inv) -> str | None:
+def router_node(inv: Inventory) -> str | None:
     """The node running the mixed fleet's router (router.node, else the first instance's master)."""
     if not fleet(inv):
         return None
     return (inv.router.node if inv.router and inv.router.node else None) or groups(inv)[0].nodes[0]
 
 
-def _unknown(raw, path: tuple, name: str, names: list[str]) -> Problem:
+def _unknown(raw: RawInventory, path: tuple, name: str, names: list[str]) -> Problem:
     close = difflib.get_close_matches(name, names, n=1)
     return raw.problem(path, f"node '{name}' is not in nodes",
                        f"did you mean '{close[0]}'?" if close else f"known nodes: {', '.join(dict.fromkeys(names))}")
 
 
-def _count_problems(raw, key: tuple, count: int, nodes: int, what: str) -> list[Problem]:
+def _count_problems(raw: RawInventory, key: tuple, count: int, nodes: int, what: str) -> list[Problem]:
     if count > nodes:
         return [raw.problem(key, f"{count} {what} instances need at least {count} nodes; there are {nodes}",
                             f"use at most {nodes} instances, or add nodes")]
@@ -94,7 +100,7 @@ def _count_problems(raw, key: tuple, count: int, nodes: int, what: str) -> list[
     return []
 
 
-def group_problems(inv, raw) -> list[Problem]:
+def group_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """Static checks of how nodes are grouped into instances (validate): every key and node named."""
     lay = inv.layout
     names = [n.name for n in inv.nodes]
@@ -109,23 +115,23 @@ def group_problems(inv, raw) -> list[Problem]:
             rl = getattr(lay, role)
             if rl is None:
                 continue
-            key = ("layout", role)
+            where: tuple[str, ...] = ("layout", role)
             if isinstance(rl.instances, list):
                 if not rl.instances:
-                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances lists no instance",
+                    out.append(raw.problem(where + ("instances",), f"layout.{role}.instances lists no instance",
                                            "give a count, or [{nodes: [...]}, ...]"))
                 if rl.nodes is not None:
-                    out.append(raw.problem(key + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
+                    out.append(raw.problem(where + ("nodes",), f"layout.{role} names its nodes twice (nodes and "
                                            "instances)", "keep one: instances: [{nodes: [...]}, ...] or "
                                            "nodes + instances: <count>"))
             elif rl.nodes is None:
-                out.append(raw.problem(key, f"layout.{role} has no nodes", f"add {role}: {{nodes: [...]}}"))
+                out.append(raw.problem(where, f"layout.{role} has no nodes", f"add {role}: {{nodes: [...]}}"))
             elif isinstance(rl.instances, int):
                 if rl.instances < 1:
-                    out.append(raw.problem(key + ("instances",), f"layout.{role}.instances must be 1 or more",
+                    out.append(raw.problem(where + ("instances",), f"layout.{role}.instances must be 1 or more",
                                            "give the number of instances"))
                 else:
-                    out += _count_problems(raw, key + ("instances",), rl.instances, len(rl.nodes), role)
+                    out += _count_problems(raw, where + ("instances",), rl.instances, len(rl.nodes), role)
         if inv.router is not None:
             out.append(raw.problem(("router",), "router is for several mixed instances; pd-split is routed by "
                                    "the engine's own router (its P/D coordinator or proxy)",
@@ -165,10 +171,11 @@ def group_problems(inv, raw) -> list[Problem]:
     return out
 
 
-def _router_problems(inv, raw) -> list[Problem]:
+def _router_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core.input.hostile import check_image
 
     r = inv.router
+    assert r is not None   # called only with a router block
     out = check_image(raw, r.image, ("router", "image"))
     if r.port == r.admin_port:
         out.append(raw.problem(("router", "admin_port"), "router.port and router.admin_port are the same",

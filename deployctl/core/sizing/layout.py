@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AbstractSet
 
 from deployctl.core import catalog
 from deployctl.core.errors import Problem
 from deployctl.core.models.plan import Degrees
 
+if TYPE_CHECKING:
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.inventory import Inventory
+
 ATTN = ("tp", "dp", "pp", "cp")
 MOE = ("moe_tp", "moe_ep")
 LOCAL_TP = ("o_proj_tp", "lm_head_tp")
 # the degree a preset adjusts when the user pins the others (e.g. dp-ep with tp: 1 -> dp = devices / tp)
-FREE_DEGREE = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", "custom": "dp"}
+FREE_DEGREE: dict[str | None, str] = {"single": "tp", "tp-pp": "pp", "dp-ep": "dp", "prefill": "cp", "decode": "dp", "custom": "dp"}
 
 
 @dataclass
@@ -26,7 +31,7 @@ class InstanceSpec:
     problems: list[Problem] = field(default_factory=list)
 
 
-def effective_preset(inv) -> str | None:
+def effective_preset(inv: Inventory) -> str | None:
     from deployctl.core.sizing.instances import groups
 
     lay = inv.layout
@@ -72,7 +77,7 @@ def _fill(user: dict, preset_row: dict, free: str, devices: int, per_node: int, 
     return deg
 
 
-def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw,
+def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw: RawInventory,
            max_servers: int | None = None) -> list[Problem]:
     out = []
     k = spec.key
@@ -121,7 +126,7 @@ def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, ra
     return out
 
 
-def _role_specs(inv) -> list[InstanceSpec]:
+def _role_specs(inv: Inventory) -> list[InstanceSpec]:
     from deployctl.core.sizing.instances import groups
 
     preset = effective_preset(inv)
@@ -129,7 +134,7 @@ def _role_specs(inv) -> list[InstanceSpec]:
                          preset) for g in groups(inv)]
 
 
-def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
+def resolve_instances(inv: Inventory, raw: RawInventory | None = None) -> list[InstanceSpec]:
     """Return one InstanceSpec per instance with degrees filled in (problems attached)."""
     from deployctl.core.input.raw import RawInventory
 
@@ -150,6 +155,7 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
     many = len(specs) > 1 and preset != "pd-split"
     bad = next((n for n in sizes if meta is not None and not meta.min_nodes <= n <= meta.max_nodes), None)
     if bad is not None:
+        assert meta is not None   # a node count is only refused against a known preset
         where = f"each instance has {bad}" if many else f"the inventory has {bad}"
         specs[0].problems.append(raw.problem(("layout", "preset"), f"preset {preset} needs "
                                  f"{meta.min_nodes}-{meta.max_nodes} nodes; {where}",
@@ -172,13 +178,13 @@ def resolve_instances(inv, raw=None) -> list[InstanceSpec]:
     return specs
 
 
-def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]:
+def layout_problems(inv: Inventory, raw: RawInventory, skip_ips: AbstractSet[str] = frozenset()) -> list[Problem]:
     """Static layout checks used by `validate` (degrees, device IPs of multi-node instances).
 
     Nodes in ``skip_ips`` already have a reported problem with their device IPs (e.g. an unreadable
     hccn_conf); they are not reported again. Missing device IPs are ``NeedsFacts``: preflight discovers them.
     """
-    out = []
+    out: list[Problem] = []
     needs_ips = inv.engine_spec.needs_device_ips
     for spec in resolve_instances(inv, raw):
         out += spec.problems
@@ -187,10 +193,10 @@ def layout_problems(inv, raw, skip_ips: set[str] = frozenset()) -> list[Problem]
     return out
 
 
-def _missing_ips(inv, raw, spec: InstanceSpec, skip: set[str]) -> list[Problem]:
+def _missing_ips(inv: Inventory, raw: RawInventory, spec: InstanceSpec, skip: AbstractSet[str]) -> list[Problem]:
     from deployctl.core.input.gaps import discovery_hint, needs_facts
 
-    out = []
+    out: list[Problem] = []
     need = f"the rank table of the {spec.name} instance needs it"
     discover = discovery_hint(raw.file, "ip")
     for i, node in enumerate(inv.nodes):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
 
-def max_prefill_tokens(inv, role: str = "mixed") -> int:
+
+def max_prefill_tokens(inv: Inventory, role: str = "mixed") -> int:
     """The tokens of one forward batch an instance is configured and memory-sized for (pass the role's view,
     inventory/roles.for_role): the model's (or role's) max_prefill_tokens; unset, a whole longest input, except on
     a pd-split decode role of an engine that chunks prefills, which only ever runs decode steps: its batch

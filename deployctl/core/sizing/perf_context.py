@@ -9,17 +9,22 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from deployctl.core.sizing.step import Consts, Setup
 from deployctl.core.sizing.estimate_types import Mtp
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
+    from deployctl.core.sizing.hardware import Sku
 
 
 @dataclass
 class Ctx:
     """What one plan contributes to every estimate (built once, reused across workloads)."""
 
-    plan: object
-    sku: object
+    plan: Plan
+    sku: Sku
     sku_source: str
     consts: Consts
     mtp: Mtp
@@ -74,7 +79,7 @@ def mtp_of(engine) -> tuple[int, str]:
     return found[0] if found else (0, "")
 
 
-def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
+def _setup(plan: Plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl.core import catalog
 
     inv = plan.inventory
@@ -93,7 +98,7 @@ def _setup(plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
                  microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
 
 
-def context(plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
+def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
     from deployctl.core import catalog
     from deployctl.core.models.plan import Degrees
     from deployctl.core.sizing.calibration import fitted_for, fitted_source
@@ -119,7 +124,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
               "none: model.speculative is not set and the engine settings name no MTP")
     passes = min(drafts, 1) if method == "dflash" else drafts     # DFlash drafts its whole block in one forward
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept, passes) for i in plan.instances}
-    m = catalog.model_of(inv)
+    m = catalog.served_model(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
         from deployctl.core.sizing.calibration import label  # read by the command that asks)
@@ -136,7 +141,7 @@ def context(plan, sku: str | None = None, consts: Consts | None = None, calibrat
                consts_source=where)
 
 
-def _prefill_batch(plan) -> int:
+def _prefill_batch(plan: Plan) -> int:
     """The prefilling role's batch in tokens (its own layout.prefill.model.max_prefill_tokens on pd-split)."""
     from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from deployctl import __version__
 from deployctl.core import catalog
 from deployctl.core.errors import LayoutError, Problem
@@ -22,7 +24,7 @@ def node_devices(inv: Inventory, name: str) -> list[Device]:
 
 def assign_ranks(inv: Inventory, nodes: list[str]) -> list[Rank]:
     """Node by node, device by device (physical id order): rank ids 0..N-1, no interleaving."""
-    ranks = []
+    ranks: list[Rank] = []
     for name in nodes:
         for local, dev in enumerate(node_devices(inv, name)):
             ranks.append(Rank(rank=len(ranks), node=name, device_id=dev.id, local_rank=local,
@@ -39,7 +41,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     inv = for_role(inv, role)
     mem = inv.engine_spec.memory(inv, role, deg)
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
-    return memory_fit(catalog.model_of(inv), quant, split, hbm_gb=inv.cluster.hbm_gb,
+    return memory_fit(catalog.served_model(inv), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name)
@@ -47,7 +49,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
     """Concrete ways out: a smaller quantization that fits this layout, or the dp-ep size that fits."""
-    info = catalog.model_of(inv)
+    info = catalog.served_model(inv)
     own = info.quants[inv.model.quant]
     tips = []
     smaller = [q for q, b in info.quants.items() if b.experts < own.experts]
@@ -71,7 +73,7 @@ def _suggestions(inv: Inventory, failing: list[Instance]) -> str:
 
 
 def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
-    info = catalog.model_of(inv)
+    info = catalog.served_model(inv)
     hw = inv.cluster.hardware.upper()
     problems = []
     for inst in failing:
@@ -99,10 +101,10 @@ def plan_without_hints(inv: Inventory, *, checked: bool = True) -> Plan:
     problems = [p for s in specs for p in s.problems]
     if problems:
         raise LayoutError("the layout does not fit these nodes", problems=problems)
-    info = catalog.model_of(inv)
+    info = catalog.served_model(inv)
     instances = []
     for spec in specs:
-        fit = _fits(inv, inv.model.quant, spec.degrees, spec.role)
+        fit = _fits(inv, inv.model.quant, cast(Degrees, spec.degrees), spec.role)   # resolved: no problems
         ranks = assign_ranks(inv, spec.nodes)
         instances.append(Instance(name=spec.name, role=spec.role, nodes=spec.nodes, master=spec.nodes[0],
                                   world_size=len(ranks), degrees=spec.degrees, ranks=ranks, memory=fit))

@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from deployctl.core.models.base import Frozen
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
 
 
 class Objective(Frozen):
@@ -65,7 +69,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def layouts(inv) -> list[dict]:
+def layouts(inv: Inventory) -> list[dict]:
     """Every layout block worth planning for the inventory's servers (all of them, in inventory order)."""
     from deployctl.core import catalog
 
@@ -99,15 +103,15 @@ def layouts(inv) -> list[dict]:
     if reps > 1:
         return [{**lay, "replicas": reps} for lay in out]
     for p in range(1, n):
-        for tp in (None, *_divisors(per)):
+        for decode_tp in (None, *_divisors(per)):
             decode: dict = {"nodes": names[p:], **expert_tp(n - p)}
-            if tp is not None:
-                decode["tp"] = tp
+            if decode_tp is not None:
+                decode["tp"] = decode_tp
             out.append({"preset": "pd-split", "prefill": {"nodes": names[:p], **expert_tp(p)}, "decode": decode})
     return out
 
 
-def _shape(plan) -> str:
+def _shape(plan: Plan) -> str:
     parts = []
     for inst in plan.instances:
         d = inst.degrees
@@ -166,7 +170,7 @@ def _operating_point(ctx, obj: Objective, cmax: int) -> tuple[int, bool, float]:
     return lo, True, ratio(lo)
 
 
-def _plan(inv, layout: dict):
+def _plan(inv: Inventory, layout: dict):
     """(plan, None) or (None, why it is dropped)."""
     from deployctl.core.errors import DeployctlError
     from deployctl.core.models.inventory import Layout
@@ -184,7 +188,7 @@ def _plan(inv, layout: dict):
     return plan, None
 
 
-def recommend_report(inv, objective: Objective, sku: str | None = None,
+def recommend_report(inv: Inventory, objective: Objective, sku: str | None = None,
                      calibration: dict | None = None) -> Recommendation:
     from deployctl.core.sizing.estimate import batch_limit, context, estimate_plan, kv_concurrency
     from deployctl.core.sizing.estimate_types import Workload
@@ -256,7 +260,7 @@ def _candidate(rank: int, s: _Scored) -> Candidate:
                      notes=s.notes + e.warnings)
 
 
-def recommend(inv, objective: Objective, sku: str | None = None) -> list[Candidate]:
+def recommend(inv: Inventory, objective: Objective, sku: str | None = None) -> list[Candidate]:
     """The layouts the engine accepts on these servers, best first (see the module docstring)."""
     return recommend_report(inv, objective, sku).candidates
 

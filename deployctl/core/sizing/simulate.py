@@ -34,7 +34,7 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from deployctl.core.sizing.clients import Client, arrivals, lengths
 
@@ -101,6 +101,8 @@ class _Loop:
         self.c, self.s, self.st, self.p = client, sched, steps, pside
         rng = self.rng = random.Random(client.seed)
         n = client.total_requests
+        self.inp: tuple[int, ...]
+        self.out: tuple[int, ...]
         self.inp, self.out = zip(*(lengths(client, rng) for _ in range(n))) if n else ((), ())
         self.n = n
         self.arr = [math.inf] * n
@@ -166,13 +168,14 @@ class _Loop:
     # --- prefill side (P/D) ---
     def _run_prefill(self, until: float) -> None:
         """Start every prefill batch whose start time is <= until (FIFO, whole prompts up to the budget)."""
-        p = self.p
+        p = cast(PrefillSide, self.p)   # run only with a prefill side
         while self.pq:
             k = min(range(len(self.pfree)), key=self.pfree.__getitem__)
             start = max(self.pfree[k], self.arr[self.pq[0]])
             if start > until:
                 return
-            batch, tokens = [], 0
+            batch: list[int] = []
+            tokens = 0
             while self.pq and self.arr[self.pq[0]] <= start and (not batch or tokens + self.inp[self.pq[0]] <=
                                                                    p.sched.token_budget):
                 i = self.pq.popleft()
@@ -238,7 +241,7 @@ class _Loop:
         """(decoding requests, {request: prefill tokens this step})."""
         if self.s.chunked and not self.p:
             return self._form_chunked()
-        budget = self.s.token_budget
+        budget: float = self.s.token_budget
         dec = [i for i in self.active if self.rem[i] <= 0]
         chunks: dict[int, float] = {}
         if self.p:
@@ -269,6 +272,7 @@ class _Loop:
         tokens, preempting the newest running request while the free KV falls short; then, only if nothing was
         preempted, waiting ones while batch limit, budget and free KV cover their first chunk (in tokens, not
         blocks; vllm/v1/core/sched/scheduler.py, copied at vllm-ascend@182b75ea core/dyntra_lb_scheduler.py:556-670)."""
+        budget: float
         budget, free = self.s.token_budget, self.s.kv_tokens - self.kv_used
         dec: list[int] = []
         chunks: dict[int, float] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from deployctl.core.sizing.hardware import Sku, arch, arch_of, ep_comm, efficiency, interp_log, links
 
@@ -103,14 +103,18 @@ class Step:
     overlap: bool = False          # comm hidden behind compute (two microbatches)
     sku: Sku | None = None
 
+    @property
+    def _sku(self) -> Sku:
+        return cast(Sku, self.sku)   # step() always sets it
+
     def bound(self, p: Part) -> str:
         """Which side of the calibrated roofline binds the component."""
         eta_bw = efficiency()["eta_bw"]
-        hbm = self.k_hbm * p.bytes / (self.sku.bw * eta_bw)
-        return "HBM" if hbm >= self.k_compute * p.flops / (self.sku.peak(p.int8) * p.eta) else "compute"
+        hbm = self.k_hbm * p.bytes / (self._sku.bw * eta_bw)
+        return "HBM" if hbm >= self.k_compute * p.flops / (self._sku.peak(p.int8) * p.eta) else "compute"
 
     def part_time(self, p: Part) -> float:
-        return p.time(self.sku, efficiency()["eta_bw"], self.k_hbm, self.k_compute)
+        return p.time(self._sku, efficiency()["eta_bw"], self.k_hbm, self.k_compute)
 
     @property
     def compute(self) -> float:
@@ -128,8 +132,8 @@ class Step:
 
     @property
     def floor(self) -> float:
-        return max(sum(p.bytes for p in self.parts) / self.sku.bw,
-                   sum(p.flops / self.sku.peak(p.int8) for p in self.parts))
+        return max(sum(p.bytes for p in self.parts) / self._sku.bw,
+                   sum(p.flops / self._sku.peak(p.int8) for p in self.parts))
 
     def terms(self) -> list[tuple[str, float, str]]:
         """(name, seconds of the calibrated step, what binds it), largest first; with overlap the hidden

@@ -16,6 +16,7 @@ that far.
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 from dataclasses import dataclass
 from functools import cache
 
@@ -101,7 +102,7 @@ def get(doc, path: str, default=MISSING):
     return hits[0][1] if hits and hits[0][1] is not MISSING else default
 
 
-def is_int(v) -> bool:
+def is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -164,7 +165,7 @@ def _types(c: dict, config) -> list[tuple[str, str]]:
                 msg = f"The value of param {key} for {want} is invalid."
             else:
                 msg = f"The type of param {key} should be {want}, but got {type_name(value)}"
-            out.append((at, c.get("message") if key == "ModelConfig" and c.get("message") else msg))
+            out.append((at, c["message"] if key == "ModelConfig" and c.get("message") else msg))
     return out
 
 

@@ -72,7 +72,7 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
 
 def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = role_inventory(plan, node)
-    info = catalog.model_of(inv)
+    info = catalog.served_model(inv)
     d = inst.degrees
     # a distributed DP server holds tp x cp devices; the controller assigns them (llm_manager_impl.cpp L782-803).
     # Otherwise worldSize is this server's own NPU count, as npuDeviceIds lists them: BackendConfig refuses the

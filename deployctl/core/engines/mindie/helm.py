@@ -23,6 +23,8 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
+from typing import cast
+
 from deployctl.core.engine_spec.container import ENV_KEYS
 from deployctl.core.engines.mindie.chart_values import Launchers, MindieValues, Ms, Ports, RankTable
 from deployctl.core.engines.mindie.config import config_files
@@ -35,6 +37,7 @@ from deployctl.core.errors import LayoutError, Problem, RenderError
 from deployctl.core.render.chart_values import Instance, Service, common_values, files_of
 from deployctl.core.render.k8s_nodes import k8s_node
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.plan import Plan
 
 # Differ per server; the chart sets them from the downward API (status.podIP / status.hostIP).
@@ -79,7 +82,7 @@ def _same_dp_servers(plan: Plan, inst) -> None:
 def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     inv = plan.inventory
-    e = inv.engine
+    e = cast(MindieSettings, inv.engine)
     cluster_table = inv.kubernetes.rank_table == "cluster"
     instances = []
     for inst in plan.instances:

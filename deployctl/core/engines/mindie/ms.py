@@ -12,8 +12,10 @@ Written into the folder of the node that runs MindIE-MS (the prefill master). Ex
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.plan import Instance, Plan
 from deployctl.core.engines.mindie.ranktable import uses_super_pod
 from deployctl.core.engines.mindie.topology import distributed
@@ -21,7 +23,7 @@ from deployctl.core.input.merge import deep_merge, merge_by_position, to_json
 
 
 def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
-    ports = plan.inventory.engine.ports
+    ports = cast(MindieSettings, plan.inventory.engine).ports
     servers = []
     for name in inst.nodes:
         node = plan.node(name)
@@ -42,7 +44,7 @@ def _group_servers(plan: Plan, inst: Instance) -> list[dict]:
 
 def global_ranktable_doc(plan: Plan) -> dict:
     ms = next(n for n in plan.nodes if n.runs_router)
-    groups = [
+    groups: list[dict[str, Any]] = [
         {"group_id": "0", "server_count": "1",
          "server_list": [{"server_id": "coordinator", "server_ip": ms.container_ip}]},
         {"group_id": "1", "server_count": "1",
@@ -54,7 +56,7 @@ def global_ranktable_doc(plan: Plan) -> dict:
         group = {"group_id": str(gid), "deploy_server": "1" if distributed(plan, inst) else "0",
                  "server_count": str(len(inst.nodes)), "server_list": _group_servers(plan, inst)}
         if uses_super_pod(plan):
-            pods: dict[str, list] = {}
+            pods: dict[str | None, list] = {}
             for name in inst.nodes:
                 node = plan.node(name)
                 pods.setdefault(node.super_pod_id, []).append({"server_id": node.server_id})
@@ -77,7 +79,7 @@ def _tls_switches(doc: dict, enabled: bool) -> dict:
 
 def controller_doc(plan: Plan) -> dict:
     """Motor's shipped ms_controller.json with the plan's ports, paths and instance shapes."""
-    e = plan.inventory.engine
+    e = cast(MindieSettings, plan.inventory.engine)
     ms = next(n for n in plan.nodes if n.runs_router)
     # every instance of a role has the same shape (rules.py refuses others): the first one speaks for all
     prefill, decode = plan.role("prefill")[0], plan.role("decode")[0]
@@ -123,7 +125,7 @@ def _rates(p: int, d: int) -> dict:
 
 def coordinator_doc(plan: Plan) -> dict:
     """Motor's shipped ms_coordinator.json with the plan's IPs and ports (5 from engine.ports.coordinator)."""
-    e = plan.inventory.engine
+    e = cast(MindieSettings, plan.inventory.engine)
     ms = next(n for n in plan.nodes if n.runs_router)
     port = e.ports.coordinator
     base = _defaults("ms_coordinator")

@@ -11,6 +11,8 @@ A3 with cluster.super_pod adds `super_device_id` per device and `super_pod_list`
 
 from __future__ import annotations
 
+from typing import Any
+
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.plan import Instance, Plan
 from deployctl.core.engines.mindie.topology import distributed
@@ -40,10 +42,10 @@ def ranktable_doc(plan: Plan, inst: Instance) -> dict:
             "container_ip": node.container_ip,
             "device": [device_entry(r, super_pod) for r in inst.ranks if r.node == name],
         })
-    doc = {"version": "1.2" if super_pod else "1.0", "status": "completed",
-           "server_count": str(len(servers)), "server_list": servers}
+    doc: dict[str, Any] = {"version": "1.2" if super_pod else "1.0", "status": "completed",
+                           "server_count": str(len(servers)), "server_list": servers}
     if super_pod:
-        pods: dict[str, list[dict]] = {}
+        pods: dict[str | None, list[dict]] = {}
         for name in inst.nodes:
             node = plan.node(name)
             pods.setdefault(node.super_pod_id, []).append({"server_id": node.server_id})

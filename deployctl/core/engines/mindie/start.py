@@ -10,12 +10,15 @@ Example (abridged)::
 
 from __future__ import annotations
 
+from typing import cast
+
 from deployctl import __version__
 from deployctl.core.engine_spec.container import devices, inventory_mounts
 from deployctl.core.engines.mindie.install import install, ms_home, server
 from deployctl.core.engines.mindie.config import config_files
 from deployctl.core.engines.mindie.processes import container_name, dp_servers, is_distributed
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.plan import Plan, PlanNode
 from deployctl.core.render._jinja import render_template
 
@@ -39,7 +42,7 @@ def engine_files(plan: Plan, node: PlanNode) -> list[str]:
 
 def start_script(plan: Plan, node: PlanNode) -> str:
     inv = plan.inventory
-    e = inv.engine
+    e = cast(MindieSettings, inv.engine)
     weights = inv.model.weights_path
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(weights, weights, "ro")]
     mounts += inventory_mounts(e)
@@ -61,7 +64,7 @@ def dp_cpu_slices(plan: Plan, node: PlanNode) -> int:
 
 
 def ms_script(plan: Plan, node: PlanNode) -> str:
-    e = plan.inventory.engine
+    e = cast(MindieSettings, plan.inventory.engine)
     return render_template(
         f"{__package__}/templates/start-ms.sh.j2", version=__version__, node=node.name, image=e.image,
         container_name=container_name(plan), work_dir=e.work_dir, ms_home=ms_home(e),

@@ -59,7 +59,7 @@ def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
     from deployctl.core.engines.mindie.presets import preset_env
 
     env = preset_env(inv.cluster.hardware, role, inv.engine.env, model=inv.model.name)
-    notes = ()
+    notes: tuple[str, ...] = ()
     o_proj, lm_head = degrees.o_proj_tp, degrees.lm_head_tp
     if backend(inv) == "torch":
         feat = matrix()["features"]["local_tp"]["torch"]
@@ -104,7 +104,7 @@ def matrix_findings(plan) -> list[tuple[str | None, Finding]]:
 def _matrix(plan) -> list:
     inv = plan.inventory
     ver = plan.engine.version
-    out: list[Finding] = []
+    out: list[Finding | tuple[str, Finding]] = []    # a refusal: (its id, the finding)
     data = matrix()
     if ver is None:
         out.append(Finding("warning", "engine.version", f"the MindIE version is unknown ({plan.engine.version_source}): "

@@ -7,12 +7,14 @@ display names): the same data always gives the same text.
 
 from __future__ import annotations
 
+from typing import Any
+
 from deployctl.core.engines.mindie.support import matrix
 
 DIES_PER_SERVER = {"a2": 8, "a3": 16}   # 8 x 910B; A3: 8 NPUs x 2 dies (inventory devices_per_node)
 MARK = {"yes": "✓", "no": "✗", "unverified": "?"}
 RUNTIMES = ("atb", "torch")
-FEATURES = (   # (support.yaml features key, label, {runtime: [(constraint key, what it adds to the cell)]})
+FEATURES: tuple[tuple[str, str, dict[str, list[tuple[str, str]]]], ...] = (   # (support.yaml features key, label, {runtime: [(constraint key, what it adds to the cell)]})
     ("pp", "pp (pipeline parallel)", {"atb": [("pp_with_dp", "not with dp > 1")]}),
     ("cp", "cp (context parallel)", {"atb": [("cp_with_dp", "not with dp > 1")],
                                      "torch": [("cp_with_dp", "not with dp > 1")]}),
@@ -91,7 +93,7 @@ def feature_rows() -> list[dict]:
     feats = data["features"]
     rows = []
     for key, label, extra in FEATURES:
-        row = {"feature": label, "key": key, "sources": {}}
+        row: dict[str, Any] = {"feature": label, "key": key, "sources": {}}
         for rt in RUNTIMES:
             v = feats.get(key, {}).get(rt)
             if v is None:
@@ -104,7 +106,7 @@ def feature_rows() -> list[dict]:
             row[rt] = v["value"] + (f" ({', '.join(cell)})" if cell else "")
             row["sources"][rt] = v.get("source", "")
         rows.append(row)
-    pd = {"feature": "pd-split (distributed decode)", "key": "pd_split", "sources": {}}
+    pd: dict[str, Any] = {"feature": "pd-split (distributed decode)", "key": "pd_split", "sources": {}}
     for rt in RUNTIMES:
         pd[rt], pd["sources"][rt] = _pd_cell(data, rt)
     pd["sources"] = {"all": pd["sources"]["atb"]}

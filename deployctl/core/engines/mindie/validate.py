@@ -23,7 +23,7 @@ OWNED_CONFIG_KEYS = {
     ("BackendConfig", "npuDeviceIds"): "nodes[].devices",
 }
 # engine.ms keys deployctl derives (ports, IPs, paths, TLS, the instance shapes: ms.py)
-OWNED_MS_KEYS = {
+OWNED_MS_KEYS: dict[str, dict[str, str | None]] = {
     "controller": {"deploy_mode": "layout.preset", "cluster_port": "engine.ports.cluster",
                    "global_rank_table_file_path": "engine.work_dir", "mindie_server_port": "engine.ports.http",
                    "mindie_server_control_port": "engine.ports.management",
@@ -68,7 +68,7 @@ def config_sources(inv) -> list[tuple[tuple, dict]]:
     """(key path, overrides) of every config.json override: engine.config, then layout.<role>.engine.config."""
     from deployctl.core.input.roles import ROLES, role_block
 
-    out = [(("engine", "config"), inv.engine.config)]
+    out: list[tuple[tuple, dict]] = [(("engine", "config"), inv.engine.config)]
     for role in ROLES:
         block = role_block(inv, role)
         config = (block.engine or {}).get("config") if block is not None else None

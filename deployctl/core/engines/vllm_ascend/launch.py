@@ -13,6 +13,7 @@ Three shapes (../shared/reference/vllm-ascend.md §1.1):
 from __future__ import annotations
 
 import json
+from typing import cast
 from dataclasses import dataclass, field
 
 from deployctl.core.engines.vllm_ascend.support import feature, is_moe
@@ -167,7 +168,7 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
                                                               "--host", ip, "--port", str(port)]
                 serves.append(Serve(tuple(argv + extra), tuple(range(j * d.tp, (j + 1) * d.tp)), port, 1))
             out[name] = NodeLaunch(tuple(serves), mooncake=True,
-                                   endpoints=tuple((ip, s.port) for s in serves))
+                                   endpoints=tuple((ip, cast(int, s.port)) for s in serves))   # each has its port
             continue
         argv = list(base)
         if d.dp > 1:

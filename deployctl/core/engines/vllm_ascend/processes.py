@@ -10,6 +10,8 @@ The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 
 from __future__ import annotations
 
+from typing import cast
+
 from deployctl.core.engine_spec.protocol import MetricNames, NodeProcesses, Process
 from deployctl.core.engines.vllm_ascend.launch import node_launch
 from deployctl.core.engines.vllm_ascend.support import feature
@@ -34,7 +36,7 @@ def node_processes(plan, node) -> NodeProcesses:
                          ready_count=len(api), fatal_log=TRANSFER_ERRORS if plan.preset == "pd-split" else (),
                          health_urls=tuple(u for s in api for u in (f"http://{ip}:{s.port}/health",
                                                                      f"http://{ip}:{s.port}/v1/models")),
-                         ports=tuple(s.port for s in api))
+                         ports=tuple(cast(int, s.port) for s in api))   # api: the serves with a port
     else:
         engines = sum(s.engines for s in launch.serves)
         engine = Process(containers=(name,), start="start.sh", ready_container=name, ready_line=ENGINE_READY,

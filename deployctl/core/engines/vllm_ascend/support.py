@@ -39,7 +39,7 @@ def feature(name: str, version: str | None) -> dict:
 def is_moe(plan) -> bool:
     from deployctl.core import catalog
 
-    return catalog.model_of(plan.inventory).routed_experts > 0
+    return catalog.served_model(plan.inventory).routed_experts > 0
 
 
 @cache

@@ -8,13 +8,14 @@ A new engine adds its model here and its folder under core/engines/ (CONTRIBUTIN
 
 from __future__ import annotations
 
+from deployctl.core.models.engine import EngineBase
 from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 
 DEFAULT_KIND = "mindie"   # an inventory without engine.kind: the first engine deployctl supported
 
 # engine.kind -> the model of its block
-SETTINGS: dict[str, type] = {
+SETTINGS: dict[str, type[EngineBase]] = {
     "mindie": MindieSettings,
     "vllm-ascend": VllmAscendSettings,
 }
