@@ -73,30 +73,25 @@ class CliReporter:
             self.con.print(("[green]" if u.ok else "[red]") + esc("  " + u.line()) + "[/]")
 
 
-def _break_lock(ctx, yes: bool, reporter: CliReporter) -> None:
+def _break_lock(ctx, yes: bool, reporter: CliReporter, executor) -> None:
     """--break-lock: show who holds the lock, confirm, remove it on every host."""
     from deployctl.backends.hosts.hostlock import break_lock, holders
     from deployctl.backends.hosts.revision import cluster_dir
-    from deployctl.io.ssh import SshExecutor
     from deployctl.backends.common.lockinfo import LockOwner, human_age
 
     cdir = cluster_dir(ctx.plan)
     targets = ctx.targets
-    executor = SshExecutor()
-    try:
-        found = holders(executor, targets, cdir)
-        if not found:
-            reporter.step("--break-lock: no host holds a lock")
-            return
-        for host, text in sorted(found.items()):
-            o = LockOwner.from_json(text)
-            who = f"{o.who()} since {o.started} ({human_age(o.age_s())} ago)" if o else "an unreadable lock"
-            reporter.step(f"lock on {host}: {who}")
-        if not yes and not _ask("Remove this lock? Only if nobody is deploying", reporter):
-            raise typer.Exit(1)
-        reporter.step(f"lock removed on {', '.join(break_lock(executor, targets, cdir))}")
-    finally:
-        executor.close()
+    found = holders(executor, targets, cdir)
+    if not found:
+        reporter.step("--break-lock: no host holds a lock")
+        return
+    for host, text in sorted(found.items()):
+        o = LockOwner.from_json(text)
+        who = f"{o.who()} since {o.started} ({human_age(o.age_s())} ago)" if o else "an unreadable lock"
+        reporter.step(f"lock on {host}: {who}")
+    if not yes and not _ask("Remove this lock? Only if nobody is deploying", reporter):
+        raise typer.Exit(1)
+    reporter.step(f"lock removed on {', '.join(break_lock(executor, targets, cdir))}")
 
 
 def _ask(question: str, reporter: CliReporter) -> bool:
@@ -114,30 +109,35 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
                   facts: Path | None = None, break_lock: bool = False, strategy: str = "rolling",
                   max_unavailable: int = 1, drain_timeout: int = 600) -> None:
     """up / rollback / down on the hosts, printed for people or as JSON."""
-    from deployctl.backends.hosts.up import UpOptions, run_hosts_operation as run
+    from deployctl.app.executors import ssh
+    from deployctl.backends.hosts.up import UpOptions
 
     reporter = CliReporter(output == "json", operation)
     if operation == "up":
         ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
     else:
         ctx = open_context(inventory, "deployed")
-    if break_lock:
-        _break_lock(ctx, yes, reporter)
-    opts = UpOptions(dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
-                     ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull,
-                     to=to, purge=purge, strategy=strategy, max_unavailable=max_unavailable,
-                     drain_timeout=drain_timeout)
-    from deployctl.core.errors import LayoutError
-
-    try:
-        from deployctl.features.preflight.run import run_preflight
-
-        out = run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter), plan=ctx.plan,
-                  preflight=run_preflight)
-    except LayoutError as exc:
-        raise ctx.located(exc) from None
+    with ssh(trust_new_hosts=trust_new_hosts) as executor:      # the command's one executor
+        out = _operate(operation, ctx, reporter, executor, break_lock, yes, UpOptions(
+            dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
+            ready_timeout=ready_timeout, run_root=run_root, inventory_dir=inventory.parent, pull=pull, to=to,
+            purge=purge, strategy=strategy, max_unavailable=max_unavailable, drain_timeout=drain_timeout))
     _print_outcome(operation, ctx, out, output, reporter)
     raise typer.Exit(out.exit_code)
+
+
+def _operate(operation: str, ctx, reporter: CliReporter, executor, break_lock: bool, yes: bool, opts):
+    from deployctl.backends.hosts.up import run_hosts_operation as run
+    from deployctl.core.errors import LayoutError
+    from deployctl.features.preflight.run import run_preflight
+
+    if break_lock:
+        _break_lock(ctx, yes, reporter, executor)
+    try:
+        return run(operation, ctx.inventory, opts, reporter, lambda changes: confirm_changes(reporter),
+                   plan=ctx.plan, preflight=run_preflight, executor=executor)
+    except LayoutError as exc:
+        raise ctx.located(exc) from None
 
 
 def _print_outcome(operation: str, ctx, out, output: str, reporter: CliReporter) -> None:
@@ -191,8 +191,11 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
 
     reporter = CliReporter(output == "json", "up")
     ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
+    from deployctl.app.executors import ssh
+
     try:
-        _plan, changes, keys = host_changes(ctx.inventory, ctx.inventory_dir, plan=ctx.plan)
+        with ssh() as executor:
+            _plan, changes, keys = host_changes(ctx.inventory, ctx.inventory_dir, plan=ctx.plan, executor=executor)
     except LayoutError as exc:
         raise ctx.located(exc) from None
     if output == "json":
@@ -215,7 +218,10 @@ def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
     from deployctl.backends.hosts.status import cluster_status
 
     ctx = open_context(inventory, "deployed")
-    st = cluster_status(ctx.inventory, ctx.inventory_dir, plan=ctx.plan)
+    from deployctl.app.executors import ssh
+
+    with ssh() as executor:
+        st = cluster_status(ctx.inventory, ctx.inventory_dir, plan=ctx.plan, executor=executor)
     code = st.exit_code(expect_up)
     if output == "json":
         echo_json({"state": st.state, "degraded": st.state == "degraded", "live_revision": st.live,
@@ -270,8 +276,11 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
     from deployctl.backends.hosts.logs import collect_logs
 
     ctx = open_context(inventory, "deployed")
-    logs, record = collect_logs(ctx.inventory, ctx.inventory_dir, run_root, hosts=host, since=since, tail=tail,
-                                max_log_mb=max_log_mb, plan=ctx.plan)
+    from deployctl.app.executors import ssh
+
+    with ssh() as executor:
+        logs, record = collect_logs(ctx.inventory, ctx.inventory_dir, run_root, hosts=host, since=since, tail=tail,
+                                    max_log_mb=max_log_mb, plan=ctx.plan, executor=executor)
     failed = sorted(n for n, r in logs.items() if r.error)
     if output == "json":
         doc = {"run": str(record.path), "failed": failed,

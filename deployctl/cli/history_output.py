@@ -40,11 +40,13 @@ def run_history(inventory, output: str) -> None:
     """Hosts: the history every host keeps, merged, with what runs now marked live."""
     from deployctl.app.context import open_context
     from deployctl.backends.hosts import history as hist
+    from deployctl.app.executors import ssh
     from deployctl.backends.hosts.up import read_state
 
     ctx = open_context(inventory, "deployed")
     inv = ctx.inventory
-    _plan, states = read_state(inv, ctx.inventory_dir, plan=ctx.plan)
+    with ssh() as executor:
+        _plan, states = read_state(inv, ctx.inventory_dir, plan=ctx.plan, executor=executor)
     ok = {n: s for n, s in states.items() if not s.error}
     if not ok:
         from deployctl.core.errors import ExecutionError

@@ -254,26 +254,16 @@ def run_status_k8s(inventory: Path, output: str) -> None:
     raise typer.Exit(1 if degraded else 0)
 
 
-def run_diff(inventory: Path, output: str, target: str) -> None:
+def run_diff(inventory: Path, output: str, target: str = "k8s") -> None:
+    """`diff --target k8s` (the hosts' diff is cli/deploy.py run_diff_hosts)."""
+    from deployctl.backends.k8s.up import run_diff as diff_k8s
+
     ctx = open_context(inventory)
-    inv = ctx.inventory
-    if target == "k8s":
-        from deployctl.backends.k8s.up import run_diff as diff_k8s
-
-        changes, actions = diff_k8s(inv, inventory.parent, plan=ctx.plan)
-        if output == "json":
-            echo_json({"objects": [c.__dict__ for c in changes],
-                      "instances": [a.__dict__ for a in actions]})
-        else:
-            con = _console()
-            for table in _changes_table(changes, actions):
-                con.print(table)
-        return
-    from deployctl.cli.deploy import CliReporter
-    from deployctl.backends.hosts.up import host_changes
-
-    changes = host_changes(inv, inventory.parent)
+    changes, actions = diff_k8s(ctx.inventory, inventory.parent, plan=ctx.plan)
     if output == "json":
-        echo_json(changes.model_dump())
+        echo_json({"objects": [c.__dict__ for c in changes],
+                  "instances": [a.__dict__ for a in actions]})
     else:
-        CliReporter(False).changes(None, changes)
+        con = _console()
+        for table in _changes_table(changes, actions):
+            con.print(table)

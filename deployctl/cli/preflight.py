@@ -72,20 +72,20 @@ def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, con
         workers: int, ping_sample: int, run_root: Path) -> None:
     from deployctl.app.inventory import inventory_problems
     from deployctl.app.plan import for_discovery
-    from deployctl.io.ssh import SshExecutor
+    from deployctl.app.executors import ssh
     from deployctl.features.preflight.run import judge_gaps, run_preflight
 
     ctx = for_discovery(inventory)
     raw, inv, gaps = ctx.raw, ctx.inventory, list(ctx.gaps)
     record = start_record(run_root)
-    executor = SshExecutor(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout)
     progress, live = (None, None) if output == "json" else _progress_printer([n.name for n in inv.nodes])
     start = time.monotonic()
     try:
         if live:
             live.start()
-        result = run_preflight(inv, inventory.parent, executor, timeout=timeout, workers=workers,
-                               ping_sample=ping_sample, progress=progress)
+        with ssh(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout) as executor:
+            result = run_preflight(inv, inventory.parent, executor, timeout=timeout, workers=workers,
+                                   ping_sample=ping_sample, progress=progress)
         judge_gaps(inv, gaps, result, lambda facts: inventory_problems(raw, facts=facts)[1])
     except BaseException as exc:
         record.finish("canceled" if isinstance(exc, KeyboardInterrupt) else "failed", 1)
@@ -93,7 +93,6 @@ def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, con
     finally:
         if live:
             live.stop()
-        executor.close()
     seconds = time.monotonic() - start
     facts_path = save_facts(record, result, inv, inventory, seconds)
     if output == "json":

@@ -57,8 +57,7 @@ def hook_command_of(ctx, operator: str | None, allow: bool) -> tuple[list[str] |
 
 def run_watch(inventory: Path, output: str, run_root: Path, interval: float, once: bool, confirm: int,
               recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False) -> None:
-    from deployctl.io.ssh import SshExecutor
-    from deployctl.features.watch.loop import Watcher
+    from deployctl.app.executors import ssh
 
     ctx = open_context(inventory, "deployed")
     command, warning = hook_command_of(ctx, hook_command, allow_hook_command)
@@ -74,9 +73,15 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
             last.append(ev)
             del last[:-50]
 
-    from deployctl.backends.hosts.restarts import history_recorder
+    with ssh() as executor:
+        _watch(ctx, plan, executor, run_root, output, once, interval, confirm, recover, command, warning, on_event, last)
 
-    executor = SshExecutor()
+
+def _watch(ctx, plan, executor, run_root, output, once, interval, confirm, recover, command, warning, on_event,
+           last) -> None:
+    from deployctl.backends.hosts.restarts import history_recorder
+    from deployctl.features.watch.loop import Watcher
+
     w = Watcher(plan, ctx.inventory, ctx.targets, executor, run_root, interval=interval, confirm=confirm,
                 on_event=on_event, recover=recover, history=history_recorder(plan, executor, ctx.targets),
                 hook_command=command)
@@ -103,6 +108,4 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
                     live.update(table(w, last))
     except KeyboardInterrupt:
         w.close()
-    finally:
-        executor.close()
     raise typer.Exit(0 if not once or w.healthy() else 1)

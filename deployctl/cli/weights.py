@@ -39,14 +39,11 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
     from deployctl.features.weights.check import check_weights
 
     inv, targets, directory = _load(inventory)
-    executor = _executor(trust_new_hosts)
     if hashes and output.value != "json":
         typer.echo(f"hashing on {len(targets)} nodes at once (sha256 reads every byte: minutes for hundreds "
                    "of GB)…", err=True)
-    try:
+    with _executor(trust_new_hosts) as executor:
         result = check_weights(executor, targets, directory, hashes=hashes, timeout=timeout)
-    finally:
-        executor.close()
     if output.value == "json":
         from deployctl.cli._output import echo_json
 
@@ -99,11 +96,11 @@ def sync(inventory: InventoryOpt,
         raise UsageError(f"--to {to}: {'unknown node ' + ', '.join(unknown) if unknown else 'no node to copy to'}"
                          if unknown or not names else f"--to {to} names the source {source}",
                          hint=f"nodes: {', '.join(by_name)}")
-    executor = _executor(trust_new_hosts)
     bar = _Bars(output.value != "json")
     try:
-        result = sync_weights(executor, src, [by_name[n] for n in names], directory, hashes=hashes,
-                              timeout=timeout, progress=bar.advance, on_plan=bar.start)
+        with _executor(trust_new_hosts) as executor:
+            result = sync_weights(executor, src, [by_name[n] for n in names], directory, hashes=hashes,
+                                  timeout=timeout, progress=bar.advance, on_plan=bar.start)
     except HostError as exc:
         raise UsageError(f"cannot sync from {exc.host}: {exc.message}", hint=exc.hint) from None
     except ValueError as exc:            # an unsafe name in the source's index
@@ -111,7 +108,6 @@ def sync(inventory: InventoryOpt,
                          "file names") from None
     finally:
         bar.stop()
-        executor.close()
     if output.value == "json":
         from deployctl.cli._output import echo_json
 
@@ -145,9 +141,10 @@ def _load(inventory: Path):
 
 
 def _executor(trust_new_hosts: bool):
-    from deployctl.io.ssh import SshExecutor
+    """The command's SSH executor (app/executors.py), closed by the caller."""
+    from deployctl.app.executors import ssh
 
-    return SshExecutor(trust_new_hosts=trust_new_hosts)
+    return ssh(trust_new_hosts=trust_new_hosts)
 
 
 def _diff_table(title: str, diffs):

@@ -86,8 +86,9 @@ def fetch_host_logs(executor: SshExecutor, target: HostTarget, names: list[str],
 
 def collect_logs(inv: Inventory, inventory_dir: Path, run_root: Path, hosts: list[str] | None = None,
                  since: str | None = None, tail: int = 200,
-                 max_log_mb: float | None = None, plan: Plan | None = None) -> tuple[dict[str, HostLogs], RunRecord]:
-    from deployctl.io.ssh import SshExecutor
+                 max_log_mb: float | None = None, plan: Plan | None = None, *,
+                 executor: SshExecutor) -> tuple[dict[str, HostLogs], RunRecord]:
+    """`deployctl logs` over the command's ``executor`` (app/executors.py)."""
     from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
@@ -102,16 +103,12 @@ def collect_logs(inv: Inventory, inventory_dir: Path, run_root: Path, hosts: lis
     max_log = limit_bytes(LOG_ENV, DEFAULT_LOG_MB, max_log_mb)
 
     record = RunRecord.create(run_root, "logs")
-    executor = SshExecutor()
 
     def one(t: HostTarget) -> HostLogs:
         names = [engine] + (list(ms) if has_router(plan, t.name) else [])
         return fetch_host_logs(executor, t, names, record.path / "hosts" / t.name, tail, since, max_log)
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
-            results = list(pool.map(one, targets))
-    finally:
-        executor.close()
+    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+        results = list(pool.map(one, targets))
     record.finish("successful", 0)
     return {t.name: r for t, r in zip(targets, results)}, record

@@ -21,6 +21,7 @@ from deployctl.backends.hosts.remote import container_names
 from deployctl.core.render.processes import has_router
 from deployctl.backends.hosts.verify import Want, container_env_digest, engine_problems
 from deployctl.core.models.deploy import DeployedState
+from deployctl.io.executor import Executor
 from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 
@@ -155,27 +156,23 @@ def _state(plan, rows, live, last, unreachable, absent, any_problem) -> Status:
     return Status("serving", rows, live["revision"] if live else None, note)
 
 
-def cluster_status(inv: Inventory, inventory_dir: Path, plan: Plan | None = None) -> Status:
+def cluster_status(inv: Inventory, inventory_dir: Path, plan: Plan | None = None, *, executor: Executor) -> Status:
+    """`deployctl status` over the command's ``executor`` (app/executors.py)."""
     from deployctl.backends.hosts.hosts import host_targets_abs
     from deployctl.backends.hosts.up import read_state
     from deployctl.core.errors import DeployctlError
-    from deployctl.io.ssh import SshExecutor
     from deployctl.backends.hosts.router_control import Remote, control_for
 
-    executor = SshExecutor()
-    try:
-        plan, states = read_state(inv, inventory_dir, health=True, executor=executor, plan=plan)
-        targets = {t.name: t for t in host_targets_abs(inv, inventory_dir)}
-        ctl = control_for(plan, Remote(executor, targets))
-        view = router = None
-        if ctl is not None and len(plan.instances) > 1:
-            router = {"what": ctl.what, "error": ""}
-            running = any(c.status == "running" for s in states.values() for c in s.containers.values())
-            if running:
-                try:
-                    view = ctl.view()
-                except DeployctlError as exc:
-                    router["error"] = exc.message
-    finally:
-        executor.close()
+    plan, states = read_state(inv, inventory_dir, health=True, executor=executor, plan=plan)
+    targets = {t.name: t for t in host_targets_abs(inv, inventory_dir)}
+    ctl = control_for(plan, Remote(executor, targets))
+    view = router = None
+    if ctl is not None and len(plan.instances) > 1:
+        router = {"what": ctl.what, "error": ""}
+        running = any(c.status == "running" for s in states.values() for c in s.containers.values())
+        if running:
+            try:
+                view = ctl.view()
+            except DeployctlError as exc:
+                router["error"] = exc.message
     return judge(plan, states, view, router)

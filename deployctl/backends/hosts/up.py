@@ -53,61 +53,49 @@ def _preflight(inv: Inventory, opts: UpOptions, executor: Executor, record: RunR
 
 
 def run_hosts_operation(operation: str, inv: Inventory, opts: UpOptions, reporter: UpReporter,
-                        confirm: Callable[[Any], bool], cancel: threading.Event | None = None,
-                        executor: Executor | None = None, runner: Runner | None = None, plan: Plan | None = None,
+                        confirm: Callable[[Any], bool], cancel: threading.Event | None = None, *,
+                        executor: Executor, runner: Runner | None = None, plan: Plan | None = None,
                         preflight: Callable[..., Any] | None = None) -> Outcome:
-    """up, rollback or down on the hosts. ``executor``/``runner`` default to SSH and ansible-runner; ``plan``
+    """up, rollback or down on the hosts over ``executor`` (the command's, app/executors.py; closed by it).
+    ``runner`` defaults to ansible-runner; ``plan``
     is the operation's (its context's), else planned here; ``preflight``: the probe `up` runs first (the feature
     above the backends, handed down by the command: features.preflight.run.run_preflight)."""
     from deployctl.io.ansible import run_playbook
-    from deployctl.io.ssh import SshExecutor
     from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
     record = RunRecord.create(opts.run_root, operation)
-    own = executor is None
-    executor = executor or SshExecutor(trust_new_hosts=opts.trust_new_hosts)
     engine, _ms = container_names(plan)
     backend = HostsBackend(operation, inv, plan, host_targets_abs(inv, opts.inventory_dir), executor,
                            runner or run_playbook, record, opts, reporter,
                            _preflight(inv, opts, executor, record, reporter, engine, plan, preflight))
     popts = Options(dry_run=opts.dry_run, yes=opts.yes or operation == "down",
                     skip_preflight=opts.skip_preflight or operation != "up")
-    try:
-        return run_pipeline(backend, record, popts, reporter, confirm, cancel)
-    finally:
-        if own:
-            executor.close()
+    return run_pipeline(backend, record, popts, reporter, confirm, cancel)
 
 
 def run_up(inv: Inventory, opts: UpOptions, reporter: UpReporter, confirm: Callable[[Any], bool],
-           cancel: threading.Event | None = None, preflight: Callable[..., Any] | None = None) -> Outcome:
-    return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight)
+           cancel: threading.Event | None = None, preflight: Callable[..., Any] | None = None, *,
+           executor: Executor) -> Outcome:
+    return run_hosts_operation("up", inv, opts, reporter, confirm, cancel, preflight=preflight, executor=executor)
 
 
-def read_state(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False,
-               executor: Executor | None = None, plan: Plan | None = None) -> tuple[Plan, dict[str, DeployedState]]:
-    """(plan, states) for the read-only commands: status, diff, history (no lock, no change); ``plan``: the
-    operation's, else planned here."""
+def read_state(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, health: bool = False, *,
+               executor: Executor, plan: Plan | None = None) -> tuple[Plan, dict[str, DeployedState]]:
+    """(plan, states) for the read-only commands: status, diff, history (no lock, no change), over the command's
+    ``executor``; ``plan``: the operation's, else planned here."""
     from deployctl.backends.hosts.remote import read_deployed
     from deployctl.backends.hosts.revision import cluster_dir
-    from deployctl.io.ssh import SshExecutor
     from deployctl.core.sizing.planner import plan_layout
 
     plan = plan if plan is not None else plan_layout(inv)
-    own = executor is None
-    executor = executor or SshExecutor()
-    try:
-        states = read_deployed(plan, host_targets_abs(inv, inventory_dir), executor, cluster_dir(plan),
-                               health=health, timeout=ssh_timeout)
-    finally:
-        if own:
-            executor.close()
+    states = read_deployed(plan, host_targets_abs(inv, inventory_dir), executor, cluster_dir(plan),
+                           health=health, timeout=ssh_timeout)
     return plan, states
 
 
-def host_changes(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, plan: Plan | None = None
-                 ) -> tuple[Plan, ChangeSet, dict[str, dict[str, list[str]]]]:
+def host_changes(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, plan: Plan | None = None, *,
+                 executor: Executor) -> tuple[Plan, ChangeSet, dict[str, dict[str, list[str]]]]:
     """`deployctl diff`: what `up` would change on each host (read-only: SSH reads, no preflight), and
     the key-level changes of every changed file (read from the host's current revision)."""
     from deployctl.backends.hosts.diff import diff_deployment
@@ -115,18 +103,13 @@ def host_changes(inv: Inventory, inventory_dir: Path, ssh_timeout: float = 60, p
     from deployctl.core.render import render_artifacts
 
     from deployctl.backends.hosts.hosts import require_readable
-    from deployctl.io.ssh import SshExecutor
 
-    executor = SshExecutor()     # one connection per host for both reads
-    try:
-        plan, states = read_state(inv, inventory_dir, ssh_timeout, executor=executor, plan=plan)
-        require_readable(states)
-        engine, ms = container_names(plan)
-        bundles = node_bundles(plan, render_artifacts(plan))
-        changes = diff_deployment(plan, bundles, states, engine, ms)
-        keys = _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor)
-    finally:
-        executor.close()
+    plan, states = read_state(inv, inventory_dir, ssh_timeout, executor=executor, plan=plan)   # one connection per
+    require_readable(states)                                                                  # host for both reads
+    engine, ms = container_names(plan)
+    bundles = node_bundles(plan, render_artifacts(plan))
+    changes = diff_deployment(plan, bundles, states, engine, ms)
+    keys = _key_changes(inv, inventory_dir, plan, changes, bundles, ssh_timeout, executor)
     return plan, changes, keys
 
 
