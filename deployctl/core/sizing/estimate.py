@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from deployctl.core.sizing.perf_context import Ctx, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
+from deployctl.core.sizing.perf_context import EstimateInputs, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
 from deployctl.core.sizing.hardware import Sku
 from deployctl.core.sizing.step import LINK_NAMES, Step, link_keys, step
 from deployctl.core.sizing.estimate_types import InstanceEstimate, PlanEstimate, StepEstimate, Term, Workload
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 MAX_RHO = 0.95        # queueing formulas stop here (a prefill instance busier than this is the bottleneck)
 
 
-def _prefill_steps(ctx: Ctx, s_len: int) -> tuple[Step, Step, float]:
+def _prefill_steps(ctx: EstimateInputs, s_len: int) -> tuple[Step, Step, float]:
     """(one prompt alone on its DP group, a full batch on every group, capacity in prompt tokens/s)."""
     key = ("prefill", s_len)
     if key not in ctx.cache:
@@ -57,7 +57,7 @@ class Numbers:
     ttft_parts: dict[str, float]
 
 
-def evaluate(ctx: Ctx, s_len: int, out_len: int, conc: int) -> Numbers:
+def evaluate(ctx: EstimateInputs, s_len: int, out_len: int, conc: int) -> Numbers:
     """The deployment at `conc` concurrent sequences (seconds, tokens/s), spread evenly over its decoding
     instances (the router balances them); prefill capacity adds up over the prefilling instances."""
     dec = ctx.decoder
@@ -124,7 +124,7 @@ def _step_estimate(st: Step, seqs: float, tokens: float, ctx_len: float, extra=(
                         terms=terms, binding=binding)
 
 
-def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
+def _assumptions(ctx: EstimateInputs, w: Workload, conc_note: str) -> list[str]:
     inter = {LINK_NAMES[link_keys(s)[1]] for s in ctx.setups.values()}
     out = [
         f"SKU {ctx.sku.key} ({ctx.sku_source})",
@@ -155,7 +155,7 @@ def _assumptions(ctx: Ctx, w: Workload, conc_note: str) -> list[str]:
     return out
 
 
-def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: Ctx | None = None,
+def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: EstimateInputs | None = None,
                   calibration: dict | None = None) -> PlanEstimate:
     """The estimate of every instance and of the deployment (see the module docstring)."""
     from deployctl.core.sizing.calibration import fitted_for, fitted_record
@@ -210,7 +210,7 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: C
                      "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration}, **served)
 
 
-def _fit_record(ctx: Ctx, fitted_for, fitted_record) -> dict:
+def _fit_record(ctx: EstimateInputs, fitted_for, fitted_record) -> dict:
     """max_error_on_points and source of the deratings in use: the engine's own fit (its engine spec, as
     calibration.fitted_source), or, for deratings the caller gave, only where they came from."""
     spec = ctx.plan.engine_spec
@@ -219,7 +219,7 @@ def _fit_record(ctx: Ctx, fitted_for, fitted_record) -> dict:
     return {"source": ctx.consts_source}
 
 
-def _instance(ctx: Ctx, inst, w: Workload, n: Numbers) -> InstanceEstimate:
+def _instance(ctx: EstimateInputs, inst, w: Workload, n: Numbers) -> InstanceEstimate:
     su = ctx.setups[inst.name]
     intra, inter = link_keys(su)
     base = dict(instance=inst.name, role=inst.role, dies=inst.world_size, link_intra=LINK_NAMES[intra],
@@ -256,10 +256,10 @@ def estimate_point(plan: Plan, input_len: int, output_len: int, concurrency: int
             "per_die_tokens_per_s": est.per_die_tokens_per_s}
 
 
-_CONTEXTS: dict[int, tuple[object, object, Ctx]] = {}
+_CONTEXTS: dict[int, tuple[object, object, EstimateInputs]] = {}
 
 
-def _cached_context(plan: Plan, calibration: dict | None = None) -> Ctx:
+def _cached_context(plan: Plan, calibration: dict | None = None) -> EstimateInputs:
     """One context per plan object and calibration (bench asks for many points of the same plan); both are kept
     with it so their ids stay their own."""
     hit = _CONTEXTS.get(id(plan))

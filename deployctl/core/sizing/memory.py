@@ -50,13 +50,20 @@ def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
     MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 adds its
     indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
     """
-    q = m.quants[quant]
     layers = math.ceil((m.kv.full_layers or m.layers) / d.pp)     # hybrid: only full-attention layers cache KV
+    return int(round(layers * sum(kv_layer_bytes(m, quant, d.tp))))
+
+
+def kv_layer_bytes(m: ModelInfo, quant: str, tp: int) -> tuple[float, float]:
+    """(cache bytes, indexer-key bytes) one token keeps in one attention layer on one die: the one KV formula of the
+    memory plan (kv_bytes_per_token) and of the performance model (the KV a decode step reads, sizing/step.py).
+
+    MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 (DSA) adds its indexer key. GQA splits
+    KV heads over TP until each rank holds one (K and V)."""
+    q = m.quants[quant]
     if m.kv.kind == "mla":
-        per_layer = m.kv.latent * q.kv_cache + m.kv.indexer * q.indexer_cache
-    else:
-        per_layer = 2 * math.ceil(m.kv.kv_heads / d.tp) * m.kv.head_dim * q.kv_cache
-    return int(round(layers * per_layer))
+        return m.kv.latent * q.kv_cache, m.kv.indexer * q.indexer_cache
+    return 2 * math.ceil(m.kv.kv_heads / tp) * m.kv.head_dim * q.kv_cache, 0.0
 
 
 def state_bytes_per_seq(m: ModelInfo, d: Degrees) -> int:

@@ -1,4 +1,4 @@
-"""What one plan contributes to every estimate: the `Ctx` (instances as `core.Setup`s, SKU, deratings, MTP),
+"""What one plan contributes to every estimate: the `EstimateInputs` (instances as `core.Setup`s, SKU, deratings, MTP),
 built once per plan and reused across workloads; the concurrency the KV cache and the batch limit allow.
 
 `deployctl.core.sizing.estimate` combines the steps of a context into an estimate; `serving` simulates its serving loop.
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Ctx:
+class EstimateInputs:
     """What one plan contributes to every estimate (built once, reused across workloads)."""
 
     plan: Plan
@@ -98,7 +98,7 @@ def _setup(plan: Plan, inst, sku, drafts: int, accept: float, passes: int) -> Se
                  microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
 
 
-def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> Ctx:
+def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> EstimateInputs:
     from deployctl.core import catalog
     from deployctl.core.models.plan import Degrees
     from deployctl.core.sizing.calibration import fitted_for, fitted_source
@@ -135,7 +135,7 @@ def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, ca
     where = user.get("source") or ("deratings given by the caller" if consts is not None
                                    else fitted_source(inv.engine_spec))
     consts = consts or fitted_for(inv.engine_spec)     # else the engine's own deratings (or the CloudMatrix fit)
-    return Ctx(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
+    return EstimateInputs(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
                kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user,
                consts_source=where)
@@ -150,7 +150,7 @@ def _prefill_batch(plan: Plan) -> int:
     return max_prefill_tokens(for_role(plan.inventory, role), role)
 
 
-def batch_limit(ctx: Ctx) -> int:
+def batch_limit(ctx: EstimateInputs) -> int:
     """The decoding role's max_batch_size (layout.decode.model's on pd-split) per DP group of the decoding
     instance (assumed: one scheduler per DP rank)."""
     from deployctl.core.input.roles import for_role
@@ -159,7 +159,7 @@ def batch_limit(ctx: Ctx) -> int:
     return limit * ctx.decoder.degrees.dp * ctx.decoders
 
 
-def kv_concurrency(ctx: Ctx, input_len: int, output_len: int) -> int:
+def kv_concurrency(ctx: EstimateInputs, input_len: int, output_len: int) -> int:
     """Sequences of input + output tokens the decoding instance's KV cache holds (plan memory fit)."""
     inst = ctx.decoder
     return ctx.decoders * inst.degrees.dp * ((inst.memory.max_tokens * inst.degrees.cp) // (input_len + output_len))

@@ -1,6 +1,6 @@
 """A plan's serving loop: the simulation (deployctl.core.sizing.simulate) fed with the plan's step model and limits.
 
-`simulate_plan(ctx, client)` turns a `deployctl.core.sizing.estimate.Ctx` into one DP scheduler's `Sched` (token budget
+`simulate_plan(ctx, client)` turns a `deployctl.core.sizing.estimate.EstimateInputs` into one DP scheduler's `Sched` (token budget
 max_prefill_tokens, batch limit max_batch_size, KV cache = the memory fit's max_tokens x CP, chunked prefill for
 vLLM-Ascend, separate prefill/decode batches for MindIE, MTP), step times from `deployctl.core.sizing.step.step` with
 the plan's (or the user's calibrated) deratings, and for pd-split the prefill side and the KV transfer. The

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from deployctl.core.sizing.hardware import Sku, arch, arch_of, ep_comm, efficiency, interp_log, links
+from deployctl.core.sizing.memory import kv_layer_bytes
 
 
 @dataclass(frozen=True)
@@ -164,23 +165,22 @@ def mean_min(s: float, cap: float) -> float:
 
 def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     """(FLOPs per query token per layer on one die, KV bytes per sequence per layer read in decode)."""
-    q = m.quants[s.quant]
     a = arch_of(s.model_info)
     heads = m.heads / s.tp
+    cache, index_key = kv_layer_bytes(m, s.quant, s.tp)       # the memory plan's formula
     if m.kv.kind in ("gqa", "hybrid"):     # hybrid: the full-attention layers' cost (step() counts those layers)
-        kv_heads = math.ceil(m.kv.kv_heads / s.tp)
         pos = ctx if phase == "decode" else (ctx + 1) / 2
-        return 4 * heads * m.kv.head_dim * pos, ctx * 2 * kv_heads * m.kv.head_dim * q.kv_cache
+        return 4 * heads * m.kv.head_dim * pos, ctx * cache
     if "mla" not in a:
         raise ValueError(f"no MLA dimensions for {m.display} in deployctl/core/sizing/arch.yaml")
     mla, dsa = a["mla"], a.get("dsa")
     if phase == "decode":
         c = min(ctx, dsa["index_topk"]) if dsa else ctx
         flops = 2 * heads * (m.kv.latent + mla["kv_lora_rank"]) * c         # absorbed MLA (PM §4.3)
-        kv = c * m.kv.latent * q.kv_cache
+        kv = c * cache                                                       # the selected tokens' latents
         if dsa:
             flops += 2 * dsa["index_n_heads"] / s.tp * dsa["index_head_dim"] * ctx
-            kv += ctx * m.kv.indexer * q.indexer_cache
+            kv += ctx * index_key                                            # every token's indexer key
         return flops, kv
     qk = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     p = mean_min(ctx, dsa["index_topk"]) if dsa else (ctx + 1) / 2
