@@ -248,26 +248,14 @@ def default_workload(plan: Plan) -> Workload:
 
 
 def estimate_point(plan: Plan, input_len: int, output_len: int, concurrency: int,
-                   calibration: dict | None = None) -> dict:
-    """ttft_ms, tpot_ms, output_tokens_per_s (deployment) and per_die_tokens_per_s at one measured point."""
+                   calibration: dict | None = None, inputs: EstimateInputs | None = None) -> dict:
+    """ttft_ms, tpot_ms, output_tokens_per_s (deployment) and per_die_tokens_per_s at one measured point.
+    ``inputs``: the plan's EstimateInputs (context(plan, calibration=...)), made once by a caller that asks for
+    many points of the same plan (bench), else made here."""
     est = estimate_plan(plan, Workload(input_len=input_len, output_len=output_len, concurrency=concurrency),
-                        ctx=_cached_context(plan, calibration))
+                        ctx=inputs if inputs is not None else context(plan, calibration=calibration))
     return {"ttft_ms": est.ttft_ms, "tpot_ms": est.tpot_ms, "output_tokens_per_s": est.output_tokens_per_s,
             "per_die_tokens_per_s": est.per_die_tokens_per_s}
-
-
-_CONTEXTS: dict[int, tuple[object, object, EstimateInputs]] = {}
-
-
-def _cached_context(plan: Plan, calibration: dict | None = None) -> EstimateInputs:
-    """One context per plan object and calibration (bench asks for many points of the same plan); both are kept
-    with it so their ids stay their own."""
-    hit = _CONTEXTS.get(id(plan))
-    if hit is None or hit[0] is not plan or hit[1] is not calibration:
-        if len(_CONTEXTS) >= 8:
-            _CONTEXTS.pop(next(iter(_CONTEXTS)))
-        hit = _CONTEXTS[id(plan)] = (plan, calibration, context(plan, calibration=calibration))
-    return hit[2]
 
 
 def describe(est: PlanEstimate) -> list[str]:
