@@ -342,10 +342,10 @@ def _default_kind(v: Any) -> Any:
     return v
 
 
-if TYPE_CHECKING:   # the same union, spelled out for the type checker
-    from deployctl.core.models.engine_settings import MindieSettings, VllmAscendSettings
+if TYPE_CHECKING:   # the same union, spelled out for the type checker (core/models/engine_settings/)
+    from deployctl.core.models.engine_settings import AnySettings
 
-    EngineSettings = Annotated[MindieSettings | VllmAscendSettings, Field(discriminator="kind")]
+    EngineSettings = Annotated[AnySettings, Field(discriminator="kind")]
 else:
     EngineSettings = Annotated[Union[tuple(SETTINGS.values())], Field(discriminator="kind")]
 

@@ -15,6 +15,7 @@ from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 DEFAULT_KIND = "mindie"   # an inventory without engine.kind: the first engine deployctl supported
 
 # engine.kind -> the model of its block
+AnySettings = MindieSettings | VllmAscendSettings   # the union SETTINGS makes, for the type checker
 SETTINGS: dict[str, type[EngineBase]] = {
     "mindie": MindieSettings,
     "vllm-ascend": VllmAscendSettings,
