@@ -11,7 +11,6 @@ import http.server
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import free_port
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 ENGINE_PY = FAKE_BIN / "engine.py"
@@ -319,12 +319,6 @@ class Instance(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self._send(200, {"choices": [{"message": {"content": "from %s" % self.server.server_address[0]}}]})
-
-
-def free_port(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
 
 
 def serve(ip: str, port: int):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import free_port
 
 VLLM_PY = Path(__file__).resolve().parent / "fake_bin" / "vllm.py"
 ENV = {"PATH": "/usr/bin:/bin", "HCCL_IF_IP": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
@@ -29,12 +30,6 @@ def host(tmp_path):
     settings.write_text(json.dumps({"dev_dir": str(dev), "ip": "127.0.0.1", "node": "unit",
                                     "image": "quay.io/ascend/vllm-ascend:v0.13.0", "engine": {"join_timeout": 3}}))
     return {"model": str(model), "settings": str(settings)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(host, *args, env=None) -> subprocess.Popen:
