@@ -27,18 +27,10 @@ from deployctl.core.models.inventory import Inventory
 from deployctl.io.facts_store import resolve_facts
 from deployctl.features.preflight.rules import check_sdids, not_checked
 from fakecluster import FakeCluster, default_cluster, with_faults
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import cluster_tail
 
 # what preflight can judge differently on another test machine (the nodes share its /dev/shm, clock, disk)
 ENVIRONMENT_WARNINGS = {"shm", "clock", "disk"}
-
-TAIL = """\
-engine:
-  image: {image}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: {preset}}}
-"""
 
 
 # --------------------------------------------------------------------------- helpers (reusable: up/diff tests)
@@ -66,7 +58,7 @@ def discovery_inventory(fc: FakeCluster, path: Path, *, preset: str | None = Non
     hw = fc.specs[0].hardware
     preset = preset or ("single" if len(fc.nodes) == 1 else "tp-pp")
     text = without_discoverables(fc.inventory_snippet()) + (
-        tail or TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR, preset=preset))
+        tail or cluster_tail(hardware=hw, preset=preset))
     path.write_text(text)
     return path
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
 
 from conftest import DEPLOYCTL, run_cli  # noqa: E402
 from fakecluster import default_cluster  # noqa: E402
-from test_fleet_e2e import TAIL, TIMING, Load  # noqa: E402
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR  # noqa: E402
+from test_fleet_e2e import TIMING, Load  # noqa: E402
+from support.inventory import on_cluster  # noqa: E402
 
 HOOK = "import sys; open(sys.argv[1], 'a').write(sys.stdin.read().strip() + chr(10))"
 RECOVERY = """deploy:
@@ -95,9 +95,7 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
         fc.update_node(n.name, engine_timing=TIMING)
     hook_log = tmp_path / "hook.jsonl"
     inv = tmp_path / "inv.yaml"
-    inv.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
-                                                        level="info")
-                   + RECOVERY.format(hook=HOOK, log=hook_log))
+    on_cluster(fc, inv, level="info", replicas=3, router=True, extra=RECOVERY.format(hook=HOOK, log=hook_log))
     runs = tmp_path / "runs"
     res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "90", "--skip-preflight",
                   "--output", "json")

@@ -20,9 +20,9 @@ import json
 import time
 from pathlib import Path
 
-import yaml
-from conftest import EXAMPLES, run_cli
+from conftest import run_cli
 from fakecluster import default_cluster
+from support.inventory import from_example
 from test_watch_e2e import HOOK, Events  # (puts tests/deploy on the path for test_fleet_e2e)
 from test_fleet_e2e import Load  # noqa: I001
 
@@ -59,17 +59,12 @@ class TimedLoad(Load):
 
 
 def inventory(fc, path: Path, hook_log: Path) -> Path:
-    doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
-    doc["cluster"]["name"] = CLUSTER
-    doc["engine"]["image"] = IMAGE
-    doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
-    doc["nodes"] = [{"name": n.name, "address": n.ip, "interface": "eth0"} for n in fc.nodes]
-    doc["layout"] = {"preset": "pd-split", "prefill": {"nodes": ["p1", "p2"], "instances": 2},
-                     "decode": {"nodes": ["d1", "d2"], "instances": 2}}
-    doc["deploy"] = {"recovery": {"enabled": True, "max_restarts": 3, "backoff_s": 2, "ready_timeout_s": 120,
-                                  "hooks": {"command": ["python3", "-c", HOOK, str(hook_log)]}}}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return from_example(
+        "vllm-a3-1p1d-qwen3", path, fc=fc, cluster={"name": CLUSTER}, engine={"image": IMAGE},
+        layout={"preset": "pd-split", "prefill": {"nodes": ["p1", "p2"], "instances": 2},
+                "decode": {"nodes": ["d1", "d2"], "instances": 2}},
+        deploy={"recovery": {"enabled": True, "max_restarts": 3, "backoff_s": 2, "ready_timeout_s": 120,
+                             "hooks": {"command": ["python3", "-c", HOOK, str(hook_log)]}}})
 
 
 def started_at(fc, node: str, name: str) -> str:
