@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support import free_port
+from support.procs import stop_all
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 ENGINE_PY = FAKE_BIN / "engine.py"
@@ -360,11 +361,7 @@ def chat(ip, port):
 
 
 def stop(procs) -> list[str]:
-    outs = []
-    for p in procs:
-        p.terminate()
-        outs.append(p.communicate(timeout=10)[0])
-    return outs
+    return stop_all(procs)
 
 
 def test_pd_distributed_decode_without_dp_servers_never_gets_ready(engine, tmp_path):

@@ -71,7 +71,11 @@ class Prometheus:
                 self.proc.wait(5)
 
     def __enter__(self):
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:           # __exit__ is not called when __enter__ fails
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc):
