@@ -45,6 +45,9 @@ KEX = "curve25519-sha256"
 # sshd also offers the libssh.org name: paramiko (deployctl's SSH client) only knows that one
 SSHD_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
 START_TIMEOUT = 20.0
+# the system ssh client's connect + banner exchange: instant idle, but a loaded machine (2 cores, parallel runs)
+# was seen to take more than 5 s ("Connection timed out during banner exchange")
+SSH_CONNECT_TIMEOUT = 20
 # a test session's list of the name prefixes its clusters used (tests/support/leaks.py sets it in the
 # environment, so that the session's check at the end looks for exactly its own namespaces and links)
 LEDGER_ENV = "DEPLOYCTL_TEST_NETNS_LEDGER"
@@ -531,7 +534,7 @@ Host *
   StrictHostKeyChecking yes
   KexAlgorithms {KEX}
   BatchMode yes
-  ConnectTimeout 5
+  ConnectTimeout {SSH_CONNECT_TIMEOUT}
   ControlMaster no
   LogLevel ERROR
 """)
@@ -600,7 +603,7 @@ Host *
         return ["ssh", "-F", "/dev/null", "-i", str(self.client_key), "-o", "IdentitiesOnly=yes",
                 "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
                 "-o", f"StrictHostKeyChecking={'yes' if strict else 'no'}", "-o", "BatchMode=yes",
-                "-o", f"KexAlgorithms={KEX}", "-o", "ConnectTimeout=5", "-o", "ControlMaster=no",
+                "-o", f"KexAlgorithms={KEX}", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT}", "-o", "ControlMaster=no",
                 "-o", "LogLevel=ERROR", *extra, f"root@{n.ip}"]
 
     def ssh(self, node: str | FakeNode | NodeSpec, cmd: str, *, timeout: float = 60, check: bool = False,

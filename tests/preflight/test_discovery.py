@@ -63,10 +63,15 @@ def discovery_inventory(fc: FakeCluster, path: Path, *, preset: str | None = Non
     return path
 
 
+# SSH connect + banner + auth on a healthy simulated host: well under a second idle, seconds on a loaded machine
+# (2 cores shared by parallel runs); a host that does not answer is a test of its own with its own timeout
+CONNECT_TIMEOUT = 10
+
+
 def preflight(inventory: Path, run_dir: Path, *args: str, output: str = "json"):
     """`deployctl preflight`; returns (CompletedProcess, the JSON report or None)."""
     res = run_cli("preflight", "-i", str(inventory), "--output", output, "--run-dir", str(run_dir),
-                  "--connect-timeout", "2", *args)
+                  "--connect-timeout", str(CONNECT_TIMEOUT), *args)
     assert "Traceback" not in res.stderr and "unexpected error" not in res.stderr, res.stderr
     doc = None
     if output == "json":

@@ -180,7 +180,8 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
         ("successful", "watch restarted mixed-2 on node5, node6"),
         ("successful", "watch restarted mixed-0 on node1, node2")], h
     # every event recorded and sent to the hook command
-    record = next(runs.glob("runs/*-watch/events.jsonl"), None) or max(runs.glob("runs/*watch*/events.jsonl"))
+    # the watch under test started last (after `watch --once`): run directories are named by their start time
+    record = max(runs.glob("runs/*-watch/events.jsonl"))
     recorded = [json.loads(x)["event"] for x in record.read_text().splitlines()]
     assert {"fault", "instance-failed", "drained", "restart", "back"} <= set(recorded), recorded
     hooked = [json.loads(x)["event"] for x in hook_log.read_text().splitlines()]
