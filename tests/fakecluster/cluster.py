@@ -45,14 +45,14 @@ KEX = "curve25519-sha256"
 # sshd also offers the libssh.org name: paramiko (deployctl's SSH client) only knows that one
 SSHD_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
 START_TIMEOUT = 20.0
-# the system ssh client's connect + banner exchange: instant idle, but a loaded machine (2 cores, parallel runs)
-# was seen to take more than 5 s ("Connection timed out during banner exchange")
+# the system ssh client's connect + banner exchange with a node's sshd: instant when the machine is idle, seconds
+# when it is loaded (2 cores shared by parallel runs); a node that does not answer is not waited on this way
 SSH_CONNECT_TIMEOUT = 20
 # a test session's list of the name prefixes its clusters used (tests/support/leaks.py sets it in the
 # environment, so that the session's check at the end looks for exactly its own namespaces and links)
 LEDGER_ENV = "DEPLOYCTL_TEST_NETNS_LEDGER"
 
-_live: dict[str, FakeCluster] = {}       # clusters of this process started and not stopped yet
+_live: dict[str, FakeCluster] = {}       # clusters of this process started and not stopped yet (not persistent)
 
 
 def live_clusters() -> list[FakeCluster]:
@@ -356,7 +356,8 @@ class FakeCluster:
         if problems:
             raise FakeClusterError("cannot run a fake cluster on this machine:\n  - " + "\n  - ".join(problems))
         t0 = time.monotonic()
-        _live[self.prefix] = self
+        if not self.persistent:          # `scripts/fake-cluster up` leaves its cluster running on purpose
+            _live[self.prefix] = self
         _ledger(self.prefix)
         try:
             self._claim_subnet()
