@@ -20,7 +20,11 @@ from test_up_more import JOIN_TIMEOUT, make_cluster, tagged_inventory
 
 @pytest.fixture(scope="module")
 def fc(tmp_path_factory):
-    return make_cluster(tmp_path_factory, default_cluster(2))
+    fc = make_cluster(tmp_path_factory, default_cluster(2))
+    try:
+        yield fc
+    finally:
+        fc.stop()
 
 
 def st(inv: Path, *extra: str) -> tuple[int, dict]:
