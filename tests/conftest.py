@@ -117,9 +117,38 @@ class _K8sLastUser:
 
 def pytest_configure(config):
     import tiers
+    from support import leaks
 
+    leaks.configure(config)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerLeaks(), "deployctl-worker-leaks")
     config.pluginmanager.register(_K8sLastUser(), "deployctl-k8s-last-user")
     tiers.FAST["on"] = (config.getoption("markexpr") or "").replace(" ", "") == "note2e"
+
+
+# ------------------------------------------------------------------ leftovers (tests/support/leaks.py)
+# What the run started (fake clusters' namespaces, sshd, stand-in engines, haproxy, prometheus, the control
+# plane) must be gone at its end: the run fails with the list otherwise, and removes them.
+
+
+class _WorkerLeaks:
+    def pytest_testnodedown(self, node, error):
+        from support import leaks
+
+        leaks.node_down(node)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)   # outermost: after the summary, after xdist stops workers
+def pytest_sessionfinish(session, exitstatus):
+    from support import leaks
+
+    if leaks.is_worker(session.config):
+        leaks.worker_finish(session)            # before xdist sends the worker's output to the controller
+        return (yield)
+    try:
+        return (yield)                          # after xdist's own (trylast) stops the workers
+    finally:
+        leaks.session_finish(session)
 
 
 @pytest.hookimpl(trylast=True)

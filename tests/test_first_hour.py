@@ -19,6 +19,7 @@ import pytest
 from conftest import DEPLOYCTL, EXAMPLES, ROOT, run_cli
 from deployctl.io.executor import HostError, HostTarget
 from deployctl.io.ssh import SshExecutor, describe_connect_error
+from support import free_port
 
 SSHD = "/usr/sbin/sshd"
 
@@ -38,12 +39,6 @@ def _connect_error(target: HostTarget, timeout: float = 1.0) -> tuple[HostError,
     finally:
         executor.close()
     return info.value, time.monotonic() - start
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -73,7 +68,7 @@ def listener(request):
 
 
 def test_refused_port_names_the_port_and_sshd():
-    port = _free_port()
+    port = free_port()
     err, _ = _connect_error(_target(port))
     assert err.kind == "unreachable" and err.host == "node1"
     assert f"127.0.0.1:{port} refused the connection" in err.message
@@ -151,7 +146,7 @@ def sshd(tmp_path_factory):
     d = tmp_path_factory.mktemp("sshd")
     host_key, good, bad = _keygen(d / "host_key"), _keygen(d / "good"), _keygen(d / "bad")
     (d / "authorized_keys").write_text((d / "good.pub").read_text())
-    port = _free_port()
+    port = free_port()
     (d / "sshd_config").write_text(
         f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {host_key}\nPidFile {d}/sshd.pid\n"
         f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPubkeyAuthentication yes\n"

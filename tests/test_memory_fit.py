@@ -8,26 +8,7 @@ from deployctl.core.errors import LayoutError
 from deployctl.core.input.raw import parse_yaml
 from deployctl.core.sizing.planner import plan_layout
 from deployctl.app.inventory import validate_inventory
-
-
-def inventory(model: str, quant: str, nodes: int, preset: str, hardware: str = "a2", version: str = "",
-              **layout) -> str:
-    per = 8 if hardware == "a2" else 16
-    node_yaml = "\n".join(
-        f"  - name: n{k}\n    address: 10.0.{k}.1\n    interface: eth0\n    devices: ["
-        + ", ".join(f"{{id: {i}, ip: 29.{k}.{i}.1}}" for i in range(per)) + "]"
-        for k in range(nodes))
-    extra = "".join(f"\n  {k}: {v}" for k, v in layout.items())
-    return f"""
-cluster: {{name: t, hardware: {hardware}}}
-engine: {{image: mindie:test{f", version: '{version}'" if version else ""}}}
-model: {{name: {model}, quant: {quant}, weights_path: /w, served_name: m,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout:
-  preset: {preset}{extra}
-nodes:
-{node_yaml}
-"""
+from support.inventory import synthetic as inventory
 
 
 def plan_of(text: str):
@@ -96,8 +77,7 @@ def test_v32_adds_the_indexer_cache_and_c8_halves_it():
 
 def test_memory_fraction_override_changes_the_budget():
     base = plan_of(inventory("deepseek-r1", "w8a8", 2, "dp-ep")).instances[0].memory
-    text = inventory("deepseek-r1", "w8a8", 2, "dp-ep").replace(
-        "engine: {image: mindie:test}", "engine: {image: mindie:test, env: {NPU_MEMORY_FRACTION: 0.8}}")
+    text = inventory("deepseek-r1", "w8a8", 2, "dp-ep", env={"NPU_MEMORY_FRACTION": 0.8})
     low = plan_of(text).instances[0].memory
     assert low.memory_fraction == 0.8
     assert low.kv_budget_gb < base.kv_budget_gb

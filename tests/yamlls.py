@@ -37,11 +37,15 @@ class YamlLanguageServer:
         self.messages: queue.Queue = queue.Queue()
         self.next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
-        self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {
-            "workspace": {"configuration": True},
-            "textDocument": {"completion": {"completionItem": {"snippetSupport": False}}}}})
-        self.notify("initialized", {})
-        self.notify("workspace/didChangeConfiguration", {"settings": {"yaml": _SETTINGS}})
+        try:
+            self.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {
+                "workspace": {"configuration": True},
+                "textDocument": {"completion": {"completionItem": {"snippetSupport": False}}}}})
+            self.notify("initialized", {})
+            self.notify("workspace/didChangeConfiguration", {"settings": {"yaml": _SETTINGS}})
+        except BaseException:                   # no `with` body, no __exit__: the server would stay
+            self.__exit__()
+            raise
 
     def __enter__(self):
         return self

@@ -18,7 +18,7 @@ from benchlib import bench_runs, deployctl_bench, png_size, read_jsonl
 from conftest import run_cli
 from fakecluster import FakeCluster, default_cluster
 from fakecluster.fixtures import require_fake_cluster_support
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import on_cluster
 
 # the stand-ins' timing on this cluster (milliseconds)
 A, B, C, D = 300.0, 0.5, 20.0, 4.0          # TTFT = A + B x input tokens; TPOT = C + D x requests in flight
@@ -34,14 +34,6 @@ points:
   - {name: conc-4, input: 256, output: 24, concurrency: 4, requests: 8}
 """
 
-TAIL = """\
-engine:
-  image: {image}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: tp-pp}}
-"""
-
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
@@ -51,7 +43,7 @@ def deployed(tmp_path_factory):
     try:
         work = tmp_path_factory.mktemp("bench")
         inv = work / "inv.yaml"
-        inv.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR))
+        on_cluster(fc, inv)
         res = run_cli("up", "-i", str(inv), "-y", "--skip-preflight", "--run-dir", str(work / "runs"),
                       "--ready-timeout", "90", "--output", "json")
         assert res.returncode == 0, res.stdout + res.stderr

@@ -13,6 +13,7 @@ from deployctl.core.errors import InventoryError
 from deployctl.core.input.raw import parse_yaml
 from deployctl.app.inventory import validate_inventory
 from deployctl.core.sizing.planner import plan_layout
+from support.inventory import synthetic
 from tests.checkpoint.quoted import DSV32_INFERENCE, FIXTURES, QWEN3_235B, write
 
 NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"
@@ -20,21 +21,9 @@ NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"
 
 def inventory(name: str, config: Path | None, quant: str = "bf16", nodes: int = 1, preset: str = "single",
               hardware: str = "a2", engine: str = "vllm-ascend", max_seq_len: int = 8192) -> str:
-    per = 8 if hardware == "a2" else 16
     image = "quay.io/ascend/vllm-ascend:v0.13.0" if engine == "vllm-ascend" else "mindie:test"
-    node_yaml = "\n".join(
-        f"  - name: n{k}\n    address: 10.0.{k}.1\n    interface: eth0\n    devices: ["
-        + ", ".join(f"{{id: {i}, ip: 29.{k}.{i}.1}}" for i in range(per)) + "]" for k in range(nodes))
-    path = f", config_path: '{config}'" if config else ""
-    return f"""
-cluster: {{name: t, hardware: {hardware}}}
-engine: {{kind: {engine}, image: '{image}'}}
-model: {{name: {name}, quant: {quant}, weights_path: /w, served_name: m{path},
-        max_seq_len: {max_seq_len}, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: {preset}}}
-nodes:
-{node_yaml}
-"""
+    return synthetic(name, quant, nodes, preset, hardware=hardware, kind=engine, image=image, config_path=config,
+                     max_seq_len=max_seq_len)
 
 
 def plan_of(text: str):

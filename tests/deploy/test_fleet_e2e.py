@@ -15,17 +15,8 @@ from pathlib import Path
 
 from conftest import run_cli
 from fakecluster import default_cluster
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import on_cluster
 
-TAIL = """\
-engine:
-  image: {image}
-  env: {{MINDIE_LOG_LEVEL: {level}}}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: tp-pp, replicas: 3}}
-router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
-"""
 # every answer takes a while (first token 50 ms, then 15 ms per token): requests are in flight when a replica
 # is drained, so the drain has something to wait for
 TIMING = {"ttft_ms": 50, "tpot_ms": 15}
@@ -33,9 +24,7 @@ ROUTER = "deployctl_fake-a2-6_router"  # deployctl_<cluster name>_router: defaul
 
 
 def inventory(fc, path: Path, level: str) -> Path:
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR,
-                                                         level=level))
-    return path
+    return on_cluster(fc, path, level=level, replicas=3, router=True)
 
 
 def started_at(fc, node: str, name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,11 @@ from test_up_more import JOIN_TIMEOUT, make_cluster, tagged_inventory
 
 @pytest.fixture(scope="module")
 def fc(tmp_path_factory):
-    return make_cluster(tmp_path_factory, default_cluster(2))
+    fc = make_cluster(tmp_path_factory, default_cluster(2))
+    try:
+        yield fc
+    finally:
+        fc.stop()
 
 
 def st(inv: Path, *extra: str) -> tuple[int, dict]:
@@ -184,7 +189,7 @@ def test_launch_under_full_cpu_load(fc, tmp_path):
     assert stress, "stress-ng is missing: the README test command installs it (apt-get install stress-ng)"
     reset(fc, inventory(fc, tmp_path / "inv.yaml"))
     load = subprocess.Popen([stress, "--cpu", str(os.cpu_count() or 2), "--timeout", "300"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         for n in ("node1", "node2"):
             fc.update_node(n, engine_join_timeout=JOIN_TIMEOUT * 5)
@@ -192,7 +197,7 @@ def test_launch_under_full_cpu_load(fc, tmp_path):
         assert res.returncode == 0 and doc["status"] == "successful", res.stderr
         assert all(u["ok"] for u in doc["verified"])
     finally:
-        load.kill()
+        os.killpg(load.pid, signal.SIGKILL)        # stress-ng and its workers
         load.wait()
         for n in ("node1", "node2"):
             fc.update_node(n, engine_join_timeout=JOIN_TIMEOUT)

@@ -12,23 +12,11 @@ from pathlib import Path
 
 from conftest import run_cli
 from fakecluster import default_cluster
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
-
-TAIL = """\
-engine:
-  image: {image}
-  env: {{MINDIE_LOG_LEVEL: {level}}}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: {preset}}}
-"""
+from support.inventory import on_cluster
 
 
 def inventory(fc, path: Path, preset="tp-pp", level="info") -> Path:
-    hw = fc.specs[0].hardware
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR,
-                                                         preset=preset, level=level))
-    return path
+    return on_cluster(fc, path, preset=preset, level=level)
 
 
 def up(inv: Path, runs: Path, *extra: str):

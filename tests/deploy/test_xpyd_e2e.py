@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-from conftest import EXAMPLES, run_cli
+from conftest import run_cli
 from fakecluster import default_cluster
+from support.inventory import from_example
 from test_fleet_e2e import Load
 
 TIMING = {"ttft_ms": 40, "tpot_ms": 15}
@@ -21,15 +21,10 @@ IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0-a3"
 
 
 def inventory(fc, path: Path, decode_env: dict | None = None) -> Path:
-    doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
-    doc["cluster"]["name"] = "qwen3-xpyd"
-    doc["engine"]["image"] = IMAGE
-    doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
-    doc["nodes"] = [{"name": n.name, "address": n.ip, "interface": "eth0"} for n in fc.nodes]
-    doc["layout"] = {"preset": "pd-split", "prefill": {"nodes": ["p1"]},
-                     "decode": {"nodes": ["d1", "d2"], "instances": 2, **({"env": decode_env} if decode_env else {})}}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    return from_example("vllm-a3-1p1d-qwen3", path, fc=fc, cluster={"name": "qwen3-xpyd"}, engine={"image": IMAGE},
+                        layout={"preset": "pd-split", "prefill": {"nodes": ["p1"]},
+                                "decode": {"nodes": ["d1", "d2"], "instances": 2,
+                                           **({"env": decode_env} if decode_env else {})}})
 
 
 def up(inv: Path, runs: Path):

@@ -19,6 +19,7 @@ process died without stopping them.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import ipaddress
 import json
@@ -44,6 +45,41 @@ KEX = "curve25519-sha256"
 # sshd also offers the libssh.org name: paramiko (deployctl's SSH client) only knows that one
 SSHD_KEX = "curve25519-sha256,curve25519-sha256@libssh.org"
 START_TIMEOUT = 20.0
+# the system ssh client's connect + banner exchange with a node's sshd: instant when the machine is idle, seconds
+# when it is loaded (2 cores shared by parallel runs); a node that does not answer is not waited on this way
+SSH_CONNECT_TIMEOUT = 20
+# a test session's list of the name prefixes its clusters used (tests/support/leaks.py sets it in the
+# environment, so that the session's check at the end looks for exactly its own namespaces and links)
+LEDGER_ENV = "DEPLOYCTL_TEST_NETNS_LEDGER"
+
+_live: dict[str, FakeCluster] = {}       # clusters of this process started and not stopped yet (not persistent)
+
+
+def live_clusters() -> list[FakeCluster]:
+    return list(_live.values())
+
+
+def stop_all() -> list[str]:
+    """Stop every cluster of this process still running (the end of a session that was interrupted, or the
+    interpreter's exit); returns their prefixes."""
+    stopped = []
+    for cluster in list(_live.values()):
+        try:
+            cluster.stop()
+        except Exception:                      # the next one still gets its chance
+            pass
+        stopped.append(cluster.prefix)
+    return stopped
+
+
+atexit.register(stop_all)
+
+
+def _ledger(prefix: str) -> None:
+    path = os.environ.get(LEDGER_ENV)
+    if path:
+        with open(path, "a") as f:             # one short line per write: appends do not interleave
+            f.write(prefix + "\n")
 
 
 class FakeClusterError(RuntimeError):
@@ -320,6 +356,9 @@ class FakeCluster:
         if problems:
             raise FakeClusterError("cannot run a fake cluster on this machine:\n  - " + "\n  - ".join(problems))
         t0 = time.monotonic()
+        if not self.persistent:          # `scripts/fake-cluster up` leaves its cluster running on purpose
+            _live[self.prefix] = self
+        _ledger(self.prefix)
         try:
             self._claim_subnet()
             self._register()
@@ -342,6 +381,7 @@ class FakeCluster:
     def stop(self) -> None:
         """Kill everything in the cluster's namespaces, delete namespaces, veths and bridge. Idempotent."""
         teardown_prefix(self.prefix)
+        _live.pop(self.prefix, None)
         if self._owns_lease:
             _release_lease(self.subnet)
             self._owns_lease = False
@@ -495,7 +535,7 @@ Host *
   StrictHostKeyChecking yes
   KexAlgorithms {KEX}
   BatchMode yes
-  ConnectTimeout 5
+  ConnectTimeout {SSH_CONNECT_TIMEOUT}
   ControlMaster no
   LogLevel ERROR
 """)
@@ -564,7 +604,7 @@ Host *
         return ["ssh", "-F", "/dev/null", "-i", str(self.client_key), "-o", "IdentitiesOnly=yes",
                 "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
                 "-o", f"StrictHostKeyChecking={'yes' if strict else 'no'}", "-o", "BatchMode=yes",
-                "-o", f"KexAlgorithms={KEX}", "-o", "ConnectTimeout=5", "-o", "ControlMaster=no",
+                "-o", f"KexAlgorithms={KEX}", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT}", "-o", "ControlMaster=no",
                 "-o", "LogLevel=ERROR", *extra, f"root@{n.ip}"]
 
     def ssh(self, node: str | FakeNode | NodeSpec, cmd: str, *, timeout: float = 60, check: bool = False,

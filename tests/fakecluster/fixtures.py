@@ -55,9 +55,17 @@ def fake_cluster_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
         made.append(cluster)
         return cluster.start()
 
-    yield factory
-    for cluster in reversed(made):
-        cluster.stop()
+    try:
+        yield factory
+    finally:
+        errors = []
+        for cluster in reversed(made):      # every one, even when stopping another failed
+            try:
+                cluster.stop()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import http.client
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from fakecluster.fixtures import require_fake_cluster_support
 from fakecluster.spec import VLLM_IMAGES
 from fakecluster.test_engine import wait_for as engine_wait_for
 from fakecluster.test_timing import load as load_fake
+from support import free_port
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 HAPROXY_IMAGE = "haproxy:2.6"
@@ -334,12 +334,6 @@ def test_haproxy_runs_as_the_haproxy_user(node):
 
 
 # ---- no cluster: version gating, MindIE's metrics -------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_proxy_of_v0_11_has_no_instance_api(tmp_path):
     settings = tmp_path / "settings.json"

@@ -11,7 +11,6 @@ import http.server
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support import free_port
+from support.procs import stop_all
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 ENGINE_PY = FAKE_BIN / "engine.py"
@@ -321,12 +322,6 @@ class Instance(http.server.BaseHTTPRequestHandler):
         self._send(200, {"choices": [{"message": {"content": "from %s" % self.server.server_address[0]}}]})
 
 
-def free_port(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
 def serve(ip: str, port: int):
     srv = http.server.ThreadingHTTPServer((ip, port), Instance)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -366,11 +361,7 @@ def chat(ip, port):
 
 
 def stop(procs) -> list[str]:
-    outs = []
-    for p in procs:
-        p.terminate()
-        outs.append(p.communicate(timeout=10)[0])
-    return outs
+    return stop_all(procs)
 
 
 def test_pd_distributed_decode_without_dp_servers_never_gets_ready(engine, tmp_path):

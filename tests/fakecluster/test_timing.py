@@ -18,6 +18,7 @@ import pytest
 
 from fakecluster import tools
 from fakecluster.spec import NodeSpec, parse_fault
+from support import free_port
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 TIMING = {"ttft_ms": 300.0, "ttft_per_token_ms": 0.5, "tpot_ms": 20.0, "tpot_per_request_ms": 5.0}
@@ -38,14 +39,6 @@ def load(name: str):
 @pytest.fixture(scope="module")
 def fake():
     return load("openai_fake")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def free_range(n: int, avoid=()) -> int:

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support import free_port
+from support.procs import stop, stop_all
 
 VLLM_PY = Path(__file__).resolve().parent / "fake_bin" / "vllm.py"
 ENV = {"PATH": "/usr/bin:/bin", "HCCL_IF_IP": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
@@ -31,20 +33,31 @@ def host(tmp_path):
     return {"model": str(model), "settings": str(settings)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_stand_ins():
+    """Whatever a test started is stopped when it ends, passed or not."""
+    yield
+    stop_all(_started)
+    _started.clear()
 
 
 def start(host, *args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"], **(env or {})})
+    p = subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"], **(env or {})})
+    _started.append(p)
+    return p
 
 
 def finish(p: subprocess.Popen, timeout=15) -> tuple[int, str]:
-    out, _ = p.communicate(timeout=timeout)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        raise
     return p.returncode, out
 
 

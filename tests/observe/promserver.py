@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -14,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import free_port
 
 INSTALL = "apt-get install -y --no-install-recommends prometheus   (.ci/run does)"
 
@@ -23,12 +23,6 @@ def binary(name: str) -> str:
     if path is None:
         pytest.fail(f"{name} is not installed: {INSTALL}", pytrace=False)
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Prometheus:
@@ -77,7 +71,11 @@ class Prometheus:
                 self.proc.wait(5)
 
     def __enter__(self):
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:           # __exit__ is not called when __enter__ fails
+            self.stop()
+            raise
         return self
 
     def __exit__(self, *exc):

@@ -152,18 +152,11 @@ def test_probe_host_runs_the_batch_concurrently_through_an_executor():
     """probe_host with a fake executor (runs argv on this machine): outputs per probe, bounded, fast."""
     import time
 
-    from deployctl.io.executor import CommandResult, HostTarget
+    from deployctl.io.executor import HostTarget
     from deployctl.io.fanout import probe_host
+    from support import FakeExecutor
 
-    class LocalExecutor:
-        argvs: list = []
-
-        def run(self, target, argv, timeout):
-            self.argvs.append(argv)
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-            return CommandResult(target.name, argv[0], res.returncode, res.stdout, res.stderr)
-
-    ex = LocalExecutor()
+    ex = FakeExecutor(here=True)
     cmds = [(f"p.{i}", ["sh", "-c", "date +%s.%N; sleep 0.3; date +%s.%N"]) for i in range(16)]
     t0 = time.monotonic()
     run = probe_host(ex, HostTarget("h", "127.0.0.1"), cmds, 30, parallel=8)

@@ -28,18 +28,10 @@ from deployctl.core.models.inventory import Inventory
 from deployctl.io.facts_store import resolve_facts
 from deployctl.features.preflight.rules import check_sdids, not_checked
 from fakecluster import FakeCluster, default_cluster, with_faults
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import cluster_tail
 
 # what preflight can judge differently on another test machine (the nodes share its /dev/shm, clock, disk)
 ENVIRONMENT_WARNINGS = {"shm", "clock", "disk"}
-
-TAIL = """\
-engine:
-  image: {image}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: {preset}}}
-"""
 
 
 # --------------------------------------------------------------------------- helpers (reusable: up/diff tests)
@@ -67,15 +59,20 @@ def discovery_inventory(fc: FakeCluster, path: Path, *, preset: str | None = Non
     hw = fc.specs[0].hardware
     preset = preset or ("single" if len(fc.nodes) == 1 else "tp-pp")
     text = without_discoverables(fc.inventory_snippet()) + (
-        tail or TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR, preset=preset))
+        tail or cluster_tail(hardware=hw, preset=preset))
     path.write_text(text)
     return path
+
+
+# SSH connect + banner + auth on a healthy simulated host: well under a second idle, seconds on a loaded machine
+# (2 cores shared by parallel runs); a host that does not answer is a test of its own with its own timeout
+CONNECT_TIMEOUT = 10
 
 
 def preflight(inventory: Path, run_dir: Path, *args: str, output: str = "json"):
     """`deployctl preflight`; returns (CompletedProcess, the JSON report or None)."""
     res = run_cli("preflight", "-i", str(inventory), "--output", output, "--run-dir", str(run_dir),
-                  "--connect-timeout", "2", *args)
+                  "--connect-timeout", str(CONNECT_TIMEOUT), *args)
     assert "Traceback" not in res.stderr and "unexpected error" not in res.stderr, res.stderr
     doc = None
     if output == "json":

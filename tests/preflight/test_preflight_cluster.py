@@ -26,35 +26,18 @@ from deployctl.features.preflight import probes
 from fakecluster import FakeCluster, NodeSpec, default_cluster, with_faults
 from fakecluster.fixtures import require_fake_cluster_support
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import on_cluster
 
 # what preflight can judge differently on another test machine (the nodes share its /dev/shm, clock, disk)
 ENVIRONMENT_WARNINGS = {"shm", "clock", "disk"}
-
-TAIL = """\
-engine:
-  image: {image}
-model:
-  name: deepseek-r1
-  quant: w8a8
-  weights_path: {weights}
-  served_name: ds-r1
-  max_seq_len: 8192
-  max_input_len: 4096
-  max_batch_size: 32
-layout:
-  preset: {preset}
-"""
 
 
 # --------------------------------------------------------------------------- helpers
 
 def write_inventory(fc: FakeCluster, path: Path, *, preset: str | None = None, snippet: str | None = None) -> Path:
     """The fake's cluster/ssh/nodes section (a true picture of the healthy cluster) + engine/model/layout."""
-    hw = fc.specs[0].hardware
-    preset = preset or ("single" if len(fc.nodes) == 1 else "tp-pp")
-    path.write_text((snippet or fc.inventory_snippet())
-                    + TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR, preset=preset))
-    return path
+    return on_cluster(fc, path, snippet=snippet or None,
+                      preset=preset or ("single" if len(fc.nodes) == 1 else "tp-pp"))
 
 
 @dataclass
@@ -82,9 +65,14 @@ class Run:
                f"stderr={self.stderr[-2000:]!r})"
 
 
+# SSH connect + banner + auth on a healthy simulated host: well under a second idle, seconds on a loaded machine
+# (2 cores shared by parallel runs); a host that does not answer is a test of its own with its own timeout
+CONNECT_TIMEOUT = 10
+
+
 def preflight(inventory: Path, run_dir: Path, *args: str, output: str = "json") -> Run:
     res = run_cli("preflight", "-i", str(inventory), "--output", output, "--run-dir", str(run_dir),
-                  "--connect-timeout", "2", *args)
+                  "--connect-timeout", str(CONNECT_TIMEOUT), *args)
     assert "Traceback" not in res.stderr and "unexpected error" not in res.stderr, res.stderr
     doc = None
     if output == "json":

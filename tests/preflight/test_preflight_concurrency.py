@@ -26,20 +26,13 @@ from deployctl.io.targets import ssh_targets
 from deployctl.features.preflight.run import run_preflight
 from fakecluster import FakeCluster, default_cluster, with_faults
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from support.inventory import on_cluster
 
 TOOLS = ("npu-smi", "hccn_tool")
 # df of /dev/shm and of the weights' disk: this machine's, shared with everything else running on it
 VOLATILE_PROBES = {"host.shm", "host.weights_df"}
 VOLATILE_FACTS = {"seconds", "clock_offset_s", "shm", "weights_disk"}
 ENVIRONMENT_WARNINGS = {"shm", "clock", "disk"}
-
-TAIL = """\
-engine:
-  image: {image}
-model: {{name: deepseek-r1, quant: w8a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 32}}
-layout: {{preset: {preset}}}
-"""
 
 
 def target(fc: FakeCluster, name: str) -> HostTarget:
@@ -48,10 +41,7 @@ def target(fc: FakeCluster, name: str) -> HostTarget:
 
 
 def write_inventory(fc: FakeCluster, path: Path, preset: str = "tp-pp") -> Path:
-    hw = fc.specs[0].hardware
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES[hw], weights=DEFAULT_WEIGHTS_DIR,
-                                                         preset=preset))
-    return path
+    return on_cluster(fc, path, preset=preset)
 
 
 def stable(facts: HostFacts) -> dict:

@@ -11,6 +11,7 @@ import random
 import threading
 import time
 
+from support import FakeExecutor
 from deployctl.io.executor import CommandResult, HostError, HostTarget
 from deployctl.core.models.facts import IpConf
 from deployctl.core.models.host_facts import DeviceFacts, HostFacts
@@ -92,31 +93,35 @@ def test_a_host_waits_only_for_the_peers_it_pings():
     assert probes.host_ping_checks("n1", order, down, 2) is None             # n3 is down: needs n4 too
 
 
-class GatedExecutor:
+class GatedExecutor(FakeExecutor):
     """A fake host per target: batches run on this machine; `slow`'s first stage waits until `fast` has
     finished its second stage (a fan-out with a barrier between the stages would never get there)."""
 
     def __init__(self):
+        super().__init__(here=True, command="sh")
         self.fast_followed = threading.Event()
         self.log: list[tuple[str, str]] = []
 
-    def run(self, target, argv, timeout):
-        import subprocess
+    @staticmethod
+    def stage(argv) -> str:
+        return "second" if "pong" in argv[2] else "first"
 
+    def answer(self, target, argv):
         if argv[0] == "date":
             return CommandResult(target.name, "date", 0, f"{time.time()}\n")
-        script = argv[2]
-        stage = "second" if "pong" in script else "first"
-        if target.name == "slow" and stage == "first":
+        if target.name == "slow" and self.stage(argv) == "first":
             if not self.fast_followed.wait(10):
                 raise HostError(target.name, "timeout", "the second stage of `fast` never started")
         if target.name == "down":
             raise HostError(target.name, "unreachable", "refused")
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        self.log.append((target.name, stage))
-        if target.name == "fast" and stage == "second":
+        return None                                                  # run here
+
+    def run_here(self, target, argv, timeout):
+        res = super().run_here(target, argv, timeout)
+        self.log.append((target.name, self.stage(argv)))
+        if target.name == "fast" and self.stage(argv) == "second":
             self.fast_followed.set()
-        return CommandResult(target.name, "sh", res.returncode, res.stdout, res.stderr)
+        return res
 
 
 def test_second_stage_starts_while_another_host_is_still_in_the_first():

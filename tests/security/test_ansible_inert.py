@@ -27,6 +27,7 @@ from conftest import EXAMPLES, run_cli
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))
 
 from fakefleet import FakeFleet  # noqa: E402
+from support.inventory import on_cluster  # noqa: E402
 
 
 def _inert(value) -> bool:
@@ -181,22 +182,10 @@ def test_write_inventory_marks_nested_values_and_keeps_numbers(tmp_path):
 
 
 # -- (b), (c): real ansible-runner runs on the controller against a simulated host --------------------------
-TAIL = """\
-engine:
-  image: {image}
-  env: {{MINDIE_LOG_LEVEL: {level}}}
-model: {{name: deepseek-r1, quant: w4a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
-layout: {{preset: single}}
-"""
 
 
 def one_node_inventory(fc, path: Path, level: str = "info") -> Path:
-    from fakecluster.spec import DEFAULT_IMAGES
-
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=WEIGHTS,
-                                                         level=level))
-    return path
+    return on_cluster(fc, path, level=level, quant="w4a8", weights=WEIGHTS, max_batch_size=16, preset="single")
 
 
 class Markers:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +28,7 @@ from deployctl.io.ssh import SshExecutor
 from deployctl.io.batch import batch_argv
 from deployctl.io.fanout import fan_out
 from fakecluster import default_cluster
+from support import FakeExecutor
 
 MB = 2**20
 T = HostTarget("node1", "10.0.0.1")
@@ -149,25 +151,17 @@ def test_stream_reports_a_local_write_failure():
         executor_with(FakeChannel(lambda n: n < MB)).stream(T, ["docker", "logs", "e"], 30, Full(), 3 * MB)
 
 
-class FloodExecutor:
+def flood(target, argv):
     """node1's batch floods (the lock probe): the cap is hit mid-batch; node2 answers."""
-
-    def __init__(self, argv_seen: dict):
-        self.argv_seen = argv_seen
-
-    def run(self, target, argv, timeout):
-        self.argv_seen[target.name] = argv
-        if target.name == "node1":
-            out = b"@@deployctl-begin dep.current\nrev\n@@deployctl-end 0\n@@deployctl-begin dep.lock\n" + b"\0" * MB
-            raise OutputLimitExceeded("node1", "sh -c …", MB, out)
-        from deployctl.io.executor import CommandResult
-        return CommandResult(target.name, "", 0, "@@deployctl-begin dep.lock\n\n@@deployctl-end 0\n")
-
-    def close(self): pass
+    if target.name == "node1":
+        out = b"@@deployctl-begin dep.current\nrev\n@@deployctl-end 0\n@@deployctl-begin dep.lock\n" + b"\0" * MB
+        return OutputLimitExceeded("node1", "sh -c …", MB, out)
+    from deployctl.io.executor import CommandResult
+    return CommandResult(target.name, "", 0, "@@deployctl-begin dep.lock\n\n@@deployctl-end 0\n")
 
 
 def test_fan_out_names_the_flooding_probe_and_keeps_the_others():
-    runs = fan_out(FloodExecutor({}), [T, HostTarget("node2", "10.0.0.2")],
+    runs = fan_out(FakeExecutor(flood), [T, HostTarget("node2", "10.0.0.2")],
                    lambda t: [("dep.current", ["readlink", "/d/current"]), ("dep.lock", ["cat", "/d/lock"])],
                    timeout=10, measure_clock=False)
     err = runs["node1"].error
@@ -187,6 +181,18 @@ AS_LIMIT = 2048 * MB           # the run before the fix dies here (MemoryError) 
 TIME_BOUND = 120               # seconds; the commands take a few
 
 
+def kill_group(p: subprocess.Popen) -> None:
+    """SIGKILL the process group ``p`` leads (its session), then reap ``p``."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        p.communicate(timeout=10)       # a grandchild that left the group could hold the pipes open
+    except subprocess.TimeoutExpired:
+        p.wait()
+
+
 def run_bounded(*args: str, timeout: float = 240, env: dict | None = None
                 ) -> tuple[subprocess.CompletedProcess, int, float]:
     """Run deployctl under RLIMIT_AS in a wrapper whose only child it is: (result, child's max RSS, seconds)."""
@@ -201,12 +207,21 @@ def run_bounded(*args: str, timeout: float = 240, env: dict | None = None
         script = Path(d) / "wrap.py"
         script.write_text(wrapper)
         start = time.monotonic()
-        try:
-            res = subprocess.run([sys.executable, str(script), str(DEPLOYCTL), *args], capture_output=True,
-                                 text=True, timeout=timeout, cwd=ROOT,
-                                 env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", **(env or {})})
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"deployctl {' '.join(args)} did not finish within {timeout} s")
+        argv = [sys.executable, str(script), str(DEPLOYCTL), *args]
+        # a process group of its own: on a timeout (or an interrupt) the wrapper, deployctl and its ssh
+        # children all go, not only the wrapper (subprocess.run's timeout kills that one process)
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              start_new_session=True,
+                              env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", **(env or {})}) as p:
+            try:
+                out, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                kill_group(p)
+                pytest.fail(f"deployctl {' '.join(args)} did not finish within {timeout} s")
+            except BaseException:
+                kill_group(p)
+                raise
+            res = subprocess.CompletedProcess(argv, p.returncode, out, err)
         seconds = time.monotonic() - start
         rss_file = Path(str(script) + ".rss")
         rss = int(rss_file.read_text()) * 1024 if rss_file.exists() else -1

@@ -23,24 +23,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
 
 from conftest import run_cli  # noqa: E402
 from fakecluster import default_cluster  # noqa: E402
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR  # noqa: E402
+from support.inventory import on_cluster  # noqa: E402
 from test_watch_e2e import Events  # noqa: E402
 from test_watch_hostile import BAD, Webhook, _strings  # noqa: E402
 
 # two single-node instances behind deployctl's router (DeepSeek-R1 W4A8 fits one A2 server)
-TAIL = """engine:
-  image: {image}
-model: {{name: deepseek-r1, quant: w4a8, weights_path: {weights}, served_name: ds-r1,
-        max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
-layout: {{preset: single, replicas: 2}}
-router: {{port: 8080, admin_port: 8081, check_interval_ms: 300}}
-"""
 
 
 def inventory(fc, path: Path, deploy: str) -> Path:
-    path.write_text(fc.inventory_snippet() + TAIL.format(image=DEFAULT_IMAGES["a2"], weights=DEFAULT_WEIGHTS_DIR)
-                    + deploy)
-    return path
+    return on_cluster(fc, path, quant="w4a8", max_batch_size=16, preset="single", replicas=2, router=True,
+                      extra=deploy)
 
 
 def test_an_inventory_hook_command_does_not_run_without_the_operators_opt_in(fake_cluster_factory, tmp_path):

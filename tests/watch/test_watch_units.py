@@ -115,6 +115,36 @@ def test_tracker_reports_once_confirms_hangs_and_clears():
     assert tr.round(dead, skip=frozenset({inst.name})) == []
 
 
+def test_tracker_names_the_earliest_fault_among_equals_then_the_node_never_the_answer_order():
+    """The peers of a killed engine die a moment later: the instance is named by the fault seen first (then by
+    node name when they were seen in the same round), whatever order the nodes answered in."""
+    inv, plan = plan_of()
+    inst = next(i for i in plan.instances if len(i.nodes) > 1)
+    a, b = sorted(inst.nodes)[:2]
+    healthy = {n.name: NodeObs(n.name, containers={"e": "running"}, ready=True) for n in plan.nodes}
+
+    def dead(*nodes, order=()):
+        obs = dict(healthy, **{n: NodeObs(n, containers={"e": "exited (137)"}) for n in nodes})
+        return {**{n: obs[n] for n in order}, **obs}       # dict order: the nodes that answered first
+
+    for order in ((a, b), (b, a)):                          # seen in the same round: by node name
+        ev = Tracker(plan, confirm=2).round(dead(a, b, order=order))
+        failed = next(e for e in ev if e["event"] == "instance-failed")
+        assert failed["node"] == a and failed["kind"] == "container", (order, failed)
+    # b's engine died first; a's fault is a round younger and answers first: still named by b
+    tr = Tracker(plan, confirm=2)
+    tr.since[(b, "container", None)] = 0.0
+    ev = tr.round(dead(a, b, order=(a, b)))
+    assert next(e for e in ev if e["event"] == "instance-failed")["node"] == b
+    # a hung node (confirmed over two rounds) seen before a dead one: the dead container still ranks first
+    tr = Tracker(plan, confirm=2)
+    hung = dict(healthy, **{a: NodeObs(a, containers={"e": "running"}, ready=False)})
+    assert tr.round(hung) == []
+    ev = tr.round({**hung, b: NodeObs(b, containers={"e": "exited (137)"})})
+    failed = next(e for e in ev if e["event"] == "instance-failed")
+    assert failed["node"] == b and failed["kind"] == "container", failed
+
+
 class FakeControl:
     what = "the router"
 

@@ -7,8 +7,9 @@ import json
 import subprocess
 
 import pytest
+from support import FakeExecutor
 
-from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.io.executor import HostTarget
 from deployctl.features.weights.check import Difference, check_weights, compare
 from deployctl.features.weights.listing import (MAX_FILES, SCRIPT, FileState, files_of, listing_argv, parse_listing,
                                        safe_dir, safe_name)
@@ -190,24 +191,16 @@ def test_missing_everywhere_is_named_on_every_node():
 
 # --------------------------------------------------------------------------- check over fake hosts
 
-class DirExecutor:
+def DirExecutor(roots, answers=None, down=()):
     """Each node is a local directory standing in for /data/w; ``answers`` replaces a node's listing."""
+    answers = answers or {}
 
-    def __init__(self, roots, answers=None, down=()):
-        self.roots, self.answers, self.down = roots, answers or {}, set(down)
+    def listing(target, argv):
+        if argv[3:4] == ["deployctl-weights"] and target.name in answers:
+            return 0, answers[target.name]
+        return None
 
-    def run(self, target, argv, timeout):
-        if target.name in self.down:
-            raise HostError(target.name, "unreachable", "refused")
-        if argv[3:4] == ["deployctl-weights"] and target.name in self.answers:
-            return CommandResult(target.name, argv[0], 0, self.answers[target.name])
-        argv = [a.replace("/data/w", str(self.roots[target.name])) if a.startswith("/data/w") else a
-                for a in argv]
-        r = run_here(argv)
-        return CommandResult(target.name, argv[0], r.returncode, r.stdout, r.stderr)
-
-    def close(self):
-        pass
+    return FakeExecutor(listing, here=True, roots=roots, root="/data/w", down=down, timeout=30)
 
 
 def make_nodes(tmp_path, n=3):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from support import FakeExecutor
 
-from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.io.executor import HostError, HostTarget
 from deployctl.features.weights.check import CheckResult, Difference
 from deployctl.features.weights.listing import FileState
 from deployctl.features.weights.sync import Source, copy_file, local_listing, plan
@@ -32,22 +33,6 @@ def test_plan_copies_what_differs_and_names_what_it_cannot_fix():
                                                                                      "notfile")]
 
 
-class Scripted:
-    """Answers each `python3 -c SCRIPT` by its label (deployctl-part, deployctl-finish, ...) with what a hostile
-    node might say."""
-
-    def __init__(self, **answers):
-        self.answers, self.calls = answers, []
-
-    def run(self, target, argv, timeout):
-        self.calls.append(argv)
-        rc, out = self.answers[argv[3] if argv[1] == "-c" else argv[0]]
-        return CommandResult(target.name, argv[0], rc, out)
-
-    def labels(self):
-        return [argv[3] for argv in self.calls]
-
-
 DEST = HostTarget("node2", "10.0.0.2")
 
 
@@ -55,7 +40,7 @@ DEST = HostTarget("node2", "10.0.0.2")
                                     (0, "part -5\n"), (0, "part 10 removed because\n"), (0, "part 1" + "0" * 300),
                                     (3, "no such\n")])
 def test_a_junk_part_size_stops_the_copy_of_that_file(answer):
-    ex = Scripted(**{"deployctl-part": answer})
+    ex = FakeExecutor({"deployctl-part": answer})
     with pytest.raises(HostError, match="cannot prepare"):
         copy_file(ex, SRC, DEST, "/data/w", "s1.safetensors", 10, 5, lambda n, b: None)
     assert len(ex.calls) == 1           # nothing was moved into place
@@ -66,17 +51,17 @@ def test_a_complete_part_is_moved_only_when_the_node_says_so():
     h = hashlib.sha256(b"0123456789").hexdigest()
     answers = {"deployctl-part": (0, "part 10\n"), "deployctl-sha": (0, f"ok 640\n{h}\n"),
                "deployctl-partsha": (0, f"sha {h}\n"), "deployctl-finish": (0, "moved\n")}
-    ex = Scripted(**answers)
+    ex = FakeExecutor(answers)
     assert copy_file(ex, SRC, DEST, "/data/w", "s1.safetensors", 10, 5, lambda n, b: seen.append(b)) == 10
-    assert seen == [10] and ex.calls[-1][3:] == ["deployctl-finish", "/data/w", "s1.safetensors", "10", "640"]
-    ex = Scripted(**{**answers, "deployctl-finish": (3, "no size\n"), "deployctl-drop": (0, "dropped\n")})
+    assert seen == [10] and ex.argvs[-1][3:] == ["deployctl-finish", "/data/w", "s1.safetensors", "10", "640"]
+    ex = FakeExecutor({**answers, "deployctl-finish": (3, "no size\n"), "deployctl-drop": (0, "dropped\n")})
     with pytest.raises(HostError, match="not moved into place"):
         copy_file(ex, SRC, DEST, "/data/w", "s1.safetensors", 10, 5, lambda n, b: None)
     assert ex.labels()[-1] == "deployctl-drop"             # a copy given up on leaves no part file
 
 
 def test_unsafe_names_never_reach_the_node():
-    ex = Scripted()
+    ex = FakeExecutor()
     with pytest.raises(ValueError):
         copy_file(ex, SRC, DEST, "/data/w", "../../etc/passwd", 10, 5, lambda n, b: None)
     assert ex.calls == []
@@ -106,7 +91,7 @@ def test_a_weights_path_deployctl_will_not_put_in_a_command_is_exit_2_at_its_lin
 def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
     from deployctl.features.weights.sync import sync_weights
 
-    class Broken(Scripted):
+    class Broken(FakeExecutor):
         def client(self, target):
             raise EOFError("the channel closed")
 
@@ -115,7 +100,7 @@ def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "s1.safetensors").write_bytes(b"x" * 10)
     listing = f"0 ok 2\n1 ok {len(index)}\n2 missing\nend 3\n"
-    ex = Broken(**{"deployctl-weights": (0, listing), "deployctl-part": (0, "part 0\n"),
+    ex = Broken({"deployctl-weights": (0, listing), "deployctl-part": (0, "part 0\n"),
                    "deployctl-space": (0, f"space {1 << 40}\n")})
     src = Source("local", "/data/w", local=tmp_path)
     result = sync_weights(ex, src, [DEST], "/data/w")

@@ -11,9 +11,10 @@ import shlex
 import subprocess
 
 import pytest
+from support import FakeExecutor
 
 from deployctl.core.checkpoint.files import IndexFile
-from deployctl.io.executor import CommandResult, HostError, HostTarget
+from deployctl.io.executor import HostError, HostTarget
 from deployctl.features.weights.listing import FileState, listing_argv, parse_listing
 from deployctl.features.weights.localfs import local_listing, read_index
 from deployctl.features.weights.relay import SPARE, Source, copy_file, room
@@ -26,16 +27,11 @@ NAME = "model-00001-of-00002.safetensors"
 DATA = bytes(range(256)) * 12_000                     # ~3 MB: more than one relay chunk
 
 
-class Here:
+class Here(FakeExecutor):
     """An executor whose node is this machine: run() and streamed sessions run the argv here."""
 
     def __init__(self):
-        self.labels = []
-
-    def run(self, target, argv, timeout):
-        self.labels.append(argv[3])
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        return CommandResult(target.name, argv[0], r.returncode, r.stdout, r.stderr)
+        super().__init__(here=True, timeout=60)
 
     def client(self, target):
         return self
@@ -45,9 +41,6 @@ class Here:
 
     def open_session(self, timeout=None):
         return _Session(self)
-
-    def close(self):
-        pass
 
 
 class _Session:
@@ -59,7 +52,7 @@ class _Session:
 
     def exec_command(self, command):
         argv = shlex.split(command)
-        self.ex.labels.append(argv[3])
+        self.ex.calls.append((NODE.name, argv))
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def recv(self, n):
@@ -277,13 +270,8 @@ def test_the_shards_may_not_hold_more_than_the_index_allows():
         check_sizes("node1", index, {**ref, "s2.safetensors": ok(1), "config.json": ok(2 << 20)}, NAMES)
 
 
-class Space:
-    def __init__(self, answer):
-        self.answer = answer
-
-    def run(self, target, argv, timeout):
-        assert argv[3] == "deployctl-space"
-        return CommandResult(target.name, argv[0], 0, self.answer)
+def Space(answer):
+    return FakeExecutor({"deployctl-space": (0, answer)})      # any other command fails the test
 
 
 def test_the_room_counts_the_copies_one_after_another():

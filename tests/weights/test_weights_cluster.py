@@ -13,24 +13,11 @@ import shutil
 
 from conftest import run_cli
 from fakecluster import default_cluster
-from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR
+from fakecluster.spec import DEFAULT_WEIGHTS_DIR
+from support.inventory import on_cluster
 
 SHARD = "model-00001-of-00002.safetensors"
 PATH = f"{DEFAULT_WEIGHTS_DIR}/{SHARD}"
-TAIL = f"""\
-engine:
-  image: {DEFAULT_IMAGES['a2']}
-model:
-  name: deepseek-r1
-  quant: w8a8
-  weights_path: {DEFAULT_WEIGHTS_DIR}
-  served_name: ds-r1
-  max_seq_len: 8192
-  max_input_len: 4096
-  max_batch_size: 32
-layout:
-  preset: tp-pp
-"""
 
 
 def cli(*args: str):
@@ -53,7 +40,7 @@ def sha(fc, node: str, path: str) -> str:
 def test_check_names_the_node_sync_repairs_it(fake_cluster_factory, tmp_path):
     fc = fake_cluster_factory(default_cluster(3))
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(fc.inventory_snippet() + TAIL)
+    on_cluster(fc, inv)
     assert check(inv)[0] == 0                                   # the simulated hosts start identical
 
     fc.ssh("node2", f"truncate -s 1000 {PATH}", check=True)    # a half-copied shard
@@ -97,7 +84,7 @@ def test_check_names_the_node_sync_repairs_it(fake_cluster_factory, tmp_path):
 def test_sync_from_this_machine_and_a_bad_source(fake_cluster_factory, tmp_path):
     fc = fake_cluster_factory(default_cluster(2))
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(fc.inventory_snippet() + TAIL)
+    on_cluster(fc, inv)
     local = tmp_path / "ckpt"
     shutil.copytree(fc.node("node1").host_path(DEFAULT_WEIGHTS_DIR), local)
     (local / SHARD).write_bytes(b"a checkpoint of another revision")

@@ -17,7 +17,7 @@ from conftest import run_cli
 from fakecluster import default_cluster
 from fakecluster.spec import DEFAULT_WEIGHTS_DIR
 
-from weights.test_weights_cluster import TAIL
+from support.inventory import on_cluster
 
 SHARD = "model-00001-of-00002.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -35,7 +35,7 @@ def cli(*args: str):
 def cluster(factory, tmp_path, n=2):
     fc = factory(default_cluster(n))
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(fc.inventory_snippet() + TAIL)
+    on_cluster(fc, inv)
     return fc, inv
 
 

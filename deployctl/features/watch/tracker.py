@@ -29,6 +29,7 @@ class Tracker:
     plan: object
     confirm: int = 2
     seen: dict[tuple, int] = field(default_factory=dict)      # fault key -> rounds in a row
+    since: dict[tuple, float] = field(default_factory=dict)   # fault key -> first round of that row (time.time())
     active: dict[tuple, Fault] = field(default_factory=dict)  # reported faults
     failed: dict[str, float] = field(default_factory=dict)    # instance -> since when (time.time())
     noted: set[str] = field(default_factory=set)
@@ -50,8 +51,10 @@ class Tracker:
         for key in list(self.seen):
             if key not in current:
                 del self.seen[key]
+                self.since.pop(key, None)
         for key, f in current.items():
             self.seen[key] = self.seen.get(key, 0) + 1
+            self.since.setdefault(key, now)
         for inst in self.plan.instances:
             if inst.name in skip:
                 continue
@@ -66,8 +69,10 @@ class Tracker:
                 events.append(event("cleared", inst.name, f.node, f.cause, f.device, kind=f.kind))
             if mine and inst.name not in self.failed:
                 self.failed[inst.name] = now
-                # named by its most telling fault (hardware before what it causes), every cause listed
-                first = min(mine.values(), key=lambda f: _RANK.get(f.kind, 9))
+                # named by its most telling fault (hardware before what it causes), among equals the one seen
+                # first, then by node (never the order the nodes answered in); every cause listed
+                first = min(mine.values(), key=lambda f: (_RANK.get(f.kind, 9), self.since.get(f.key, now), f.node,
+                                                          -1 if f.device is None else f.device, f.cause))
                 events.append(event("instance-failed", inst.name, first.node, first.cause, first.device,
                                     kind=first.kind, causes=[f"{f.node}: {f.cause}" for f in mine.values()]))
             elif not mine and inst.name in self.failed and _serving(inst, observed):
