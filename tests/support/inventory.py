@@ -121,6 +121,6 @@ def from_example(name: str, path: Path | None = None, *, fc=None, **sections) ->
 
 def example(name: str = "a2-2x8-tp-pp"):
     """inventories/examples/<name>.yaml, validated in full (as `deployctl validate` reads it)."""
-    from deployctl.cli.commands import load_and_validate
+    from deployctl.app.inventory import read_inventory as load_and_validate
 
     return load_and_validate(EXAMPLES / f"{name.removesuffix('.yaml')}.yaml")
