@@ -5,14 +5,17 @@ stages read it."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from deployctl.io.ssh import SshExecutor
+if TYPE_CHECKING:
+    from deployctl.io.ssh import SshExecutor
 
 
 @contextmanager
 def ssh(*, trust_new_hosts: bool = False, connect_timeout: float | None = None) -> Iterator[SshExecutor]:
     """The command's SSH executor (``--trust-new-hosts``, ``--connect-timeout`` as given)."""
+    from deployctl.io.ssh import SshExecutor
+
     executor = (SshExecutor(trust_new_hosts=trust_new_hosts) if connect_timeout is None else
                 SshExecutor(trust_new_hosts=trust_new_hosts, connect_timeout=connect_timeout))
     try:
