@@ -1,6 +1,6 @@
 """The composition root (deployctl/app/) builds what a command runs with, once, and hands it down: the SSH
 executor is made in one place (app/executors.py). (That the engine registry is read only there and by the CLI is
-a rings contract: tests/test_layers.py.)"""
+a rings contract: tests/architecture/test_layers.py.)"""
 
 from __future__ import annotations
 

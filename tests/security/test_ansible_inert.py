@@ -24,9 +24,8 @@ import pytest
 
 from conftest import EXAMPLES, run_cli
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))
 
-from fakefleet import FakeFleet  # noqa: E402
+from support.fakefleet import FakeFleet  # noqa: E402
 from support.inventory import on_cluster  # noqa: E402
 
 

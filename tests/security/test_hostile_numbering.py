@@ -4,7 +4,7 @@ parser refuses, so no live revision and no rollback target were left anywhere.
 
 The next number now follows the agreed history (deployctl/backends/hosts/history.py: the entries a majority of the hosts
 keeping a history hold; a copy more than AHEAD numbers past them is an outlier, named with its host), and no writer
-writes an entry the parser would not read back. In memory (tests/deploy/fakefleet.py); the same forgery on
+writes an entry the parser would not read back. In memory (tests/support/fakefleet.py); the same forgery on
 simulated hosts is in test_hostile_numbering_e2e.py."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # fakefleet, as tests/deploy uses it
 
 from conftest import EXAMPLES  # noqa: E402
 from deployctl.app.inventory import read_inventory as load_and_validate  # noqa: E402
@@ -28,7 +27,7 @@ from deployctl.backends.hosts.up import UpOptions, run_hosts_operation  # noqa: 
 from deployctl.core.errors import DeployctlError, UsageError  # noqa: E402
 from deployctl.core.models.hostdata import MAX_HISTORY, seal  # noqa: E402
 from deployctl.core.sizing.planner import plan_layout  # noqa: E402
-from fakefleet import FakeFleet  # noqa: E402
+from support.fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402
 
 INV = EXAMPLES / "a2-2x8-tp-pp.yaml"

@@ -1,7 +1,7 @@
 """A host that lies about its deployment state (issue 21, observations 1 (parsing), 3 and 4): planted links,
 manifests, history entries, lock files and `docker inspect` answers are parsed at one boundary
 (deployctl/core/models/hostdata.py); what does not parse is a finding naming the host, never a crash, and one host's
-history never decides what happens to another host. Pure and in-memory (tests/deploy/fakefleet.py); the same
+history never decides what happens to another host. Pure and in-memory (tests/support/fakefleet.py); the same
 lies planted on simulated hosts are in test_hostile_state_e2e.py."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))    # fakefleet, as tests/deploy uses it
 
 from conftest import EXAMPLES  # noqa: E402
 from deployctl.app.inventory import read_inventory as load_and_validate  # noqa: E402
@@ -28,7 +27,7 @@ from deployctl.backends.hosts.up import UpOptions, run_hosts_operation  # noqa: 
 from deployctl.core.errors import UsageError  # noqa: E402
 from deployctl.core.sizing.planner import plan_layout  # noqa: E402
 from deployctl.io.batch import ProbeOutput  # noqa: E402
-from fakefleet import FakeFleet  # noqa: E402
+from support.fakefleet import FakeFleet  # noqa: E402
 from recording import RecordingReporter  # noqa: E402
 
 INV = EXAMPLES / "a2-2x8-tp-pp.yaml"

@@ -8,7 +8,7 @@ The pipeline owns the order, the confirmation, the lock's lifetime (taken before
 on success, failure and Ctrl-C), the re-check under the lock, the undo after a failed apply or a
 failed verification, and the run record's status. Everything that touches a host or an API server is
 a method of the backend passed in (as pyinfra passes connectors), so this logic is unit-tested with
-fakes in milliseconds (tests/deploy/test_pipeline.py) and end to end on the simulated hosts.
+fakes in milliseconds (tests/backends/hosts/test_pipeline.py) and end to end on the simulated hosts.
 
 Success is never inferred from the absence of an error: the result of a run is what ``verify``
 reads back from the hosts (or the API server) after ``apply``, compared unit by unit with the intent.

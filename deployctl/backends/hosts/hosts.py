@@ -1,6 +1,6 @@
 """The hosts backend of the deploy pipeline: up, rollback and down over SSH (reads, lock, history) and
 ansible-runner (changes). The executor and the playbook runner are passed in, so the logic is
-unit-tested with fakes (tests/deploy/test_hosts_backend.py) and end to end on the simulated hosts.
+unit-tested with fakes (tests/backends/hosts/test_hosts_backend.py) and end to end on the simulated hosts.
 """
 
 from __future__ import annotations

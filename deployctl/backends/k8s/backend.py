@@ -2,8 +2,8 @@
 
 K8sBackend implements deployctl.backends.common.pipeline.Backend for one Helm release; the Kubernetes API client
 (KubeApi) and the helm runner (HelmClient) are passed to its constructor, so its logic is unit-tested
-with fakes (tests/k8s/test_k8s_backend.py) and end to end against a real control plane (kube-apiserver,
-controller-manager, scheduler; kwok nodes) with the real helm (tests/k8s/test_up_k8s*.py, tests/k8scluster.py).
+with fakes (tests/backends/k8s/test_k8s_backend.py) and end to end against a real control plane (kube-apiserver,
+controller-manager, scheduler; kwok nodes) with the real helm (tests/backends/k8s/test_up_k8s*.py, tests/k8scluster.py).
 
 Stages (the pipeline owns their order, the confirmation, the lock's lifetime and the undo)::
 

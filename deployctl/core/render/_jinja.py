@@ -6,7 +6,7 @@
   ``docker run "$IMAGE"`` with IMAGE=--privileged would be an option, quoting or not.
 
 Every other ``{{ }}`` output is checked by ``finalize``: a control character outside ``q`` fails the render
-(tests/test_script_safety.py also checks that every expression in a ``*.sh.j2`` template is filtered).
+(tests/core/render/test_script_safety.py also checks that every expression in a ``*.sh.j2`` template is filtered).
 """
 
 from __future__ import annotations

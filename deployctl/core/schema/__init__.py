@@ -8,7 +8,7 @@ written.
 
 Draft 7, because the YAML language server validates instances with draft 7 (newer drafts' keywords are
 ignored or reported as unsupported there); jsonschema/check-jsonschema read draft 7 too. The file shipped
-as deployctl/schema/inventory.schema.json is this output: tests/test_inventory_schema.py keeps it in step.
+as deployctl/schema/inventory.schema.json is this output: tests/core/schema/test_inventory_schema.py keeps it in step.
 
 What the schema says is what the models check about one value or one block: keys (unknown keys are
 refused: additionalProperties false), types (strict: "8" is not 8, true is not 1), enums, patterns, ranges,

@@ -4,7 +4,7 @@ The points are ../shared/reference/performance-calibration.md A1, A1b, A2 and A4
 cann-recipes-infer on A3); the G* points are GPUs, which this model does not cover. Each point is a layout the
 model builds from plain parameters (`core.Setup`), never a lookup: `fit()` searches the three deratings that
 minimise the RMS relative error over the points and reproduces `FITTED`; `errors()` gives each point's error
-(docs/performance-model.md has the table; tests/perf checks both).
+(docs/performance-model.md has the table; tests/core/sizing checks both).
 
 Reading of the published numbers (the doc says the same):
 * decode context = input + output / 2 (mean KV length over the generated tokens);
@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from deployctl.core.sizing.step import Consts, Setup, step
 
-# fit() on POINTS gives these (tests/perf/test_calibration.py recomputes them)
+# fit() on POINTS gives these (tests/core/sizing/test_calibration.py recomputes them)
 FITTED = Consts(k_hbm=1.023, k_compute=1.685, k_prefill=2.018)
 # the largest relative error on any point that docs/performance-model.md states (the test keeps it true)
 ERROR_BOUND = 0.12

@@ -2,7 +2,7 @@
 batch limits and HCCL buffers per role (inventories/examples/vllm-a3-pd-roles-qwen3.yaml) renders what vllm-ascend's
 weekly CI runs. The expected side is the CI config's own values as configs/c13.yaml records them (upstream_facts,
 each with its line of QWEN3_235B_PD_3_5K_1_5k.yaml @182b75ea), never deployctl's output. Kubernetes runs the same
-files: tests/k8s/test_chart_vllm.py checks every pod of this example against its bare-metal tree.
+files: tests/backends/k8s/test_chart_vllm.py checks every pod of this example against its bare-metal tree.
 """
 
 from __future__ import annotations

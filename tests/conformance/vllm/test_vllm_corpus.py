@@ -20,7 +20,7 @@ The EXPECTED side is a model of vLLM-Ascend's CI scripts written here from their
                - env = template envs + build_dist_envs L566-576 (MASTER_IP = node 0), all str()
                - proxy on node 0 (build_proxy_server_cmd L579-594): --port 1999 (L23-26, L256-257), every rank
 Both sides are normalised by the same functions (argv parsed with vLLM 0.23's own parser table,
-deployctl/core/engines/vllm_ascend/flags/vllm-0.23.0.json, via tests/engines/vllm_model.py) into:
+deployctl/core/engines/vllm_ascend/flags/vllm-0.23.0.json, via tests/core/engines/vllm_model.py) into:
   * one record per DP rank of each instance (instance = role + DP master): node, devices, launch shape, API
     port, DP size / address / rpc port, and every other flag by name (JSON options key by key);
   * the env of each node (keys the config sets, plus what deployctl adds);
@@ -46,7 +46,7 @@ import pytest
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "engines"))
+sys.path.insert(0, str(HERE.parents[1] / "core" / "engines"))
 sys.path.insert(0, str(HERE.parents[1]))
 
 import vllm_model as vm  # noqa: E402

@@ -23,7 +23,7 @@ class VllmAscendSpec(EngineSpecBase):
     @property
     def perf_deratings(self) -> dict:
         """The step model's deratings for this engine (perf.yaml: fitted on vLLM-Ascend's own published points,
-        tests/perf/fit_engine.py), read by deployctl.core.sizing.calibration.fitted_for."""
+        tests/core/sizing/fit_engine.py), read by deployctl.core.sizing.calibration.fitted_for."""
         from deployctl.core.engines.vllm_ascend.support import perf_deratings
 
         return perf_deratings()

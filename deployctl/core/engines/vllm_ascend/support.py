@@ -19,9 +19,9 @@ def perf_deratings() -> dict:
 
 
 def perf_fit_record() -> dict:
-    """perf.yaml's largest error on its fit points (written by tests/perf/fit_engine.py) and the file itself."""
+    """perf.yaml's largest error on its fit points (written by tests/core/sizing/fit_engine.py) and the file itself."""
     return {"max_error_on_points": read_data(__package__, "perf.yaml")["max_error_on_fit_points"],
-            "source": "deployctl/core/engines/vllm_ascend/perf.yaml (tests/perf/fit_engine.py)"}
+            "source": "deployctl/core/engines/vllm_ascend/perf.yaml (tests/core/sizing/fit_engine.py)"}
 
 
 def perf_deratings_source() -> str:

@@ -1,0 +1,223 @@
+"""The accuracy report (issue 27 item 4): deployctl's estimate against published Ascend points it was not fitted on.
+
+`tests/core/sizing/points.yaml` holds the points (`set: fit` - vLLM-Ascend's own deratings are fitted on them,
+tests/core/sizing/fit_engine.py; `set: check` - never fitted on), each with its source, layout, client and measured values. Each
+point becomes a deployctl inventory (`inventory_of`), goes through validation and the planner (the caller's `plan_of`:
+validation sits above this layer), the engine's own checks and the
+simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses is
+listed with the reason. `report()` gives the rows and the MAPE of TPOT, TTFT and throughput;
+`python tests/core/sizing/accuracy_report.py` prints the markdown that docs/performance-model.md carries (a test recomputes
+it, so the docs cannot drift). Nothing here fits anything: rows use the engine's deratings
+(`calibration.fitted_for` of the vLLM-Ascend spec), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+POINTS = Path(__file__).with_name("points.yaml")
+ROOT = Path(__file__).resolve().parents[3]       # a point's config_path is relative to the repository
+IMAGES = {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"}
+DIES = {"a2": 8, "a3": 16}
+SPEC_NAMES = {"mtp": "MTP", "eagle": "EAGLE", "eagle3": "EAGLE3 x", "dflash": "DFlash x"}
+METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"))
+
+
+@cache
+def points() -> dict:
+    return yaml.safe_load(POINTS.read_text())
+
+
+def in_set(name: str) -> list[dict]:
+    """The points of one set ("fit" or "check")."""
+    return [p for p in points()["points"] if p["set"] == name]
+
+
+def engine_consts(cloudmatrix: bool = False):
+    """The deratings rows are estimated with: vLLM-Ascend's own, or (before) the CloudMatrix fit."""
+    from deployctl.app.engines import resolve
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
+
+    return FITTED if cloudmatrix else fitted_for(resolve("vllm-ascend"))
+
+
+def inventory_of(p: dict) -> dict:
+    """The point as a deployctl inventory (vLLM-Ascend 0.13, the point's servers, degrees and limits)."""
+    hw, c, lim = p["hardware"], p["client"], p["limits"]
+    names = [f"n{i + 1}" for i in range(p["servers"])]
+    layout = dict(p["layout"])
+    if layout.get("preset") == "pd-split":
+        used = 0
+        for role in ("prefill", "decode"):
+            spec = dict(layout[role])
+            n = spec.pop("servers")
+            layout[role] = {"nodes": names[used:used + n], **spec}
+            used += n
+    model = {"name": p["model"], "quant": p["quant"], "weights_path": f"/data/models/{p['model']}",
+             "served_name": "m", "max_seq_len": lim["max_seq_len"],
+             "max_input_len": min(lim["max_seq_len"] - 1, max(c["input"], lim.get("max_input_len", 0))),
+             "max_batch_size": lim["max_batch_size"]}
+    if lim.get("max_prefill_tokens"):
+        model["max_prefill_tokens"] = lim["max_prefill_tokens"]
+    if p.get("config_path"):                     # sized from the checkpoint's real config.json
+        model["config_path"] = str(ROOT / p["config_path"])
+    if p.get("speculative"):
+        spec = dict(p["speculative"])
+        if spec["method"] != "mtp":              # a draft model: where its weights sit does not change the estimate
+            spec.setdefault("draft_weights_path", f"/data/models/{p['model']}-{spec['method']}")
+        model["speculative"] = spec
+
+    return {"cluster": {"name": "check", "hardware": hw, **({"super_pod": True} if hw == "a3" else {})},
+            "engine": {"kind": "vllm-ascend", "image": IMAGES[hw], **p.get("engine_settings", {})},
+            "model": model, "layout": layout,
+            "nodes": [{"name": n, "address": f"10.9.0.{i + 2}", "interface": "eth0",
+                       **({"super_pod_id": 1} if hw == "a3" else {})} for i, n in enumerate(names)]}
+
+
+@dataclass
+class Row:
+    id: str
+    measured: dict
+    estimated: dict = field(default_factory=dict)
+    refused: str = ""
+    running: int = 0            # requests decoding at once in the measured run (concurrency, requests, batch slots)
+
+    def error(self, key: str) -> float | None:
+        m, e = self.measured.get(key), self.estimated.get(key)
+        return None if m is None or e is None else (e - m) / m
+
+    @property
+    def implied_tpot_ms(self) -> float | None:
+        """A diagnostic, not a published value: the time per output token per request the measured throughput
+        implies at `running` requests in flight (running / throughput; an upper bound: it counts TTFT in)."""
+        thr = self.measured.get("throughput")
+        return self.running / thr * 1e3 if thr and self.running else None
+
+    def implied_error(self) -> float | None:
+        """Estimated TPOT against the implied one: whether the decode step or the queueing misses."""
+        imp, e = self.implied_tpot_ms, self.estimated.get("tpot_ms")
+        return None if imp is None or e is None else (e - imp) / imp
+
+
+def check_plan(plan) -> str | None:
+    """Why vLLM-Ascend refuses the plan (its own checks), or None."""
+    from deployctl.app import engines
+
+    errors = [x for x in engines.resolve("vllm-ascend").check(plan) if x.level == "error"]
+    return f"vLLM-Ascend refuses: {errors[0].message[:140]}" if errors else None
+
+
+def estimate(p: dict, plan_of, consts=None) -> Row:
+    """The point's row; `plan_of(inventory_dict)` gives (plan, None) or (None, why deployctl refuses it) — the
+    inventory is validated above this layer (tests/core/sizing/accuracy_report.py does it); `consts` default to
+    vLLM-Ascend's deratings."""
+    from deployctl.core.sizing.clients import Client
+    from deployctl.core.sizing.estimate import context
+    from deployctl.core.sizing.serving import simulate_plan
+
+    lay, c = p["layout"], p["client"]
+    dec = lay["decode"] if lay.get("preset") == "pd-split" else lay
+    per_rank = dec.get("model", {}).get("max_batch_size", p["limits"]["max_batch_size"])   # a role's own limit first
+    slots = per_rank * dec.get("dp", 1) * dec.get("instances", 1)
+    row = Row(id=p["id"], measured=dict(p["measured"]),
+              running=min(c["concurrency"], c.get("requests") or c["concurrency"], slots))
+    plan, why = plan_of(inventory_of(p))
+    why = why or check_plan(plan)
+    if why:
+        row.refused = why
+        return row
+    rate = c.get("rate") or 0.0
+    client = Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
+                    concurrency=c["concurrency"], rate=rate, requests=c.get("requests"))
+    served = simulate_plan(context(plan, consts=consts or engine_consts()), client)
+    row.estimated = {"ttft_ms": served.ttft["p50"] * 1e3, "tpot_ms": served.tpot["p50"] * 1e3,
+                     "throughput": served.throughput}
+    return row
+
+
+@cache
+def report(plan_of, which: str = "check", cloudmatrix: bool = False) -> tuple[list[Row], dict]:
+    """Every point's row of one set and, per metric, (MAPE, points that publish it and were expressed)."""
+    rows = [estimate(p, plan_of, engine_consts(cloudmatrix)) for p in in_set(which)]
+    mape = {}
+    for key, _ in METRICS:
+        errs = [abs(r.error(key)) for r in rows if r.error(key) is not None]
+        mape[key] = (sum(errs) / len(errs) if errs else None, len(errs))
+    implied = [abs(r.implied_error()) for r in rows if r.implied_error() is not None]
+    mape["implied_tpot"] = (sum(implied) / len(implied) if implied else None, len(implied))
+    return rows, mape
+
+
+def _fmt(v: float | None, pct: bool = False) -> str:
+    if v is None:
+        return "–"
+    return f"{v:+.0%}" if pct else f"{v:,.1f}"
+
+
+def _table(rows: list[Row]) -> list[str]:
+    by_id = {p["id"]: p for p in points()["points"]}
+    out = ["| point | hardware, servers | model, quant | layout | client (in/out, concurrency, rate) | "
+           "TPOT ms meas. / est. / err | TTFT ms meas. / est. / err | tok/s meas. / est. / err | "
+           "running, TPOT implied / err |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = by_id[r.id]
+        c = p["client"]
+        lay = p["layout"]
+        layout = (f"P {lay['prefill']['servers']}x DP{lay['prefill']['dp']} TP{lay['prefill']['tp']}, "
+                  f"D {lay['decode']['servers']}x DP{lay['decode']['dp']} TP{lay['decode']['tp']}"
+                  if lay.get("preset") == "pd-split" else f"DP{lay.get('dp', 1)} TP{lay['tp']}"
+                  + (f" (experts TP{lay['moe_tp']})" if lay.get("moe_tp") else ""))
+        if p.get("speculative"):
+            sp = p["speculative"]
+            layout += f", {SPEC_NAMES[sp['method']]}{sp['tokens']}"
+        cl = f"{c['input']}/{c['output']}, {c['concurrency']}" + (f", {c['rate']}/s" if c.get("rate") else "")
+        cells = []
+        for key, _ in METRICS:
+            if r.refused:
+                cells.append(f"{_fmt(r.measured.get(key))} / refused")
+            else:
+                cells.append(f"{_fmt(r.measured.get(key))} / {_fmt(r.estimated.get(key))} / "
+                             f"{_fmt(r.error(key), pct=True)}")
+        imp = (f"{r.running}, {_fmt(r.implied_tpot_ms)} / {_fmt(r.implied_error(), pct=True)}"
+               if r.implied_tpot_ms is not None and not r.refused else "–")
+        out.append(f"| {r.id} | {p['hardware'].upper()}, {p['servers']} | {p['model']} {p['quant']} | {layout} | "
+                   f"{cl} | " + " | ".join(cells) + f" | {imp} |")
+    return out
+
+
+def _pct(m) -> str:
+    return "–" if m is None else f"{m:.0%}"
+
+
+def markdown(plan_of) -> str:
+    """The fit-set and check-set tables of docs/performance-model.md (between the accuracy markers), with
+    vLLM-Ascend's deratings, and the MAPEs before (CloudMatrix fit) and after (vLLM-Ascend's fit)."""
+    out = ["**Fit set** (vLLM-Ascend's deratings are fitted on these):", ""]
+    out += _table(report(plan_of, "fit")[0])
+    out += ["", "**Check set** (never fitted on):", ""]
+    rows, _ = report(plan_of, "check")
+    out += _table(rows)
+    out += ["", "| set | metric | MAPE, CloudMatrix deratings (before) | MAPE, vLLM-Ascend deratings (after) | points "
+            "| target |", "|---|---|---|---|---|---|"]
+    for which in ("fit", "check"):
+        before, after = report(plan_of, which, True)[1], report(plan_of, which)[1]
+        for (key, name), target in zip(METRICS, ("≤ 20 %", "≤ 35 %", "≤ 20 %")):
+            out.append(f"| {which} | {name} | {_pct(before[key][0])} | {_pct(after[key][0])} | {after[key][1]} "
+                       f"| {target if which == 'check' else '–'} |")
+        out.append(f"| {which} | TPOT implied by the measured throughput (diagnostic) | "
+                   f"{_pct(before['implied_tpot'][0])} | {_pct(after['implied_tpot'][0])} | "
+                   f"{after['implied_tpot'][1]} | – |")
+    refused = [r for w in ("fit", "check") for r in report(plan_of, w)[0] if r.refused]
+    unexpressed = points().get("unexpressed", [])
+    if refused or unexpressed:
+        out.append("")
+        out.append("Not scored:")
+        out.append("")
+        out += [f"* {r.id}: deployctl refuses it as expressed: {r.refused}" for r in refused]
+        out += [f"* {u['id']} ({u['source']}): {u['why']}" for u in unexpressed]
+    return "\n".join(out)

@@ -1,0 +1,89 @@
+"""Fits vLLM-Ascend's own deratings on the `set: fit` points of tests/core/sizing/points.yaml (never the check set) and
+writes them to deployctl/core/engines/vllm_ascend/perf.yaml: `.venv/bin/python tests/core/sizing/fit_engine.py [--write]`.
+
+The objective is the RMS relative error of every published metric of the fit points (throughput for the CI gates),
+each point simulated exactly as tests/core/sizing/accuracy.py does: a log grid over the four deratings, then coordinate
+refinement (calibrate_user's search). Bounds are wide enough not to bind except k_compute's floor of 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from accuracy import in_set, inventory_of
+from accuracy_report import plan_of
+
+from deployctl.features.bench.calibrate import _search
+from deployctl.core.sizing.calibration import FITTED
+from deployctl.core.sizing.clients import Client
+from deployctl.core.sizing.estimate import context
+from deployctl.core.sizing.serving import simulate_plan
+
+PERF_YAML = Path(__file__).resolve().parents[3] / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml"
+BOUNDS = {"k_hbm": (1.0, 16.0), "k_compute": (1.0, 16.0), "k_prefill": (1.0, 16.0), "k_fixed": (0.5, 32.0),
+          "host_ms": (0.5, 256.0), "host_draft_ms": (0.5, 128.0)}
+KEYS = {"throughput": "throughput", "tpot_ms": "tpot", "ttft_ms": "ttft"}
+
+
+def _cases():
+    out = []
+    for p in in_set("fit"):
+        plan, why = plan_of(inventory_of(p))
+        if why:
+            continue
+        c = p["client"]
+        rate = c.get("rate") or 0.0
+        out.append((plan, Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
+                                 concurrency=c["concurrency"], rate=rate, requests=c.get("requests")), p["measured"]))
+    return out
+
+
+def errors(consts, cases) -> list[float]:
+    errs = []
+    for plan, client, measured in cases:
+        s = simulate_plan(context(plan, consts=consts), client)
+        for key, meas in measured.items():
+            est = s.throughput if key == "throughput" else getattr(s, KEYS[key])["p50"] * 1e3
+            errs.append((est - meas) / meas)
+    return errs
+
+
+def rms(consts, cases) -> float:
+    errs = errors(consts, cases)
+    return (sum(e * e for e in errs) / len(errs)) ** 0.5
+
+
+def fit(rounds: int = 3, steps: int = 4):
+    """A coarse log grid over the four deratings and the two host overheads (per step, per draft forward; the
+    surface is not convex: simulated queues switch regimes), then coordinate refinement around the best cell."""
+    import itertools
+    import math
+
+    cases = _cases()
+    axes = {n: [math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (steps - 1)) for i in range(steps)]
+            for n, (lo, hi) in BOUNDS.items()}
+    best = min((dict(zip(axes, vals)) for vals in itertools.product(*axes.values())),
+               key=lambda kw: rms(replace(FITTED, **kw), cases))
+    c = replace(FITTED, **best)
+    for _ in range(rounds):
+        for name, (lo, hi) in BOUNDS.items():
+            cell = (hi / lo) ** (1 / (steps - 1))
+            v = getattr(c, name)
+            pick = _search(lambda x: rms(replace(c, **{name: x}), cases), max(lo, v / cell), min(hi, v * cell),
+                           steps=10, rounds=2)
+            c = replace(c, **{name: round(pick, 3)})
+    return c, rms(c, cases)
+
+
+if __name__ == "__main__":
+    consts, err = fit()
+    worst = max(abs(e) for e in errors(consts, _cases()))
+    print(consts, f"rms {err:.3f}, largest {worst:.3f}")
+    if "--write" in sys.argv:
+        text = PERF_YAML.read_text().split("consts:")[0]
+        PERF_YAML.write_text(text + f"consts: {{k_hbm: {consts.k_hbm}, k_compute: {consts.k_compute}, "
+                             f"k_prefill: {consts.k_prefill}, k_fixed: {consts.k_fixed}, host_ms: {consts.host_ms}, "
+                             f"host_draft_ms: {consts.host_draft_ms}}}\n"
+                             f"max_error_on_fit_points: {round(worst, 3)}\n")

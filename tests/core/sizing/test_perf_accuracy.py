@@ -1,0 +1,133 @@
+"""The accuracy report (issue 27 item 4): the check set is data, the docs' tables are recomputed from it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from accuracy_report import plan_of
+from perflib import ROOT
+
+import accuracy
+from deployctl.app.engines import resolve
+
+DOC = ROOT / "docs" / "performance-model.md"
+
+
+def test_points_are_complete_and_split_by_the_declared_rule():
+    from deployctl.core.sizing.calibration import POINTS
+
+    pts = accuracy.points()["points"]
+    ids = [p["id"] for p in pts]
+    assert len(ids) == len(set(ids))
+    fitted = {p.key for p in POINTS}
+    for p in pts:
+        assert p["id"] not in fitted
+        assert re.search(r"@[0-9a-f]{8}|https?://", p["source"]), p["id"]     # repo@commit:path or a URL
+        assert p["measured"] and set(p["measured"]) <= {"ttft_ms", "tpot_ms", "throughput"}
+        assert {"input", "output", "concurrency"} <= set(p["client"])
+        assert p["hardware"] in ("a2", "a3") and p["servers"] >= 1
+        # the rule (points.yaml header): vllm-ascend tests/e2e/weekly/ -> fit, everything else -> check
+        weekly = p["source"].startswith("vllm-project/vllm-ascend@") and ":tests/e2e/weekly/" in p["source"]
+        assert p["set"] == ("fit" if weekly else "check"), p["id"]
+    assert len(accuracy.in_set("check")) >= 12 and len(accuracy.in_set("fit")) >= 8
+    for u in accuracy.points()["unexpressed"]:
+        assert u["source"] and u["why"]
+
+
+def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix_fit():
+    import yaml
+
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
+    from deployctl.core.sizing.step import Consts
+
+    own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
+    assert fitted_for(resolve("vllm-ascend")) == Consts(**own) != FITTED
+    assert fitted_for(resolve("mindie")) == FITTED
+
+
+def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudmatrix_fit_has_none():
+    from dataclasses import replace
+
+    from deployctl.core.sizing.calibration import FITTED, fitted_for
+    from deployctl.core.sizing.step import step
+    from perflib import setup
+
+    assert FITTED.host_ms == 0.0 and fitted_for(resolve("mindie")) == FITTED
+    su, c = setup(), replace(FITTED, host_ms=7.0)
+    for phase, tokens in (("decode", 1), ("decode", 64), ("prefill", 4096)):
+        with_host, without = step(su, phase, tokens, 4096, c).total, step(su, phase, tokens, 4096, FITTED).total
+        assert with_host - without == pytest.approx(7e-3)
+    assert ("host-side step overhead", pytest.approx(7e-3), "fixed") in step(su, "decode", 8, 4096, c).terms()
+
+
+def test_each_sequential_draft_forward_adds_its_host_time_to_decode_steps_only():
+    """host_draft_ms x Setup.draft_passes (MTP/EAGLE: one forward per drafted token; DFlash: one per block)."""
+    from dataclasses import replace
+
+    from deployctl.core.sizing.calibration import FITTED
+    from deployctl.core.sizing.step import step
+    from perflib import setup
+
+    assert FITTED.host_draft_ms == 0.0
+    c = replace(FITTED, host_draft_ms=5.0)
+    su = setup(mtp_drafts=3, draft_passes=3)
+    assert step(su, "decode", 8, 4096, c).total - step(su, "decode", 8, 4096, FITTED).total == pytest.approx(15e-3)
+    assert step(su, "prefill", 4096, 4096, c).total == pytest.approx(step(su, "prefill", 4096, 4096, FITTED).total)
+
+
+@pytest.mark.parametrize(("pid", "passes"), [("vA-K26-1xA3", 1), ("vA-M27-1xA3-c48", 3), ("vA-V32-1xA3", 3),
+                                             ("vA-M25-1xA3", 0)])
+def test_draft_forwards_per_step_follow_the_method(pid, passes):
+    """DFlash drafts its 7-token block in one forward (z-lab/Kimi-K2.5-DFlash: block diffusion); EAGLE3 and MTP
+    run the draft once per token."""
+    from deployctl.core.sizing.estimate import context
+
+    p = next(x for x in accuracy.points()["points"] if x["id"] == pid)
+    ctx = context(plan_of(accuracy.inventory_of(p))[0])
+    assert ctx.setups[ctx.decoder.name].draft_passes == passes
+
+
+def test_the_estimate_names_the_fit_its_deratings_come_from():
+    """vLLM-Ascend plans name perf.yaml and its largest fit error; MindIE plans the CloudMatrix fit (calibration.py)."""
+    import yaml
+
+    from deployctl.core.sizing.calibration import ERROR_BOUND
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
+    from perflib import plan
+
+    own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())
+    w = Workload(input_len=1024, output_len=128, concurrency=4)
+    vllm = estimate_plan(plan("vllm-a2-2x8-v32-dp-ep"), w).calibration
+    assert vllm["source"].startswith("deployctl/core/engines/vllm_ascend/perf.yaml")
+    assert vllm["max_error_on_points"] == own["max_error_on_fit_points"] and vllm["host_ms"] == own["consts"]["host_ms"]
+    mindie = estimate_plan(plan("a2-2x8-v32-dp-ep"), w).calibration
+    assert mindie["source"] == "deployctl/core/sizing/calibration.py" and mindie["max_error_on_points"] == ERROR_BOUND
+
+
+@pytest.mark.e2e
+def test_the_engine_fit_reproduces_perf_yaml():
+    """tests/core/sizing/fit_engine.py on the fit set gives perf.yaml's values (slow: a grid over four deratings)."""
+    import fit_engine
+
+    from deployctl.core.sizing.calibration import fitted_for
+
+    assert fit_engine.fit()[0] == fitted_for(resolve("vllm-ascend"))
+
+
+def test_every_point_is_estimated_or_refused_with_a_reason():
+    rows, mape = accuracy.report(plan_of)
+    for r in rows:
+        assert r.refused or {"ttft_ms", "tpot_ms", "throughput"} <= set(r.estimated), r.id
+        assert not r.refused or len(r.refused) > 10
+    assert set(mape) >= {"tpot_ms", "ttft_ms", "throughput"}
+
+
+def test_the_docs_carry_the_recomputed_tables():
+    text = DOC.read_text()
+    m = re.search(r"<!-- accuracy:begin -->\n(.*?)\n<!-- accuracy:end -->", text, re.S)
+    assert m, "docs/performance-model.md lacks the accuracy markers"
+    assert m.group(1).strip() == accuracy.markdown(plan_of).strip(), \
+        "the check-set tables drifted: paste `python tests/core/sizing/accuracy_report.py` between the markers"
