@@ -20,7 +20,7 @@ def _engine_and_files(raw: RawInventory, read_text: Callable[[Path], str] | None
     from deployctl.io.inventory_file import read_local_files
 
     spec = engines.SPECS.get(engine_kind(raw))    # unknown: the model refuses the kind, naming its line
-    return spec, engines.charts(), read_local_files(raw, read_text)
+    return spec, engines.charts, read_local_files(raw, read_text)
 
 
 def validate_inventory(raw: RawInventory, read_text: Callable[[Path], str] | None = None, facts: Any = None):
@@ -61,4 +61,4 @@ def with_engine(inv):
     """An Inventory model built without validation (``Inventory.model_validate``), carrying its engine spec."""
     from deployctl.app import engines
 
-    return inv.with_engine(engines.resolve(inv.engine.kind), engines.charts())
+    return inv.with_engine(engines.resolve(inv.engine.kind), engines.charts)

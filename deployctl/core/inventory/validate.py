@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 from deployctl.core.errors import InventoryError, Problem
 from deployctl.core.inventory.apply_facts import apply_facts
@@ -22,11 +22,12 @@ CHECKS = (check_nodes, check_ssh, check_sku, check_super_pod, check_devices, che
           check_layout)
 
 
-def validate_inventory(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles, facts: Any = None) -> Any:
+def validate_inventory(raw: RawInventory, engine: Any, charts: Callable[[], tuple], local: LocalFiles,
+                       facts: Any = None) -> Any:
     """Validate the whole inventory and return it with device IPs filled in from the hccn_conf copies in ``local``
     and, when ``facts`` (a preflight FactsFile) is given, from the live hosts. ``engine``: the EngineSpec of
     engine.kind the composition root resolved (None when the kind is unknown: the model refuses it, with its line),
-    ``charts``: every engine's Chart; both ride on the inventory returned (``inv.engine_spec``, ``inv.charts``).
+    ``charts``: () -> every engine's Chart (made when needed); both ride on the inventory returned (``inv.engine_spec``, ``inv.charts``).
 
     Raises:
         InventoryError: with every problem found, each naming file, line and key path.
@@ -37,7 +38,7 @@ def validate_inventory(raw: RawInventory, engine: Any, charts: tuple, local: Loc
     return inv
 
 
-def validate_for_discovery(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles,
+def validate_for_discovery(raw: RawInventory, engine: Any, charts: Callable[[], tuple], local: LocalFiles,
                            facts: Any = None) -> tuple:
     """Validation for `preflight`: what only the hosts can tell (device IPs, A3 SDIDs and super pod ids
     the inventory leaves out: ``NeedsFacts``) is returned as notes instead of refused.
@@ -61,7 +62,7 @@ def engine_kind(raw: RawInventory) -> str:
     return kind if isinstance(kind, str) else ""
 
 
-def inventory_problems(raw: RawInventory, engine: Any, charts: tuple, local: LocalFiles,
+def inventory_problems(raw: RawInventory, engine: Any, charts: Callable[[], tuple], local: LocalFiles,
                        facts: Any = None) -> tuple:
     """(inventory, every value problem, NeedsFacts included), sorted; structure problems raise InventoryError."""
     from pydantic import ValidationError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -375,7 +375,7 @@ class Inventory(Strict):
     _checkpoint: Any = PrivateAttr(None)
     # the engine spec of engine.kind, handed down by the composition root (deployctl/app/) through validation
     _engine_spec: Any = PrivateAttr(None)
-    _charts: tuple = PrivateAttr(())      # every engine's Chart (the chart holds every engine's block)
+    _charts: Any = PrivateAttr(None)      # () -> every engine's Chart (the chart holds every engine's block)
 
     @property
     def engine_spec(self) -> Any:
@@ -390,15 +390,15 @@ class Inventory(Strict):
         """Every engine's Chart (core/engine_spec/protocol.py), handed down with the spec: the chart's values
         model holds every engine's block (core/render/chart_values.py values_model)."""
         self.engine_spec   # the same error when nothing was attached
-        return self._charts
+        return tuple(self._charts())      # made when a chart is rendered or checked, not on every validation
 
-    def with_engine(self, spec: Any, charts: tuple) -> "Inventory":
+    def with_engine(self, spec: Any, charts: Callable[[], tuple]) -> "Inventory":
         """A copy carrying the engine spec of engine.kind and every engine's chart (copies made from it keep them)."""
         if spec.kind != self.engine.kind:
             raise ValueError(f"engine spec {spec.kind!r} handed to an inventory of engine.kind {self.engine.kind!r}")
         out = self.model_copy()
         out._engine_spec = spec
-        out._charts = tuple(charts)
+        out._charts = charts
         return out
 
     @property
