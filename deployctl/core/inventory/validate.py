@@ -27,7 +27,8 @@ def validate_inventory(raw: RawInventory, engine: Any, charts: Callable[[], tupl
     """Validate the whole inventory and return it with device IPs filled in from the hccn_conf copies in ``local``
     and, when ``facts`` (a preflight FactsFile) is given, from the live hosts. ``engine``: the EngineSpec of
     engine.kind the composition root resolved (None when the kind is unknown: the model refuses it, with its line),
-    ``charts``: () -> every engine's Chart (made when needed); both ride on the inventory returned (``inv.engine_spec``, ``inv.charts``).
+    ``charts``: () -> every engine's Chart (made when needed); both ride on the inventory returned
+    (``inv.engine_spec``, ``inv.charts``).
 
     Raises:
         InventoryError: with every problem found, each naming file, line and key path.
