@@ -141,7 +141,7 @@ def test_a_published_128k_decode_layout_fits_once_decode_is_sized_for_decode_ste
     context, prefill chunk 8192 (L49), decode DP8 x TP4 with --max-num-seqs 14 and --max-num-batched-tokens 42
     (= 14 x (1 + 2 MTP), L138/L141). Its decode workspace sized for a whole 128K prefill left no room for one
     sequence's KV cache."""
-    doc = yaml.safe_load((Path(__file__).parent / "conformance" / "vllm" / "configs" / "c08.yaml").read_text())
+    doc = yaml.safe_load((Path(__file__).parents[2] / "conformance" / "vllm" / "configs" / "c08.yaml").read_text())
     doc = doc["inventory"]
     doc["model"].update(max_input_len=131072)
     del doc["model"]["max_prefill_tokens"]

@@ -8,7 +8,7 @@ import pytest
 
 from deployctl.core.inventory.hccn import parse_hccn_conf
 
-SAMPLES = Path(__file__).resolve().parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def test_real_910b_hccn_conf_with_unsorted_and_unknown_keys():
