@@ -17,9 +17,12 @@ def packaged_text(package: str, *parts: str) -> str:
 
 
 def packaged_yaml(package: str, *parts: str) -> Any:
+    """A YAML file shipped in the package, read with libyaml's parser when PyYAML has it (the same safe
+    constructor, about ten times faster: the support matrices and acceptance rules are read on every validate)."""
     import yaml
 
-    return yaml.safe_load(packaged_text(package, *parts))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(packaged_text(package, *parts), Loader=loader)  # noqa: S506 - a safe loader
 
 
 class _Packaged:

@@ -6,21 +6,23 @@ nothing about its size); the core parses what was read (core/checkpoint/files.py
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
-from deployctl.core.checkpoint.files import CheckpointFiles, checkpoint_files, parse_json, problem
+from deployctl.core.checkpoint.files import CheckpointFiles, checkpoint_files, parse_json, problem, too_large
+from deployctl.io.localfile import NotRegular, TooLarge, read_regular
 
 HINT = "give the directory that holds the checkpoint's config.json (model.config_path)"
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
-    """At most ``limit`` + 1 bytes of the regular file ``path``; a problem naming it otherwise."""
+    """The bytes of the regular file ``path``, at most ``limit``; a problem naming it otherwise. A link is
+    followed: the operator names the checkpoint, and a Hugging Face cache's snapshot is links into its blobs."""
     try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise problem(path, "is not a regular file")
-        with path.open("rb") as f:
-            return f.read(limit + 1)          # never more, whatever the size says (devices, growing files)
+        return read_regular(path, limit, follow=True)
+    except NotRegular:
+        raise problem(path, "is not a regular file") from None
+    except TooLarge:
+        raise too_large(path, limit) from None
     except OSError as exc:
         raise problem(path, f"cannot be read: {exc.strerror or exc}", hint=HINT) from None
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import stat
 
 from deployctl.core.inventory.hccn import HccnReadError
-from deployctl.io.localfile import file_kind
+from deployctl.io.localfile import NotRegular, TooLarge, file_kind, read_regular
 
 MAX_HCCN_BYTES = 1 << 20   # a real hccn.conf is a few KiB (16 devices x a dozen keys)
 
@@ -28,32 +27,14 @@ def read_hccn_conf(path) -> str:
             return f"is {found}"
         return "is not a regular file" if found == "not a regular file" else f"is {found}, not a regular file"
 
-    # stat before open: opening some devices has side effects; O_NONBLOCK keeps a FIFO swapped in between
-    # the two calls from blocking, and fstat decides on what was actually opened
-    what = kind(os.stat(path).st_mode)
-    if what:
-        raise HccnReadError(what)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
     try:
-        st = os.fstat(fd)
-        what = kind(st.st_mode)
-        if what:
-            raise HccnReadError(what)
-        if st.st_size > MAX_HCCN_BYTES:
-            raise HccnReadError(f"is {st.st_size} bytes: too large for an hccn.conf (limit {MAX_HCCN_BYTES})")
-        chunks, size = [], 0
-        while size <= MAX_HCCN_BYTES:
-            chunk = os.read(fd, MAX_HCCN_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_HCCN_BYTES:
-        raise HccnReadError(f"is larger than {MAX_HCCN_BYTES} bytes: too large for an hccn.conf")
+        data = read_regular(path, MAX_HCCN_BYTES, follow=True)
+    except NotRegular as exc:
+        raise HccnReadError(kind(exc.mode) or "is not a regular file") from None
+    except TooLarge as exc:
+        raise HccnReadError(f"is {exc.size} bytes: too large for an hccn.conf (limit {MAX_HCCN_BYTES})"
+                            if exc.size is not None else
+                            f"is larger than {MAX_HCCN_BYTES} bytes: too large for an hccn.conf") from None
     nul = data.find(b"\0")
     if nul >= 0:
         raise HccnReadError(f"contains a NUL byte (offset {nul}): it is a binary file, not an hccn.conf")

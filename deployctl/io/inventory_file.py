@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
-from deployctl.io.localfile import file_kind
+from deployctl.io.localfile import NotRegular, TooLarge, read_regular
 from deployctl.core.errors import InventoryError
 from deployctl.core.input.local_files import LocalFiles
 from deployctl.core.input.raw import MAX_BYTES, RawInventory, decode_inventory, parse_yaml
@@ -15,40 +14,24 @@ from deployctl.core.input.raw import MAX_BYTES, RawInventory, decode_inventory, 
 
 def read_inventory_bytes(path: str | Path) -> bytes:
     """The bytes of a regular file of at most MAX_BYTES (FIFOs, devices and directories are refused)."""
+    too_large = "an inventory is a few KB: is this the right file?"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return read_regular(path, MAX_BYTES, follow=True)
     except FileNotFoundError:
         raise InventoryError(f"inventory file {path} does not exist",
                              hint="pass -i with the path to your inventory YAML "
                                   "(see inventories/sample.yaml)") from None
-    except OSError as exc:
-        raise InventoryError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = file_kind(st.st_mode)
-            raise InventoryError(f"cannot read inventory {path}: it is {kind}",
-                                 hint="pass -i with the path of the inventory YAML file itself")
-        if st.st_size > MAX_BYTES:
-            raise InventoryError(f"inventory {path} is too large: {st.st_size} bytes "
-                                 f"({st.st_size / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)",
-                                 hint="an inventory is a few KB: is this the right file?")
-        os.set_blocking(fd, True)
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_BYTES:      # it grew while being read
+    except NotRegular as exc:
+        raise InventoryError(f"cannot read inventory {path}: it is {exc.kind}",
+                             hint="pass -i with the path of the inventory YAML file itself") from None
+    except TooLarge as exc:
+        if exc.size is None:      # it grew while being read
             raise InventoryError(f"inventory {path} is too large: more than {MAX_BYTES // 2**20} MiB",
-                                 hint="an inventory is a few KB: is this the right file?")
-        return b"".join(chunks)
+                                 hint=too_large) from None
+        raise InventoryError(f"inventory {path} is too large: {exc.size} bytes ({exc.size / 2**20:.1f} MiB; "
+                             f"the limit is {MAX_BYTES // 2**20} MiB)", hint=too_large) from None
     except OSError as exc:
         raise InventoryError(f"cannot read inventory {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def load_inventory(path: str | Path) -> RawInventory:

@@ -69,32 +69,41 @@ def exists_regular(path: Path | str, *, what: str, hint: str) -> bool:
     return True
 
 
-def read_bytes(path: Path | str, limit: int, *, what: str, hint: str, follow: bool = False) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit`` of them; ``follow``: a symbolic link the user
-    named is followed (to a regular file). FileNotFoundError passes through (the callers decide what a missing
-    file means); anything else is a UsageError naming the file."""
-    try:
-        st = os.stat(path) if follow else os.lstat(path)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise refused(path, what, f"cannot be read: {exc.strerror or exc}", hint) from None
-    if _kind(st.st_mode):
-        raise refused(path, what, f"is {_kind(st.st_mode)}, not a regular file", hint)
+class NotRegular(Exception):
+    """What is at the path is not a regular file (``kind``: file_kind's wording)."""
+
+    def __init__(self, mode: int):
+        super().__init__(file_kind(mode))
+        self.mode = mode
+        self.kind = file_kind(mode)
+
+
+class TooLarge(Exception):
+    """The file is larger than the limit: ``size`` bytes said by fstat, or None when it grew while being read."""
+
+    def __init__(self, size: int | None):
+        super().__init__(size)
+        self.size = size
+
+
+def read_regular(path: Path | str, limit: int, *, follow: bool) -> bytes:
+    """The one bounded reader of a file on the controller's disk: the bytes of the regular file ``path``, at most
+    ``limit`` of them. ``lstat`` (``stat`` when ``follow``: a link the user named is followed) before ``open``;
+    ``O_NONBLOCK`` so a FIFO swapped in between does not block, ``O_NOFOLLOW`` unless ``follow``, and ``fstat`` on
+    what was opened decides. Raises NotRegular, TooLarge, or the OSError (FileNotFoundError included): each
+    caller words them for its own file."""
+    st = os.stat(path) if follow else os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(st.st_mode)
     flags = (os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
              | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:            # ELOOP: swapped for a link after the lstat
-        raise refused(path, what, f"cannot be read: {exc.strerror or exc}", hint) from None
+    fd = os.open(path, flags)                 # ELOOP: swapped for a link after the lstat
     try:
         st = os.fstat(fd)
-        if _kind(st.st_mode):
-            raise refused(path, what, f"is {_kind(st.st_mode)}, not a regular file", hint)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(st.st_mode)
         if st.st_size > limit:
-            raise refused(path, what, f"is {st.st_size:,} bytes, more than the {limit:,} such a file can be", hint)
+            raise TooLarge(st.st_size)
         os.set_blocking(fd, True)
         chunks, size = [], 0
         while size <= limit:
@@ -103,13 +112,28 @@ def read_bytes(path: Path | str, limit: int, *, what: str, hint: str, follow: bo
                 break
             chunks.append(chunk)
             size += len(chunk)
-    except OSError as exc:
-        raise refused(path, what, f"cannot be read: {exc.strerror or exc}", hint) from None
     finally:
         os.close(fd)
-    if size > limit:                  # it grew while being read
-        raise refused(path, what, f"is more than the {limit:,} bytes such a file can be", hint)
+    if size > limit:
+        raise TooLarge(None)
     return b"".join(chunks)
+
+
+def read_bytes(path: Path | str, limit: int, *, what: str, hint: str, follow: bool = False) -> bytes:
+    """read_regular for deployctl's own files (run records, the calibration store): FileNotFoundError passes
+    through (the callers decide what a missing file means); anything else is a UsageError naming the file."""
+    try:
+        return read_regular(path, limit, follow=follow)
+    except FileNotFoundError:
+        raise
+    except NotRegular as exc:
+        raise refused(path, what, f"is {_kind(exc.mode)}, not a regular file", hint) from None
+    except TooLarge as exc:
+        message = (f"is {exc.size:,} bytes, more than the {limit:,} such a file can be" if exc.size is not None
+                   else f"is more than the {limit:,} bytes such a file can be")    # it grew while being read
+        raise refused(path, what, message, hint) from None
+    except OSError as exc:
+        raise refused(path, what, f"cannot be read: {exc.strerror or exc}", hint) from None
 
 
 def key_path(loc: tuple) -> str:

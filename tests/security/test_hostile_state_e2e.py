@@ -17,6 +17,7 @@ from conftest import run_cli
 from deployctl.core.models.hostdata import seal
 from fakecluster import default_cluster
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends" / "hosts"))
 from test_up_cluster import inventory as up_inventory  # noqa: E402
 
 PWNED = Path("/tmp/deployctl-issue21-state-pwned")

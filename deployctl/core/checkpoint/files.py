@@ -33,11 +33,15 @@ def problem(file: Path | str, message: str, key: str = "", hint: str = "") -> In
                           problems=[Problem(message=message, path=key, file=str(file), hint=hint)])
 
 
+def too_large(file: Path | str, limit: int) -> InventoryError:
+    return problem(file, f"is more than the {limit:,} bytes such a file can be",
+                   hint="point model.config_path at the checkpoint's own small files")
+
+
 def parse_json(raw: bytes, path: Path | str, limit: int) -> dict:
     """The JSON object in ``raw`` (read from ``path``, at most ``limit`` + 1 bytes), or a problem naming it."""
     if len(raw) > limit:
-        raise problem(path, f"is more than the {limit:,} bytes such a file can be",
-                      hint="point model.config_path at the checkpoint's own small files")
+        raise too_large(path, limit)
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:

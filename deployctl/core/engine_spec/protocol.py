@@ -58,9 +58,7 @@ def version_from(engine) -> EngineVersion:
 def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
     """A driver's YAML data file. In a support matrix yes/no stay the words yes/no (YAML 1.1 would read them
     as booleans); env presets keep real booleans (``words_for_booleans=False``)."""
-    import yaml
-
-    from deployctl.core.packaged import packaged_text
+    from deployctl.core.packaged import packaged_yaml
 
     def words(node):
         if isinstance(node, dict):
@@ -71,7 +69,7 @@ def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
             return "yes" if node else "no"
         return node
 
-    data = yaml.safe_load(packaged_text(package, name))
+    data = packaged_yaml(package, name)
     return words(data) if words_for_booleans else data
 
 

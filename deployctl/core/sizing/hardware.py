@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from deployctl.core.packaged import packaged_text
+from deployctl.core.packaged import packaged_yaml
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
@@ -46,9 +46,7 @@ class Link:
 
 
 def _read(name: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(packaged_text(__package__, name))
+    return packaged_yaml(__package__, name)
 
 
 @cache

@@ -280,14 +280,15 @@ class _Loop:
         while idx < len(self.active) and budget > 0:
             i = self.active[idx]
             n = self.q if self.rem[i] <= 0 else min(self.rem[i], budget)
+            lost = False                          # i preempted itself: it was the newest running request
             while n > free:
-                victim = self.active[-1]
+                lost = self.active[-1] == i
                 self._preempt()
                 free += self.kv_dropped
                 preempted = True
-                if victim == i:
+                if lost:
                     break
-            if i not in self.active:
+            if lost:
                 break
             if self.rem[i] <= 0:
                 dec.append(i)
@@ -381,9 +382,11 @@ class _Loop:
         self.finished += len(done)
         for i in done:
             self.end[i] = self.t
-            self.active.remove(i)
             self.kv_used -= self.kv[i]
             self.kv[i] = 0.0
+        if done:
+            gone = set(done)
+            self.active = [i for i in self.active if i not in gone]
         if self.c.mode == "concurrency" and done:
             self._release(self.t, len(done))
 

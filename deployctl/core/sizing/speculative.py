@@ -8,16 +8,14 @@ length at a block size, turned into the geometric per-position rate that gives i
 from __future__ import annotations
 
 from functools import cache
-from deployctl.core.packaged import packaged_text
+from deployctl.core.packaged import packaged_yaml
 
 MTP_ACCEPT = 0.7
 
 
 @cache
 def draft_acceptance() -> dict:
-    import yaml
-
-    return yaml.safe_load(packaged_text(__package__, "speculative.yaml"))
+    return packaged_yaml(__package__, "speculative.yaml")
 
 
 def acceptance(method: str, drafts: int, measured: list[float] | None = None) -> tuple[float, float, str]:

@@ -28,11 +28,14 @@ def container(start_sh) -> tuple[str, dict[str, str]]:
 def run(tmp_path, script: str, env: dict, cpus: int) -> list[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    servers = int(env.get("DEPLOYCTL_DP_SERVERS", "1"))
     log = tmp_path / "log"
     for name, body in {"getconf": f"echo {cpus}",
                        "taskset": f'echo "taskset $*" >> {log}; shift 2; exec "$@"',
-                       # the launcher stops every server when the first exits: each logs, then lives a while
-                       "daemon": f'echo "daemon $*" >> {log}; sleep 5'}.items():
+                       # the launcher stops every server when the first exits: each logs, then lives until
+                       # every server has logged (at most 10 s)
+                       "daemon": f'echo "daemon $*" >> {log}; for _ in $(seq 200); do '
+                                 f'[ "$(grep -c ^daemon {log})" -ge {servers} ] && exit 0; sleep 0.05; done'}.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
     # the launcher's set_env prelude sources nothing here (no /usr/local/Ascend); the daemon is the fake

@@ -70,6 +70,14 @@ def run_raw(commands, parallel, shell="sh", timeout=5, env=None):
     return subprocess.run([shell, *argv[1:]], capture_output=True, text=True, env=env)
 
 
+def at_once(batches):
+    """run_raw(commands, parallel, shell[, env], timeout=1) for each batch, all started together."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(batches)) as pool:
+        return list(pool.map(lambda b: run_raw(*b[:3], env=b[3] if len(b) > 3 else None, timeout=1), batches))
+
+
 MIXED = [("out", ["echo", "hello"]), ("err", ["sh", "-c", "echo to-out; echo to-err >&2; exit 3"]),
          ("empty", ["true"]), ("nonl", ["printf", "x\ny"]), ("evil", ["echo", "$(id); `id` | rm -rf / #"]),
          ("multi", ["sh", "-c", "i=0; while [ $i -lt 200 ]; do echo line $i; i=$((i + 1)); done"]),
@@ -79,9 +87,9 @@ MIXED = [("out", ["echo", "hello"]), ("err", ["sh", "-c", "echo to-out; echo to-
 
 @pytest.mark.parametrize("shell", SHELLS)
 def test_concurrent_batch_prints_exactly_the_sequential_output(shell):
-    seq = run_raw(MIXED, False, shell, timeout=1)
-    for parallel in (2, 3, 8, True):
-        par = run_raw(MIXED, parallel, shell, timeout=1)
+    # the five batches run side by side: each waits a second for its timed-out probe
+    seq, *pars = at_once([(MIXED, parallel, shell) for parallel in (False, 2, 3, 8, True)])
+    for parallel, par in zip((2, 3, 8, True), pars):
         assert par.stdout == seq.stdout and par.returncode == seq.returncode == 0, parallel
     out = split_outputs(par.stdout)
     assert list(out) == [name for name, _ in MIXED]
@@ -143,8 +151,7 @@ def test_without_a_temporary_directory_the_probes_run_one_after_another(tmp_path
     import os
 
     env = {**os.environ, "TMPDIR": str(tmp_path / "missing")}      # mktemp -d fails
-    seq = run_raw(MIXED, False, timeout=1)
-    par = run_raw(MIXED, 8, env=env, timeout=1)
+    seq, par = at_once([(MIXED, False, "sh"), (MIXED, 8, "sh", env)])
     assert par.stdout == seq.stdout
 
 
