@@ -2,7 +2,8 @@
 
 Every folder in tests/errors/ is one realistic mistake: ``inventory.yaml`` (a valid inventory with
 that mistake, described by its ``# case:`` comment), ``expected.txt`` (the exact stderr of the CLI)
-and optionally ``command`` (``plan`` for mistakes only the planner sees; default ``validate``).
+and optionally ``command`` (``plan`` for mistakes only the planner sees, ``render`` for what only the files need:
+device IPs left to preflight; default ``validate``).
 Inventory paths are relative to the repository root so the messages are stable.
 
 Regenerate with ``pytest tests/test_errors.py --update-golden`` and read every diff.
@@ -42,19 +43,20 @@ def _case_text(case: str) -> str:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_error_message(case: str, update_golden: bool):
+def test_error_message(case: str, update_golden: bool, tmp_path):
     inventory = _case_text(case)
     assert inventory.startswith("# case: "), "start each case with a one-line '# case: ...' comment"
     command = _command(case)
-    assert command in ("validate", "plan")
+    assert command in ("validate", "plan", "render")
 
-    result = run_cli(command, "-i", _inventory(case))
+    out = ("-o", str(tmp_path / "out")) if command == "render" else ()
+    result = run_cli(command, "-i", _inventory(case), *out)
 
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert result.stdout == ""
     assert result.stderr.startswith("✗ ")
-    if command == "validate":
+    if command in ("validate", "render"):
         # every problem names the file it came from
         assert f"tests/errors/{case}/" in result.stderr
     check_golden(ERRORS / case / "expected.txt", result.stderr.encode("utf-8"), update_golden)

@@ -1,4 +1,4 @@
-"""The README's walk-through (write hosts → preflight → up → status → diff → up → history → rollback → down)
+"""The README's walk-through (write hosts → plan → preflight → render → up → status → diff → up → history → rollback → down)
 runs exactly as written, on a simulated cluster, from a fresh working directory with default options.
 
 Only the cluster's directory (/tmp/fc) is replaced by a temporary one; `.venv` and `scripts` are links to
@@ -40,6 +40,11 @@ def test_readme_walkthrough_runs_as_written(tmp_path):
     out = dict((line.split("#")[0].strip(), text) for line, text in outputs)
     assert "needs facts" in out[".venv/bin/deployctl preflight -i my.yaml"].lower() or \
         "device ip" in out[".venv/bin/deployctl preflight -i my.yaml"].lower()
+    planned = out[".venv/bin/deployctl plan -i my.yaml"]          # before any host was probed
+    assert "left to preflight: device IPs of every device of 2 node(s)" in planned and "KV budget" in planned
+    rendered = out[".venv/bin/deployctl render -i my.yaml -o rendered"]     # after: preflight's facts, unasked
+    assert "using device IPs and SDIDs from preflight run" in rendered, rendered
+    assert '"device_ip"' in (work / "rendered" / "node2" / "ranktable.json").read_text()
     first_up = [t for line, t in outputs if line.startswith(".venv/bin/deployctl up")][0]
     assert "using device IPs" in first_up and "✓ serving (verified on every node)" in first_up
     statuses = [t for line, t in outputs if line.startswith(".venv/bin/deployctl status")]

@@ -3,23 +3,67 @@ pointing into the file with the lines read that once (app/context.py builds the 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from deployctl.app.context import load_facts, open_context
 from deployctl.backends.common.context import Context
 
 
-def opened(path: Path, facts_path: Path | None = None) -> Context:
-    """The context of an inventory validated in full with the facts of ``facts_path``."""
-    return open_context(path, "full", facts=facts_path)
+def opened(path: Path, facts_path: Path | None = None, run_root: Path | None = None) -> Context:
+    """The context of an inventory validated with the facts of ``facts_path`` or of its latest preflight run under
+    ``run_root``; what only preflight tells may be missing (``ctx.gaps``)."""
+    return offline(path, facts_path, run_root)
 
 
-def validated(path: Path, facts_path: Path | None = None) -> Context:
-    """The context of an inventory validated in full with the facts of ``facts_path``; the engine's own checks of
-    the files `render` would write (an engine.config value it refuses) are said here too (`validate`)."""
-    ctx = open_context(path, "full", facts=facts_path)
+def validated(path: Path, facts_path: Path | None = None, run_root: Path | None = None) -> Context:
+    """``opened``, and the engine's own checks of the files `render` would write (an engine.config value it
+    refuses) said here too (`validate`)."""
+    ctx = offline(path, facts_path, run_root)
     _engine_accepts(ctx)
     return ctx
+
+
+def offline(path: Path, facts_path: Path | None = None, run_root: Path | None = None, *, gaps: bool = True,
+            raw=None) -> Context:
+    """The context of the commands that need no host (validate, plan, recommend, render, observe render).
+
+    The facts are those of ``facts_path`` (--facts) or, without it, of the latest successful preflight run of this
+    inventory under ``run_root`` (``ctx.facts_note`` names it; a run too old or of other hosts is not used, and
+    the note says why). With ``gaps``, what only preflight can tell (device IPs, A3 SDIDs, super pod ids,
+    network interfaces) may still be missing: the inventory is validated in full otherwise, the plan is made
+    without them, and ``ctx.gaps`` lists them (rank tables need them: `render` is called with ``gaps=False``).
+    """
+    from deployctl.core.errors import InventoryError
+    from deployctl.core.input.gaps import NeedsFacts
+    from deployctl.io.inventory_file import load_inventory
+
+    raw = raw if raw is not None else load_inventory(path)          # the one read of the file
+    note = None
+    if facts_path is None and run_root is not None:
+        facts_path, note = _latest_facts(path, raw, run_root)
+    try:
+        ctx = open_context(path, "full", facts=facts_path, raw=raw)
+    except InventoryError as exc:
+        if not gaps or not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
+            raise with_refusal_behind_gaps(exc, raw, path, facts_path, note) from None
+        from deployctl.app.inventory import validate_for_discovery
+
+        inv, found = validate_for_discovery(raw, facts=load_facts(facts_path))
+        return Context(path, raw, inv, "full", facts_path, note, gaps=tuple(found))
+    return dataclasses.replace(ctx, facts_note=note) if note else ctx
+
+
+def _latest_facts(path: Path, raw, run_root: Path) -> tuple[Path | None, str | None]:
+    """(the facts of this inventory's latest successful preflight run, the note naming it), or (None, why a run
+    that exists is not used), or (None, None)."""
+    from deployctl.core.errors import UsageError
+    from deployctl.io.facts_store import resolve_facts
+
+    try:
+        return resolve_facts(path, run_root, None, raw=raw)
+    except UsageError as exc:               # too old, or other hosts: plan as if there were none, and say so
+        return None, f"not using preflight facts: {exc.message}"
 
 
 def for_discovery(path: Path) -> Context:
@@ -34,21 +78,15 @@ def deployed(path: Path) -> Context:
     return open_context(path, "deployed")
 
 
-def planned(path: Path, facts_path: Path | None = None) -> Context:
-    """The context whose plan is made (``ctx.plan``); a refusal points into the inventory (``ctx.located``)."""
-    from deployctl.core.errors import InventoryError
-    from deployctl.io.inventory_file import load_inventory
-
-    raw = load_inventory(path)            # the one read of the file
-    try:
-        ctx = open_context(path, "full", facts=facts_path, raw=raw)
-    except InventoryError as exc:
-        raise with_refusal_behind_gaps(exc, raw, path, facts_path) from None
+def planned(path: Path, facts_path: Path | None = None, run_root: Path | None = None, *,
+            gaps: bool = True) -> Context:
+    """``offline``, with the plan made (``ctx.plan``); a refusal points into the inventory (``ctx.located``)."""
+    ctx = offline(path, facts_path, run_root, gaps=gaps)
     ctx.plan                              # noqa: B018 - made now: a refusal is said before anything is written
     return ctx
 
 
-def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None):
+def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None, note: str | None = None):
     """When the only problems are facts preflight fills (device IPs, SDIDs, interfaces), plan as if they were
     filled: a layout or memory refusal behind them is said now, with its hint, not after preflight ran."""
     from deployctl.app.inventory import validate_for_discovery
@@ -59,6 +97,8 @@ def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None):
 
     if not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
         return exc
+    if note:                              # why the facts of a preflight run were not used
+        exc.message = f"{exc.message} ({note})"
     try:
         inv, _ = validate_for_discovery(raw, facts=load_facts(facts_path))
         filled = inv.model_copy(update={"nodes": [n.model_copy(update={"interface": n.interface or "preflight0"})

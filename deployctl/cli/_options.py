@@ -30,7 +30,8 @@ MaxOutputOpt = Annotated[Optional[float], typer.Option(
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also DEPLOYCTL_DEBUG=1).")]
 FactsOpt = Annotated[Optional[Path], typer.Option(
     "--facts", metavar="FILE", help="facts.json from `deployctl preflight`: fills device IPs and SDIDs the "
-    "inventory leaves out.", dir_okay=False)]
+    "inventory leaves out (default: those of this inventory's latest successful preflight run under --run-dir).",
+    dir_okay=False)]
 
 
 # One spelling of --target everywhere: hosts | k8s. render's old names (bare-metal | helm) and their use on the

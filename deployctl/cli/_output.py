@@ -267,3 +267,34 @@ def print_render(plan, out: Path, artifacts) -> None:
         start = processes(plan, router.name).router.start
         con.print(esc(f"  then, when every node runs, start the router: {out / router.name}/{start} on "
                       f"{router.address}"))
+
+
+def offline_notes(ctx) -> dict:
+    """Where the facts came from and what preflight still has to tell, as printed (stderr) and as JSON."""
+    from deployctl.core.input.gaps import NOUNS
+
+    left = []
+    for what in dict.fromkeys(g.what for g in ctx.gaps):
+        gaps = [g for g in ctx.gaps if g.what == what]
+        whole = {g.node for g in gaps if g.device is None}          # a node that lists no device at all
+        single = [g for g in gaps if g.device is not None and g.node not in whole]
+        parts = ([f"every device of {len(whole)} node(s)"] if whole and what in ("ip", "sdid") else
+                 [f"{len(whole)} node(s)"] if whole else [])
+        if single:
+            parts.append(f"{len(single)} device(s) on {len({g.node for g in single})} node(s)")
+        left.append(f"{NOUNS[what]} of {' and '.join(parts)}")
+    return {"facts": str(ctx.facts) if ctx.facts else None, "facts_note": ctx.facts_note,
+            "left_to_preflight": left,
+            "needs_facts": [{"node": g.node, "device": g.device, "what": g.what} for g in ctx.gaps]}
+
+
+def print_offline_notes(ctx) -> None:
+    """The notes of offline_notes on stderr (stdout stays what the command prints)."""
+    import typer
+
+    if ctx.facts_note:
+        typer.echo(f"note: {ctx.facts_note}", err=True)
+    left = offline_notes(ctx)["left_to_preflight"]
+    if left:
+        typer.echo(f"note: left to preflight: {'; '.join(left)}. The plan does not need them; the rank tables "
+                   f"do: run `deployctl preflight -i {ctx.path}` before `render` or `up`.", err=True)

@@ -10,18 +10,21 @@ import typer
 
 from deployctl.cli._app import app
 from deployctl.cli._options import (FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt, Target,
-                                    TargetOpt, InputLenOpt, OutputLenOpt, SkuOpt)
+                                    TargetOpt, InputLenOpt, OutputLenOpt, RunDirOpt, SkuOpt)
 
 
 @app.command()
-def validate(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: FactsOpt = None):
+def validate(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: FactsOpt = None,
+             run_dir: RunDirOpt = Path(".deployctl")):
     """Check an inventory statically (no network): keys, names, devices, IPs, model, layout degrees.
 
-    Every problem is listed with its file, line and key path. Exit 0 when valid, 2 otherwise.
+    Every problem is listed with its file, line and key path. Exit 0 when valid, 2 otherwise. Device IPs,
+    SDIDs and interfaces may be left out: they come from the latest `deployctl preflight` of this inventory
+    (or --facts); until then validate says what preflight still has to tell.
     """
     from deployctl.cli.commands import run_validate
 
-    run_validate(inventory, output.value, facts)
+    run_validate(inventory, output.value, facts, run_dir)
 
 
 
@@ -49,14 +52,15 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
          sku: SkuOpt = None,
          compare: Annotated[bool, typer.Option(
              "--compare", help="Also rank every layout of these servers for this workload (as `recommend`).")]
-         = False):
+         = False, run_dir: RunDirOpt = Path(".deployctl")):
     """Show the layout, node order, rank assignment, memory fit per die for each role, and the estimated
     performance (TPOT floor and calibrated estimate, TTFT, throughput, the binding term).
 
     Refuses (exit 2) a layout whose KV budget per die is <= 0 or cannot hold one max_seq_len
     sequence, with GB needed vs available. `--output json` prints the whole plan and, under
     "estimate", every term of the estimate. The estimate is a model (docs/performance-model.md),
-    labelled "estimated"; `deployctl bench` measures.
+    labelled "estimated"; `deployctl bench` measures. Works before the hosts exist: device IPs are
+    not needed to plan (they come from `deployctl preflight`, whose latest run is used when there is one).
 
     Examples:
 
@@ -68,11 +72,12 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
     from deployctl.cli.commands import run_plan
 
     run_plan(inventory, output.value, facts, input_len=input_len, output_len=output_len, concurrency=concurrency,
-             sku=sku)
+             sku=sku, run_root=run_dir)
     if compare:
         from deployctl.cli.recommend import run_recommend
 
-        run_recommend(inventory, input_len=input_len, output_len=output_len, output=output.value, sku=sku)
+        run_recommend(inventory, input_len=input_len, output_len=output_len, output=output.value, sku=sku,
+                      facts=facts, run_root=run_dir, notes=False)
 
 
 @app.command()
@@ -93,6 +98,8 @@ def recommend(
         "--apply", metavar="FILE", help="Write the best layout into FILE: a copy of the inventory with only "
                                         "its layout replaced (never the inventory itself).")] = None,
     sku: SkuOpt = None,
+    facts: FactsOpt = None,
+    run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Rank the layouts the engine accepts on these servers (presets x degrees x prefill/decode splits) by
     estimated throughput within the SLO, with the term that binds each.
@@ -113,7 +120,7 @@ def recommend(
     code = run_recommend(inventory, input_len=input_len, output_len=output_len,
                          slo_tpot_ms=_duration_ms(slo_tpot, "--slo-tpot"),
                          slo_ttft_ms=_duration_ms(slo_ttft, "--slo-ttft"), top=top, apply_to=apply_to,
-                         output=output.value, sku=sku, maximize=maximize)
+                         output=output.value, sku=sku, maximize=maximize, facts=facts, run_root=run_dir)
     if code:
         raise typer.Exit(code)
 
@@ -123,7 +130,7 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
            output: OutputOpt = OutputFormat.text, facts: FactsOpt = None, target: TargetOpt = Target.bare_metal,
            values_only: Annotated[bool, typer.Option(
                "--values-only", help="helm: write values.yaml and the chart, not manifests.yaml (no helm needed).")]
-           = False):
+           = False, run_dir: RunDirOpt = Path(".deployctl")):
     """Write every file the deployment needs under DIR: plan.json and, per node, config.json, env,
     start.sh and ranktable.json (multi-node instances); pd-split adds the MindIE-MS files.
 
@@ -132,8 +139,9 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
     same bytes as the bare-metal files.
 
     Byte-stable: the same inventory always gives the same bytes. The tree is replaced atomically;
-    a non-empty directory not written by deployctl is refused unless --force.
+    a non-empty directory not written by deployctl is refused unless --force. Device IPs the inventory
+    leaves out come from the latest `deployctl preflight` of this inventory (or --facts).
     """
     from deployctl.cli.commands import run_render
 
-    run_render(inventory, out, force, output.value, facts, target.value, values_only)
+    run_render(inventory, out, force, output.value, facts, target.value, values_only, run_dir)

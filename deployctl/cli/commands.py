@@ -10,17 +10,20 @@ import typer
 from deployctl.cli import _output
 
 
-def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
+def run_validate(path: Path, output: str, facts: Path | None = None, run_root: Path | None = None) -> None:
     from deployctl.app.plan import validated
     from deployctl.core.sizing.layout import effective_preset
 
-    inv = validated(path, facts).inventory
+    ctx = validated(path, facts, run_root)
+    inv = ctx.inventory
     summary = {"valid": True, "inventory": str(path), "cluster": inv.cluster.name,
                "hardware": inv.cluster.hardware, "nodes": [n.name for n in inv.nodes],
-               "model": inv.model.name, "quant": inv.model.quant, "preset": effective_preset(inv)}
+               "model": inv.model.name, "quant": inv.model.quant, "preset": effective_preset(inv),
+               **_output.offline_notes(ctx)}
     if output == "json":
         typer.echo(json.dumps(summary, indent=2))
         return
+    _output.print_offline_notes(ctx)
     typer.echo(f"✓ {path} is valid: cluster {inv.cluster.name}, {len(inv.nodes)} x "
                f"{inv.cluster.hardware.upper()} ({inv.devices_per_node} devices each), "
                f"{inv.model.name} {inv.model.quant}, layout {summary['preset']}")
@@ -28,10 +31,12 @@ def run_validate(path: Path, output: str, facts: Path | None = None) -> None:
 
 
 def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: int | None = None,
-             output_len: int | None = None, concurrency: int | None = None, sku: str | None = None) -> None:
+             output_len: int | None = None, concurrency: int | None = None, sku: str | None = None,
+             run_root: Path | None = None) -> None:
     from deployctl.app.plan import estimate, planned
 
-    plan = planned(path, facts).plan
+    ctx = planned(path, facts, run_root)
+    plan = ctx.plan
     est = estimate(plan, input_len, output_len, concurrency, sku)
     if output == "json":
         from pydantic_core import to_json
@@ -42,20 +47,24 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
 
         doc = plan_doc(plan)            # secret env values read ***
         doc["estimate"] = est.model_dump(mode="json")
+        doc.update(_output.offline_notes(ctx))
         typer.echo(to_json(doc, indent=2).decode())
         return
+    _output.print_offline_notes(ctx)
     _output.print_plan(plan)
     _output.print_estimate(est)
 
 
 def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None,
-               target: str = "bare-metal", values_only: bool = False) -> None:
+               target: str = "bare-metal", values_only: bool = False, run_root: Path | None = None) -> None:
     from deployctl.io.rendered_tree import check_target, write_tree
 
     from deployctl.app.plan import planned
 
     check_target(out, force, keep=(path,))
-    ctx = planned(path, facts)
+    ctx = planned(path, facts, run_root, gaps=False)        # rank tables need every device IP
+    if ctx.facts_note and output != "json":
+        typer.echo(f"note: {ctx.facts_note}", err=True)
     plan = ctx.plan
     if target == "helm":
         from deployctl.core.errors import LayoutError

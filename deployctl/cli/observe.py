@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from deployctl.cli._options import FactsOpt, InventoryOpt, OutputFormat, OutputOpt
+from deployctl.cli._options import FactsOpt, InventoryOpt, OutputFormat, OutputOpt, RunDirOpt
 
 observe_app = typer.Typer(help="Monitoring: render a Prometheus scrape configuration and a Grafana dashboard.",
                           no_args_is_help=True)
@@ -33,6 +33,7 @@ def render(
                                           help="Scrape interval.")] = 15,
     output: OutputOpt = OutputFormat.text,
     facts: FactsOpt = None,
+    run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Write prometheus.yml (a scrape job for every engine's metrics endpoint, the fleet router's HAProxy exporter
     and, with --npu-exporter, Ascend's npu-exporter; labels cluster, node, instance, role) and
@@ -49,7 +50,7 @@ def render(
     from deployctl.app.plan import planned
     from deployctl.features.observe.render import render_files, write_files
 
-    plan = planned(inventory, facts).plan
+    plan = planned(inventory, facts, run_dir).plan       # device IPs are not scraped: they may be left out
     files, found = render_files(plan, npu_exporter_port if npu_exporter else None,
                                 "https" if npu_exporter_https else "http", interval)
     try:

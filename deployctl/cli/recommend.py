@@ -100,7 +100,8 @@ def _print(rec, top: int) -> None:
 def run_recommend(inventory_path: Path, input_len: int | None = None, output_len: int | None = None,
                   slo_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, top: int = 5,
                   apply_to: Path | None = None, output: str = "text", sku: str | None = None,
-                  maximize: str = "throughput_per_die") -> int:
+                  maximize: str = "throughput_per_die", facts: Path | None = None,
+                  run_root: Path | None = None, notes: bool = True) -> int:
     """Print the ranked layouts (text table or JSON); with ``apply_to`` write the best into that copy.
 
     Returns 0 when the best layout meets the SLO (or no SLO was given), 1 when none does. Raises LayoutError
@@ -110,7 +111,12 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
     from deployctl.core.errors import LayoutError, UsageError
     from deployctl.core.sizing.recommend import recommend_report
 
-    inv = opened(inventory_path).inventory
+    ctx = opened(inventory_path, facts, run_root)
+    inv = ctx.inventory
+    if output != "json" and notes:
+        from deployctl.cli._output import print_offline_notes
+
+        print_offline_notes(ctx)
     obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize)
     try:
         from deployctl.io.calibration_store import load

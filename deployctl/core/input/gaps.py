@@ -1,8 +1,9 @@
 """What an inventory may leave to preflight: device IPs, A3 SDIDs, super pod ids and network interfaces.
 
-`validate`, `plan` and `render` refuse an inventory with such gaps unless a facts file fills them;
-`preflight` accepts it (the gaps become "needs facts" notes) because it is the command that reads
-them from the hosts.
+`validate`, `plan` and `recommend` plan without them (they say what preflight still has to tell); `render`, `up`
+and `diff` refuse an inventory with such gaps unless the facts of a preflight run (the latest one of the inventory,
+or --facts) fill them; `preflight` accepts it (the gaps become "needs facts" notes) because it is the command that
+reads them from the hosts.
 """
 
 from __future__ import annotations
@@ -59,5 +60,5 @@ def discovery_hint(inventory_file: str, what: What = "ip", *, facts_given: bool 
     if facts_given:
         return (f"the facts file has no {noun} for it (host unreachable or probe failed?): fix that and run "
                 f"`deployctl preflight -i {inventory_file}` again")
-    return (f"run `deployctl preflight -i {inventory_file}` first: `up` and `diff` then use the {noun} it "
-            "discovers (or pass --facts FILE to validate/plan/render)")
+    return (f"run `deployctl preflight -i {inventory_file}` first: every command then uses the {noun} it "
+            "discovers (or pass --facts FILE)")

@@ -243,12 +243,17 @@ def test_2_gloo_missing_interface_refused(tmp_path):
     hits = [p for p in err.problems if p.path == "nodes[1]" and "interface" in p.message]
     assert hits and "preflight" in hits[0].hint and "nodes[1].interface" in hits[0].hint, problem_text(err)
     assert not [p for p in err.problems if p.path == "nodes[0]"], problem_text(err)
-    # and as users see it
+    # and as users see it: planned without it (said), refused where the files need it
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(inv, sort_keys=False))
     cli = Path(sys.executable).parent / "deployctl"
-    proc = subprocess.run([str(cli), "plan", "-i", str(path)], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "NO_COLOR": "1", "HOME": str(tmp_path)})
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200", "NO_COLOR": "1", "HOME": str(tmp_path)}
+    proc = subprocess.run([str(cli), "plan", "-i", str(path)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "left to preflight: network interfaces (`ip -o addr`) of 1 node(s)." in proc.stderr, proc.stderr
+    proc = subprocess.run([str(cli), "render", "-i", str(path), "-o", str(tmp_path / "out")], capture_output=True,
+                          text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "nodes[1].interface" in proc.stdout + proc.stderr
 
