@@ -456,3 +456,4 @@ def test_the_text_report_shows_one_line_per_node_and_kind():
            "NOT discovered (timeout)" in lines
     assert any(line.startswith("inv.yaml:7 nodes[0]: node 'n1' has no device IPs") and
                line.endswith("-> discovered") for line in lines)
+
