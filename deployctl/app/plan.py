@@ -46,6 +46,11 @@ def offline(path: Path, facts_path: Path | None = None, run_root: Path | None = 
         ctx = open_context(path, "full", facts=facts_path, raw=raw)
     except InventoryError as exc:
         if not gaps or not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
+            if gaps and exc.problems:         # what preflight will tell is no problem here: the others are
+                from deployctl.core.inventory.validate import count_problems
+
+                exc.problems = [p for p in exc.problems if not isinstance(p, NeedsFacts)]
+                exc.message = count_problems(str(path), exc.problems)
             raise with_refusal_behind_gaps(exc, raw, path, facts_path, note) from None
         from deployctl.app.inventory import validate_for_discovery
 

@@ -3,6 +3,8 @@ the engine spec checks its own keys (engines/<kind>/validate.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import TYPE_CHECKING
 
 import difflib
@@ -40,9 +42,16 @@ def describe_checkpoint(inv: Inventory, raw: RawInventory, local: LocalFiles) ->
     info, found = describe_model(local.checkpoint if local.checkpoint is not None else
                                  InventoryError(f"{m.config_path} was not read before validation"), m.name)
     if found:
-        return inv, [raw.problem(("model", "config_path"), f"the checkpoint in {m.config_path} cannot be sized",
-                                 "fix the checkpoint files named below, or point model.config_path elsewhere"),
-                     *found]
+        key = ("model", "config_path")
+        cp = str(m.config_path)
+        base = raw.base_dir or Path(".")
+        directory = Path(base, local.home + cp[1:] if cp[:2] == "~/" and local.home else cp)   # as io read it
+        here = [p for p in found if Path(p.file or "") == directory]
+        if here:      # the directory itself (missing, not a directory): said at the key that names it
+            return inv, [raw.problem(key, f"{m.config_path} {p.message}", p.hint) for p in here]
+        return inv, [raw.problem(key, f"the checkpoint in {m.config_path} cannot be sized",
+                                 f"fix the problems of its files (each names the file, under {m.config_path}), "
+                                 "or point model.config_path elsewhere"), *found]
     return inv.with_checkpoint(info), []
 
 

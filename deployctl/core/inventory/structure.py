@@ -77,23 +77,15 @@ def _describe(value) -> str:
 
 
 def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
-    from deployctl.core.models.inventory import Inventory
-
     err = errs[0]
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx", {})
     if len(errs) > 1:  # a union: every member refused the value
         wanted = " or ".join(dict.fromkeys(_TYPE_NAMES.get(e["type"], e["type"]) for e in errs))
         return raw.problem(loc, f"expected {wanted}, got {_describe(value)}")
     if kind == "extra_forbidden":
-        model = _model_at(Inventory, loc[:-1])
-        if loc[:1] == ("engine",):     # the engine block is a union: the model of the kind this file names
-            block = raw.data.get("engine") if isinstance(raw.data, dict) else None
-            kind = block.get("kind", DEFAULT_KIND) if isinstance(block, dict) else DEFAULT_KIND
-            if kind in SETTINGS:
-                model = _model_at(SETTINGS[kind], loc[1:-1])
-        allowed = sorted(model.model_fields) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else (
+        allowed = _allowed(raw, loc)
+        close = _suggestion(raw, loc)
+        hint = f"did you mean '{close}'?" if close else (
             f"allowed keys here: {', '.join(allowed)}" if allowed else "")
         return raw.problem(loc, f"unknown key '{loc[-1]}'", hint)
     if kind == "missing":
@@ -122,15 +114,64 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
     return raw.problem(loc, f"{err['msg']} (got {_describe(value)})")
 
 
+def _key_path(err: dict) -> KeyPath:
+    """The key path in the file of one pydantic error (the unions' tags left out)."""
+    loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
+    if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in SETTINGS:   # the union's tag
+        loc = loc[:1] + loc[2:]
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc += ("kind",)
+    return loc
+
+
+def repaired(raw: RawInventory, exc) -> Any | None:
+    """A copy of the file's data with its unknown keys set aside, so the value and cross-field checks can read the
+    rest in the same round: an unknown key whose did-you-mean is a missing required key is taken as that key (a
+    typo), any other is dropped. None when another kind of structure problem remains (a value of the wrong type,
+    a required key no typo explains): the checks need the model those would make."""
+    import copy
+
+    errors = [(e["type"], _key_path(e)) for e in exc.errors()]
+    missing = {loc for kind, loc in errors if kind == "missing"}
+    unknown = [loc for kind, loc in errors if kind == "extra_forbidden"]
+    meant = {loc: loc[:-1] + (close,) for loc in unknown
+             if (close := _suggestion(raw, loc)) and loc[:-1] + (close,) in missing}
+    if any(kind not in ("missing", "extra_forbidden") for kind, _ in errors) or missing - set(meant.values()):
+        return None
+    data = copy.deepcopy(raw.data)
+    for loc in unknown:
+        parent = data
+        for part in loc[:-1]:
+            parent = parent[part]
+        value = parent.pop(loc[-1])
+        if loc in meant:
+            parent[meant[loc][-1]] = value
+    return data
+
+
+def _suggestion(raw: RawInventory, loc: KeyPath) -> str | None:
+    """The key an unknown key at ``loc`` most likely meant (None: none is close)."""
+    close = difflib.get_close_matches(str(loc[-1]), _allowed(raw, loc), n=1)
+    return close[0] if close else None
+
+
+def _allowed(raw: RawInventory, loc: KeyPath) -> list[str]:
+    """The keys allowed beside the key at ``loc``."""
+    from deployctl.core.models.inventory import Inventory
+
+    model = _model_at(Inventory, loc[:-1])
+    if loc[:1] == ("engine",):     # the engine block is a union: the model of the kind this file names
+        block = raw.data.get("engine") if isinstance(raw.data, dict) else None
+        kind = block.get("kind", DEFAULT_KIND) if isinstance(block, dict) else DEFAULT_KIND
+        if kind in SETTINGS:
+            model = _model_at(SETTINGS[kind], loc[1:-1])
+    return sorted(model.model_fields) if model else []
+
+
 def structure_problems(raw: RawInventory, exc) -> list[Problem]:
     grouped: dict[KeyPath, list[dict]] = {}
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
-        if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in SETTINGS:   # the union's tag
-            loc = loc[:1] + loc[2:]
-        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
-            loc += ("kind",)
-        grouped.setdefault(loc, []).append(err)
+        grouped.setdefault(_key_path(err), []).append(err)
     problems = {loc: _one_problem(raw, loc, errs) for loc, errs in grouped.items()}
     # `adress` unknown + `address` missing is one typo: keep the did-you-mean, drop the "missing"
     for loc, prob in list(problems.items()):

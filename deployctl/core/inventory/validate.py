@@ -16,7 +16,7 @@ from deployctl.core.input.raw import RawInventory
 from deployctl.core.models.engine_settings import DEFAULT_KIND
 from deployctl.core.inventory.node_checks import check_devices, check_nodes, check_sku, check_super_pod, resolve_devices
 from deployctl.core.inventory.paths import cluster_dir_problems
-from deployctl.core.inventory.structure import structure_problems
+from deployctl.core.inventory.structure import repaired, structure_problems
 
 CHECKS = (check_nodes, check_ssh, check_sku, check_super_pod, check_devices, check_model, check_engine, check_kubernetes,
           check_layout)
@@ -69,7 +69,6 @@ def inventory_problems(raw: RawInventory, engine: Any, charts: Callable[[], tupl
     from pydantic import ValidationError
 
     from deployctl.core.models.inventory import Inventory
-    from deployctl.core.sizing.layout import layout_problems
 
     # refused before anything else: no later message, file or command line may carry these values
     hostile = hostile_problems(raw)
@@ -79,11 +78,27 @@ def inventory_problems(raw: RawInventory, engine: Any, charts: Callable[[], tupl
         bad = {p.path for p in hostile}
         structure = [p for p in structure_problems(raw, exc)
                      if not any(p.path == b or p.path.startswith((b + ".", b + "[")) for b in bad)]
-        problems = sorted(hostile + structure, key=Problem.sort_key)
+        problems = hostile + structure
+        rest = None if hostile else repaired(raw, exc)
+        if rest is not None:      # an unknown key hides no other problem: the rest is checked in the same round
+            try:
+                _, behind = _value_problems(Inventory.model_validate(rest), raw, engine, charts, local, facts)
+            except ValidationError:
+                behind = []
+            problems += [p for p in behind if not isinstance(p, NeedsFacts)]
+        problems = sorted(dict.fromkeys(problems), key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems) from None
     if hostile:
         problems = sorted(hostile, key=Problem.sort_key)
         raise InventoryError(count_problems(raw.file, problems), problems=problems)
+    return _value_problems(inv, raw, engine, charts, local, facts)
+
+
+def _value_problems(inv: Any, raw: RawInventory, engine: Any, charts: Callable[[], tuple], local: LocalFiles,
+                    facts: Any) -> tuple:
+    """(inventory, every value and cross-field problem, NeedsFacts included), sorted, of a model that was made."""
+    from deployctl.core.sizing.layout import layout_problems
+
     inv = inv.with_engine(engine, charts)
     inv, problems = resolve_devices(inv, raw, local)
     if facts is not None:

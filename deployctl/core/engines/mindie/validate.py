@@ -91,7 +91,9 @@ def _config_keys(inv, raw) -> list[Problem]:
             if isinstance(block, dict) and key in block:
                 out.append(raw.problem(base + (section, key), f"{section}.{key} is set by deployctl",
                                        f"set {instead} instead"))
-        models = ((config.get("BackendConfig") or {}).get("ModelDeployConfig") or {}).get("ModelConfig")
+        backend = config.get("BackendConfig")                   # not a mapping: said above
+        deploy = backend.get("ModelDeployConfig") if isinstance(backend, dict) else None
+        models = deploy.get("ModelConfig") if isinstance(deploy, dict) else None
         if (inv.model.speculative is not None and isinstance(models, list) and models
                 and isinstance(models[0], dict) and "plugin_params" in models[0]):
             out.append(raw.problem(base + ("BackendConfig", "ModelDeployConfig", "ModelConfig", 0, "plugin_params"),
