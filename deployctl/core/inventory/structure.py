@@ -12,7 +12,8 @@ from deployctl.core.errors import Problem
 from deployctl.core.input.raw import KeyPath, RawInventory
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
+    from pydantic_core import ErrorDetails
 
 
 # --------------------------------------------------------------------------- structure
@@ -70,13 +71,13 @@ PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' strin
 _UNION_TAGS = ("str", "int", "float", "bool", "function-after", "function-before")
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping",
             type(None): "null"}.get(type(value), type(value).__name__)
     return f"{kind} {value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) < 40 else kind
 
 
-def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
+def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[ErrorDetails]) -> Problem:
     from deployctl.core.models.inventory import Inventory
 
     err = errs[0]
@@ -122,8 +123,8 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
     return raw.problem(loc, f"{err['msg']} (got {_describe(value)})")
 
 
-def structure_problems(raw: RawInventory, exc) -> list[Problem]:
-    grouped: dict[KeyPath, list[dict]] = {}
+def structure_problems(raw: RawInventory, exc: ValidationError) -> list[Problem]:
+    grouped: dict[KeyPath, list[ErrorDetails]] = {}
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
         if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in SETTINGS:   # the union's tag
