@@ -45,6 +45,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from typing import AbstractSet, Any
 
 MORE = "…"
 ABSENT = "(absent)"
@@ -84,7 +85,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_VALUE else text[:MAX_VALUE - 1] + MORE
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> list[Any] | str:
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=lambda v: (str(v), type(v).__name__))
     if isinstance(value, bytes):
@@ -92,7 +93,7 @@ def _jsonable(value):
     return str(value)
 
 
-def show_json(value) -> str:
+def show_json(value: object) -> str:
     """A JSON/YAML value for display: JSON-encoded scalar, or compact JSON for a container."""
     try:
         text = json.dumps(_redact(value), ensure_ascii=False, separators=(",", ":"), sort_keys=False,
@@ -155,7 +156,7 @@ def parse_env(text: str) -> dict[str, object]:
     return out
 
 
-def _parse(fmt: str, data: bytes):
+def _parse(fmt: str, data: bytes) -> Any:
     text = _text(data)
     if fmt == "json":
         try:
@@ -183,7 +184,7 @@ _NONE = _Absent()
 _SEGMENT = re.compile(r"[^.\[\]\s](?:[^.\[\]]*[^.\[\]\s])?")
 
 
-def segment(key) -> str:
+def segment(key: object) -> str:
     """A dict key as a path segment: as is, or ``["..."]`` when it has dots, brackets, surrounding
     whitespace, or is empty or '…'."""
     text = key if isinstance(key, str) else str(key)
@@ -198,7 +199,7 @@ def _join(path: str, seg: str) -> str:
     return path + seg if seg.startswith("[") else f"{path}.{seg}"
 
 
-def _same_scalar(a, b) -> bool:
+def _same_scalar(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, float) and math.isnan(a) and math.isnan(b):
@@ -211,15 +212,15 @@ class _Walk:
         self.out: list[KeyChange] = []
         self.nodes = 0
 
-    def leaf(self, path: str, secret: bool, old, new) -> None:
-        def show(v):
+    def leaf(self, path: str, secret: bool, old: Any, new: Any) -> None:
+        def show(v: Any) -> str | None:
             if v is _NONE:
                 return None
             return MASK if secret else show_json(v)
 
         self.out.append(KeyChange(path or ROOT, show(old), show(new)))
 
-    def walk(self, path: str, secret: bool, old, new) -> None:
+    def walk(self, path: str, secret: bool, old: Any, new: Any) -> None:
         self.nodes += 1
         if self.nodes > _MAX_NODES:
             raise _Unparsable("too many values")
@@ -245,7 +246,7 @@ class _Walk:
             self.leaf(path, secret, old, new)
 
 
-def tree_changes(old, new, *, absent_old: bool = False, absent_new: bool = False,
+def tree_changes(old: Any, new: Any, *, absent_old: bool = False, absent_new: bool = False,
                  secret: bool = False) -> list[KeyChange]:
     """Leaf-level changes between two parsed JSON/YAML documents (sorted by path)."""
     w = _Walk()
@@ -253,10 +254,10 @@ def tree_changes(old, new, *, absent_old: bool = False, absent_new: bool = False
     return w.out
 
 
-def _env_changes(old: dict | None, new: dict | None, extra=frozenset()) -> list[KeyChange]:
+def _env_changes(old: dict | None, new: dict | None, extra: AbstractSet[str] = frozenset()) -> list[KeyChange]:
     a, b = old or {}, new or {}
 
-    def show(name, v):
+    def show(name: str, v: Any) -> str | None:
         if v is _NONE:
             return None
         if is_secret(name) or name in extra:
@@ -276,14 +277,15 @@ def _env_changes(old: dict | None, new: dict | None, extra=frozenset()) -> list[
 _ASSIGNED = re.compile(r"(?:^|[^\w-])(--?[A-Za-z][\w-]*|[A-Za-z_][\w-]*)[\"']?\s*[:=]|(?:^|\s)(--?[A-Za-z][\w-]*)")
 
 
-def secret_line(line: str, extra=frozenset()) -> bool:
+def secret_line(line: str, extra: AbstractSet[str] = frozenset()) -> bool:
     """A line that assigns a secret-looking name (``X_TOKEN=..``, ``"password": ..``, ``--api-key ..``)
     or one of the names in ``extra``."""
     return any(is_secret(name.lstrip("-")) or name.lstrip("-") in extra
                for m in _ASSIGNED.finditer(line) for name in m.groups() if name)
 
 
-def _line_changes(old: bytes | None, new: bytes | None, extra=frozenset()) -> list[KeyChange] | None:
+def _line_changes(old: bytes | None, new: bytes | None,
+                  extra: AbstractSet[str] = frozenset()) -> list[KeyChange] | None:
     import difflib
 
     if b"\x00" in (old or b"") or b"\x00" in (new or b""):
@@ -324,7 +326,7 @@ def _cut(changes: list[KeyChange], limit: int | None) -> list[KeyChange]:
 
 
 def file_changes(name: str, old: bytes | None, new: bytes | None, *, limit: int = 50,
-                 secret_names=frozenset()) -> list[KeyChange] | None:
+                 secret_names: AbstractSet[str] = frozenset()) -> list[KeyChange] | None:
     """What differs between the deployed (``old``) and the rendered (``new``) content of file ``name``.
 
     ``old=None``: the file is new (every key added); ``new=None``: it goes (every key removed). See the

@@ -8,7 +8,10 @@ data (tests/architecture/test_pure_core.py keeps it so).
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployctl.core.checkpoint.files import CheckpointFiles
 
 
 def packaged_text(package: str, *parts: str) -> str:
@@ -39,7 +42,7 @@ class _Packaged:
         return sorted(p.name for p in self.root.iterdir())
 
 
-def packaged_checkpoint(package: str, *parts: str):
+def packaged_checkpoint(package: str, *parts: str) -> CheckpointFiles:
     """The CheckpointFiles of a checkpoint shipped in ``package`` under ``parts``."""
     from pathlib import Path
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from deployctl.core.errors import InventoryError, Problem
 
+if TYPE_CHECKING:
+    from deployctl.core.checkpoint.files import CheckpointFiles
+    from deployctl.core.models.model_info import ModelInfo
 
-def describe_model(files, name: str):
+
+def describe_model(files: CheckpointFiles | InventoryError, name: str) -> tuple[ModelInfo | None, list[Problem]]:
     """(ModelInfo of the checkpoint read into ``files`` named ``name``, []) or (None, the problems when it cannot
     be read: ``files`` is then the InventoryError reading it raised)."""
     from deployctl.core.checkpoint.describe import describe_files

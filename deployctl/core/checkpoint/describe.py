@@ -79,7 +79,7 @@ def _quantization(files: CheckpointFiles, cfg: dict, key: str, dtype: str, layer
                   "and msmodelslim's quant_model_description.json")
 
 
-def _ints(v) -> bool:
+def _ints(v: object) -> bool:
     return isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and 0 < x <= 1 << 16 for x in v)
 
 

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
+    from deployctl.core.engine_spec.router import RouterControl, RouterRemote
+    from deployctl.core.errors import Problem
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.artifact import Artifact
     from deployctl.core.models.engine import EngineBase
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Plan, PlanNode
 
 TAG_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 
@@ -41,7 +47,7 @@ class EngineVersion:
         return f"{self.version} (from {self.source})" if self.version else f"unknown ({self.source})"
 
 
-def version_from(engine) -> EngineVersion:
+def version_from(engine: EngineBase) -> EngineVersion:
     """engine.version, else major.minor of the image tag (`mindie:2.2.RC1-800I-A2-...` -> 2.2,
     `vllm-ascend:v0.13.0-a3` -> 0.13); a digest-only or untagged image says nothing."""
     if engine.version:
@@ -55,12 +61,12 @@ def version_from(engine) -> EngineVersion:
     return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
 
 
-def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict:
+def read_data(package: str, name: str, words_for_booleans: bool = True) -> dict[str, Any]:
     """A driver's YAML data file. In a support matrix yes/no stay the words yes/no (YAML 1.1 would read them
     as booleans); env presets keep real booleans (``words_for_booleans=False``)."""
     from deployctl.core.packaged import packaged_yaml
 
-    def words(node):
+    def words(node: Any) -> Any:
         if isinstance(node, dict):
             return {k: words(v) for k, v in node.items()}
         if isinstance(node, list):
@@ -159,7 +165,8 @@ class Chart:
     block: str                           # the engine's values block: .Values.<block>
     block_model: type                    # pydantic model of that block (values.schema.json is generated from it)
     owned_values: tuple[str, ...]        # keys of the block rendered from the plan: kubernetes.values may not set them
-    values: Callable                     # (plan, bare-metal artifacts) -> the values (dict: common keys + block)
+    values: Callable[[Plan, list[Artifact]], dict[str, Any]]   # (plan, bare-metal artifacts) -> the values
+                                                               # (dict: common keys + block)
     image: str                           # the chart's default image when this is the default engine
 
 
@@ -196,35 +203,36 @@ class EngineSpec(Protocol):
     @property
     def perf_fit_record(self) -> dict | None: ...
 
-    def version(self, inv) -> EngineVersion: ...
+    def version(self, inv: Inventory) -> EngineVersion: ...
 
-    def validate(self, inv, raw) -> list: ...
+    def validate(self, inv: Inventory, raw: RawInventory) -> list[Problem]: ...
 
-    def role_preset(self, inv, preset: str, role: str) -> dict | None: ...
+    def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None: ...
 
-    def needs_interfaces(self, inv) -> str | None: ...   # why every node needs nodes[].interface (None: no need)
+    def needs_interfaces(self, inv: Inventory) -> str | None: ...   # why every node needs nodes[].interface
+                                                                     # (None: no need)
 
-    def chunked_prefill(self, inv) -> bool: ...          # splits a prompt longer than its prefill batch
+    def chunked_prefill(self, inv: Inventory) -> bool: ...          # splits a prompt longer than its prefill batch
 
-    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]: ...  # (0, ""): none
+    def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]: ...  # (0, ""): none
 
-    def check(self, plan) -> list[Finding]: ...
+    def check(self, plan: Plan) -> list[Finding]: ...
 
-    def accept(self, plan) -> list[Finding]: ...
+    def accept(self, plan: Plan) -> list[Finding]: ...
 
-    def memory(self, inv, role: str, degrees) -> MemoryInputs: ...
+    def memory(self, inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs: ...
 
-    def render(self, plan) -> list: ...
+    def render(self, plan: Plan) -> list[Artifact]: ...
 
-    def processes(self, plan, node) -> NodeProcesses: ...
+    def processes(self, plan: Plan, node: PlanNode) -> NodeProcesses: ...
 
-    def host_ports(self, inv) -> dict[str, int]: ...
+    def host_ports(self, inv: Inventory) -> dict[str, int]: ...
 
-    def metrics_targets(self, plan) -> list[MetricsTarget]: ...
+    def metrics_targets(self, plan: Plan) -> list[MetricsTarget]: ...
 
-    def router_control(self, plan, remote) -> Any: ...   # a RouterControl (core/engine_spec/router.py) or None
+    def router_control(self, plan: Plan, remote: RouterRemote) -> RouterControl | None: ...
 
-    def router_control_gap(self, plan) -> str | None: ...  # why router_control gives None, for `watch`
+    def router_control_gap(self, plan: Plan) -> str | None: ...  # why router_control gives None, for `watch`
 
     def support_rows(self) -> list[dict]: ...
 
@@ -246,14 +254,14 @@ class EngineSpecBase:
     def perf_fit_record(self) -> dict | None:
         return None
 
-    def chunked_prefill(self, inv) -> bool:
+    def chunked_prefill(self, inv: Inventory) -> bool:
         return False            # prefills the longest input in one batch
 
-    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]:
+    def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         return 0, ""
 
-    def router_control(self, plan, remote) -> Any:
+    def router_control(self, plan: Plan, remote: RouterRemote) -> RouterControl | None:
         return None             # no router of its own deployctl can take an instance out of
 
-    def router_control_gap(self, plan) -> str | None:
+    def router_control_gap(self, plan: Plan) -> str | None:
         return None

@@ -25,9 +25,19 @@ class InFlightNotes:
             self.unknown.pop(instance, None)
 
 
+class RouterRemote(Protocol):
+    """What a router control needs of the hosts (deployctl/backends/hosts/router_control.py Remote): an HTTP request
+    sent from one node, answered with (HTTP status, body); status 0 when nothing answered."""
+
+    def http(self, node: str, method: str, url: str, body: str | None = None) -> tuple[int, str]: ...
+
+
 class RouterControl(Protocol):
     what: str                                   # "HAProxy on node1" (for messages)
-    unknown: dict[str, str]                     # instance -> why its requests in flight cannot be told
+
+    @property
+    def unknown(self) -> dict[str, str]: ...    # instance -> why its requests in flight cannot be told (read-only:
+                                                # InFlightNotes keeps it)
 
     def routed(self) -> list[str]: ...          # the instances it can take out and put back
     def drain(self, instance: str) -> None: ...

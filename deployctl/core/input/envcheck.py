@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Container
 
 import re
 
@@ -32,7 +32,7 @@ def env_sources(inv: Inventory) -> list[tuple[tuple, dict]]:
     return out
 
 
-def role_only_problems(inv: Inventory, raw: RawInventory, keys) -> list[Problem]:
+def role_only_problems(inv: Inventory, raw: RawInventory, keys: Container[str]) -> list[Problem]:
     """Variables the plan reads for every role (memory, rank agreement) belong in engine.env, not a role's."""
     out = []
     for path, env in env_sources(inv)[1:]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -17,7 +18,7 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
-def merge_by_position(base, override):
+def merge_by_position(base: Any, override: Any) -> Any:
     """Merge override into base key by key, lists of objects element by element (entry i of the override
     merges into entry i of base; extra entries are appended); any other value replaces. So
     `{ModelConfig: [{plugin_params: ...}]}` adds plugin_params to ModelConfig[0] and keeps the rest of it,
@@ -34,6 +35,6 @@ def merge_by_position(base, override):
     return copy.deepcopy(override)
 
 
-def to_json(doc) -> bytes:
+def to_json(doc: object) -> bytes:
     """Indented UTF-8 JSON with a trailing newline (byte-stable for the same document)."""
     return (json.dumps(doc, indent=4, ensure_ascii=False) + "\n").encode()

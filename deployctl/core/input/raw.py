@@ -13,9 +13,12 @@ import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from deployctl.core.errors import InventoryError, Problem
+
+if TYPE_CHECKING:
+    from yaml.nodes import Node, ScalarNode
 
 KeyPath = tuple[str | int, ...]
 
@@ -87,7 +90,7 @@ def _char_name(ch: str) -> str:
     return f"{esc} ({name})" if name else esc
 
 
-def _composer_class():
+def _composer_class() -> type:
     """A YAML loader: libyaml's parser when available (fast), Python's composer (depth, tags, counts)."""
     import yaml
     from yaml.composer import Composer
@@ -121,7 +124,8 @@ def _composer_class():
         get_single_node = Composer.get_single_node
         compose_document = Composer.compose_document
 
-        def compose_node(self, parent, index):
+        # index: typed as PyYAML's stub has it (the composer passes a mapping value's key node there too)
+        def compose_node(self, parent: Node | None, index: int) -> Node | None:
             event = self.peek_event()
             line = event.start_mark.line + 1
             if not isinstance(event, yaml.AliasEvent):
@@ -153,7 +157,7 @@ def _composer_class():
 class _Builder:
     """Turns composed YAML nodes into plain data, recording the line of each key path."""
 
-    def __init__(self, loader, file: str, alias_budget: int = MAX_ALIAS_VALUES):
+    def __init__(self, loader: Any, file: str, alias_budget: int = MAX_ALIAS_VALUES):
         import yaml
 
         self.yaml = yaml
@@ -166,10 +170,10 @@ class _Builder:
         self.expanded = 0                      # values built again through aliases
         self.alias_budget = alias_budget
 
-    def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str):
+    def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str) -> NoReturn:
         raise InventoryError(title, problems=[Problem(message, format_path(path), self.file, line, hint=hint)])
 
-    def build(self, node, path: KeyPath, aliased: bool = False):
+    def build(self, node: Node, path: KeyPath, aliased: bool = False) -> Any:
         yaml = self.yaml
         line = node.start_mark.line + 1
         if id(node) in self.active:
@@ -200,7 +204,7 @@ class _Builder:
         finally:
             self.active.discard(id(node))
 
-    def scalar(self, node, path: KeyPath, line: int):
+    def scalar(self, node: ScalarNode, path: KeyPath, line: int) -> Any:
         tag = node.tag
         if tag == _YAML_TAG_PREFIX + "str":
             return node.value
@@ -219,7 +223,7 @@ class _Builder:
                 format_path(path), self.file, line, hint="quote it if it is text"))
             return node.value
 
-    def mapping(self, node, path: KeyPath, aliased: bool):
+    def mapping(self, node: Node, path: KeyPath, aliased: bool) -> dict[str, Any]:
         yaml = self.yaml
         out: dict = {}
         for key_node, value_node in node.value:

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 from deployctl.core.errors import Problem
 
 if TYPE_CHECKING:
-    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.inventory import Inventory, RoleLayout
     from deployctl.core.input.raw import RawInventory
 
 ROLES = ("prefill", "decode")
 
 
-def role_block(inv: Inventory, role: str):
+def role_block(inv: Inventory, role: str) -> RoleLayout | None:
     """layout.<role> of a pd-split inventory, else None (a mixed instance has no role block)."""
     return getattr(inv.layout, role, None) if role in ROLES else None
 
@@ -44,7 +44,7 @@ def merged_engine_data(engine_data: dict, overrides: dict, env: dict) -> dict:
     return out
 
 
-def for_role(inv: Inventory, role: str):
+def for_role(inv: Inventory, role: str) -> Inventory:
     """The inventory with layout.<role>'s engine keys, request limits and env merged in; ``inv`` itself when the
     role sets none (mixed instances, roles without overrides). Validation has checked the overrides."""
     block = role_block(inv, role)

@@ -9,7 +9,7 @@ them, ``values.yaml``) they read :data:`MASK`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import re
 
@@ -60,7 +60,7 @@ def is_secret(name: str) -> bool:
     return parts[-1] in _WEAK and "per" not in parts
 
 
-def redact(value):
+def redact(value: Any) -> Any:
     """A container with the values of its secret-looking keys replaced by ***."""
     if isinstance(value, dict):
         return {k: MASK if is_secret(str(k)) else redact(v) for k, v in value.items()}

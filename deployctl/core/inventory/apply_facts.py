@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.host_facts import FactsFile
+    from deployctl.core.models.inventory import Cluster, Inventory
 
 
-def apply_facts(inv: Inventory, facts):
+def apply_facts(inv: Inventory, facts: FactsFile) -> Inventory:
     """Fill device IPs, SDIDs and super pod ids the inventory leaves out from preflight facts.
 
     What the inventory states always wins; preflight's device-ip/sdid rules report disagreements.
@@ -30,7 +31,7 @@ def apply_facts(inv: Inventory, facts):
         devices = []
         for dev in listed:
             fact = live.get(dev.id)
-            update = {}
+            update: dict[str, Any] = {}
             if fact is not None and dev.ip is None and fact.ip is not None:
                 update["ip"] = fact.ip.ip
             if fact is not None and super_pod and dev.sdid is None and fact.sdid is not None:
@@ -44,7 +45,7 @@ def apply_facts(inv: Inventory, facts):
     return inv.model_copy(update={"nodes": nodes, "cluster": _sku_from_facts(inv, facts)})
 
 
-def _sku_from_facts(inv: Inventory, facts):
+def _sku_from_facts(inv: Inventory, facts: FactsFile) -> Cluster:
     """cluster.sku from npu-smi's chip name when the inventory names none and every host reports the same
     known one (910B3, Ascend910_9391, ...); else the cluster as it is."""
     if inv.cluster.sku is not None:

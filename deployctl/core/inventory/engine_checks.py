@@ -4,8 +4,7 @@ the engine spec checks its own keys (engines/<kind>/validate.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import difflib
 import re
@@ -203,7 +202,7 @@ def _check_chart_values(inv: Inventory, raw: RawInventory, values: dict, base: t
     from deployctl.core.render.chart_values import CHART_NAME, owned_values, values_model
     from deployctl.core.input.merge import deep_merge
 
-    def has(tree, dotted: str) -> bool:
+    def has(tree: Any, dotted: str) -> bool:
         for part in dotted.split("."):
             if not isinstance(tree, dict) or part not in tree:
                 return False

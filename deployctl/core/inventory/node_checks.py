@@ -63,7 +63,7 @@ def check_nodes(inv: Inventory, raw: RawInventory) -> list[Problem]:
     return out
 
 
-def resolve_devices(inv: Inventory, raw: RawInventory, local: LocalFiles):
+def resolve_devices(inv: Inventory, raw: RawInventory, local: LocalFiles) -> tuple[Inventory, list[Problem]]:
     """Fill node devices from the hccn_conf copies read into ``local``; return (inventory, problems)."""
     from deployctl.core.models.inventory import Device
 

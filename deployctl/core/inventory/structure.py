@@ -12,7 +12,8 @@ from deployctl.core.errors import Problem
 from deployctl.core.input.raw import KeyPath, RawInventory
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
+    from pydantic_core import ErrorDetails
 
 
 # --------------------------------------------------------------------------- structure
@@ -70,13 +71,13 @@ PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' strin
 _UNION_TAGS = ("str", "int", "float", "bool", "function-after", "function-before")
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping",
             type(None): "null"}.get(type(value), type(value).__name__)
     return f"{kind} {value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) < 40 else kind
 
 
-def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
+def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[ErrorDetails]) -> Problem:
     err = errs[0]
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx", {})
     if len(errs) > 1:  # a union: every member refused the value
@@ -114,7 +115,7 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[dict]) -> Problem:
     return raw.problem(loc, f"{err['msg']} (got {_describe(value)})")
 
 
-def _key_path(err: dict) -> KeyPath:
+def _key_path(err: ErrorDetails) -> KeyPath:
     """The key path in the file of one pydantic error (the unions' tags left out)."""
     loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)) and p not in _UNION_TAGS)
     if loc[:1] == ("engine",) and len(loc) > 1 and loc[1] in SETTINGS:   # the union's tag
@@ -124,7 +125,7 @@ def _key_path(err: dict) -> KeyPath:
     return loc
 
 
-def repaired(raw: RawInventory, exc) -> Any | None:
+def repaired(raw: RawInventory, exc: ValidationError) -> Any | None:
     """A copy of the file's data with its unknown keys set aside, so the value and cross-field checks can read the
     rest in the same round: an unknown key whose did-you-mean is a missing required key is taken as that key (a
     typo), any other is dropped. None when another kind of structure problem remains (a value of the wrong type,
@@ -168,8 +169,8 @@ def _allowed(raw: RawInventory, loc: KeyPath) -> list[str]:
     return sorted(model.model_fields) if model else []
 
 
-def structure_problems(raw: RawInventory, exc) -> list[Problem]:
-    grouped: dict[KeyPath, list[dict]] = {}
+def structure_problems(raw: RawInventory, exc: ValidationError) -> list[Problem]:
+    grouped: dict[KeyPath, list[ErrorDetails]] = {}
     for err in exc.errors():
         grouped.setdefault(_key_path(err), []).append(err)
     problems = {loc: _one_problem(raw, loc, errs) for loc, errs in grouped.items()}

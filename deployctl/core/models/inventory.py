@@ -93,13 +93,13 @@ class Speculative(Strict):
 
     @field_validator("acceptance")
     @classmethod
-    def _rates(cls, v):
+    def _rates(cls, v: list[float] | None) -> list[float] | None:
         if v is not None and not all(0.0 <= r <= 1.0 for r in v):
             raise ValueError("each position's acceptance is a share between 0 and 1")
         return v
 
     @model_validator(mode="after")
-    def _draft(self):
+    def _draft(self) -> Speculative:
         if self.method == "mtp" and self.draft_weights_path is not None:
             raise ValueError("mtp drafts with the model's own layers: remove draft_weights_path")
         if self.method != "mtp" and self.draft_weights_path is None:

@@ -14,6 +14,10 @@ from __future__ import annotations
 import re
 import shlex
 from functools import cache
+from typing import TYPE_CHECKING, Callable, NoReturn
+
+if TYPE_CHECKING:
+    import jinja2
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
@@ -22,28 +26,28 @@ class Quoted(str):
     """The output of the ``q`` filter: already safe in a shell script (may hold quoted newlines)."""
 
 
-def _fail(message: str):
+def _fail(message: str) -> NoReturn:
     from deployctl.core.errors import RenderError
 
     raise RenderError(message, hint="deployctl validation should have refused this value; please report it")
 
 
-def shell_quote(value) -> Quoted:
+def shell_quote(value: object) -> Quoted:
     return Quoted(shlex.quote(str(value)))
 
 
-def comment(value) -> str:
+def comment(value: object) -> str:
     return CONTROL.sub("?", str(value))
 
 
-def argument(value) -> str:
+def argument(value: object) -> str:
     text = str(value)
     if text.startswith("-") or not text:
         _fail(f"{text!r} cannot be a command-line argument (it would be read as an option)")
     return text
 
 
-def _finalize(value):
+def _finalize(value: object) -> object:
     if isinstance(value, Quoted) or not isinstance(value, str):
         return value
     bad = CONTROL.search(value)
@@ -53,10 +57,10 @@ def _finalize(value):
 
 
 @cache
-def environment():
+def environment() -> jinja2.Environment:
     import jinja2
 
-    def load(name: str):
+    def load(name: str) -> tuple[str, str, Callable[[], bool]]:
         from deployctl.core.packaged import packaged_text
 
         package, _, file = name.partition("/")     # "<package>/<path>": templates live with their engine
@@ -71,7 +75,7 @@ def environment():
     return env
 
 
-def render_template(name: str, **context) -> str:
+def render_template(name: str, **context: object) -> str:
     import jinja2
 
     from deployctl.core.errors import RenderError

@@ -19,6 +19,10 @@ from pydantic import BaseModel, Field
 from deployctl.core.models.base import Frozen
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from deployctl.core.engine_spec.protocol import Chart
+    from deployctl.core.models.artifact import Artifact
     from deployctl.core.models.inventory import Inventory
     from deployctl.core.models.plan import Plan
 
@@ -190,7 +194,7 @@ def _values_model(blocks_of: tuple) -> type[BaseModel]:
                         image=(Image, Image(repository=repository, tag=tag)), **blocks)
 
 
-def owned_values(chart) -> tuple[str, ...]:
+def owned_values(chart: Chart) -> tuple[str, ...]:
     """Dotted keys rendered from the plan for this engine (its Chart): kubernetes.values may not set them."""
     return OWNED_VALUES + tuple(f"{chart.block}.{k}" for k in chart.owned_values)
 
@@ -227,13 +231,13 @@ def fullname(inv: Inventory) -> str:
     return name[:32].rstrip("-")
 
 
-def files_of(artifacts, node: str, names) -> dict[str, str]:
+def files_of(artifacts: list[Artifact], node: str, names: Iterable[str]) -> dict[str, str]:
     """The rendered files ``names`` of ``node`` (bare-metal artifacts by path), verbatim."""
     by_path = {a.path: a for a in artifacts}
     return {n: by_path[f"{node}/{n}"].content.decode() for n in names if f"{node}/{n}" in by_path}
 
 
-def common_values(plan: Plan, **changes) -> dict:
+def common_values(plan: Plan, **changes: Any) -> dict[str, Any]:
     """The common keys for a plan (image, NPUs, shm, weights, scheduler, privileged), plus ``changes``."""
     inv = plan.inventory
     e = inv.engine
@@ -252,7 +256,7 @@ def common_values(plan: Plan, **changes) -> dict:
     return out
 
 
-def chart_values(plan: Plan, artifacts):
+def chart_values(plan: Plan, artifacts: list[Artifact]) -> BaseModel:
     """The chart values of a plan: the engine's values (from the bare-metal artifacts), then kubernetes.values."""
     from deployctl.core.input.merge import deep_merge
 
@@ -273,7 +277,7 @@ def split_secret_env(plan: Plan, values: dict) -> dict:
     names = secret_env_names(plan.inventory)
     found: dict[str, str] = {}
 
-    def walk(node) -> None:
+    def walk(node: Any) -> None:
         if isinstance(node, list):
             for item in node:
                 walk(item)

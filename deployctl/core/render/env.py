@@ -42,7 +42,7 @@ def user_env(inv: Inventory, role: str) -> dict[str, str]:
     return {k: env_value(v) for k, v in merged.items()}
 
 
-def env_value(value) -> str:
+def env_value(value: object) -> str:
     """An inventory env value as its env-file text (YAML booleans as true/false)."""
     if isinstance(value, bool):
         return "true" if value else "false"

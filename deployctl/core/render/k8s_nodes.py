@@ -3,8 +3,13 @@ NPUs (pure; `up --target k8s` runs it as its preflight stage)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployctl.core.errors import Problem
 from deployctl.core.models.plan import Plan
+
+if TYPE_CHECKING:
+    from deployctl.core.render.chart_values import CommonValues
 
 
 def k8s_node(plan: Plan, name: str) -> str:
@@ -12,7 +17,7 @@ def k8s_node(plan: Plan, name: str) -> str:
     return plan.inventory.node(name).k8s_node or name
 
 
-def check_nodes(plan: Plan, nodes: list[dict], chart) -> list[Problem]:
+def check_nodes(plan: Plan, nodes: list[dict], chart: CommonValues) -> list[Problem]:
     """The Nodes the pods are pinned to exist, carry the plan's IPs, accelerator-type and NPUs (pure).
     ``chart``: the engine chart's values (npu.resource, npu.perPod, npu.acceleratorType)."""
     inv = plan.inventory

@@ -3,10 +3,15 @@ router in front of a fleet of mixed instances (fleet/router.py). Pure: the plan 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployctl.core.models.plan import Plan
 
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import NodeProcesses
 
-def processes(plan: Plan, node: str):
+
+def processes(plan: Plan, node: str) -> NodeProcesses:
     """What the engine spec says runs on this node (engine container, router containers, readiness)."""
     from dataclasses import replace
 

@@ -21,19 +21,24 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+    from pydantic_core import core_schema
 
 SCHEMA_FILE = Path(__file__).parents[2] / "schema" / "inventory.schema.json"   # editors' modelines name it
 DRAFT = "http://json-schema.org/draft-07/schema#"
-_FACTORY_DEFAULTS = {dict: dict, list: list}
+_FACTORY_DEFAULTS: dict[object, Callable[[], object]] = {dict: dict, list: list}
 
 
-def _generator():
+def _generator() -> type[GenerateJsonSchema]:
     from pydantic.json_schema import GenerateJsonSchema
 
     class Generate(GenerateJsonSchema):
         """Pydantic's generator, plus the defaults of `Field(default_factory=dict | list)` ({} and [])."""
 
-        def default_schema(self, schema):
+        def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
             json_schema = super().default_schema(schema)
             factory = _FACTORY_DEFAULTS.get(schema.get("default_factory"))
             if factory is not None and "$ref" not in json_schema:
@@ -52,7 +57,7 @@ def _def_name(name: str) -> str:
     return "".join(part.capitalize() for part in kind.split("_")) + name.rsplit("__", 1)[1]
 
 
-def _clean(node, renames: dict[str, str]):
+def _clean(node: Any, renames: dict[str, str]) -> Any:
     """Draft 7 and editor friendly: `#/definitions/` refs; a `$ref` with siblings wrapped in allOf (draft 7
     ignores a ref's siblings, so the description would be lost); no generated titles ("Hbm Gb" helps nobody);
     no OpenAPI `discriminator` (not JSON Schema: the engine block is rebuilt by _engine_schema)."""

@@ -17,8 +17,12 @@ Reading of the published numbers (the doc says the same):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
 
 from deployctl.core.sizing.step import Consts, Setup, step
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import EngineSpec
 
 # fit() on POINTS gives these (tests/core/sizing/test_calibration.py recomputes them)
 FITTED = Consts(k_hbm=1.023, k_compute=1.685, k_prefill=2.018)
@@ -27,21 +31,21 @@ ERROR_BOUND = 0.12
 
 
 
-def fitted_for(spec) -> Consts:
+def fitted_for(spec: EngineSpec) -> Consts:
     """The deratings an engine runs with: its spec's own `perf_deratings` (fitted on that engine's published
     points) when it has them, else FITTED (the CloudMatrix384 / cann-recipes fit)."""
     own = spec.perf_deratings
     return Consts(**own) if own else FITTED
 
 
-def fitted_source(spec) -> str:
+def fitted_source(spec: EngineSpec) -> str:
     """Where the deratings fitted_for(spec) gives come from, as the estimate's assumptions say it."""
     own = spec.perf_deratings_source
     return own or (f"deratings fitted on A3 CloudMatrix384 / cann-recipes points (each within {ERROR_BOUND:.0%}, "
                    "docs/performance-model.md); A2 SKUs reuse them")
 
 
-def fitted_record(spec) -> dict:
+def fitted_record(spec: EngineSpec) -> dict:
     """What the estimate's `calibration` names as its fit: the largest error on the points the deratings of
     fitted_for(spec) were fitted on and the file that holds them, from the same place as fitted_source (the
     driver's `perf_fit_record`, e.g. vLLM-Ascend's perf.yaml), else the CloudMatrix fit's."""
@@ -113,12 +117,12 @@ def errors(c: Consts = FITTED) -> list[tuple[Point, float, float]]:
     return out
 
 
-def _rms(c: Consts, points) -> float:
+def _rms(c: Consts, points: list[Point]) -> float:
     errs = [(estimate(p, c) - p.measured) / p.measured for p in points]
     return (sum(e * e for e in errs) / len(errs)) ** 0.5
 
 
-def _search(f, lo: float, hi: float, steps: int = 40) -> float:
+def _search(f: Callable[[float], float], lo: float, hi: float, steps: int = 40) -> float:
     """argmin of f on [lo, hi]: a grid, then refinements around the best cell (f is not assumed convex)."""
     for _ in range(4):
         grid = [lo + (hi - lo) * i / steps for i in range(steps + 1)]

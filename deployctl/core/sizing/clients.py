@@ -39,7 +39,7 @@ class Client:
     requests: int | None = None           # requests measured (default: as deployctl bench does)
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.mode not in ("concurrency", "rate"):
             raise ValueError(f"client mode {self.mode!r}: expected concurrency or rate")
         if self.mode == "rate" and self.rate <= 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 from deployctl.core.sizing.perf_context import EstimateInputs, batch_limit, context, kv_concurrency, mtp_of  # noqa: F401 (the API)
 from deployctl.core.sizing.hardware import Sku
@@ -23,7 +23,9 @@ from deployctl.core.sizing.step import LINK_NAMES, Step, link_keys, step
 from deployctl.core.sizing.estimate_types import InstanceEstimate, PlanEstimate, StepEstimate, Term, Workload
 
 if TYPE_CHECKING:
-    from deployctl.core.models.plan import Plan
+    from deployctl.core.engine_spec.protocol import EngineSpec
+    from deployctl.core.models.plan import Instance, Plan
+    from deployctl.core.sizing.step import Consts
 
 MAX_RHO = 0.95        # queueing formulas stop here (a prefill instance busier than this is the bottleneck)
 
@@ -117,7 +119,8 @@ def _terms(st: Step, extra: Sequence[tuple[str, float, str]] = ()) -> tuple[list
     return out, total, f"{what} dominates: {top.share:.0%} of the step"
 
 
-def _step_estimate(st: Step, seqs: float, tokens: float, ctx_len: float, extra=()) -> StepEstimate:
+def _step_estimate(st: Step, seqs: float, tokens: float, ctx_len: float,
+                   extra: Sequence[tuple[str, float, str]] = ()) -> StepEstimate:
     terms, total, binding = _terms(st, list(extra))
     return StepEstimate(phase=st.phase, sequences_per_die_group=round(seqs, 4), tokens_per_die_group=round(tokens, 4),
                         context=ctx_len, step_ms=round(total * 1e3, 4), floor_ms=round(st.floor * 1e3, 4),
@@ -210,7 +213,8 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
                      "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration}, **served)
 
 
-def _fit_record(ctx: EstimateInputs, fitted_for, fitted_record) -> dict:
+def _fit_record(ctx: EstimateInputs, fitted_for: Callable[[EngineSpec], Consts],
+                fitted_record: Callable[[EngineSpec], dict]) -> dict:
     """max_error_on_points and source of the deratings in use: the engine's own fit (its engine spec, as
     calibration.fitted_source), or, for deratings the caller gave, only where they came from."""
     spec = ctx.plan.engine_spec
@@ -219,7 +223,7 @@ def _fit_record(ctx: EstimateInputs, fitted_for, fitted_record) -> dict:
     return {"source": ctx.consts_source}
 
 
-def _instance(ctx: EstimateInputs, inst, w: Workload, n: Numbers) -> InstanceEstimate:
+def _instance(ctx: EstimateInputs, inst: Instance, w: Workload, n: Numbers) -> InstanceEstimate:
     su = ctx.setups[inst.name]
     intra, inter = link_keys(su)
     base = dict(instance=inst.name, role=inst.role, dies=inst.world_size, link_intra=LINK_NAMES[intra],

@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from deployctl.core.errors import LayoutError
     from deployctl.core.models.inventory import Inventory
     from deployctl.core.models.plan import Plan
 
 MAX_SERVERS = 64          # the most servers a "more servers" hint considers
 
 
-def _first_accepted(inv: Inventory):
+def _first_accepted(inv: Inventory) -> Plan | None:
     """(plan, layout) of the first layout the planner and the engine accept on the inventory's servers."""
     from deployctl.core.sizing.recommend import _plan, layouts
 
@@ -34,7 +35,7 @@ def _first_accepted(inv: Inventory):
     return None
 
 
-def _with_servers(inv: Inventory, count: int):
+def _with_servers(inv: Inventory, count: int) -> Inventory:
     """The inventory with ``count`` servers: its own, then copies of the last one (device IPs left to
     preflight, addresses from TEST-NET-2): what adding servers of the same kind would plan to."""
     nodes = list(inv.nodes[:count])
@@ -61,7 +62,7 @@ def verified_fix(inv: Inventory) -> str | None:
     return ", or ".join(text for text, _ in found) if found else None
 
 
-def suggestions(inv: Inventory) -> list[tuple[str, object]]:
+def suggestions(inv: Inventory) -> list[tuple[str, Inventory]]:
     """[(hint text, the changed inventory the planner and the engine accepted)], smallest change first."""
     from deployctl.core import catalog
 
@@ -96,7 +97,7 @@ def suggestions(inv: Inventory) -> list[tuple[str, object]]:
     return tips
 
 
-def with_verified_hint(exc, inv: Inventory):
+def with_verified_hint(exc: LayoutError, inv: Inventory) -> LayoutError:
     """The refusal with its hints replaced by one that works (or its own hints when nothing fits)."""
     import dataclasses
 

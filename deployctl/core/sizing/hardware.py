@@ -59,7 +59,7 @@ def arch_catalog() -> dict:
     return _read("arch.yaml")
 
 
-def _value(entry) -> float:
+def _value(entry: dict[str, Any]) -> float:
     return float(entry["value"])
 
 
@@ -198,7 +198,7 @@ def _arch(model: str) -> dict[str, Any]:
 
 def sourced_values() -> Iterator[tuple[str, Any, str]]:
     """(key path, value, source) of every number in hardware.yaml and arch.yaml (the tests check each source)."""
-    def walk(node, path):
+    def walk(node: Any, path: str) -> Iterator[tuple[str, Any, str]]:
         if isinstance(node, dict):
             if "value" in node:
                 yield path, node["value"], node.get("source", "")

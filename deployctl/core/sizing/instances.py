@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from deployctl.core.errors import Problem
 
 if TYPE_CHECKING:
-    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.inventory import Inventory, Layout, RoleLayout
     from deployctl.core.input.raw import RawInventory
 
 
@@ -28,7 +28,7 @@ class Group:
     key: tuple           # the inventory key that made it (for messages)
 
 
-def is_split(lay) -> bool:
+def is_split(lay: Layout) -> bool:
     return lay.preset == "pd-split" or lay.prefill is not None or lay.decode is not None
 
 
@@ -45,7 +45,7 @@ def _split(nodes: list[str], count: int, key: tuple) -> list[tuple[list[str], tu
     return [(nodes[i:i + size], key) for i in range(0, len(nodes), size)]
 
 
-def _role_parts(rl, key: tuple) -> list[tuple[list[str], tuple]]:
+def _role_parts(rl: RoleLayout, key: tuple) -> list[tuple[list[str], tuple]]:
     if isinstance(rl.instances, list):
         return [(list(g.nodes), key + ("instances", i)) for i, g in enumerate(rl.instances)]
     return _split(list(rl.nodes or ()), rl.instances or 1, key + ("nodes",))

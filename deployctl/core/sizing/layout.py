@@ -12,6 +12,7 @@ from deployctl.core.models.plan import Degrees
 if TYPE_CHECKING:
     from deployctl.core.input.raw import RawInventory
     from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.model_info import ModelInfo
 
 ATTN = ("tp", "dp", "pp", "cp")
 MOE = ("moe_tp", "moe_ep")
@@ -46,7 +47,7 @@ def effective_preset(inv: Inventory) -> str | None:
     return None
 
 
-def _symbol(value, devices: int, per_node: int, nodes: int) -> int:
+def _symbol(value: int | str, devices: int, per_node: int, nodes: int) -> int:
     if isinstance(value, int):
         return value
     return {"devices": devices, "devices_per_node": per_node, "nodes": nodes}[value]
@@ -77,7 +78,7 @@ def _fill(user: dict, preset_row: dict, free: str, devices: int, per_node: int, 
     return deg
 
 
-def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model, raw: RawInventory,
+def _check(spec: InstanceSpec, deg: dict, devices: int, per_node: int, model: ModelInfo | None, raw: RawInventory,
            max_servers: int | None = None) -> list[Problem]:
     out = []
     k = spec.key

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deployctl.core.sizing.step import Consts, Setup
 from deployctl.core.sizing.estimate_types import Mtp
 
 if TYPE_CHECKING:
-    from deployctl.core.models.plan import Plan
+    from deployctl.core.models.engine import EngineBase
+    from deployctl.core.models.plan import Instance, Plan
     from deployctl.core.sizing.hardware import Sku
 
 
@@ -38,11 +39,11 @@ class EstimateInputs:
     consts_source: str = ""                              # where `consts` come from, for the assumptions
 
     @property
-    def decoder(self):
+    def decoder(self) -> Instance:
         return next(i for i in self.plan.instances if i.role in ("mixed", "decode"))
 
     @property
-    def prefiller(self):
+    def prefiller(self) -> Instance:
         return next(i for i in self.plan.instances if i.role in ("mixed", "prefill"))
 
     @property
@@ -55,12 +56,12 @@ class EstimateInputs:
         return sum(1 for i in self.plan.instances if i.role in ("mixed", "prefill"))
 
 
-def mtp_of(engine) -> tuple[int, str]:
+def mtp_of(engine: EngineBase) -> tuple[int, str]:
     """MTP drafts named anywhere in the engine settings (vLLM --speculative-config, MindIE plugin_params):
     a value holding 'mtp' and num_speculative_tokens. model.speculative, when set, is read instead (context)."""
     found: list[tuple[int, str]] = []
 
-    def walk(node, path):
+    def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             if "num_speculative_tokens" in node and "mtp" in json.dumps(node).lower():
                 found.append((int(node["num_speculative_tokens"]), path))
@@ -79,7 +80,7 @@ def mtp_of(engine) -> tuple[int, str]:
     return found[0] if found else (0, "")
 
 
-def _setup(plan: Plan, inst, sku, drafts: int, accept: float, passes: int) -> Setup:
+def _setup(plan: Plan, inst: Instance, sku: Sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl.core import catalog
 
     inv = plan.inventory

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from deployctl import __version__
 from deployctl.core import catalog
@@ -13,6 +13,9 @@ from deployctl.core.sizing.instances import router_node
 from deployctl.core.sizing.layout import effective_preset, resolve_instances
 from deployctl.core.sizing.limits import max_prefill_tokens
 from deployctl.core.sizing.memory import memory_fit
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import EngineSpec
 
 
 def node_devices(inv: Inventory, name: str) -> list[Device]:
@@ -146,7 +149,7 @@ def _router(inv: Inventory) -> FleetRouter | None:
                        check_interval_ms=r.check_interval_ms, container=container_name(inv, "router"))
 
 
-def accepted(plan: Plan, engine_spec) -> None:
+def accepted(plan: Plan, engine_spec: EngineSpec) -> None:
     """The engine's own checks of the files rendered for this plan: a refusal raises (exit 2) with the engine's
     message and the source of the check (a value set in engine.config, or a deployctl bug)."""
     errors = list(dict.fromkeys(f for f in engine_spec.accept(plan) if f.level == "error"))
@@ -157,7 +160,7 @@ def accepted(plan: Plan, engine_spec) -> None:
                           hint=errors[0].hint)
 
 
-def _checked(plan: Plan, engine_spec) -> Plan:
+def _checked(plan: Plan, engine_spec: EngineSpec) -> Plan:
     """The engine's support matrix: refusals raise (exit 2, with the source), warnings go into the plan."""
     findings = list(dict.fromkeys(engine_spec.check(plan)))   # a fleet's identical instances say the same once
     errors = [f for f in findings if f.level == "error"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import Field
 
@@ -22,6 +22,7 @@ from deployctl.core.models.base import Frozen
 if TYPE_CHECKING:
     from deployctl.core.models.inventory import Inventory
     from deployctl.core.models.plan import Plan
+    from deployctl.core.sizing.perf_context import EstimateInputs
 
 
 class Objective(Frozen):
@@ -144,7 +145,7 @@ def _ratio(obj: Objective, ttft: float, tpot: float) -> float:
 SLO_PERCENTILE = "p90"      # the SLO holds when the simulated p90 TTFT and p90 TPOT meet it (docs/performance-model.md)
 
 
-def _operating_point(ctx, obj: Objective, cmax: int) -> tuple[int, bool, float]:
+def _operating_point(ctx: EstimateInputs, obj: Objective, cmax: int) -> tuple[int, bool, float]:
     """The largest concurrency <= cmax meeting the SLO (TPOT and TTFT grow with concurrency), else 1; judged on
     the simulated serving loop under the benchmark's closed-loop client (deployctl.core.sizing.serving)."""
     from deployctl.core.sizing.clients import Client
@@ -170,7 +171,7 @@ def _operating_point(ctx, obj: Objective, cmax: int) -> tuple[int, bool, float]:
     return lo, True, ratio(lo)
 
 
-def _plan(inv: Inventory, layout: dict):
+def _plan(inv: Inventory, layout: dict) -> tuple[Plan, None] | tuple[None, str]:
     """(plan, None) or (None, why it is dropped)."""
     from deployctl.core.errors import DeployctlError
     from deployctl.core.models.inventory import Layout
@@ -203,6 +204,7 @@ def recommend_report(inv: Inventory, objective: Objective, sku: str | None = Non
         considered += 1
         plan, why = _plan(inv, layout)
         if plan is None:
+            why = cast(str, why)      # _plan gives its reason with every None plan
             dropped[why] = dropped.get(why, 0) + 1
             continue
         key = tuple((i.role, len(i.nodes), tuple(i.degrees.model_dump().values())) for i in plan.instances)
@@ -270,7 +272,7 @@ def recommend(inv: Inventory, objective: Objective, sku: str | None = None) -> l
 _TOP_KEY = re.compile(r"^[^\s#-][^:]*:")
 
 
-def _scalar(v) -> str:
+def _scalar(v: object) -> str:
     import yaml
 
     if isinstance(v, str):
@@ -278,7 +280,7 @@ def _scalar(v) -> str:
     return json.dumps(v)
 
 
-def _flow(v) -> str:
+def _flow(v: object) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_flow(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):

@@ -16,10 +16,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deployctl.core.sizing.clients import Client, share
 from deployctl.core.sizing.step import step
 from deployctl.core.sizing.simulate import PrefillSide, Result, Sched, simulate
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from deployctl.core.models.plan import Instance
+    from deployctl.core.sizing.estimate_types import PlanEstimate
+    from deployctl.core.sizing.perf_context import EstimateInputs
+    from deployctl.core.sizing.step import Consts, Setup
+
+    class SteadyState(Protocol):
+        """What `apply` reads and replaces of deployctl.core.sizing.estimate.Numbers (not imported from there:
+        estimate imports this module)."""
+
+        concurrency: int
+        ttft: float
+        tpot: float
+        throughput: float
+        ttft_parts: dict[str, float]
 
 
 def _grid(x: float) -> tuple[int, int, float]:
@@ -36,7 +55,7 @@ def _grid(x: float) -> tuple[int, int, float]:
 class SimSteps:
     """Step times of one DP group (all groups of the instance assumed equally loaded)."""
 
-    def __init__(self, setup, consts, input_len: int, output_len: int, groups_active: int):
+    def __init__(self, setup: Setup, consts: Consts, input_len: int, output_len: int, groups_active: int) -> None:
         self.su, self.c = setup, consts
         self.L = input_len
         self.ctx0, self.ctx1 = float(input_len), float(input_len + output_len)
@@ -102,7 +121,7 @@ class Served:
                     per_group_concurrency=self.per_group.concurrency, steps=self.result.steps)
 
 
-def _steps(ctx, setup, client: Client, active: int) -> SimSteps:
+def _steps(ctx: EstimateInputs, setup: Setup, client: Client, active: int) -> SimSteps:
     """One step table per setup, lengths and active groups, shared by every client of the plan."""
     key = ("steps", setup, client.input_len, client.output_len, min(setup.dp, active), ctx.consts)
     if key not in ctx.cache:
@@ -110,7 +129,7 @@ def _steps(ctx, setup, client: Client, active: int) -> SimSteps:
     return ctx.cache[key]
 
 
-def sched_of(ctx, inst) -> Sched:
+def sched_of(ctx: EstimateInputs, inst: Instance) -> Sched:
     """The limits of one of the instance's DP schedulers: its role's max_prefill_tokens and max_batch_size
     (layout.<role>.model over model), its KV cache, whether the engine mixes prefill chunks into decode steps (its
     driver's chunked_prefill), MTP."""
@@ -124,7 +143,7 @@ def sched_of(ctx, inst) -> Sched:
                  chunked=inv.engine_spec.chunked_prefill(inv), drafts=su.mtp_drafts, accepted=su.accepted)
 
 
-def simulate_plan(ctx, client: Client) -> Served:
+def simulate_plan(ctx: EstimateInputs, client: Client) -> Served:
     """The deployment of `ctx` (deployctl.core.sizing.estimate.context) under `client`, cached per client."""
     key = ("served", client)
     if key in ctx.cache:
@@ -151,7 +170,7 @@ def simulate_plan(ctx, client: Client) -> Served:
     return out
 
 
-def _prefill_side(ctx, client: Client, used: int) -> PrefillSide:
+def _prefill_side(ctx: EstimateInputs, client: Client, used: int) -> PrefillSide:
     """pd-split: the prefill groups shared by the `used` decoding groups, the KV transfer as
     deployctl.core.sizing.estimate counts it (link latency + prompt KV bytes over the link between the instances)."""
     from deployctl.core.sizing.step import link_keys
@@ -173,7 +192,7 @@ ASSUMPTION = ("TTFT, TPOT and throughput are the p50s and throughput of a simula
               "above are replaced by it (distribution.steady_state keeps them)")
 
 
-def apply(ctx, n, input_len: int, output_len: int) -> dict:
+def apply(ctx: EstimateInputs, n: SteadyState, input_len: int, output_len: int) -> dict:
     """Replace the steady-state TTFT, TPOT and throughput of `n` (deployctl.core.sizing.estimate.Numbers) by the simulated
     medians and throughput under the benchmark's client (closed loop at n.concurrency, simultaneous start); the
     TTFT parts keep the analytical prefill / transfer / first step and the rest becomes the simulated wait.
@@ -205,7 +224,7 @@ def apply(ctx, n, input_len: int, output_len: int) -> dict:
     return {"distribution": dist, "client": client.describe()}
 
 
-def describe_line(est) -> list[str]:
+def describe_line(est: PlanEstimate) -> list[str]:
     """`deployctl plan`'s lines for the simulation (p50 / p99 in one line) and a user calibration in use."""
     d, c = est.distribution, est.client
     out = []

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from deployctl.core.sizing.hardware import Sku, arch, arch_of, ep_comm, efficiency, interp_log, links
 from deployctl.core.sizing.memory import kv_layer_bytes
+
+if TYPE_CHECKING:
+    from deployctl.core.models.model_info import ModelInfo
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Setup:
     info: Any = field(default=None, compare=False)   # the ModelInfo (None: the built-in catalog's entry of `model`)
 
     @property
-    def model_info(self):
+    def model_info(self) -> ModelInfo:
         if self.info is not None:
             return self.info
         from deployctl.core import catalog
@@ -163,7 +166,7 @@ def mean_min(s: float, cap: float) -> float:
     return (cap * (cap + 1) / 2 + cap * (s - cap)) / s
 
 
-def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
+def _attention(s: Setup, m: ModelInfo, phase: str, ctx: float) -> tuple[float, float]:
     """(FLOPs per query token per layer on one die, KV bytes per sequence per layer read in decode)."""
     a = arch_of(s.model_info)
     heads = m.heads / s.tp
@@ -190,7 +193,7 @@ def _attention(s: Setup, m, phase: str, ctx: float) -> tuple[float, float]:
     return flops, 0.0
 
 
-def layer_overhead(info) -> float:
+def layer_overhead(info: ModelInfo) -> float:
     """Seconds of fixed kernel costs per layer: ops per layer (arch.yaml) x msModeling's static cost per op."""
     from deployctl.core.sizing.hardware import catalog
 
@@ -262,7 +265,7 @@ def overlaps(s: Setup, phase: str, tokens_group: float) -> bool:
     return phase == "prefill" or bool(s.dbo_decode_tokens) and tokens_group > s.dbo_decode_tokens
 
 
-def _local_tp_comm(s: Setup, m, st: Step, layers: int, own: float, sampled: float) -> None:
+def _local_tp_comm(s: Setup, m: ModelInfo, st: Step, layers: int, own: float, sampled: float) -> None:
     """o_proj / lm_head TP wider than the attention TP (MindIE's o_proj_local_tp / lm_head_local_tp inside DP
     attention): the weight read per die shrinks (in step()) and the group exchanges its tokens. Assumed pattern
     (not read in the engines' source): o_proj all-gathers the group's attention outputs (heads x v_head_dim per

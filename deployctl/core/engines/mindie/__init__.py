@@ -10,7 +10,18 @@ Submodules are imported when a method needs them, so loading an inventory stays 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployctl.core.engine_spec.protocol import EngineSpecBase, EngineVersion, MemoryInputs, NodeProcesses
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import Chart, Finding, MetricNames, MetricsTarget
+    from deployctl.core.errors import Problem
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.artifact import Artifact
+    from deployctl.core.models.engine_settings.mindie import MindieSettings
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Plan, PlanNode
 
 
 class MindieSpec(EngineSpecBase):
@@ -18,37 +29,38 @@ class MindieSpec(EngineSpecBase):
     display = "MindIE"
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): each role's config.json
     # (MindIE-Motor's PD samples set maxPrefillBatchSize, maxLinkNum, dpScheduling per role)
-    role_keys = ("config",)
+    role_keys: tuple[str, ...] = ("config",)
     needs_device_ips = True   # the rank table names every device's IP
-    max_servers = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc, ranktable_config.cpp)
+    max_servers: int | None = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc,
+                                     # ranktable_config.cpp)
 
     @property
-    def settings(self):
+    def settings(self) -> type[MindieSettings]:
         from deployctl.core.models.engine_settings.mindie import MindieSettings
 
         return MindieSettings
 
-    def version(self, inv) -> EngineVersion:
+    def version(self, inv: Inventory) -> EngineVersion:
         from deployctl.core.engine_spec.protocol import version_from
 
         return version_from(inv.engine)
 
-    def validate(self, inv, raw) -> list:
+    def validate(self, inv: Inventory, raw: RawInventory) -> list[Problem]:
         from deployctl.core.engines.mindie.validate import engine_problems
 
         return engine_problems(inv, raw)
 
-    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+    def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None:
         from deployctl.core.engines.mindie.support import role_preset
 
         return role_preset(inv, role) if preset == "pd-split" else None
 
-    def needs_interfaces(self, inv) -> str | None:
+    def needs_interfaces(self, inv: Inventory) -> str | None:
         from deployctl.core.engines.mindie.support import needs_interfaces
 
         return needs_interfaces(inv)
 
-    def check(self, plan) -> list:
+    def check(self, plan: Plan) -> list[Finding]:
         from dataclasses import replace
 
         from deployctl.core.engines.mindie.rules import layout_findings
@@ -57,45 +69,45 @@ class MindieSpec(EngineSpecBase):
 
         return [replace(f, source=expand_source(f.source)) for f in check(plan) + layout_findings(plan)]
 
-    def accept(self, plan) -> list:
+    def accept(self, plan: Plan) -> list[Finding]:
         from deployctl.core.engines.mindie.findings import plan_findings
 
         return plan_findings(plan)
 
-    def memory(self, inv, role: str, degrees) -> MemoryInputs:
+    def memory(self, inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
         from deployctl.core.engines.mindie.support import memory_inputs
 
         return memory_inputs(inv, role, degrees)
 
-    def render(self, plan) -> list:
+    def render(self, plan: Plan) -> list[Artifact]:
         from deployctl.core.engines.mindie.config import render_configs
         from deployctl.core.engines.mindie.env import render_envs
         from deployctl.core.engines.mindie.ms import render_ms
         from deployctl.core.engines.mindie.ranktable import render_ranktables
         from deployctl.core.engines.mindie.start import render_starts
 
-        out = []
+        out: list[Artifact] = []
         for render in (render_configs, render_envs, render_starts, render_ranktables, render_ms):
             out += render(plan)
         return out
 
-    def processes(self, plan, node) -> NodeProcesses:
+    def processes(self, plan: Plan, node: PlanNode) -> NodeProcesses:
         from deployctl.core.engines.mindie.processes import node_processes
 
         return node_processes(plan, node)
 
     @property
-    def metric_names(self):
+    def metric_names(self) -> MetricNames:
         from deployctl.core.engines.mindie.processes import METRIC_NAMES
 
         return METRIC_NAMES
 
-    def metrics_targets(self, plan) -> list:
+    def metrics_targets(self, plan: Plan) -> list[MetricsTarget]:
         from deployctl.core.engines.mindie.processes import metrics_targets
 
         return metrics_targets(plan)
 
-    def host_ports(self, inv) -> dict[str, int]:
+    def host_ports(self, inv: Inventory) -> dict[str, int]:
         from deployctl.core.engines.mindie.processes import host_ports
 
         return host_ports(inv)
@@ -111,7 +123,7 @@ class MindieSpec(EngineSpecBase):
         return markdown_table()
 
     @property
-    def chart(self):
+    def chart(self) -> Chart:
         from deployctl.core.engine_spec.protocol import Chart
         from deployctl.core.engines.mindie.chart_values import OWNED_VALUES, MindieValues
         from deployctl.core.engines.mindie.helm import chart_values

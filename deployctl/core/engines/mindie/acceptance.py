@@ -16,11 +16,17 @@ that far.
 from __future__ import annotations
 
 import re
-from typing import TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 from dataclasses import dataclass
 from functools import cache
 
 from deployctl.core.engine_spec.protocol import read_data
+from deployctl.core.models.engine_settings.mindie import MindieSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import Finding
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan
 
 INT_RANGES = {"int32_t": (-2**31, 2**31 - 1), "uint32_t": (0, 2**32 - 1), "size_t": (0, 2**64 - 1)}
 JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null", float: "number",
@@ -46,7 +52,7 @@ def source_set(version: str | None) -> str | None:
     return data()["versions"].get(version) if version else None
 
 
-def _pick(value, sset: str):
+def _pick(value: Any, sset: str) -> Any:
     """A field given per source set ({LLM23: x, LLM30: y}) resolved for one set."""
     if isinstance(value, dict) and value and set(value) <= set(data()["repos"]):
         return value.get(sset)
@@ -77,7 +83,7 @@ def _steps(path: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p != ""]
 
 
-def resolve(doc, path: str) -> list[tuple[str, object]]:
+def resolve(doc: Any, path: str) -> list[tuple[str, object]]:
     """(concrete path, value or MISSING) for `path`; `[*]` expands over a list (nothing when it is no list)."""
     found = [("", doc)]
     for step in _steps(path):
@@ -97,7 +103,7 @@ def resolve(doc, path: str) -> list[tuple[str, object]]:
     return found
 
 
-def get(doc, path: str, default=MISSING):
+def get(doc: Any, path: str, default: object = MISSING) -> Any:
     hits = resolve(doc, path)
     return hits[0][1] if hits and hits[0][1] is not MISSING else default
 
@@ -106,11 +112,11 @@ def is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def type_name(v) -> str:
+def type_name(v: object) -> str:
     return JSON_TYPES.get(type(v), type(v).__name__)
 
 
-def type_ok(value, want: str) -> bool:
+def type_ok(value: object, want: str) -> bool:
     if want in INT_RANGES:
         lo, hi = INT_RANGES[want]
         return is_int(value) and lo <= value <= hi
@@ -118,7 +124,7 @@ def type_ok(value, want: str) -> bool:
         want == "bool" and isinstance(value, bool))
 
 
-def truthy(doc, path: str) -> bool:
+def truthy(doc: Any, path: str) -> bool:
     return get(doc, path, False) is True
 
 
@@ -134,7 +140,7 @@ WHEN = {
 }
 
 
-def fill(template: str, **values) -> str:
+def fill(template: str, **values: object) -> str:
     out = template
     for k, v in values.items():
         out = out.replace("{" + k + "}", str(v))
@@ -142,7 +148,7 @@ def fill(template: str, **values) -> str:
 
 
 # ------------------------------------------------------------------ the generic kinds
-def _types(c: dict, config) -> list[tuple[str, str]]:
+def _types(c: dict, config: Any) -> list[tuple[str, str]]:
     out = []
     for where, section in resolve(config, c["path"]):
         if not isinstance(section, dict):
@@ -169,14 +175,14 @@ def _types(c: dict, config) -> list[tuple[str, str]]:
     return out
 
 
-def _bound(spec, config, c, key_default: str):
+def _bound(spec: Any, config: Any, c: dict, key_default: str) -> Any:
     if isinstance(spec, str) and spec.startswith("@"):
         value = get(config, spec[1:], c.get(key_default, MISSING))
         return value if is_int(value) else MISSING
     return spec if spec is not None else MISSING
 
 
-def _range(c: dict, config) -> list[tuple[str, str]]:
+def _range(c: dict, config: Any) -> list[tuple[str, str]]:
     out = []
     for where, value in resolve(config, c["path"]):
         if value is MISSING:
@@ -192,7 +198,7 @@ def _range(c: dict, config) -> list[tuple[str, str]]:
     return out
 
 
-def _enum(c: dict, config) -> list[tuple[str, str]]:
+def _enum(c: dict, config: Any) -> list[tuple[str, str]]:
     out = []
     for where, value in resolve(config, c["path"]):
         if value is MISSING:
@@ -206,7 +212,7 @@ def _enum(c: dict, config) -> list[tuple[str, str]]:
     return out
 
 
-def _pattern(c: dict, config) -> list[tuple[str, str]]:
+def _pattern(c: dict, config: Any) -> list[tuple[str, str]]:
     out = []
     for where, value in resolve(config, c["path"]):
         if not isinstance(value, str):
@@ -218,12 +224,12 @@ def _pattern(c: dict, config) -> list[tuple[str, str]]:
     return out
 
 
-def _differ(c: dict, config) -> list[tuple[str, str]]:
+def _differ(c: dict, config: Any) -> list[tuple[str, str]]:
     a, b = get(config, c["path"]), get(config, c["other"], c.get("other_default", MISSING))
     return [(c["path"], c["message"])] if is_int(a) and is_int(b) and a == b else []
 
 
-def evaluate(config, version: str | None, ranktable=None, env: dict | None = None) -> list[Refusal]:
+def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict | None = None) -> list[Refusal]:
     """What MindIE `version` refuses in this config.json (with the node's rank table and exported env)."""
     from deployctl.core.engines.mindie.acceptance_custom import CUSTOM
 
@@ -280,7 +286,7 @@ def user_key(overrides: dict, key: str) -> str | None:
     return "engine.config" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in walked)
 
 
-def _inventory_path(inv, role: str, r: Refusal) -> tuple[str, bool]:
+def _inventory_path(inv: Inventory, role: str, r: Refusal) -> tuple[str, bool]:
     """Where the refused value comes from: the role's layout.<role>.engine.config / .model when it set the key
     (pd-split), else engine.config, else the inventory key deployctl derived it from."""
     from deployctl.core.input.roles import role_block
@@ -290,7 +296,7 @@ def _inventory_path(inv, role: str, r: Refusal) -> tuple[str, bool]:
         own = user_key((block.engine.get("config") or {}) if block is not None else {}, r.key)
         if own:
             return f"layout.{role}.{own}", True
-        user = user_key(inv.engine.config, r.key)
+        user = user_key(cast(MindieSettings, inv.engine).config, r.key)
         if user:
             return user, True
         generic = re.sub(r"\[\d+\]", "[0]", r.key)
@@ -311,7 +317,7 @@ def _has_gaps(ranktable: dict) -> bool:
                for d in s.get("device") or [])
 
 
-def _ms_refusals(plan, version) -> list:
+def _ms_refusals(plan: Plan, version: str | None) -> list[tuple[str, Finding]]:
     """MindIE-MS's refusals of ms_controller.json / ms_coordinator.json (acceptance_ms.py), pd-split only."""
     from deployctl.core.engine_spec.protocol import Finding
     from deployctl.core.engines.mindie.acceptance_ms import evaluate
@@ -323,7 +329,7 @@ def _ms_refusals(plan, version) -> list:
         return []
     out = []
     for side, doc in (("controller", controller_doc(plan)), ("coordinator", coordinator_doc(plan))):
-        user = getattr(plan.inventory.engine.ms, side)
+        user = getattr(cast(MindieSettings, plan.inventory.engine).ms, side)
         for check, key, message, src in evaluate(doc, side, version):
             node, set_by_user = user, True
             for step in key.split("."):
@@ -353,7 +359,7 @@ def assumable() -> dict[str, str]:
     return out
 
 
-def plan_refusals(plan) -> list:
+def plan_refusals(plan: Plan) -> list[tuple[str, Finding]]:
     """(acceptance check id, Finding error) of every refusal of this plan's rendered config files."""
     from deployctl.core.engines.mindie.refusal import hint as assume_hint
     from deployctl.core.engine_spec.protocol import Finding

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 
 from deployctl.core.engines.mindie.acceptance import (INT_RANGES, MISSING, WHEN, fill, get, is_int, resolve, truthy,
                                                  type_name)
@@ -16,7 +17,7 @@ MODELS = "BackendConfig.ModelDeployConfig.ModelConfig"
 STOI = re.compile(r"^\s*([+-]?\d+)")
 
 
-def stoi(text) -> int | None:
+def stoi(text: object) -> int | None:
     """std::stoi: leading blanks, a sign and digits; None where it throws (no digits, outside int)."""
     m = STOI.match(text) if isinstance(text, str) else None
     if not m:
@@ -25,7 +26,7 @@ def stoi(text) -> int | None:
     return value if INT_RANGES["int32_t"][0] <= value <= INT_RANGES["int32_t"][1] else None
 
 
-def _ip_ok(ip, zero_ok: bool) -> bool:
+def _ip_ok(ip: object, zero_ok: bool) -> bool:
     """common_util.cpp CheckIp: IPv6 when it has ':', IPv4 when it has '.', the all-zero address only if allowed."""
     if not isinstance(ip, str) or not ip:
         return False
@@ -36,12 +37,12 @@ def _ip_ok(ip, zero_ok: bool) -> bool:
     return addr is not None and (zero_ok or not addr.is_unspecified)
 
 
-def _sets(config) -> list | None:
+def _sets(config: Any) -> list | None:
     ids = get(config, "BackendConfig.npuDeviceIds")
     return ids if isinstance(ids, list) and all(isinstance(s, list) for s in ids) else None
 
 
-def npu_device_ids(c, config, rt, env):
+def npu_device_ids(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     ids = get(config, "BackendConfig.npuDeviceIds")
     if not isinstance(ids, list):
         return []
@@ -55,19 +56,19 @@ def npu_device_ids(c, config, rt, env):
     return []
 
 
-def device_sets_count(c, config, rt, env):
+def device_sets_count(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     sets, n = _sets(config), get(config, "BackendConfig.modelInstanceNumber")
     return [("BackendConfig.npuDeviceIds", c["message"])] if sets is not None and is_int(n) and len(sets) != n else []
 
 
-def device_sets_world(c, config, rt, env):
+def device_sets_world(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     sets, world = _sets(config), get(config, f"{MODELS}[0].worldSize")
     if sets is None or not is_int(world):
         return []
     return [("BackendConfig.npuDeviceIds", c["message"])] if any(len(s) != world for s in sets) else []
 
 
-def device_sets_unique(c, config, rt, env):
+def device_sets_unique(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """Without a rank table the sets keep their ids: a repeated id shrinks the set below worldSize."""
     sets, world = _sets(config), get(config, f"{MODELS}[0].worldSize")
     if sets is None or not is_int(world) or WHEN["reads_ranktable"](config):
@@ -76,13 +77,13 @@ def device_sets_unique(c, config, rt, env):
     return [] if ok else [("BackendConfig.npuDeviceIds", c["message"])]
 
 
-def kv_pool_path(c, config, rt, env):
+def kv_pool_path(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     path = get(config, "BackendConfig.kvPoolConfig.configPath", "")
     return [("BackendConfig.kvPoolConfig.configPath", c["message"])] if isinstance(path, str) and len(path) > 500 \
         else []
 
 
-def inter_node_tls_lists(c, config, rt, env):
+def inter_node_tls_lists(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     b = get(config, "BackendConfig", {})
     for key in ("interNodeTlsCert", "interNodeTlsPk", "interNodeTlsCaPath", "interNodeTlsCrlPath"):
         if not isinstance(b.get(key), str):
@@ -96,7 +97,7 @@ def inter_node_tls_lists(c, config, rt, env):
     return []
 
 
-def standard_one_model(c, config, rt, env):
+def standard_one_model(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     models = get(config, MODELS)
     if get(config, "BackendConfig.ScheduleConfig.templateType") == "Standard" and isinstance(models, list) \
             and len(models) != 1:
@@ -104,7 +105,7 @@ def standard_one_model(c, config, rt, env):
     return []
 
 
-def parallel_sizes(c, config, rt, env):
+def parallel_sizes(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """dp/sp/cp of every model: strings go through std::stoi, numbers and booleans are cast to int."""
     out = []
     for where, model in resolve(config, f"{MODELS}[*]"):
@@ -126,7 +127,7 @@ def parallel_sizes(c, config, rt, env):
     return out
 
 
-def npu_mem_size(c, config, rt, env):
+def npu_mem_size(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     out = []
     for where, v in resolve(config, f"{MODELS}[*].npuMemSize"):
         if is_int(v) and (v == 0 or v <= -2):
@@ -134,7 +135,7 @@ def npu_mem_size(c, config, rt, env):
     return out
 
 
-def max_prefill_batch_size(c, config, rt, env):
+def max_prefill_batch_size(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """0 means maxBatchSize; otherwise within [1, maxBatchSize]."""
     s = "BackendConfig.ScheduleConfig"
     v, most = get(config, f"{s}.maxPrefillBatchSize"), get(config, f"{s}.maxBatchSize")
@@ -155,7 +156,7 @@ def _management_checked(s: dict) -> bool:
     return not (mip == ip and mport == port and mport == s.get("metricsPort"))
 
 
-def server_tls_lists(c, config, rt, env):
+def server_tls_lists(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """The TLS file lists are read only when their switch is on; each must be an array of strings."""
     s = get(config, "ServerConfig")
     if not isinstance(s, dict):
@@ -174,7 +175,7 @@ def server_tls_lists(c, config, rt, env):
     return []
 
 
-def https_ca_count(c, config, rt, env):
+def https_ca_count(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     s = get(config, "ServerConfig")
     if not isinstance(s, dict):
         return []
@@ -189,7 +190,7 @@ def https_ca_count(c, config, rt, env):
     return []
 
 
-def ip_address(c, config, rt, env):
+def ip_address(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """MIES_CONTAINER_IP replaces ipAddress when set."""
     ip = env.get("MIES_CONTAINER_IP") or get(config, "ServerConfig.ipAddress")
     if not isinstance(ip, str):
@@ -198,7 +199,7 @@ def ip_address(c, config, rt, env):
     return [] if _ip_ok(ip, zero) else [("ServerConfig.ipAddress", fill(c["message"], value=ip))]
 
 
-def management_ip_address(c, config, rt, env):
+def management_ip_address(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """MIES_CONTAINER_MANAGEMENT_IP, else managementIpAddress, else ipAddress (not MIES_CONTAINER_IP)."""
     ip = env.get("MIES_CONTAINER_MANAGEMENT_IP") or get(config, "ServerConfig.managementIpAddress",
                                                         get(config, "ServerConfig.ipAddress"))
@@ -208,14 +209,14 @@ def management_ip_address(c, config, rt, env):
     return [] if _ip_ok(ip, zero) else [("ServerConfig.managementIpAddress", fill(c["message"], value=ip))]
 
 
-def cpu_mem_with_preempt(c, config, rt, env):
+def cpu_mem_with_preempt(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     preempt = get(config, "BackendConfig.ScheduleConfig.maxPreemptCount")
     if not is_int(preempt) or preempt == 0:
         return []
     return [(where, c["message"]) for where, v in resolve(config, f"{MODELS}[*].cpuMemSize") if is_int(v) and v == 0]
 
 
-def prefill_tokens_vs_input(c, config, rt, env):
+def prefill_tokens_vs_input(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     s = "BackendConfig.ScheduleConfig"
     tokens, need = get(config, f"{s}.maxPrefillTokens"), get(config, "BackendConfig.ModelDeployConfig.maxInputTokenLen")
     mix_exempt = c["sset"] != "LLM23" and get(config, f"{s}.templateType") == "Mix"
@@ -224,7 +225,7 @@ def prefill_tokens_vs_input(c, config, rt, env):
     return []
 
 
-def layerwise_conflicts(c, config, rt, env):
+def layerwise_conflicts(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     s = "BackendConfig.ScheduleConfig"
     model = get(config, f"{MODELS}[0]", {})
     model = model if isinstance(model, dict) else {}
@@ -241,7 +242,7 @@ def layerwise_conflicts(c, config, rt, env):
 
 
 # ------------------------------------------------------------------ the rank table
-def _servers(rt) -> list:
+def _servers(rt: Any) -> list:
     servers = rt.get("server_list") if isinstance(rt, dict) else None
     return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else []
 
@@ -257,12 +258,12 @@ def _str(node: dict, key: str) -> str:
     return v if isinstance(v, str) else ""
 
 
-def ranktable_present(c, config, rt, env):
+def ranktable_present(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     return [] if rt is not None else [("BackendConfig.multiNodesInferEnabled", c["message"] + " (no rank table is "
                                        "rendered for this node: it runs a single-server instance)")]
 
 
-def ranktable_server_count(c, config, rt, env):
+def ranktable_server_count(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     if rt is None:
         return []
     if not isinstance(rt, dict) or not isinstance(rt.get("server_count"), str) or stoi(rt["server_count"]) is None:
@@ -272,24 +273,24 @@ def ranktable_server_count(c, config, rt, env):
     return []
 
 
-def _count(rt) -> int | None:
+def _count(rt: Any) -> int | None:
     n = stoi(rt.get("server_count")) if isinstance(rt, dict) else None
     return n if n is not None and n >= 0 else None
 
 
-def ranktable_count_range(c, config, rt, env):
+def ranktable_count_range(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     n = _count(rt)
     return [("server_count", fill(c["message"], value=n))] if n is not None and not 2 <= n <= 60 else []
 
 
-def ranktable_count_length(c, config, rt, env):
+def ranktable_count_length(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     n = _count(rt)
     if n is None or not isinstance(rt.get("server_list"), list) or n == len(rt["server_list"]):
         return []
     return [("server_count", fill(c["message"], value=n, bound=len(rt["server_list"])))]
 
 
-def ranktable_devices(c, config, rt, env):
+def ranktable_devices(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     servers = _servers(rt)
     if not servers:
         return []
@@ -303,14 +304,14 @@ def ranktable_devices(c, config, rt, env):
     return []
 
 
-def ranktable_container_ip(c, config, rt, env):
+def ranktable_container_ip(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     for i, s in enumerate(_servers(rt)):
         if _str(s, "container_ip") == "":
             return [(f"server_list[{i}].container_ip", c["message"])]
     return []
 
 
-def ranktable_device_fields(c, config, rt, env):
+def ranktable_device_fields(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     for i, s in enumerate(_servers(rt)):
         for j, d in enumerate(_devices(s)):
             at = f"server_list[{i}].device[{j}]"
@@ -325,7 +326,7 @@ def ranktable_device_fields(c, config, rt, env):
     return []
 
 
-def ranktable_local_server(c, config, rt, env):
+def ranktable_local_server(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     """After the rank-table update npuDeviceIds are the local server's devices and worldSize the device count
     of the last server listed; the local server is the one whose container_ip is MIES_CONTAINER_IP (or whose
     server_id is HOST_IP). Without MIES_CONTAINER_IP MindIE asks the hostname: not known here."""

@@ -7,6 +7,7 @@ user set in engine.ms is reported at that key, anything else is deployctl's own 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from deployctl.core.engine_spec.protocol import read_data
 
@@ -24,7 +25,7 @@ def checks(side: str) -> list[dict]:
     return [dict(c, src=f"{MOT} {block['file']} {c['line']}") for c in block["checks"]]
 
 
-def _at(doc, path: str) -> list[tuple[str, object]]:
+def _at(doc: Any, path: str) -> list[tuple[str, object]]:
     """(key, value) pairs at a dot path; '*' walks the two node configs; missing keys give (key, MISSING)."""
     out = [("", doc)]
     for step in [s for s in path.split(".") if s]:
@@ -41,7 +42,7 @@ def _at(doc, path: str) -> list[tuple[str, object]]:
 MISSING = object()
 
 
-def _int(value, c) -> str | None:
+def _int(value: object, c: dict[str, Any]) -> str | None:
     if value is MISSING:
         return "missing"
     if isinstance(value, bool) or not isinstance(value, int):
@@ -51,7 +52,7 @@ def _int(value, c) -> str | None:
     return None
 
 
-def _one(kind: str, value, c) -> str | None:
+def _one(kind: str, value: object, c: dict[str, Any]) -> str | None:
     if kind == "int":
         return _int(value, c)
     if value is MISSING:
@@ -71,11 +72,11 @@ def _one(kind: str, value, c) -> str | None:
     return None
 
 
-def _sections(c, doc):
+def _sections(c: dict[str, Any], doc: Any) -> list[tuple[str, str]]:
     return [(k, "missing section") for k in c["keys"] if not isinstance(doc.get(k), dict)]
 
 
-def _scheduler(c, doc):
+def _scheduler(c: dict[str, Any], doc: Any) -> list[tuple[str, str]]:
     sch = doc.get("digs_scheduler_config")
     if not isinstance(sch, dict):
         return []
@@ -93,7 +94,7 @@ def _scheduler(c, doc):
     return []
 
 
-def _rates(c, doc):
+def _rates(c: dict[str, Any], doc: Any) -> list[tuple[str, str]]:
     p, d = doc.get("default_p_rate"), doc.get("default_d_rate")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (p, d)):
         return []
@@ -107,7 +108,7 @@ def _rates(c, doc):
 CUSTOM = {"sections": _sections, "scheduler": _scheduler, "rates": _rates}
 
 
-def evaluate(doc, side: str, version: str | None) -> list[tuple[str, str, str, str]]:
+def evaluate(doc: Any, side: str, version: str | None) -> list[tuple[str, str, str, str]]:
     """(check id, key, message, source) of every refusal of one MindIE-MS file."""
     if version not in data()["versions"] or not isinstance(doc, dict):
         return []

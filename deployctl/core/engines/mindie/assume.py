@@ -17,8 +17,12 @@ Example (the field guide: DeepSeek-V3.2 on a MindIE 2.2 test image with atb-mode
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from deployctl.core.engine_spec.protocol import Finding
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
 
 # the support matrix's refusals an image can be said to lift (support.py _check)
 MATRIX = {
@@ -28,7 +32,7 @@ MATRIX = {
 }
 
 
-def apply(inv, refusal: str, finding: Finding) -> Finding:
+def apply(inv: Inventory, refusal: str, finding: Finding) -> Finding:
     """The finding as the inventory's assumptions leave it: an error an entry names becomes a warning."""
     for i, a in enumerate(getattr(inv.engine, "assume", ()) or ()):
         if a.refusal == refusal and finding.level == "error":
@@ -39,7 +43,7 @@ def apply(inv, refusal: str, finding: Finding) -> Finding:
     return finding
 
 
-def unused(inv, hit: set[str]) -> list[Finding]:
+def unused(inv: Inventory, hit: set[str]) -> list[Finding]:
     """Warnings for entries that match no refusal of this plan."""
     return [Finding("warning", f"engine.assume[{i}]", f"engine.assume[{i}] ({a.refusal}) matches no refusal of "
                     "this plan: nothing is assumed", hint="remove the entry")

@@ -18,12 +18,15 @@ Example (2 x 8 A2, tp-pp; abridged)::
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from deployctl.core import catalog
 from deployctl.core.engines.mindie.processes import dp_ports, dp_servers, is_distributed
 from deployctl.core.engines.mindie.support import backend
 from deployctl.core.input.roles import for_role
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.mindie import MindieSettings
+from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Instance, Plan, PlanNode
 from deployctl.core.sizing.limits import max_prefill_tokens
 from deployctl.core.input.merge import merge_by_position, to_json
@@ -35,14 +38,14 @@ def _tls_paths(prefix: str, base: str) -> dict:
             f"{prefix}TlsCrlPath": f"security/{base}/certs/", f"{prefix}TlsCrlFiles": ["server_crl.pem"]}
 
 
-def role_inventory(plan: Plan, node: PlanNode):
+def role_inventory(plan: Plan, node: PlanNode) -> Inventory:
     """The inventory as this node's role sees it: layout.<role>.engine.config and layout.<role>.model (pd-split)
     over the engine and model blocks (inventory/roles.py); the inventory itself for a mixed node."""
     return for_role(plan.inventory, node.role)
 
 
 def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
-    e = role_inventory(plan, node).engine
+    e = cast(MindieSettings, role_inventory(plan, node).engine)
     tls = e.tls
     pd = node.role != "mixed"
     # the same file on every node of an instance (MindIE guide): MIES_CONTAINER_IP in env picks the node
@@ -110,7 +113,7 @@ def model_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
 def backend_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
     inv = role_inventory(plan, node)
     m = inv.model
-    e = inv.engine
+    e = cast(MindieSettings, inv.engine)
     dist = is_distributed(plan, node)
     devices = inst.degrees.tp * inst.degrees.cp if dist else len(node.device_ids)
     schedule = {"distributedEnable": True} if dist else {}   # schedule_config.cpp L51, L210-211
@@ -153,7 +156,7 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
     }
     # key by key; lists of objects by position (ModelConfig[0] keeps its rendered keys): settings.py MindieSettings.
     # A pd-split role's layout.<role>.engine.config is already merged over engine.config (roles.for_role)
-    return merge_by_position(doc, role_inventory(plan, node).engine.config)
+    return merge_by_position(doc, cast(MindieSettings, role_inventory(plan, node).engine).config)
 
 
 def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:

@@ -5,14 +5,18 @@ warning (assume.py). The driver's ``check`` and ``accept`` answer from here."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from deployctl.core.engine_spec.protocol import Finding
 from deployctl.core.engines.mindie import assume
 from deployctl.core.engines.mindie.acceptance import plan_refusals
 from deployctl.core.engines.mindie.support import expand_source, matrix_findings
 
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
 
-def check(plan) -> list[Finding]:
+
+def check(plan: Plan) -> list[Finding]:
     """The support matrix's findings, engine.assume applied (assume.py); the acceptance refusals an assumption
     turned into warnings are listed here too, so that plan shows them (the driver adds rules.py's layout
     findings)."""
@@ -33,7 +37,7 @@ def check(plan) -> list[Finding]:
     return out
 
 
-def plan_findings(plan) -> list:
+def plan_findings(plan: Plan) -> list[Finding]:
     """MindIE's refusals of every config file deployctl renders for this plan (Finding, level error); a refusal
     engine.assume names is left out here (check lists it as a warning)."""
     return [f for refusal, f in plan_refusals(plan) if assume.apply(plan.inventory, refusal, f).level == "error"]

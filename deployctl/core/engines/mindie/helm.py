@@ -23,7 +23,7 @@ Example (2 x 8 A2 tp-pp, abridged)::
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.engine_spec.container import ENV_KEYS
 from deployctl.core.engines.mindie.chart_values import Launchers, MindieValues, Ms, Ports, RankTable
@@ -39,6 +39,9 @@ from deployctl.core.render.k8s_nodes import k8s_node
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.plan import Plan
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Instance as PlanInstance
 
 # Differ per server; the chart sets them from the downward API (status.podIP / status.hostIP).
 POD_ENV = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP")
@@ -69,7 +72,7 @@ def _shared_env(plan: Plan, nodes: list[str], what: str, drop: tuple[str, ...] =
     return envs[0]
 
 
-def _same_dp_servers(plan: Plan, inst) -> None:
+def _same_dp_servers(plan: Plan, inst: PlanInstance) -> None:
     """Every pod of a distributed decode instance runs the same number of DP servers (one env per instance)."""
     counts = {n: dp_servers(plan, plan.node(n)) for n in inst.nodes}
     if len(set(counts.values())) > 1:

@@ -22,8 +22,12 @@ The server path can be overridden with ``engine.daemon`` (a custom image); the r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deployctl.core.engine_spec.container import source_set_env
+
+if TYPE_CHECKING:
+    from deployctl.core.models.engine_settings.mindie import MindieSettings
 
 SERVICE = "/usr/local/Ascend/mindie/latest/mindie-service"
 SITE = "/usr/local/lib/python3.11/site-packages"    # Motor mindie_env_a3.json L5-6 (3.0); deepseek_v3.2.md L154
@@ -90,7 +94,7 @@ WHEEL = Install(
 LAYOUTS = {"2.2": RUN_PACKAGE, "3.0": WHEEL}
 
 
-def install(engine) -> Install:
+def install(engine: MindieSettings) -> Install:
     """The layout of the engine's version (engine.version or the image tag; support.yaml `versions.<v>.layout`).
     A version the matrix does not list gets the layout of its major version (3.x and later: the wheel);
     an image whose tag names no version keeps the run package (support.py warns that it is unverified)."""
@@ -105,10 +109,10 @@ def install(engine) -> Install:
     return WHEEL if major.isdigit() and int(major) >= 3 else RUN_PACKAGE
 
 
-def server(engine) -> str:
+def server(engine: MindieSettings) -> str:
     """The server binary: engine.daemon when the inventory names one, else the version's."""
     return engine.daemon or install(engine).server
 
 
-def ms_home(engine) -> str:
+def ms_home(engine: MindieSettings) -> str:
     return engine.ms_home or install(engine).ms_home

@@ -3,8 +3,16 @@ decode) and, on the pd-split router node, MindIE-MS's controller and coordinator
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from deployctl.core.engine_spec.protocol import MetricNames, NodeProcesses, Process
 from deployctl.core.engines.mindie.topology import distributed
+from deployctl.core.models.engine_settings.mindie import MindieSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import MetricsTarget
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan, PlanNode
 
 # the daemon logs this once it serves (MindIE-LLM src/server/daemon/llm_daemon.cpp L323-324)
 READY_LINE = "Daemon start success!"
@@ -13,37 +21,37 @@ MS_READY_LINE = "MindIE-MS coordinator is ready!"
 HEALTH = "/v2/health/ready"     # on the management port (http_handler.cpp L496-507, L586-593)
 
 
-def container_name(plan) -> str:
+def container_name(plan: Plan) -> str:
     from deployctl.core.engine_spec.container import container_name as named
 
     return named(plan.inventory, plan.inventory.engine.container_name or "mindie")
 
 
-def ms_containers(plan) -> tuple[str, str]:
+def ms_containers(plan: Plan) -> tuple[str, str]:
     base = container_name(plan)
     return f"{base}-ms-controller", f"{base}-ms-coordinator"
 
 
-def dp_servers(plan, node) -> int:
+def dp_servers(plan: Plan, node: PlanNode) -> int:
     """Server processes on a distributed-decode node: one per DP rank, devices / (tp x cp)
     (Motor gen_config_single_container.py get_server_num L147-162)."""
     inst = plan.instance(node.instance)
     return max(1, len(node.device_ids) // (inst.degrees.tp * inst.degrees.cp))
 
 
-def is_distributed(plan, node) -> bool:
+def is_distributed(plan: Plan, node: PlanNode) -> bool:
     return distributed(plan, plan.instance(node.instance))
 
 
-def dp_ports(plan, k: int) -> dict[str, int]:
+def dp_ports(plan: Plan, k: int) -> dict[str, int]:
     """DP rank k of a node: predict, management, metrics, inter-comm = base + 4k .. + 3
     (Motor RankTableLoader.cpp UpdateNodeInfo L128-136, ParseDistributeNodeInfo L239, L262)."""
-    base = plan.inventory.engine.ports.dist_base + 4 * k
+    base = cast(MindieSettings, plan.inventory.engine).ports.dist_base + 4 * k
     return {"port": base, "managementPort": base + 1, "metricsPort": base + 2, "interCommPort": base + 3}
 
 
-def node_processes(plan, node) -> NodeProcesses:
-    p = plan.inventory.engine.ports
+def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:
+    p = cast(MindieSettings, plan.inventory.engine).ports
     ip = node.container_ip
     name = container_name(plan)
     if is_distributed(plan, node):
@@ -70,9 +78,9 @@ def node_processes(plan, node) -> NodeProcesses:
                          smoke=colocated and node.name == inst.master)
 
 
-def host_ports(inv) -> dict[str, int]:
+def host_ports(inv: Inventory) -> dict[str, int]:
     """Ports every node needs free before a launch (the router's only on its node: not listed here)."""
-    p = inv.engine.ports
+    p = cast(MindieSettings, inv.engine).ports
     return {"http": p.http, "management": p.management, "metrics": p.metrics, "inter_comm": p.inter_comm,
             "multi_node": p.multi_node, "master": p.master}
 
@@ -87,13 +95,13 @@ METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_ou
                            waiting="num_requests_waiting", kv_usage="npu_cache_usage_perc")
 
 
-def metrics_targets(plan) -> list:
+def metrics_targets(plan: Plan) -> list[MetricsTarget]:
     from deployctl.core.engine_spec.protocol import MetricsTarget
 
-    e = plan.inventory.engine
+    e = cast(MindieSettings, plan.inventory.engine)
     on = str((e.env or {}).get(MONITOR_ENV, "")).strip() == "1"
     needs = "" if on else f"engine.env {MONITOR_ENV}: 1 (MindIE answers /metrics with 500 without it)"
-    out = []
+    out: list[MetricsTarget] = []
     for node in plan.nodes:
         inst = plan.instance(node.instance)
         ports = ([dp_ports(plan, k)["metricsPort"] for k in range(dp_servers(plan, node))]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from deployctl.core.models.artifact import Artifact
-from deployctl.core.models.plan import Instance, Plan
+from deployctl.core.models.plan import Instance, Plan, Rank
 from deployctl.core.engines.mindie.topology import distributed
 from deployctl.core.input.merge import to_json
 
@@ -24,7 +24,7 @@ def uses_super_pod(plan: Plan) -> bool:
     return c.hardware == "a3" and c.super_pod
 
 
-def device_entry(rank, super_pod: bool) -> dict:
+def device_entry(rank: Rank, super_pod: bool) -> dict:
     entry = {"device_id": str(rank.device_id), "device_ip": str(rank.device_ip)}
     if super_pod:
         entry["super_device_id"] = str(rank.sdid)

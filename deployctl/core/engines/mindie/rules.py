@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployctl.core.engine_spec.protocol import Finding
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Instance, Plan
 
 
 def _feature(name: str, runtime: str) -> dict:
@@ -11,18 +16,18 @@ def _feature(name: str, runtime: str) -> dict:
     return matrix()["features"].get(name, {}).get(runtime, {})
 
 
-def _path(inst, key: str) -> str:
+def _path(inst: Instance, key: str) -> str:
     return f"layout.{key}" if inst.role == "mixed" else f"layout.{inst.role}.{key}"
 
 
-def _alternative(plan, inst) -> str:
+def _alternative(plan: Plan, inst: Instance) -> str:
     """A layout the torch runtime runs on the same servers: attention DP x TP, experts over every device."""
     n, per = len(inst.nodes), plan.inventory.devices_per_node
     return (f"use layout dp-ep (DP{n}xTP{per}, EP{n * per}) on these {n} servers"
             if inst.role == "mixed" else f"set layout.{inst.role}.pp: 1 and moe_ep: {n * per}")
 
 
-def _torch(plan, inst) -> list[Finding]:
+def _torch(plan: Plan, inst: Instance) -> list[Finding]:
     d, out = inst.degrees, []
     if d.pp > 1:
         f = _feature("pp", "torch")
@@ -41,7 +46,7 @@ def _torch(plan, inst) -> list[Finding]:
     return out
 
 
-def _atb(plan, inst) -> list[Finding]:
+def _atb(plan: Plan, inst: Instance) -> list[Finding]:
     d, out = inst.degrees, []
     if d.pp > 1 and d.dp > 1:
         out.append(Finding("error", _path(inst, "dp"), f"pp={d.pp} with dp={d.dp}: the atb runtime refuses pipeline "
@@ -59,7 +64,7 @@ def _atb(plan, inst) -> list[Finding]:
     return out
 
 
-def _partition_up(plan, inst) -> list[Finding]:
+def _partition_up(plan: Plan, inst: Instance) -> list[Finding]:
     """lm_head local TP on a decode needs DP_PARTITION_UP_ENABLE=1 (rendered by the decode preset)."""
     from deployctl.core.engines.mindie.presets import preset_env
 
@@ -80,7 +85,7 @@ def _partition_up(plan, inst) -> list[Finding]:
                     hint="remove DP_PARTITION_UP_ENABLE from engine.env (the decode preset sets it) or drop lm_head_tp")]
 
 
-def _validated_world(plan, inst, entry) -> list[Finding]:
+def _validated_world(plan: Plan, inst: Instance, entry: dict) -> list[Finding]:
     valid = entry.get("validated_world", {})
     want = valid.get(plan.hardware)
     at_least = valid.get("at_least") == "yes"
@@ -93,7 +98,7 @@ def _validated_world(plan, inst, entry) -> list[Finding]:
                     valid.get("source", ""))]
 
 
-def _pd(plan) -> list[Finding]:
+def _pd(plan: Plan) -> list[Finding]:
     from deployctl.core.engines.mindie.support import matrix
 
     pd = matrix()["pd_split"]
@@ -108,7 +113,7 @@ def _pd(plan) -> list[Finding]:
     return out
 
 
-def layout_findings(plan) -> list[Finding]:
+def layout_findings(plan: Plan) -> list[Finding]:
     from deployctl.core.engines.mindie.support import backend, model_entry
 
     entry, _ = model_entry(plan.inventory)

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
 from deployctl.core.engine_spec.protocol import Finding, MemoryInputs, read_data
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Instance, Plan
 
 
 @cache
@@ -18,7 +23,7 @@ def matrix() -> dict:
     return read_data(__package__, "support.yaml")
 
 
-def model_entry(inv) -> tuple[dict, str]:
+def model_entry(inv: Inventory) -> tuple[dict, str]:
     """(support entry, note) of the inventory's model; `same_as` entries resolve to their twin."""
     from deployctl.core import catalog
 
@@ -31,22 +36,22 @@ def model_entry(inv) -> tuple[dict, str]:
     return entry, ""
 
 
-def backend(inv) -> str:
+def backend(inv: Inventory) -> str:
     entry, _ = model_entry(inv)
     return entry.get("backend", {}).get("value", "atb")
 
 
-def role_preset(inv, role: str) -> dict | None:
+def role_preset(inv: Inventory, role: str) -> dict | None:
     """The degrees of a pd-split role on this model's backend (support.yaml role_presets)."""
     return matrix()["role_presets"].get(backend(inv), {}).get(role)
 
 
-def needs_gloo_interface(plan, inst) -> bool:
+def needs_gloo_interface(plan: Plan, inst: Instance) -> bool:
     """The torch runtime's gloo groups span servers: every node must name its interface (GLOO_SOCKET_IFNAME)."""
     return backend(plan.inventory) == "torch" and (inst.multi_node or plan.preset == "pd-split")
 
 
-def needs_interfaces(inv) -> str | None:
+def needs_interfaces(inv: Inventory) -> str | None:
     """GLOO_SOCKET_IFNAME on every node of a multi-node torch-runtime deployment (deepseek_v3.2.md L138)."""
     spans = len(inv.nodes) > 1 or inv.layout.prefill is not None
     if backend(inv) != "torch" or not spans:
@@ -55,7 +60,7 @@ def needs_interfaces(inv) -> str | None:
             "(MindIE-LLM deepseek_v3.2.md L138; faq.md: gloo picks a wrong interface, Connection refused)")
 
 
-def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
+def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
     from deployctl.core.engines.mindie.presets import preset_env
 
     env = preset_env(inv.cluster.hardware, role, inv.engine.env, model=inv.model.name)
@@ -96,12 +101,12 @@ def _refused(refusal: str, path: str, message: str, source: str = "", hint: str 
     return refusal, Finding("error", path, message, source, hint="; ".join(h for h in (hint, assume_hint(refusal)) if h))
 
 
-def matrix_findings(plan) -> list[tuple[str | None, Finding]]:
+def matrix_findings(plan: Plan) -> list[tuple[str | None, Finding]]:
     """(refusal id or None, finding) of the support matrix; ids name what engine.assume may lift."""
     return [x if isinstance(x, tuple) else (None, x) for x in _matrix(plan)]
 
 
-def _matrix(plan) -> list:
+def _matrix(plan: Plan) -> list[Finding | tuple[str, Finding]]:
     inv = plan.inventory
     ver = plan.engine.version
     out: list[Finding | tuple[str, Finding]] = []    # a refusal: (its id, the finding)

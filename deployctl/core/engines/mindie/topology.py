@@ -3,7 +3,12 @@ renderers and acceptance checks all ask it)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def distributed(plan, inst) -> bool:
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Instance, Plan
+
+
+def distributed(plan: Plan, inst: Instance) -> bool:
     """A pd-split decode runs distributed DP: one MindIE server per DP rank (mindie-upstream-rules.md §1.1)."""
     return inst.role == "decode" and plan.preset == "pd-split"

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.errors import Problem
 from deployctl.core.input.envcheck import env_range_problems
+from deployctl.core.models.engine_settings.mindie import MindieSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.inventory import Inventory
 
 # engine.config keys deployctl derives from the inventory/plan; a deep-merge over them would
 # make config.json disagree with the rank table, the env and the plan.
@@ -50,7 +56,7 @@ OWNED_ENV_KEYS = ("MIES_CONTAINER_IP", "MIES_CONTAINER_MANAGEMENT_IP", "HOST_IP"
 ENV_RANGES = {"NPU_MEMORY_FRACTION": (0.0, 1.0, False)}
 
 
-def _env_values(env: dict, raw, inv=None) -> list[Problem]:
+def _env_values(env: dict, raw: RawInventory, inv: Inventory | None = None) -> list[Problem]:
     from deployctl.core.input.envcheck import env_sources
 
     out = []
@@ -64,11 +70,11 @@ def _env_values(env: dict, raw, inv=None) -> list[Problem]:
     return out
 
 
-def config_sources(inv) -> list[tuple[tuple, dict]]:
+def config_sources(inv: Inventory) -> list[tuple[tuple, dict]]:
     """(key path, overrides) of every config.json override: engine.config, then layout.<role>.engine.config."""
     from deployctl.core.input.roles import ROLES, role_block
 
-    out: list[tuple[tuple, dict]] = [(("engine", "config"), inv.engine.config)]
+    out: list[tuple[tuple, dict]] = [(("engine", "config"), cast(MindieSettings, inv.engine).config)]
     for role in ROLES:
         block = role_block(inv, role)
         config = (block.engine or {}).get("config") if block is not None else None
@@ -77,7 +83,7 @@ def config_sources(inv) -> list[tuple[tuple, dict]]:
     return out
 
 
-def _config_keys(inv, raw) -> list[Problem]:
+def _config_keys(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out = []
     for base, config in config_sources(inv):
         where = ".".join(base)
@@ -102,7 +108,7 @@ def _config_keys(inv, raw) -> list[Problem]:
     return out
 
 
-def _ports(e, raw) -> list[Problem]:
+def _ports(e: MindieSettings, raw: RawInventory) -> list[Problem]:
     ports = e.ports.model_dump()
     fixed = {k: v for k, v in ports.items() if k not in ("coordinator", "dist_base")}
     spans = dict(fixed, **{f"coordinator+{i}": ports["coordinator"] + i for i in range(5)})
@@ -117,7 +123,7 @@ def _ports(e, raw) -> list[Problem]:
                         "the coordinator uses 5 ports from engine.ports.coordinator")]
 
 
-def _ms(e, raw) -> list[Problem]:
+def _ms(e: MindieSettings, raw: RawInventory) -> list[Problem]:
     out = []
     for side, owned in OWNED_MS_KEYS.items():
         block = getattr(e.ms, side)
@@ -142,7 +148,7 @@ PLUGIN_SOURCE = "Ascend/MindIE-LLM@8b4871ad:mindie_llm/text_generator/plugins/pl
 MTP_MAX_TOKENS = 5
 
 
-def _speculative(inv, raw) -> list[Problem]:
+def _speculative(inv: Inventory, raw: RawInventory) -> list[Problem]:
     spec = inv.model.speculative
     if spec is None:
         return []
@@ -164,7 +170,7 @@ def _speculative(inv, raw) -> list[Problem]:
     return out
 
 
-def _assume(e, raw) -> list[Problem]:
+def _assume(e: MindieSettings, raw: RawInventory) -> list[Problem]:
     from deployctl.core.engines.mindie.acceptance import assumable
     from deployctl.core.engines.mindie.assume import MATRIX
 
@@ -175,8 +181,8 @@ def _assume(e, raw) -> list[Problem]:
             for i, a in enumerate(e.assume) if a.refusal not in ids]
 
 
-def engine_problems(inv, raw) -> list[Problem]:
-    e = inv.engine
+def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
+    e = cast(MindieSettings, inv.engine)
     out = _env_values(e.env, raw, inv)
     out += _config_keys(inv, raw)
     out += _ms(e, raw)

@@ -7,17 +7,32 @@ Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from deployctl.core.engine_spec.protocol import EngineSpecBase
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import (
+        Chart, EngineVersion, Finding, MemoryInputs, MetricNames, MetricsTarget, NodeProcesses,
+    )
+    from deployctl.core.engine_spec.router import RouterControl, RouterRemote
+    from deployctl.core.errors import Problem
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.artifact import Artifact
+    from deployctl.core.models.engine import EngineBase
+    from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Plan, PlanNode
 
 
 class VllmAscendSpec(EngineSpecBase):
     kind = "vllm-ascend"
     display = "vLLM-Ascend"
-    max_servers = None     # no rank table: no server-count limit of its own
+    max_servers: int | None = None     # no rank table: no server-count limit of its own
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): what vLLM-Ascend's PD CI
     # configs set per role (tests/e2e/nightly/multi_node/config/*.yaml: --enforce-eager on prefill,
     # --compilation-config on decode, different additional-config and memory utilisation)
-    role_keys = ("args", "additional_config", "gpu_memory_utilization")
+    role_keys: tuple[str, ...] = ("args", "additional_config", "gpu_memory_utilization")
     needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
 
     @property
@@ -42,27 +57,27 @@ class VllmAscendSpec(EngineSpecBase):
         return perf_fit_record()
 
     @property
-    def settings(self):
+    def settings(self) -> type[VllmAscendSettings]:
         from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 
         return VllmAscendSettings
 
-    def version(self, inv):
+    def version(self, inv: Inventory) -> EngineVersion:
         from deployctl.core.engine_spec.protocol import version_from
 
         return version_from(inv.engine)
 
-    def validate(self, inv, raw) -> list:
+    def validate(self, inv: Inventory, raw: RawInventory) -> list[Problem]:
         from deployctl.core.engines.vllm_ascend.validate import engine_problems
 
         return engine_problems(inv, raw)
 
-    def role_preset(self, inv, preset: str, role: str) -> dict | None:
+    def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None:
         from deployctl.core.engines.vllm_ascend.support import role_preset
 
         return role_preset(role) if preset == "pd-split" else None
 
-    def chunked_prefill(self, inv) -> bool:
+    def chunked_prefill(self, inv: Inventory) -> bool:
         """vLLM's V1 engine chunks prompts longer than --max-num-batched-tokens: SchedulerConfig.enable_chunked_prefill
         defaults to True and only without it must max_num_batched_tokens cover max_model_len (vllm-project/vllm
         @01230b40 vllm/config/scheduler.py, enable_chunked_prefill / verify_max_model_len; the same in the 0.11 and
@@ -72,7 +87,8 @@ class VllmAscendSpec(EngineSpecBase):
         enable_chunked_prefill is on (v0.11.0 vllm_ascend/core/schedule_config.py L48, L65-L69)."""
         from deployctl.core.input.roles import ROLES, role_block
 
-        blocks = [{"args": inv.engine.args, "additional_config": inv.engine.additional_config}]
+        e = cast("VllmAscendSettings", inv.engine)
+        blocks: list[dict[str, Any]] = [{"args": e.args, "additional_config": e.additional_config}]
         blocks += [b.engine for b in (role_block(inv, r) for r in ROLES) if b is not None]
         for block in blocks:
             sched = (block.get("additional_config") or {}).get("ascend_scheduler_config") or {}
@@ -81,18 +97,18 @@ class VllmAscendSpec(EngineSpecBase):
                 return False
         return True
 
-    def microbatch_overlap(self, engine, env: dict | None = None) -> tuple[int, str]:
+    def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         """(decode token threshold, where it is set) when the settings turn on two-microbatch overlap, else (0, "")."""
         from deployctl.core.engines.vllm_ascend.overlap import overlap_of
 
         return overlap_of(engine, env)
 
-    def needs_interfaces(self, inv) -> str | None:
+    def needs_interfaces(self, inv: Inventory) -> str | None:
         from deployctl.core.engines.vllm_ascend.support import needs_interfaces
 
         return needs_interfaces(inv)
 
-    def check(self, plan) -> list:
+    def check(self, plan: Plan) -> list[Finding]:
         from deployctl.core.engines.vllm_ascend.ports import port_findings
         from deployctl.core.engines.vllm_ascend.support import check
 
@@ -101,48 +117,48 @@ class VllmAscendSpec(EngineSpecBase):
             out += port_findings(plan)
         return out
 
-    def accept(self, plan) -> list:
+    def accept(self, plan: Plan) -> list[Finding]:
         return []       # vLLM's own argument checks are not encoded yet
 
-    def memory(self, inv, role: str, degrees):
+    def memory(self, inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
         from deployctl.core.engines.vllm_ascend.support import memory_inputs
 
         return memory_inputs(inv, role, degrees)
 
-    def render(self, plan) -> list:
+    def render(self, plan: Plan) -> list[Artifact]:
         from deployctl.core.engines.vllm_ascend.render import render
 
         return render(plan)
 
-    def processes(self, plan, node):
+    def processes(self, plan: Plan, node: PlanNode) -> NodeProcesses:
         from deployctl.core.engines.vllm_ascend.processes import node_processes
 
         return node_processes(plan, node)
 
-    def router_control(self, plan, remote):
+    def router_control(self, plan: Plan, remote: RouterRemote) -> RouterControl | None:
         """Rolling updates of xPyD: the P/D proxy's /instances/remove and /add (None before 0.13)."""
         from deployctl.core.engines.vllm_ascend.control import router_control
 
         return router_control(plan, remote)
 
-    def router_control_gap(self, plan) -> str | None:
+    def router_control_gap(self, plan: Plan) -> str | None:
         """Why no router control (a pd-split on a version whose proxy cannot remove safely), for `watch`."""
         from deployctl.core.engines.vllm_ascend.control import router_control_gap
 
         return router_control_gap(plan)
 
     @property
-    def metric_names(self):
+    def metric_names(self) -> MetricNames:
         from deployctl.core.engines.vllm_ascend.processes import METRIC_NAMES
 
         return METRIC_NAMES
 
-    def metrics_targets(self, plan) -> list:
+    def metrics_targets(self, plan: Plan) -> list[MetricsTarget]:
         from deployctl.core.engines.vllm_ascend.processes import metrics_targets
 
         return metrics_targets(plan)
 
-    def host_ports(self, inv) -> dict[str, int]:
+    def host_ports(self, inv: Inventory) -> dict[str, int]:
         from deployctl.core.engines.vllm_ascend.processes import host_ports
 
         return host_ports(inv)
@@ -158,7 +174,7 @@ class VllmAscendSpec(EngineSpecBase):
         return markdown_table()
 
     @property
-    def chart(self):
+    def chart(self) -> Chart:
         from deployctl.core.engine_spec.protocol import Chart
         from deployctl.core.engines.vllm_ascend.chart import OWNED_VALUES, VllmValues, chart_values
 

@@ -37,7 +37,7 @@ def known(version: str | None) -> str:
     """The catalog version to check against: the version itself, or the newest one we have below it."""
     if version in VERSIONS:
         return version
-    def key(v):
+    def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in v.split("."))
     older = [v for v in VERSIONS if version and TAG_VERSION.match(version) and key(v) <= key(version)]
     return max(older, key=key) if older else min(VERSIONS, key=key)

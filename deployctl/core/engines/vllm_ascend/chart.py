@@ -23,12 +23,19 @@ Example (A3 1P1D, abridged)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 from pydantic import Field
 
 from deployctl.core.engines.vllm_ascend.render import LAUNCHER, PROXY, PROXY_LAUNCHER, node_env
 from deployctl.core.render.chart_values import HostMount, Instance, Pod, Resources, Service, common_values, files_of
 from deployctl.core.render.k8s_nodes import k8s_node
 from deployctl.core.models.base import Frozen
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.models.artifact import Artifact
+    from deployctl.core.models.plan import Plan
 
 OWNED_VALUES = ("proxy", "mooncake")   # rendered from the plan; kubernetes.values may not set them
 # the guides' docker run mounts (render.HOST_MOUNTS), as hostPath volumes; hccn.conf on pd-split (the PD guide)
@@ -70,12 +77,12 @@ class VllmValues(Frozen):
     proxyResources: Resources = Resources(requests={"cpu": "2", "memory": "2Gi"})
 
 
-def chart_values(plan, artifacts) -> dict:
+def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict[str, Any]:
     """The chart values for a plan, from its bare-metal artifacts (render_artifacts(plan))."""
     from deployctl.core.engines.vllm_ascend.launch import launches
 
     inv = plan.inventory
-    e = inv.engine
+    e = cast(VllmAscendSettings, inv.engine)
     node_launch = launches(plan)
     instances = []
     for inst in plan.instances:

@@ -19,9 +19,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING, Any, cast
 
 from deployctl.core.errors import ExecutionError
 from deployctl.core.engine_spec.router import InFlightNotes
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.router import RouterRemote
+    from deployctl.core.models.plan import Plan
 
 GAUGES = re.compile(r"^vllm:num_requests_(running|waiting)(\{[^}\n]{0,4096}\})?[ \t]+(\S{1,32})[ \t]*$", re.M)
 NOT_IDLE = 1 << 30          # requests in flight when the answer cannot tell: never "idle"
@@ -51,19 +57,19 @@ def requests_in_flight(metrics: str) -> int:
     return NOT_IDLE if n is None else n
 
 
-def _listed(doc, key: str) -> set[str]:
+def _listed(doc: Any, key: str) -> set[str]:
     """The ``ip:port`` strings of a proxy answer's list ``key`` (anything else in it is ignored)."""
     value = doc.get(key) if isinstance(doc, dict) else None
     return {v for v in value[:4096] if isinstance(v, str)} if isinstance(value, list) else set()
 
 
 class ProxyControl(InFlightNotes):
-    def __init__(self, plan, remote):
+    def __init__(self, plan: Plan, remote: RouterRemote) -> None:
         from deployctl.core.engines.vllm_ascend.launch import launches
 
         self.plan, self.remote = plan, remote
         self.node = next(n for n in plan.nodes if n.runs_router)
-        self.url = f"http://{self.node.container_ip}:{plan.inventory.engine.ports.proxy}"
+        self.url = f"http://{self.node.container_ip}:{cast(VllmAscendSettings, plan.inventory.engine).ports.proxy}"
         self.what = f"the P/D proxy on {self.node.name}"
         every = launches(plan)
         self.endpoints = {i.name: [f"{h}:{p}" for n in i.nodes for h, p in every[n].endpoints]
@@ -141,7 +147,7 @@ class ProxyControl(InFlightNotes):
         return self.plan.instance(instance).role
 
 
-def router_control(plan, remote):
+def router_control(plan: Plan, remote: RouterRemote) -> ProxyControl | None:
     from deployctl.core.engines.vllm_ascend.support import feature
 
     if plan.preset != "pd-split" or feature("proxy_instances_api", plan.engine.version).get("value") != "yes":
@@ -149,7 +155,7 @@ def router_control(plan, remote):
     return ProxyControl(plan, remote)
 
 
-def router_control_gap(plan) -> str | None:
+def router_control_gap(plan: Plan) -> str | None:
     """Why the P/D proxy of this deployment cannot take an instance out (None: it can, or it is no pd-split)."""
     from deployctl.core.engines.vllm_ascend.support import feature
 

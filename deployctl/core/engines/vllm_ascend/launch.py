@@ -13,11 +13,16 @@ Three shapes (../shared/reference/vllm-ascend.md §1.1):
 from __future__ import annotations
 
 import json
-from typing import cast
+from typing import TYPE_CHECKING, AbstractSet, Any, cast
 from dataclasses import dataclass, field
 
 from deployctl.core.engines.vllm_ascend.support import feature, is_moe
 from deployctl.core.errors import ExecutionError
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Speculative
+    from deployctl.core.models.plan import Instance, Plan
 
 
 @dataclass(frozen=True)
@@ -42,38 +47,40 @@ def _json(doc: dict) -> str:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
-def kv_base(plan) -> int:
+def kv_base(plan: Plan) -> int:
     """Above Mooncake's random ports [20000, 20000 + 1000 x NPUs): 28000 with 8 NPUs, 36000 with 16
     (pd_disaggregation_mooncake_multi_node.md@HEAD; mindcluster-deploy role.yaml.j2 uses the same)."""
-    base = plan.inventory.engine.ports.kv_base
+    base = cast(VllmAscendSettings, plan.inventory.engine).ports.kv_base
     return base if base is not None else (28000 if plan.inventory.devices_per_node == 8 else 36000)
 
 
-def kv_transfer(plan, inst) -> dict:
+def kv_transfer(plan: Plan, inst: Instance) -> dict[str, Any]:
     version = plan.engine.version
     pd = feature("pd_mooncake", version)
     engine_id = [i.name for i in plan.instances].index(inst.name)   # unique per instance in the deployment
     # every instance of a role has the same shape (support.py refuses others): the first one speaks for all
     prefill, decode = plan.role("prefill")[0].degrees, plan.role("decode")[0].degrees
-    connector = plan.inventory.engine.connector or pd.get("connector", "MooncakeConnectorV1")
-    doc = {"kv_connector": connector, "kv_role": "kv_producer" if inst.role == "prefill" else "kv_consumer",
-           "kv_port": str(kv_base(plan) + 100 * engine_id), "engine_id": str(engine_id),
-           "kv_connector_extra_config": {
-               "prefill": {"dp_size": prefill.dp, "tp_size": prefill.tp},
-               "decode": {"dp_size": decode.dp, "tp_size": decode.tp}}}
+    connector = (cast(VllmAscendSettings, plan.inventory.engine).connector
+                 or pd.get("connector", "MooncakeConnectorV1"))
+    doc: dict[str, Any] = {
+        "kv_connector": connector, "kv_role": "kv_producer" if inst.role == "prefill" else "kv_consumer",
+        "kv_port": str(kv_base(plan) + 100 * engine_id), "engine_id": str(engine_id),
+        "kv_connector_extra_config": {
+            "prefill": {"dp_size": prefill.dp, "tp_size": prefill.tp},
+            "decode": {"dp_size": decode.dp, "tp_size": decode.tp}}}
     if "use_ascend_direct" in pd:    # only where the version's connector reads it (support.yaml pd_mooncake)
         doc["kv_connector_extra_config"]["use_ascend_direct"] = pd["use_ascend_direct"] in (True, "yes")
-    if "module_path" in pd and plan.inventory.engine.connector is None:
+    if "module_path" in pd and cast(VllmAscendSettings, plan.inventory.engine).connector is None:
         doc["kv_connector_module_path"] = pd["module_path"]
     return doc
 
 
-def common_args(plan, inst) -> list[str]:
+def common_args(plan: Plan, inst: Instance) -> list[str]:
     from deployctl.core.input.roles import for_role
     from deployctl.core.sizing.limits import max_prefill_tokens
 
     inv = for_role(plan.inventory, inst.role)      # a pd-split role's own limits, memory share, additional-config
-    m, e = inv.model, inv.engine
+    m, e = inv.model, cast(VllmAscendSettings, inv.engine)
     args = [m.weights_path, "--served-model-name", m.served_name, "--max-model-len", str(m.max_seq_len),
             "--max-num-seqs", str(m.max_batch_size),
             "--max-num-batched-tokens", str(max_prefill_tokens(inv, inst.role)),
@@ -87,18 +94,18 @@ def common_args(plan, inst) -> list[str]:
     return args
 
 
-def speculative_config(spec) -> dict:
+def speculative_config(spec: Speculative) -> dict[str, Any]:
     """model.speculative as vLLM's --speculative-config, as vllm-ascend's CI passes it: MTP
     `{"num_speculative_tokens": 1, "method":"mtp"}` (examples/external_online_dp/run_dp_template.sh L32), EAGLE3
     `{"method":"eagle3", "model":<draft>, "num_speculative_tokens":3}` (nightly Kimi-K2_5-W4A8-A2-dual-nodes.yaml
     L44); the same value on P and D. validate.py checks the version's parser has the flag."""
-    doc = {"method": spec.method, "num_speculative_tokens": spec.tokens}
+    doc: dict[str, Any] = {"method": spec.method, "num_speculative_tokens": spec.tokens}
     if spec.draft_weights_path is not None:
         doc["model"] = spec.draft_weights_path
     return doc
 
 
-def _flag_groups(version: str, args) -> list[tuple[str | None, list[str]]]:
+def _flag_groups(version: str, args: list[str]) -> list[tuple[str | None, list[str]]]:
     """engine.args as (canonical option, [flag, value...]) groups, read with the version's parser table."""
     from deployctl.core.engines.vllm_ascend.catalog import option, takes_value
 
@@ -111,7 +118,7 @@ def _flag_groups(version: str, args) -> list[tuple[str | None, list[str]]]:
     return out
 
 
-def extra_args(plan, inst) -> list[str]:
+def extra_args(plan: Plan, inst: Instance) -> list[str]:
     """engine.args, then a pd-split role's own args (layout.<role>.engine.args); a flag both set is passed once,
     with the role's value (`--enforce-eager` on prefill, `--compilation-config` on decode, as vllm-ascend's PD CI
     configs run them)."""
@@ -121,27 +128,28 @@ def extra_args(plan, inst) -> list[str]:
     block = role_block(plan.inventory, inst.role)
     own = list((block.engine if block is not None else {}).get("args", []))
     if not own:
-        return list(plan.inventory.engine.args)
+        return list(cast(VllmAscendSettings, plan.inventory.engine).args)
     version = known(plan.engine.version)
     mine = {canon for canon, _ in _flag_groups(version, own) if canon is not None}
-    kept = [word for canon, group in _flag_groups(version, plan.inventory.engine.args) if canon not in mine
+    kept = [word for canon, group in _flag_groups(version, cast(VllmAscendSettings, plan.inventory.engine).args)
+            if canon not in mine
             for word in group]
     return kept + own
 
 
-def _dp_args(plan, inst, master_ip: str) -> list[str]:
+def _dp_args(plan: Plan, inst: Instance, master_ip: str) -> list[str]:
     d = inst.degrees
     return ["--data-parallel-size", str(d.dp), "--data-parallel-address", master_ip,
-            "--data-parallel-rpc-port", str(plan.inventory.engine.ports.dp_rpc)]
+            "--data-parallel-rpc-port", str(cast(VllmAscendSettings, plan.inventory.engine).ports.dp_rpc)]
 
 
-def _ep(plan, inst) -> list[str]:
+def _ep(plan: Plan, inst: Instance) -> list[str]:
     return ["--enable-expert-parallel"] if is_moe(plan) and inst.degrees.moe_ep > 1 else []
 
 
-def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
+def _instance_launch(plan: Plan, inst: Instance) -> dict[str, NodeLaunch]:
     inv = plan.inventory
-    e, d = inv.engine, inst.degrees
+    e, d = cast(VllmAscendSettings, inv.engine), inst.degrees
     per = inv.devices_per_node
     master = plan.node(inst.master).container_ip
     base = common_args(plan, inst) + ["--tensor-parallel-size", str(d.tp)] + _ep(plan, inst)
@@ -149,7 +157,7 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
     if pd:
         base += ["--kv-transfer-config", _json(kv_transfer(plan, inst))]
     extra = extra_args(plan, inst)
-    out = {}
+    out: dict[str, NodeLaunch] = {}
     for k, name in enumerate(inst.nodes):
         ip = plan.node(name).container_ip
         if d.pp > 1:    # TP/PP across nodes, multiprocessing backend
@@ -161,7 +169,7 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
             continue
         local = per // d.tp
         if pd and feature("pd_mooncake", plan.engine.version).get("launch") == "external":
-            serves = []
+            serves: list[Serve] = []
             for j in range(local):
                 rank, port = k * local + j, e.ports.api + j
                 argv = base + _dp_args(plan, inst, master) + ["--data-parallel-rank", str(rank),
@@ -182,7 +190,7 @@ def _instance_launch(plan, inst) -> dict[str, NodeLaunch]:
     return out
 
 
-def node_launch(plan, name: str) -> NodeLaunch:
+def node_launch(plan: Plan, name: str) -> NodeLaunch:
     """One node's launch: only its instance is laid out, unless it is the proxy's node (which lists every
     endpoint), so asking every node in turn stays linear in the nodes."""
     node = plan.node(name)
@@ -191,7 +199,7 @@ def node_launch(plan, name: str) -> NodeLaunch:
     return _instance_launch(plan, plan.instance(node.instance))[name]
 
 
-def launches(plan) -> dict[str, NodeLaunch]:
+def launches(plan: Plan) -> dict[str, NodeLaunch]:
     """Every node's launch; the prefill master also runs the proxy listing every P and D endpoint."""
     out: dict[str, NodeLaunch] = {}
     for inst in plan.instances:
@@ -203,7 +211,7 @@ def launches(plan) -> dict[str, NodeLaunch]:
     return out
 
 
-def proxy_argv(plan, every: dict[str, NodeLaunch], leave_out=frozenset()) -> tuple[str, ...]:
+def proxy_argv(plan: Plan, every: dict[str, NodeLaunch], leave_out: AbstractSet[str] = frozenset()) -> tuple[str, ...]:
     """The P/D proxy's argv (after the script): the API endpoints of every P and D instance not in ``leave_out``
     (instance names), ``every`` being ``launches(plan)``. The proxy learns its servers only from this argv, at
     start (load_balance_proxy_server_example.py@v0.13.0 parse_args L438-454, lifespan L487-490): where it has no
@@ -222,7 +230,7 @@ def proxy_argv(plan, every: dict[str, NodeLaunch], leave_out=frozenset()) -> tup
         raise ExecutionError(f"the P/D proxy cannot run without a {' or '.join(empty)} instance "
                              f"(left out: {', '.join(sorted(leave_out))})",
                              hint="the role has no other instance: recovery restarts it; the proxy keeps its list")
-    return ("--host", router.container_ip, "--port", str(plan.inventory.engine.ports.proxy),
+    return ("--host", router.container_ip, "--port", str(cast(VllmAscendSettings, plan.inventory.engine).ports.proxy),
             "--prefiller-hosts", *[h for h, _ in ends["prefill"]],
             "--prefiller-ports", *[str(p) for _, p in ends["prefill"]],
             "--decoder-hosts", *[h for h, _ in ends["decode"]],

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployctl.core.models.engine import EngineBase
 
 DBO_DECODE_TOKENS = 32     # vLLM ParallelConfig.dbo_decode_token_threshold default (vllm/config/parallel.py)
 
 
-def overlap_of(engine, env: dict | None = None) -> tuple[int, str]:
+def overlap_of(engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
     """(decode token threshold, where) when the engine settings turn on two-microbatch overlap, else (0, "").
 
     vLLM's dual batch overlap: `--enable-dbo` / `enable_dbo` (vllm/config/parallel.py ParallelConfig.enable_dbo,
@@ -17,10 +21,10 @@ def overlap_of(engine, env: dict | None = None) -> tuple[int, str]:
     found: list[tuple[int, str]] = []
     threshold = [DBO_DECODE_TOKENS]
 
-    def on(v) -> bool:
+    def on(v: Any) -> bool:
         return v is True or str(v).strip().lower() in ("1", "true", "yes", "on")
 
-    def walk(node, path):
+    def walk(node: Any, path: str) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
                 key = str(k).lower().lstrip("-").replace("-", "_")

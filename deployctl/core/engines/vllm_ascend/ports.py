@@ -3,21 +3,27 @@ KV ports stay above Mooncake's random range (pd_disaggregation_mooncake_multi_no
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from deployctl.core.engine_spec.protocol import Finding
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan
 
 MOONCAKE_SOURCE = ("VA docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md@HEAD (Mooncake takes "
                    "random ports in [20000, 20000 + 1000 x NPUs)); PR #6455; issue #8938")
 
 
-def kv_floor(plan) -> int:
+def kv_floor(plan: Plan) -> int:
     return 20000 + 1000 * plan.inventory.devices_per_node
 
 
-def _uses(plan) -> dict[str, list[tuple[int, int, str]]]:
+def _uses(plan: Plan) -> dict[str, list[tuple[int, int, str]]]:
     """host -> [(first port, last port, what)] for every port a process of this deployment binds there."""
     from deployctl.core.engines.vllm_ascend.launch import kv_transfer, launches
 
-    e = plan.inventory.engine
+    e = cast(VllmAscendSettings, plan.inventory.engine)
     out: dict[str, list[tuple[int, int, str]]] = {}
     for name, launch in launches(plan).items():
         node = plan.node(name)
@@ -40,7 +46,7 @@ def _uses(plan) -> dict[str, list[tuple[int, int, str]]]:
     return out
 
 
-def port_findings(plan) -> list[Finding]:
+def port_findings(plan: Plan) -> list[Finding]:
     out = []
     if plan.preset == "pd-split":
         from deployctl.core.engines.vllm_ascend.launch import kv_base

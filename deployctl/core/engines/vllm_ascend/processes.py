@@ -10,12 +10,18 @@ The proxy (pd-split) logs the same uvicorn line and answers GET /healthcheck
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.engine_spec.protocol import MetricNames, NodeProcesses, Process
 from deployctl.core.engines.vllm_ascend.launch import node_launch
 from deployctl.core.engines.vllm_ascend.support import feature
 from deployctl.core.engines.vllm_ascend.render import container_name, proxy_name
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import MetricsTarget
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Plan, PlanNode
 
 API_READY = "Application startup complete."
 # what users report when Mooncake's KV transfer fails (vllm-ascend issues #4866, #3724: error codes 103900/103902,
@@ -25,9 +31,9 @@ SMOKE_WORDS = 2000   # a prompt long enough that prefill hands the decode side a
 ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
 
 
-def node_processes(plan, node) -> NodeProcesses:
+def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:
     launch = node_launch(plan, node.name)
-    e = plan.inventory.engine
+    e = cast(VllmAscendSettings, plan.inventory.engine)
     ip = node.container_ip
     api = [s for s in launch.serves if s.port is not None]
     name = container_name(plan)
@@ -56,8 +62,8 @@ def node_processes(plan, node) -> NodeProcesses:
     return NodeProcesses(engine=engine, serves=serves, smoke=colocated and node.name == inst.master)
 
 
-def host_ports(inv) -> dict[str, int]:
-    p = inv.engine.ports
+def host_ports(inv: Inventory) -> dict[str, int]:
+    p = cast(VllmAscendSettings, inv.engine).ports
     return {"api": p.api, "dp_rpc": p.dp_rpc}
 
 # the metrics deployctl's dashboard reads (vllm 0.13.0 wheel, vllm/v1/metrics/loggers.py: L671, L741 (the TPOT histogram
@@ -68,13 +74,13 @@ METRIC_NAMES = MetricNames(ttft="vllm:time_to_first_token_seconds", tpot="vllm:i
                            waiting="vllm:num_requests_waiting", kv_usage="vllm:kv_cache_usage_perc")
 
 
-def metrics_targets(plan) -> list:
+def metrics_targets(plan: Plan) -> list[MetricsTarget]:
     """GET /metrics on every API process's port: vLLM mounts prometheus_client's app there
     (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41); headless nodes serve no HTTP, their
     engine cores report through the API server of their instance's master."""
     from deployctl.core.engine_spec.protocol import MetricsTarget
 
-    out = []
+    out: list[MetricsTarget] = []
     for node in plan.nodes:
         inst = plan.instance(node.instance)
         out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{s.port}")

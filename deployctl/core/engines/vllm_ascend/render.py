@@ -5,13 +5,19 @@ No rank table and no config.json: vLLM's processes find each other through the D
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from deployctl import __version__
 from deployctl.core.engine_spec.container import devices, inventory_mounts, source_set_env, with_env_keys
 from deployctl.core.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.core.engines.vllm_ascend.support import preset_env
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 from deployctl.core.render._jinja import render_template
 from deployctl.core.render.env import env_file, user_env
+
+if TYPE_CHECKING:
+    from deployctl.core.models.plan import Plan, PlanNode
 
 # the docker run of the guides (VA docs/source/installation.md@HEAD, DeepSeek-V3.1.md §4.1): the whole driver
 # tree rather than driver/lib64 + version.info + tools/hccn_tool, because lib64 alone misses driver/topo (EI0014,
@@ -35,22 +41,22 @@ LAUNCHER = SET_ENV + (
 PROXY_LAUNCHER = 'mapfile -t ARGS < "$DEPLOYCTL_WORK/proxy.args"; exec python3 "$DEPLOYCTL_PROXY" "${ARGS[@]}"'
 
 
-def container_name(plan) -> str:
+def container_name(plan: Plan) -> str:
     from deployctl.core.engine_spec.container import container_name as named
 
     return named(plan.inventory, plan.inventory.engine.container_name or "vllm")
 
 
-def proxy_name(plan) -> str:
+def proxy_name(plan: Plan) -> str:
     return f"{container_name(plan)}-proxy"
 
 
-def hierarchical_mc2(plan) -> bool:
+def hierarchical_mc2(plan: Plan) -> bool:
     """The model is one whose A2 multi-node guides switch on hierarchical MC2 (the DeepSeek family)."""
     return plan.inventory.model.name.startswith("deepseek-")
 
 
-def computed_env(plan, node) -> dict[str, str]:
+def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     """HCCL_IF_IP and the socket interfaces of this node (multi_node_config.py DistEnvBuilder; every tutorial)."""
     env = {"HCCL_IF_IP": node.container_ip}
     if node.interface:
@@ -67,7 +73,7 @@ def computed_env(plan, node) -> dict[str, str]:
     return env
 
 
-def node_env(plan, node) -> dict[str, str]:
+def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     inv = plan.inventory
     user = user_env(inv, node.role)
     preset = preset_env(plan.hardware, node.role, inv.model.name)
@@ -79,13 +85,13 @@ def node_env(plan, node) -> dict[str, str]:
     return with_env_keys(merged)
 
 
-def _args_text(argv) -> bytes:
+def _args_text(argv: tuple[str, ...]) -> bytes:
     return ("\n".join(argv) + "\n").encode()
 
 
-def start_script(plan, node, launch: NodeLaunch) -> str:
+def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
     inv = plan.inventory
-    e = inv.engine
+    e = cast(VllmAscendSettings, inv.engine)
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(inv.model.weights_path, inv.model.weights_path, "ro")]
     if plan.preset == "pd-split":
         mounts.append(("/etc/hccn.conf", "/etc/hccn.conf", "ro"))    # the PD guide mounts it
@@ -102,8 +108,8 @@ def start_script(plan, node, launch: NodeLaunch) -> str:
         work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER)
 
 
-def render(plan) -> list[Artifact]:
-    e = plan.inventory.engine
+def render(plan: Plan) -> list[Artifact]:
+    e = cast(VllmAscendSettings, plan.inventory.engine)
     out = []
     for node, launch in ((plan.node(n), lt) for n, lt in launches(plan).items()):
         header = [f"deployctl {__version__}: environment of node {node.name} ({node.role}, instance {node.instance})",

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING, cast
 
 from deployctl.core.engine_spec.protocol import Finding, MemoryInputs, read_data
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Instance, Plan
 
 
 @cache
@@ -36,7 +42,7 @@ def feature(name: str, version: str | None) -> dict:
     return matrix()["features"][name].get(known(version), {})
 
 
-def is_moe(plan) -> bool:
+def is_moe(plan: Plan) -> bool:
     from deployctl.core import catalog
 
     return catalog.served_model(plan.inventory).routed_experts > 0
@@ -58,9 +64,10 @@ def preset_env(hardware: str, role: str, model: str, user_env: dict | None = Non
     return out
 
 
-def memory_inputs(inv, role: str, degrees) -> MemoryInputs:
+def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
     env = preset_env(inv.cluster.hardware, role, inv.model.name, inv.engine.env)
-    return MemoryInputs(fraction=inv.engine.gpu_memory_utilization, fraction_name="--gpu-memory-utilization",
+    return MemoryInputs(fraction=cast(VllmAscendSettings, inv.engine).gpu_memory_utilization,
+                        fraction_name="--gpu-memory-utilization",
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
                         notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM",))
 
@@ -69,11 +76,11 @@ def role_preset(role: str) -> dict | None:
     return matrix()["role_presets"].get(role)
 
 
-def _path(inst, key: str) -> str:
+def _path(inst: Instance, key: str) -> str:
     return f"layout.{key}" if inst.role == "mixed" else f"layout.{inst.role}.{key}"
 
 
-def _layout(plan, inst) -> list[Finding]:
+def _layout(plan: Plan, inst: Instance) -> list[Finding]:
     d, per, out = inst.degrees, plan.inventory.devices_per_node, []
     version = plan.engine.version
     if d.cp > 1:
@@ -113,7 +120,7 @@ def _layout(plan, inst) -> list[Finding]:
     return out
 
 
-def needs_interfaces(inv) -> str | None:
+def needs_interfaces(inv: Inventory) -> str | None:
     if len(inv.nodes) == 1:
         return None
     return ("vLLM-Ascend needs GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME and HCCL_SOCKET_IFNAME on every node of a "
@@ -121,7 +128,7 @@ def needs_interfaces(inv) -> str | None:
             "the NIC carrying the node's IP; every multi-node tutorial)")
 
 
-def _family_entry(data: dict, inv) -> dict:
+def _family_entry(data: dict, inv: Inventory) -> dict:
     """A model described from its checkpoint (model.config_path): its family's entry (support.yaml families)."""
     from deployctl.core import catalog
 
@@ -129,7 +136,7 @@ def _family_entry(data: dict, inv) -> dict:
     return data.get("families", {}).get(info.family if info else "", {})
 
 
-def check(plan) -> list[Finding]:
+def check(plan: Plan) -> list[Finding]:
     data = matrix()
     version = plan.engine.version
     out: list[Finding] = []

@@ -3,7 +3,14 @@ engine.additional_config against vllm-ascend's config reader, and the flags depl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from deployctl.core.errors import Problem
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.input.raw import KeyPath, RawInventory
+    from deployctl.core.models.inventory import Inventory, RoleLayout
 
 # flags deployctl renders from the inventory and plan; engine.args may not set them
 OWNED_FLAGS = ("--speculative-config", "--host", "--port", "--served-model-name", "--max-model-len", "--max-num-seqs",
@@ -15,7 +22,7 @@ OWNED_FLAGS = ("--speculative-config", "--host", "--port", "--served-model-name"
 OWNED_ENV = ("HCCL_IF_IP", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "ASCEND_RT_VISIBLE_DEVICES")
 
 
-def _args(args, path: tuple, raw, version: str) -> list[Problem]:
+def _args(args: list[str], path: KeyPath, raw: RawInventory, version: str) -> list[Problem]:
     """engine.args (or layout.<role>.engine.args at ``path``) against the version's parser table."""
     from deployctl.core.engines.vllm_ascend.catalog import option, suggest, takes_value
 
@@ -48,7 +55,7 @@ def _args(args, path: tuple, raw, version: str) -> list[Problem]:
     return out
 
 
-def _additional(config: dict, path: tuple, raw, version: str) -> list[Problem]:
+def _additional(config: dict, path: KeyPath, raw: RawInventory, version: str) -> list[Problem]:
     import difflib
 
     from deployctl.core.engines.vllm_ascend.catalog import additional_keys
@@ -70,7 +77,7 @@ def _additional(config: dict, path: tuple, raw, version: str) -> list[Problem]:
     return out
 
 
-def _ascend_env(inv, raw, version: str) -> list[Problem]:
+def _ascend_env(inv: Inventory, raw: RawInventory, version: str) -> list[Problem]:
     """VLLM_ASCEND_* variables the version does not read are refused (vllm-ascend ignores them silently)."""
     import difflib
 
@@ -96,19 +103,19 @@ def _ascend_env(inv, raw, version: str) -> list[Problem]:
     return out
 
 
-def engine_problems(inv, raw) -> list[Problem]:
+def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core.engine_spec.protocol import version_from
     from deployctl.core.engines.vllm_ascend.catalog import known
 
     version = known(version_from(inv.engine).version)
-    e = inv.engine
+    e = cast(VllmAscendSettings, inv.engine)
     out = (_args(e.args, ("engine", "args"), raw, version) +
            _additional(e.additional_config, ("engine", "additional_config"), raw, version) +
            _ascend_env(inv, raw, version))
     from deployctl.core.input.roles import ROLES, role_block
 
     for role in ROLES:      # a pd-split role's own args and additional-config, checked the same way at their lines
-        own = (role_block(inv, role).engine if role_block(inv, role) is not None else {})
+        own = (cast("RoleLayout", role_block(inv, role)).engine if role_block(inv, role) is not None else {})
         if isinstance(own.get("args"), list):
             out += _args(own["args"], ("layout", role, "engine", "args"), raw, version)
         if isinstance(own.get("additional_config"), dict):
