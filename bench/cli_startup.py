@@ -2,7 +2,7 @@
 """Benchmark: wall time of `deployctl --help`, `validate`, `plan` and `render` on the examples.
 
 Usage: .venv/bin/python bench/cli_startup.py [--runs N]
-Prints a Markdown table (median and best of N runs); results are recorded in docs/benchmarks.md.
+Prints a Markdown table (median and best of N runs); results are recorded in docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations

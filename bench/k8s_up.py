@@ -10,7 +10,7 @@ then against a real control plane (tests/k8scluster.py: kube-apiserver/controlle
 v1.36, etcd, kwok nodes whose pods become ready within a second, helm v3.22 built from Go modules; one
 cluster for the whole run, a namespace per example and run): a first `up -t k8s -y`, a no-op re-run,
 `diff -t k8s` and `status -t k8s`, then `down`. Each command is a new process. Prints a Markdown table of
-medians; results are recorded in docs/benchmarks.md. MindIE pd-split examples are left out (refused for
+medians; results are recorded in docs/dev/benchmarks.md. MindIE pd-split examples are left out (refused for
 Kubernetes).
 """
 

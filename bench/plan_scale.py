@@ -9,7 +9,7 @@ Two layouts per size, generated here (every node with its 16 device IPs, as a re
 
     .venv/bin/python bench/plan_scale.py [--runs 3] [--sizes 64,256,1024]
 
-Prints a markdown table (median of the runs); docs/benchmarks.md keeps the result. `render` runs twice: into a
+Prints a markdown table (median of the runs); docs/dev/benchmarks.md keeps the result. `render` runs twice: into a
 tmpfs (/dev/shm: deployctl's own time) and into a directory on the disk (adds the filesystem's cost of creating
 thousands of files, which on a VM disk is most of it). Each render replaces the previous tree (--force).
 """

@@ -24,7 +24,7 @@ and what the largest cluster costs to start (seconds, RSS of its processes, disk
 
 `--latency S` makes every simulated npu-smi / hccn_tool call take S seconds longer (default 0.05; real tools
 are slower; with 0 a simulated host is pure CPU work). Prints Markdown tables; results are recorded in
-docs/benchmarks.md. Clusters are torn down on exit, on SIGTERM (`timeout`) and on Ctrl-C; clusters of
+docs/dev/benchmarks.md. Clusters are torn down on exit, on SIGTERM (`timeout`) and on Ctrl-C; clusters of
 earlier runs that died are removed first.
 """
 

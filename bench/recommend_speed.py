@@ -6,7 +6,7 @@ Each run is a new Python process, as a user runs the command: it loads and valid
 every layout (`recommend_report`, objective 3500 in / 1500 out, TPOT <= 50 ms, TTFT <= 2 s). The 64-server
 inventories are generated from inventories/examples/a2-4x8-dp-ep.yaml (A2, DeepSeek-R1 W8A8, MindIE) with 64
 nodes, and the same on A3 (16 dies per server, no super pod). Prints a Markdown table (median and best of N runs);
-results are recorded in docs/benchmarks.md.
+results are recorded in docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations

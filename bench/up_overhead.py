@@ -22,7 +22,7 @@ timed from launch to exit (every node ready + the smoke chat completion), then `
   the deployed state, render, diff, ansible-playbook start-up), push, start masters, start workers, wait
   ready, smoke (+ MindIE-MS), after ansible (rc/record, exit).
 
-Prints a Markdown table (medians over the runs); results are recorded in docs/benchmarks.md.
+Prints a Markdown table (medians over the runs); results are recorded in docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Run the `deployctl` console script as users do, cheaply: a fork of the test process runs ``deployctl.cli.main``
 with the argv, working directory, environment, stdin (/dev/null), stdout and stderr (pipes to files) a fresh
 process would have, and exits with its code. What it saves is the interpreter's start and the imports (about
-0.3 s of CPU a run, and with the modules imported and the command tree built once in the parent, 0.25 s more: most of the fast tier's time, docs/testing.md). The exit code and both streams are the
+0.3 s of CPU a run, and with the modules imported and the command tree built once in the parent, 0.25 s more: most of the fast tier's time, docs/dev/testing.md). The exit code and both streams are the
 console script's: main() maps errors to codes and messages as it does there.
 
 A real process is used instead when the test process has other threads (a fork keeps only the caller's), and

@@ -57,7 +57,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 
 
 # ------------------------------------------------------------------ Kubernetes: a real control plane
-# tests/k8scluster.py, docs/k8s-test-cluster.md: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+# tests/k8scluster.py, docs/dev/k8s-test-cluster.md: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 # and kwok built from Go modules (the first run builds them: about 10 minutes on 2 cores), and helm v3.22.
 
 

@@ -1,6 +1,6 @@
 """A real Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 and kwok (simulated nodes and pods), built from Go modules by scripts/k8s-test-cluster, plus the helm built
-the same way. See docs/k8s-test-cluster.md.
+the same way. See docs/dev/k8s-test-cluster.md.
 
 Use it as a pytest fixture (the function is a plain generator, so the scope is the user's choice):
 

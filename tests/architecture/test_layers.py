@@ -1,4 +1,4 @@
-"""The architecture's contracts (pyproject.toml [tool.importlinter], docs/architecture.md): the tree keeps them,
+"""The architecture's contracts (pyproject.toml [tool.importlinter], docs/dev/architecture.md): the tree keeps them,
 and they bite: a copy of the package with one forbidden import fails `lint-imports`, naming that import."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).parent / "lint-imports"
 
-# Module-level cycles that are known debts in code other work owns (docs/architecture.md, "Debts"): none may be
+# Module-level cycles that are known debts in code other work owns (docs/dev/architecture.md, "Debts"): none may be
 # added.
 KNOWN_CYCLES = [
     {"deployctl.core.engines.mindie.acceptance", "deployctl.core.engines.mindie.acceptance_custom"},

@@ -1,4 +1,4 @@
-"""The core is pure (docs/architecture.md): no file, process, socket, environment or clock access in
+"""The core is pure (docs/dev/architecture.md): no file, process, socket, environment or clock access in
 deployctl/core/, so everything it computes depends only on what it is handed. Walks every module's syntax tree.
 
 The one exception is core/packaged.py: it reads files shipped inside the package (catalogs, templates, support

@@ -214,7 +214,7 @@ class Layout(DegreeFields):
 
 class Router(Strict):
     """Several mixed instances: the load balancer clients use (HAProxy, active health checks, drain for rolling
-    updates; why HAProxy: README "Fleets"). pd-split uses the engine's own router (MindIE-MS, the P/D proxy)."""
+    updates; why HAProxy: docs/fleets.md). pd-split uses the engine's own router (MindIE-MS, the P/D proxy)."""
 
     node: str | None = Field(None, description=(
         "The node it runs on (nodes[].name); default: the master of the first instance."))

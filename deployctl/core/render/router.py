@@ -1,7 +1,7 @@
 """The router in front of several mixed instances: HAProxy (Debian/Docker Hub's official image), rendered
 from the plan, run as a container on one node, controlled through its runtime API during rolling updates.
 
-Why HAProxy (README "Fleets"): active HTTP health checks per server and a runtime API to drain a server (no
+Why HAProxy (docs/fleets.md): active HTTP health checks per server and a runtime API to drain a server (no
 new requests, those in flight finish) and read its sessions, in the open-source build. nginx's active
 health checks (`health_check`) and its API are NGINX Plus only (nginx.org ngx_http_upstream_hc_module);
 vllm-router speaks to vLLM workers only, not to MindIE.

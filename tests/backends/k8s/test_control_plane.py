@@ -1,5 +1,5 @@
 """The test cluster of tests/k8scluster.py is a real control plane: the real scheduler, controllers,
-admission, validation, RBAC and helm, with kwok playing the kubelets (docs/k8s-test-cluster.md).
+admission, validation, RBAC and helm, with kwok playing the kubelets (docs/dev/k8s-test-cluster.md).
 
 These tests need the binaries of scripts/k8s-test-cluster build (built by the fixture when missing: about
 10 minutes the first time on 2 cores). They never skip.

@@ -2,7 +2,7 @@
 kubernetes client against a real control plane (tests/k8scluster.py: kube-apiserver, controller-manager
 and scheduler v1.36, etcd, kwok playing the kubelets of simulated Ascend nodes). What deployctl and helm
 wrote is read from the API server's audit log; a pod is made to fail by the kwok fault stages
-(docs/k8s-test-cluster.md), the scheduler's refusals are the scheduler's own.
+(docs/dev/k8s-test-cluster.md), the scheduler's refusals are the scheduler's own.
 """
 
 from __future__ import annotations

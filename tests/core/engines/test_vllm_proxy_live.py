@@ -1,4 +1,4 @@
-"""The P/D proxy's argv without the instances that are down (docs/router.md): what deployctl restarts the proxy
+"""The P/D proxy's argv without the instances that are down (docs/dev/router.md): what deployctl restarts the proxy
 with where the proxy cannot take a server out while it runs (vLLM-Ascend 0.11, 0.13)."""
 
 from __future__ import annotations

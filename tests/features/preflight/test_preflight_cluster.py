@@ -524,7 +524,7 @@ def test_sixteen_hosts_take_well_under_twice_one_host(cluster):
     hosts are: one host's 42 tool calls, 8 at a time, take >= 6 x 0.5 s. The latency is that high because
     a host's probes now run concurrently: with 50 ms calls one host takes ~0.6 s and 16 simulated hosts
     measure this 2-vCPU machine, not the fan-out (each costs ~0.3 CPU-s: sshd, sh, timeout, the fake
-    tools; bench/preflight_fanout.py, docs/benchmarks.md). What 16 hosts add here is that CPU and phase 2
+    tools; bench/preflight_fanout.py, docs/dev/benchmarks.md). What 16 hosts add here is that CPU and phase 2
     (each host pings 15 peers, all at once; a lone host pings nobody).
     """
     one = cluster(default_cluster(1, slow=0.5))

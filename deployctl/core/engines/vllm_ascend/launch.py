@@ -216,7 +216,7 @@ def proxy_argv(plan: Plan, every: dict[str, NodeLaunch], leave_out: AbstractSet[
     (instance names), ``every`` being ``launches(plan)``. The proxy learns its servers only from this argv, at
     start (load_balance_proxy_server_example.py@v0.13.0 parse_args L438-454, lifespan L487-490): where it has no
     safe /instances/remove (support.yaml ``proxy_instances_api``: 0.11, 0.13), restarting it with the live
-    instances is how it stops sending to a dead one (docs/router.md). A role left without an instance is refused:
+    instances is how it stops sending to a dead one (docs/dev/router.md). A role left without an instance is refused:
     the proxy needs at least one P and one D (nargs="+")."""
     names = {i.name for i in plan.instances}
     unknown = sorted(set(leave_out) - names)
