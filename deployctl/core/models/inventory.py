@@ -329,8 +329,9 @@ class Deploy(Strict):
         "Revisions (with their history entries) each host keeps for `rollback`; current and previous always "
         "stay."))
     facts_max_age_hours: float = Field(24.0, gt=0, le=24 * 365, description=(
-        "`up`/`diff` fill missing device IPs from the latest successful preflight only when it is younger than "
-        "this (else: run preflight again, or --facts FILE)."))
+        "Every command fills missing device IPs from the latest successful preflight only when it is younger "
+        "than this (else: run preflight again, or --facts FILE; `up`/`diff` refuse, `validate`/`plan` plan "
+        "without them and say so)."))
     recovery: Recovery = Field(default_factory=Recovery, description=(
         "`deployctl watch`: restart a failed instance behind the router (docs/watch.md); off by default."))
 
