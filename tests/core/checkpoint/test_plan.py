@@ -21,7 +21,9 @@ NEXT = FIXTURES / "qwen3-next-80b-a3b-thinking"
 
 def inventory(name: str, config: Path | None, quant: str = "bf16", nodes: int = 1, preset: str = "single",
               hardware: str = "a2", engine: str = "vllm-ascend", max_seq_len: int = 8192) -> str:
-    image = "quay.io/ascend/vllm-ascend:v0.13.0" if engine == "vllm-ascend" else "mindie:test"
+    # the image of the hardware (vLLM-Ascend's -a3 builds: deployctl/core/engines/vllm_ascend/images.py)
+    image = (f"quay.io/ascend/vllm-ascend:v0.13.0{'-a3' if hardware == 'a3' else ''}" if engine == "vllm-ascend"
+             else "mindie:test")
     return synthetic(name, quant, nodes, preset, hardware=hardware, kind=engine, image=image, config_path=config,
                      max_seq_len=max_seq_len)
 

@@ -321,7 +321,9 @@ def cases(draw, *, pods: str = "balanced", preset_for_degrees: bool = True, kind
 
     seq = draw(st.sampled_from([4096, 8192, 16384]))
     # DeepSeek-V3.2 exists only on MindIE 3.0's torch runtime (mindie-upstream-rules.md version caveat)
-    engine: dict = {"image": IMAGE_30, "version": "3.0"} if torch else {"image": IMAGE_22}
+    # the image of the drawn hardware (an A2 build on A3 is refused: deployctl/core/engines/mindie/images.py)
+    engine: dict = ({"image": IMAGE_30.replace("-A3-", f"-{hw.upper()}-"), "version": "3.0"} if torch else
+                    {"image": IMAGE_22.replace("-A2-", f"-{hw.upper()}-")})
     if draw(st.booleans()):
         engine["env"] = draw(st.fixed_dictionaries({}, optional={
             "HCCL_CONNECT_TIMEOUT": st.sampled_from([600, 1200, 7200]),

@@ -308,7 +308,8 @@ def big_inventory(nodes: int = 1024, hardware: str = "a3") -> str:
     per = 8 if hardware == "a2" else 16
     out = ["cluster:", "  name: big", f"  hardware: {hardware}"]
     out += ["  super_pod: true"] if hardware == "a3" else []
-    out += ["engine:", f"  image: {IMAGE}", "model:", "  name: deepseek-r1", "  quant: w8a8",
+    out += ["engine:", f"  image: {IMAGE.replace('-A2-', f'-{hardware.upper()}-')}", "model:", "  name: deepseek-r1",
+            "  quant: w8a8",
             "  weights_path: /data/models/DeepSeek-R1-W8A8", "  served_name: ds-r1", "  max_seq_len: 8192",
             "  max_input_len: 4096", "  max_batch_size: 32", "layout:", "  preset: dp-ep", "nodes:"]
     for n in range(nodes):

@@ -189,6 +189,10 @@ def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out += _assume(e, raw)
     out += _speculative(inv, raw)
     out += _ports(e, raw)
+    from deployctl.core.engine_spec.image_hardware import image_problems
+    from deployctl.core.engines.mindie.images import hardware
+
+    out += image_problems(inv, raw, hardware)
     if inv.kubernetes.rank_table == "cluster" and inv.layout.prefill is not None:
         out.append(raw.problem(("kubernetes", "rank_table"), "rank_table: cluster does not work with pd-split",
                                "MindIE-MS's global rank table names every server's IP, so deployctl must "

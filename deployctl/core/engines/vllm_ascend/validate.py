@@ -112,6 +112,10 @@ def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out = (_args(e.args, ("engine", "args"), raw, version) +
            _additional(e.additional_config, ("engine", "additional_config"), raw, version) +
            _ascend_env(inv, raw, version))
+    from deployctl.core.engine_spec.image_hardware import image_problems
+    from deployctl.core.engines.vllm_ascend.images import hardware
+
+    out += image_problems(inv, raw, hardware)
     from deployctl.core.input.roles import ROLES, role_block
 
     for role in ROLES:      # a pd-split role's own args and additional-config, checked the same way at their lines
