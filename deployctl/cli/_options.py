@@ -16,7 +16,7 @@ class OutputFormat(str, Enum):
 
 
 InventoryOpt = Annotated[Path, typer.Option(
-    "-i", "--inventory", metavar="INV", help="Inventory YAML (see inventories/sample.yaml).",
+    "-i", "--inventory", metavar="INV", help="Inventory YAML (`deployctl init` writes a commented sample).",
     dir_okay=False)]
 OutputOpt = Annotated[OutputFormat, typer.Option(
     "--output", "-O", help="text (tables for people) or json (for scripts).")]

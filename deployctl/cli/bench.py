@@ -77,6 +77,9 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
               ignore_eos: bool = True, run_root: Path = Path(".deployctl")) -> None:
     """Run the benchmark and print it; exit 0 when every point measured without a failed request, 1 otherwise,
     2 for bad input (inventory, flags, suite file)."""
+    from deployctl.features.bench.extra import require
+
+    require()       # the bench extra (AIPerf, plots) before anything else: exit 2 with the command to install it
     from deployctl.features.bench.run import BenchOptions, run_benchmark
     from deployctl.features.bench.suites import resolve
     from deployctl.core.errors import UsageError

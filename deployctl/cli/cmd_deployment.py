@@ -11,6 +11,7 @@ import typer
 from deployctl.cli._app import app
 from deployctl.cli._options import (AllowExecOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt, InventoryOpt,
                                     OutputFormat, OutputOpt, RunDirOpt, BreakLockOpt, ReadyTimeoutOpt)
+from deployctl.core.docs_url import doc
 
 
 @app.command()
@@ -256,7 +257,7 @@ def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     run_diff_hosts(inventory, output.value, facts, run_dir)
 
 
-@app.command()
+@app.command(epilog=f"Guide (what is watched, the recovery policy, running it as a service): {doc('watch.md')}")
 def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_dir: RunDirOpt = Path(".deployctl"),
           interval: Annotated[float, typer.Option(help="Seconds between rounds.", min=0.5, max=600)] = 2.5,
           once: Annotated[bool, typer.Option("--once", help="One round, then exit (1 when an instance is not "
@@ -276,7 +277,7 @@ def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
     health, device links and fatal engine log lines; every event recorded (runs/<id>-watch/events.jsonl) and
     sent to the webhook of deploy.recovery.hooks and to the hook command you enable (--hook-command,
     --allow-hook-command); with deploy.recovery.enabled a failed instance behind the router is taken out,
-    restarted and put back (docs/watch.md)."""
+    restarted and put back."""
     from deployctl.cli.watch import run_watch
 
     run_watch(inventory, output.value, run_dir, interval, once, confirm, recover, hook_command=hook_command,

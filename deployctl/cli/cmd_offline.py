@@ -11,6 +11,7 @@ import typer
 from deployctl.cli._app import app
 from deployctl.cli._options import (FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt, Target,
                                     TargetOpt, InputLenOpt, OutputLenOpt, RunDirOpt, SkuOpt)
+from deployctl.core.docs_url import doc
 
 
 @app.command()
@@ -43,7 +44,7 @@ def _duration_ms(value: str | None, flag: str) -> float | None:
 
 
 
-@app.command()
+@app.command(epilog=f"How the estimate is made, and how far off it can be: {doc('performance-model.md')}")
 def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: FactsOpt = None,
          input_len: InputLenOpt = None, output_len: OutputLenOpt = None,
          concurrency: Annotated[Optional[int], typer.Option(
@@ -58,9 +59,9 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
 
     Refuses (exit 2) a layout whose KV budget per die is <= 0 or cannot hold one max_seq_len
     sequence, with GB needed vs available. `--output json` prints the whole plan and, under
-    "estimate", every term of the estimate. The estimate is a model (docs/performance-model.md),
-    labelled "estimated"; `deployctl bench` measures. Works before the hosts exist: device IPs are
-    not needed to plan (they come from `deployctl preflight`, whose latest run is used when there is one).
+    "estimate", every term of the estimate. The estimate is a model, labelled "estimated";
+    `deployctl bench` measures. Works before the hosts exist: device IPs are not needed to plan (they come
+    from `deployctl preflight`, whose latest run is used when there is one).
 
     Examples:
 

@@ -1,4 +1,4 @@
-"""The tools around a deployment: bench, engines, schema."""
+"""The tools around a deployment: bench, engines, schema, init."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 
 from deployctl.cli._app import app
 from deployctl.cli._options import (InventoryOpt, OutputFormat, OutputOpt, RunDirOpt)
+from deployctl.core.docs_url import doc
 
 
 @app.command()
@@ -19,7 +20,7 @@ def bench(
     suite: Annotated[Optional[str], typer.Option(
         "--suite", metavar="SUITE|FILE",
         help="default (long-context + concurrency), long-context (concurrency 1; 1024, 4096, 8000 tokens in; "
-             "128 out), concurrency (10 and 50 at 1024/128), or a YAML suite file (README: Benchmarking).")]
+             f"128 out), concurrency (10 and 50 at 1024/128), or a YAML suite file ({doc('benchmarking.md')}).")]
     = None,
     input_len: Annotated[Optional[str], typer.Option(
         "--input", metavar="TOKENS", help="Input tokens per request, e.g. 1024 or 1024,4096 (a custom suite: "
@@ -52,6 +53,12 @@ def bench(
     every request, summary.json, PNG plots and report.md under --run-dir/runs/<id>-bench/. Exit 0 when
     every point measured without a failed request, 1 otherwise, 2 for a bad inventory, flag or suite file.
 
+    Needs the bench extra (AIPerf and the plotting libraries, not in the core install); without it, exit 2
+    naming it:
+
+    \b
+      pip install 'deployctl[bench]'
+
     Examples:
 
     \b
@@ -83,8 +90,9 @@ app.add_typer(_observe, name="observe")
 @app.command("engines")
 def engines_cmd(
     output: OutputOpt = OutputFormat.text,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown of the README's "
-                                                              "\"Supported combinations\" section.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the support matrix as Markdown tables (the "
+                                                              "\"Supported combinations\" section the project "
+                                                              "publishes).")] = False,
 ):
     """Show what each engine runs: per model and engine version, the runtime, whether it is supported
     (yes, no, unverified), the quantizations, the servers upstream validated and the source of each entry.
@@ -96,7 +104,7 @@ def engines_cmd(
     \b
       deployctl engines
       deployctl engines --output json
-      deployctl engines --markdown      # the README's "Supported combinations" block
+      deployctl engines --markdown      # the "Supported combinations" tables, in Markdown
     """
     from deployctl.cli.engines import run_engines
 
@@ -108,7 +116,8 @@ def schema_cmd(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", metavar="FILE", help=(
         "Write to this file instead of standard output."), dir_okay=False)] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help=(
-        "The inventory reference (docs/inventory.md) instead of the JSON Schema."))] = False,
+        f"The inventory reference in Markdown (every key, its type, default and meaning; published as "
+        f"{doc('inventory.md')}) instead of the JSON Schema."))] = False,
 ):
     """Print the inventory's JSON Schema (draft 7), for editors: with the YAML language server (VS Code's YAML
     extension, Neovim, Helix) an inventory gets key completion, each key's description on hover and an error
@@ -116,14 +125,15 @@ def schema_cmd(
 
     Point an inventory at the schema with a first line
     `# yaml-language-server: $schema=inventory.schema.json` (a path relative to the inventory, or a URL);
-    the examples in a checkout use ../../deployctl/schema/inventory.schema.json. `deployctl validate` still
-    checks what a schema cannot (device counts, unique IPs, layout degrees, the model catalog).
+    the inventories `deployctl init` writes name the inventory.schema.json it writes beside them.
+    `deployctl validate` still checks what a schema cannot (device counts, unique IPs, layout degrees, the
+    model catalog).
 
     Examples:
 
     \b
       deployctl schema -o inventory.schema.json
-      deployctl schema --markdown -o docs/inventory.md   # the generated inventory reference
+      deployctl schema --markdown -o inventory.md        # the inventory reference, every key
     """
     from deployctl.core.schema import schema_text
     from deployctl.core.schema.reference import reference_markdown
@@ -139,3 +149,32 @@ def schema_cmd(
 
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}", hint="pass -o with a writable path") from None
     typer.echo(f"wrote {out}", err=True)
+
+
+@app.command("init")
+def init_cmd(
+    directory: Annotated[Path, typer.Argument(
+        metavar="[DIR]", help="Where to write the inventories/ folder (created if missing).", file_okay=False)]
+    = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Replace files that exist already (otherwise nothing is "
+                                                        "written and each one is named, exit 2).")] = False,
+    output: OutputOpt = OutputFormat.text,
+):
+    """Write a commented sample inventory and the examples to start from, from the installed package:
+    DIR/inventories/sample.yaml (every key with what it does and its default), DIR/inventories/examples/ (one
+    inventory per layout and engine, with the hccn.conf copies some of them read device IPs from) and
+    DIR/inventories/inventory.schema.json (the JSON Schema the inventories' first line names, for editors).
+
+    Needs no network and no checkout. Refuses (exit 2) when a file it would write exists, naming each one,
+    unless --force.
+
+    Examples:
+
+    \b
+      deployctl init                         # ./inventories/
+      deployctl init my-cluster              # my-cluster/inventories/
+      deployctl plan -i inventories/sample.yaml
+    """
+    from deployctl.cli.init import run_init
+
+    run_init(directory, force, output.value)

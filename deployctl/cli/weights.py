@@ -9,9 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._options import InventoryOpt, OutputFormat, OutputOpt
+from deployctl.core.docs_url import doc
 
 weights_app = typer.Typer(help="The checkpoint's files on every node: compare them (check), copy what differs "
-                               "(sync). docs/weights.md.", no_args_is_help=True)
+                               f"(sync). Guide: {doc('weights.md')}", no_args_is_help=True)
 
 HashOpt = Annotated[bool, typer.Option("--hash", help="Compare sha256 too (computed on the nodes, in parallel; "
                                                       "reads every byte: minutes for hundreds of GB).")]

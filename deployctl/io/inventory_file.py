@@ -19,8 +19,8 @@ def read_inventory_bytes(path: str | Path) -> bytes:
         return read_regular(path, MAX_BYTES, follow=True)
     except FileNotFoundError:
         raise InventoryError(f"inventory file {path} does not exist",
-                             hint="pass -i with the path to your inventory YAML "
-                                  "(see inventories/sample.yaml)") from None
+                             hint="pass -i with the path to your inventory YAML (`deployctl init` writes "
+                                  "a commented sample to start from)") from None
     except NotRegular as exc:
         raise InventoryError(f"cannot read inventory {path}: it is {exc.kind}",
                              hint="pass -i with the path of the inventory YAML file itself") from None

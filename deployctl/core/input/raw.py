@@ -310,7 +310,7 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     try:
         node = loader.get_single_node()
         if node is None:
-            raise InventoryError(f"{file} is empty", hint="start from inventories/sample.yaml")
+            raise InventoryError(f"{file} is empty", hint="start from the commented sample `deployctl init` writes")
         builder = _Builder(loader, file, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * loader.values)))
         data = builder.build(node, ())
         lines, problems = builder.lines, builder.problems
@@ -338,5 +338,5 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     if not isinstance(data, dict):
         raise InventoryError(f"{file} must be a YAML mapping with cluster/engine/model/layout/nodes",
                              problems=[Problem("top level is not a mapping", "", file, 1)],
-                             hint="start from inventories/sample.yaml")
+                             hint="start from the commented sample `deployctl init` writes")
     return RawInventory(data=data, file=file, base_dir=base_dir, lines=lines)

@@ -56,6 +56,7 @@ def describe_checkpoint(inv: Inventory, raw: RawInventory, local: LocalFiles) ->
 
 def check_model(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core import catalog
+    from deployctl.core.docs_url import doc
 
     out = []
     m = inv.model
@@ -68,7 +69,7 @@ def check_model(inv: Inventory, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "name"), f"model '{m.name}' is not in the catalog",
                                (f"did you mean '{close[0]}'? " if close else "") +
                                f"known: {', '.join(models)}; or set model.config_path to a directory with the "
-                               "checkpoint's config.json (docs/models.md)"))
+                               f"checkpoint's config.json ({doc('models.md')})"))
     elif m.quant not in info.quants:
         out.append(raw.problem(("model", "quant"), f"{info.display} does not ship in '{m.quant}'",
                                f"use one of {', '.join(info.quants)}"))
@@ -221,7 +222,8 @@ def _check_chart_values(inv: Inventory, raw: RawInventory, values: dict, base: t
     except ValidationError as exc:
         for err in exc.errors():
             loc = base + tuple(err["loc"])
-            hint = f"see the chart's values.yaml (charts/{CHART_NAME}/values.yaml) for every key and its meaning"
+            hint = (f"every key of the {CHART_NAME} chart and its meaning: its values.yaml, in the chart "
+                    "`deployctl render --target k8s -o DIR` writes (DIR/chart/values.yaml)")
             if err["type"] == "extra_forbidden":
                 out.append(raw.problem(loc, f"unknown chart value '{err['loc'][-1]}'", hint))
             else:

@@ -90,7 +90,8 @@ def _one_problem(raw: RawInventory, loc: KeyPath, errs: list[ErrorDetails]) -> P
             f"allowed keys here: {', '.join(allowed)}" if allowed else "")
         return raw.problem(loc, f"unknown key '{loc[-1]}'", hint)
     if kind == "missing":
-        return raw.problem(loc, f"missing required key '{loc[-1]}'", "see inventories/sample.yaml for every key")
+        return raw.problem(loc, f"missing required key '{loc[-1]}'", "every key: `deployctl schema --markdown`, or the "
+                           "commented sample `deployctl init` writes")
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         return raw.problem(loc, f"unknown engine kind {ctx.get('tag', value)!r}",
                            f"use one of: {', '.join(sorted(SETTINGS))}")

@@ -1,6 +1,7 @@
 """`deployctl bench`: measure a deployed endpoint with AIPerf (NVIDIA's OpenAI-compatible load generator, on
 PyPI, no torch) and compare every point with the performance model's estimate.
 
+* extra.py    - what bench needs beyond the core install (the `bench` extra), asked for by name when missing;
 * suites.py   - the points to measure: the field guide's long-context and concurrency suites, flags, YAML files;
 * prompts.py  - prompts of a given length in tokens, and the word-level tokenizer AIPerf is given (no download);
 * aiperf.py   - one AIPerf run per point (argv, no shell) and reading its per-request records;

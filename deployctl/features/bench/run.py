@@ -100,8 +100,10 @@ def smoke(url: str, model: str, timeout: float = SMOKE_TIMEOUT_S) -> str:
 def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
     version = aiperf.version()
     if version is None:
+        from deployctl.features.bench.extra import INSTALL
+
         raise ExecutionError("AIPerf is not installed in deployctl's Python environment",
-                             hint="pip install aiperf (a dependency of deployctl: reinstall deployctl)")
+                             hint=f"{INSTALL} (AIPerf comes with deployctl's bench extra)")
     from deployctl.io.calibration_store import load as load_calibration
 
     # the cluster's own calibration, read (and refused when it is not one: exit 2) before anything is recorded

@@ -24,6 +24,7 @@ import itertools
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from deployctl.core.docs_url import doc
 from deployctl.core.errors import Problem, UsageError
 from deployctl.core.models.rundata import MAX_CONCURRENCY, MAX_REQUESTS, MAX_TOKENS  # also the summary reader's
 
@@ -144,7 +145,7 @@ def load_file(path: Path, requests: int | None = None) -> Suite:
 
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a suite file is a mapping with a `points:` list",
-                         hint="see `deployctl bench --help` or the README's Benchmarking section")
+                         hint=f"see `deployctl bench --help` or {doc('benchmarking.md')}")
     known = {"name", "requests", "warmup", "duration_limit", "points"}
     for k in doc:
         if k not in known:

@@ -8,10 +8,11 @@ exists (a missing or unreadable one is already a `weights` FAIL of check_host_ba
 from __future__ import annotations
 
 from deployctl.io.executor import Executor, HostTarget
+from deployctl.core.docs_url import doc
 from deployctl.core.models.host_facts import Finding, HostFacts
 
 HINT = ("copy the file from a node that has it right: deployctl weights sync -i INV --from NODE "
-        "(docs/weights.md)")
+        f"({doc('weights.md')})")
 
 
 def weights_findings(weights_path: str, targets: list[HostTarget], executor: Executor,
