@@ -158,6 +158,7 @@ def test_a_stored_calibration_without_a_key_is_refused_not_silently_replaced(tmp
     stored(tmp_path).write_text(json.dumps(good_calibration()))
     res = plan(tmp_path)
     assert res.returncode == 0 and "calibrated from 1 bench run on 2026-01-01" in res.stdout, res.stderr
+    assert "calibration: calibrated from 1 bench run on 2026-01-01" in res.stdout        # beside the error band
 
 
 # ------------------------------------------------------------------ lengths: nothing loops 10^9 times

@@ -200,6 +200,11 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
     else:
         binding = cast(StepEstimate, dec.decode).binding   # a mixed or decode instance has its decode step
     c = ctx.consts
+    from deployctl.core.sizing.accuracy import accuracy
+
+    user = ctx.calibration.get("source")
+    error = accuracy(bool(plan.engine_spec.perf_deratings), bool(plan.role("prefill")),
+                     str(user) if user else None)
     ttft_terms = [Term(name=k, ms=round(v * 1e3, 4), share=round(v / n.ttft, 4) if n.ttft else 0.0,
                        bound="stall" if "queue" in k or "in flight" in k else "link" if "KV" in k else "step")
                   for k, v in n.ttft_parts.items()]
@@ -210,7 +215,8 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
         assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
         calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill, "k_fixed": c.k_fixed,
-                     "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration}, **served)
+                     "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration},
+        accuracy=error, **served)
 
 
 def _fit_record(ctx: EstimateInputs, fitted_for: Callable[[EngineSpec], Consts],
@@ -272,6 +278,10 @@ def describe(est: PlanEstimate) -> list[str]:
     from deployctl.core.sizing.serving import describe_line
 
     out[1:1] = describe_line(est)
+    if est.accuracy:
+        from deployctl.core.sizing.accuracy import describe as how_far_off
+
+        out[1:1] = how_far_off(est.accuracy)
     alike: dict[tuple, list] = {}        # a fleet's identical instances: one line for all of them
     for inst in est.instances:
         step_ = cast(StepEstimate, inst.decode or inst.prefill)   # every instance has one of them

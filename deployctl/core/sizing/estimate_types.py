@@ -98,3 +98,6 @@ class PlanEstimate(Frozen):
     # throughput; the headline ttft_ms / tpot_ms / output_tokens_per_s are its p50s and throughput
     distribution: dict | None = None
     client: dict | None = None            # the benchmark client model simulated (deployctl.core.sizing.clients)
+    # how far off it can be: the check set's error for these deratings and layout kind, the user's calibration
+    # (deployctl.core.sizing.accuracy)
+    accuracy: dict | None = None

@@ -221,3 +221,27 @@ def markdown(plan_of) -> str:
         out += [f"* {r.id}: deployctl refuses it as expressed: {r.refused}" for r in refused]
         out += [f"* {u['id']} ({u['source']}): {u['why']}" for u in unexpressed]
     return "\n".join(out)
+
+
+def kind_of(point_id: str) -> str:
+    """'pd-split' or 'mixed': the layout kind of a point, as the plan's estimate names it."""
+    p = next(p for p in points()["points"] if p["id"] == point_id)
+    return "pd-split" if p["layout"].get("preset") == "pd-split" else "mixed"
+
+
+def error_summary(plan_of) -> dict:
+    """The check set's mean absolute errors per deratings (the engine's own, the CloudMatrix fit) and layout kind:
+    what deployctl/core/sizing/accuracy.yaml ships for `plan` to print (a test compares the two)."""
+    out: dict = {}
+    for name, cloudmatrix in (("engine", False), ("cloudmatrix", True)):
+        rows = [r for r in report(plan_of, "check", cloudmatrix)[0] if not r.refused]
+        per: dict = {}
+        for kind in ("mixed", "pd-split", "all"):
+            chosen = [r for r in rows if kind == "all" or kind_of(r.id) == kind]
+            entry: dict = {"points": len(chosen)}
+            for key, short in (("tpot_ms", "tpot"), ("ttft_ms", "ttft"), ("throughput", "throughput")):
+                errs = [abs(e) for r in chosen if (e := r.error(key)) is not None]
+                entry[short] = {"mape": round(sum(errs) / len(errs), 3), "points": len(errs)} if errs else None
+            per[kind] = entry
+        out[name] = per
+    return out

@@ -1,5 +1,6 @@
 """Plans the check set's inventories for tests/core/sizing/accuracy.py (validation sits above deployctl.perf) and prints
-the tables of docs/performance-model.md: `.venv/bin/python tests/core/sizing/accuracy_report.py`."""
+the tables of docs/performance-model.md: `.venv/bin/python tests/core/sizing/accuracy_report.py` (with `--yaml`: the
+figures of deployctl/core/sizing/accuracy.yaml)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def plan_of(inventory: dict):
 
 
 if __name__ == "__main__":
-    from accuracy import markdown
+    import sys
 
-    print(markdown(plan_of))
+    if sys.argv[1:] == ["--yaml"]:       # the figures deployctl/core/sizing/accuracy.yaml ships
+        from accuracy import error_summary
+
+        print(yaml.safe_dump(error_summary(plan_of), sort_keys=False), end="")
+    else:
+        from accuracy import markdown
+
+        print(markdown(plan_of))

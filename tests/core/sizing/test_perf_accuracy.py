@@ -131,3 +131,35 @@ def test_the_docs_carry_the_recomputed_tables():
     assert m, "docs/performance-model.md lacks the accuracy markers"
     assert m.group(1).strip() == accuracy.markdown(plan_of).strip(), \
         "the check-set tables drifted: paste `python tests/core/sizing/accuracy_report.py` between the markers"
+
+
+def test_the_error_plan_prints_is_the_recomputed_check_set_error():
+    """deployctl/core/sizing/accuracy.yaml (what `plan` says beside its estimate) holds the check set's errors as
+    recomputed now: regenerate with `python tests/core/sizing/accuracy_report.py --yaml`."""
+    from deployctl.core.packaged import packaged_yaml
+
+    shipped = packaged_yaml("deployctl.core.sizing", "accuracy.yaml")
+    recomputed = accuracy.error_summary(plan_of)
+    assert {k: shipped[k] for k in recomputed} == recomputed, \
+        "the shipped figures drifted: paste `python tests/core/sizing/accuracy_report.py --yaml` under the header"
+    assert "none measured by deployctl" in shipped["measured_on"]
+
+
+@pytest.mark.parametrize("example,deratings,kind", [("vllm-a3-1p1d-qwen3.yaml", "engine", "pd-split"),
+                                                    ("a2-4x8-dp-ep.yaml", "cloudmatrix", "mixed")])
+def test_plan_says_how_far_off_its_estimate_can_be(example, deratings, kind, tmp_path):
+    import json
+
+    from conftest import EXAMPLES, run_cli
+    from deployctl.core.packaged import packaged_yaml
+
+    entry = packaged_yaml("deployctl.core.sizing", "accuracy.yaml")[deratings][kind]
+    res = run_cli("plan", "-i", str(EXAMPLES / example), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"how far off: on {entry['points']} published {kind} deployments it was not fitted on" in res.stdout
+    assert f"throughput by {entry['throughput']['mape']:.0%}" in res.stdout, res.stdout
+    assert "calibration: none from this cluster" in res.stdout
+    doc = json.loads(run_cli("plan", "-i", str(EXAMPLES / example), "--output", "json", cwd=tmp_path).stdout)
+    got = doc["estimate"]["accuracy"]
+    assert (got["deratings"], got["kind"], got["throughput"], got["calibrated"]) == \
+        (deratings, kind, entry["throughput"], None)
