@@ -87,6 +87,10 @@ def _rank_range(inst, node: str) -> str:
     return f"{ranks[0]}-{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
 
 
+WEIGHT_PARTS = (("routed_experts", "routed experts"), ("shared_experts", "shared experts"), ("dense_ffn", "dense FFN"),
+                ("attention", "attention"), ("embedding_lm_head", "embedding + lm_head"), ("router", "expert router"))
+
+
 def print_plan(plan) -> None:
     from rich.table import Table
 
@@ -135,17 +139,21 @@ def print_plan(plan) -> None:
         name = inst.name if len(group) == 1 else f"{len(group)} x: " + (", ".join(names) if len(group) <= 3 else
                                                                         f"{names[0]}, {names[1]} .. {names[-1]}")
         mem.add_column(f"{name} ({n} node{'s' if n > 1 else ''})", justify="right")
+    # a dense model has no experts: no expert degrees, no expert rows; the parts shown add up to the total
+    moe = any(i.memory.weights_breakdown_gb.get("routed_experts", 0) > 0 for i in shown)
+    parts = [(key, name) for key, name in WEIGHT_PARTS
+             if any(i.memory.weights_breakdown_gb.get(key, 0) > 0 for i in shown)]
     rows = [
         ("world size", lambda i: str(i.world_size)),
         ("batch / prefill tokens", lambda i: _limits(plan, i)),
         ("tp / dp / pp / cp", lambda i: f"{i.degrees.tp} / {i.degrees.dp} / {i.degrees.pp} / {i.degrees.cp}"),
-        ("moe_tp / moe_ep", lambda i: f"{i.degrees.moe_tp} / {i.degrees.moe_ep}"),
+        *([("moe_tp / moe_ep", lambda i: f"{i.degrees.moe_tp} / {i.degrees.moe_ep}")] if moe else []),
         ("HBM per die", lambda i: f"{inv.cluster.hbm_gb} GiB = {i.memory.hbm_gb:.1f} GB"),
         ("usable (memory fraction)",
          lambda i: f"{i.memory.usable_gb:.1f} GB ({i.memory.fraction_name} {i.memory.memory_fraction})"),
         ("weights resident", lambda i: f"{i.memory.weights_gb:.1f} GB"),
-        ("  routed experts", lambda i: f"{i.memory.weights_breakdown_gb['routed_experts']:.1f} GB"),
-        ("  attention", lambda i: f"{i.memory.weights_breakdown_gb['attention']:.1f} GB"),
+        *[(f"  {name}", lambda i, key=key: f"{i.memory.weights_breakdown_gb.get(key, 0):.2f} GB")
+          for key, name in parts],
         ("workspace", lambda i: f"{i.memory.workspace_gb:.1f} GB"),
         ("HCCL buffers", lambda i: f"{i.memory.comm_buffers_gb:.2f} GB"),
         ("KV budget", lambda i: f"{i.memory.kv_budget_gb:.1f} GB"),

@@ -87,6 +87,8 @@ def layouts(inv: Inventory) -> list[dict]:
     info = catalog.model_of(inv)
     experts = info.routed_experts if info is not None else 0
     for tp in _divisors(per):
+        if not experts and n * per == tp:     # a dense model at DP1 is `single`: the same deployment twice
+            continue
         for moe_tp in _divisors(per) if experts else [1]:      # a dense model has no expert split to vary
             lay: dict = {"preset": "dp-ep", "tp": tp}
             if moe_tp > 1:
@@ -113,16 +115,26 @@ def layouts(inv: Inventory) -> list[dict]:
 
 
 def _shape(plan: Plan) -> str:
+    """"dp-ep: 1 server: attention DP2 x TP8, experts EP16"; a dense model has no experts: "DP2 x TP4" (two
+    copies of the model, TP4 each, data parallel)."""
+    from deployctl.core import catalog
+
+    info = catalog.model_of(plan.inventory)
+    dense = info is not None and not info.routed_experts
     parts = []
     for inst in plan.instances:
         d = inst.degrees
         attn = " x ".join(f"{k.upper()}{v}" for k, v in (("dp", d.dp), ("tp", d.tp), ("pp", d.pp), ("cp", d.cp))
                           if v > 1) or "TP1"
+        who = f"{'' if inst.role == 'mixed' else inst.role + ' '}{len(inst.nodes)} server{'s' if len(inst.nodes) > 1 else ''}"
+        if dense:
+            copies = f" ({d.dp} copies of the model, TP{d.tp} each)" if d.dp > 1 else ""
+            parts.append(f"{who}: {attn}{copies}")
+            continue
         moe = " x ".join(f"{k}{v}" for k, v in (("EP", d.moe_ep), ("TP", d.moe_tp)) if v > 1) or "TP1"
-        who = "" if inst.role == "mixed" else f"{inst.role} "
-        parts.append(f"{who}{len(inst.nodes)} server{'s' if len(inst.nodes) > 1 else ''}: attention {attn}, "
-                     f"experts {moe}")
-    return f"{plan.preset}: " + "; ".join(parts)
+        parts.append(f"{who}: attention {attn}, experts {moe}")
+    preset = "dp" if dense and plan.preset == "dp-ep" else plan.preset     # no expert parallelism to speak of
+    return f"{preset}: " + "; ".join(parts)
 
 
 @dataclass
