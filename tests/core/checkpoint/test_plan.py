@@ -132,7 +132,8 @@ def test_recommend_for_a_dense_model_varies_attention_only():
     inv = validate_inventory(parse_yaml(inventory("qwen3-32b", FIXTURES / "qwen3-32b"), "t.yaml", Path(".")))
     cands = layouts(inv)
     assert not any("moe_tp" in lay for lay in cands)
-    assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4, 8}
+    assert {lay.get("tp") for lay in cands if lay["preset"] == "dp-ep"} == {1, 2, 4}     # DP8 x TP1 .. DP2 x TP4
+    assert {"preset": "single"} in cands              # TP8: DP1 of a dense model, proposed once
 
 
 def test_hybrid_decode_reads_kv_in_full_layers_and_the_state_of_each_sequence():
