@@ -1,6 +1,7 @@
 """The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
-cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE with its monitor switch on) behind
-deployctl's HAProxy router is brought up with `deployctl up`; Prometheus scrapes what `deployctl observe render`
+cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE) behind
+deployctl's HAProxy router is brought up with `deployctl up` (MindIE with no monitoring setting in the
+inventory: the env preset switches its metrics on); Prometheus scrapes what `deployctl observe render`
 wrote; through its HTTP API every engine, router and npu-exporter target is up and every panel of the dashboard
 returns series (the NPU panels from a stand-in npu-exporter on each simulated host,
 tests/fakecluster/fake_bin/npu_exporter.py), and an NPU set to Alarm shows unhealthy with an error code."""
@@ -32,9 +33,10 @@ engine: {{kind: vllm-ascend, image: "{VLLM_IMAGES['a2']}"}}
 model: {{name: qwen3-235b-a22b, quant: w8a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 """,
-    # MindIE serves /metrics only with MIES_SERVICE_MONITOR_MODE=1 (docs/observability.md)
+    # MindIE serves /metrics only with MIES_SERVICE_MONITOR_MODE=1: deployctl's env preset sets it, the inventory
+    # says nothing (observable from the first `up`, docs/observability.md)
     "mindie": f"""\
-engine: {{image: "{DEFAULT_IMAGES['a2']}", env: {{MIES_SERVICE_MONITOR_MODE: 1}}}}
+engine: {{image: "{DEFAULT_IMAGES['a2']}"}}
 model: {{name: deepseek-r1, quant: w4a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 """,

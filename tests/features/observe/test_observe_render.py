@@ -51,9 +51,34 @@ def test_mindie_fleet_scrapes_every_node_the_router_and_npu_exporters(tmp_path):
     assert jobs["deployctl-router"] == [(["10.200.5.2:8081"], {"cluster": "r1-fleet", "node": "a2-node1",
                                                                 "instance": "router", "role": "router"})]
     assert [t for t, _ in jobs["deployctl-npu"]][:2] == [["10.200.5.2:8082"], ["10.200.5.3:8082"]]
-    # MindIE answers /metrics only with MIES_SERVICE_MONITOR_MODE=1: said, not hidden
-    assert {t["needs"] for t in doc["targets"] if t["job"] == "deployctl-engine"} == {
-        "engine.env MIES_SERVICE_MONITOR_MODE: 1 (MindIE answers /metrics with 500 without it)"}
+    # MindIE answers /metrics only with MIES_SERVICE_MONITOR_MODE=1, which the env preset sets: nothing to add
+    assert {t["needs"] for t in doc["targets"]} == {""}
+
+
+@pytest.mark.parametrize("where, value, level", [
+    ("engine", 0, "note"), ("engine", "off", "WARN"), ("decode", 0, "note")])
+def test_metrics_switched_off_by_the_user_are_said_before_up_and_at_render(tmp_path, where, value, level):
+    """engine.env (or a role's env) may turn MindIE's metrics off: the env file says 0, `plan` says so before `up`
+    (a value MindIE cannot read as a number is a warning) and `observe render` marks those targets."""
+    doc = yaml.safe_load((EXAMPLES / ("a3-pd-2p2d.yaml" if where == "decode" else FLEET.name)).read_text())
+    block = doc["layout"]["decode"] if where == "decode" else doc["engine"]
+    block.setdefault("env", {})["MIES_SERVICE_MONITOR_MODE"] = value
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    key = ("layout.decode.env" if where == "decode" else "engine.env") + ".MIES_SERVICE_MONITOR_MODE"
+    res = run_cli("plan", "-i", str(inv))
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = [line for line in res.stdout.splitlines() if "MIES_SERVICE_MONITOR_MODE" in line and "500" in line]
+    assert len(said) == 1 and key in said[0] and "GET /metrics answers 500" in said[0], res.stdout
+    assert said[0].lstrip().startswith("note:" if level == "note" else "WARN"), said
+    out = render(inv, tmp_path / "mon")
+    marked = {t["labels"]["role"] for t in out["targets"] if t["needs"]}
+    assert marked == ({"decode"} if where == "decode" else {"mixed"})
+    assert all(key in t["needs"] for t in out["targets"] if t["needs"])
+    res = run_cli("render", "-i", str(inv), "-o", str(tmp_path / "tree"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    node = "d1" if where == "decode" else "a2-node1"
+    assert f"\nMIES_SERVICE_MONITOR_MODE={value}\n" in (tmp_path / "tree" / node / "env").read_text()
 
 
 def test_vllm_fleet_scrapes_each_api_port_and_no_npu_exporter_unless_asked(tmp_path):
