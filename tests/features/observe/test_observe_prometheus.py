@@ -103,11 +103,14 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
     with npu_exporters(fc), Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
         wait_for(prom, 'up{job="deployctl-npu"} == 1', lambda r: len(r) == 2)
         ups = wait_for(prom, 'up{job=~"deployctl-engine|deployctl-router"} == 1', lambda r: len(r) == 3)
-        assert sorted((r["metric"]["job"], r["metric"]["instance"], r["metric"]["node"], r["metric"]["role"],
-                       r["metric"]["cluster"]) for r in ups) == [
-            ("deployctl-engine", "mixed-0", "node1", "mixed", cluster),
-            ("deployctl-engine", "mixed-1", "node2", "mixed", cluster),
-            ("deployctl-router", "router", "node1", "router", cluster)]
+        # deployctl's instance in its own label; Prometheus's `instance` is each target's host:port
+        port = 8000 if engine == "vllm" else 1027
+        ip1, ip2 = fc.node("node1").ip, fc.node("node2").ip
+        assert sorted((r["metric"]["job"], r["metric"]["deployctl_instance"], r["metric"]["instance"],
+                       r["metric"]["node"], r["metric"]["role"], r["metric"]["cluster"]) for r in ups) == [
+            ("deployctl-engine", "mixed-0", f"{ip1}:{port}", "node1", "mixed", cluster),
+            ("deployctl-engine", "mixed-1", f"{ip2}:{port}", "node2", "mixed", cluster),
+            ("deployctl-router", "router", f"{ip1}:8081", "node1", "router", cluster)]
         # a few scrapes, so rate() has two samples; traffic in between
         wait_for(prom, "count_over_time(up{job=\"deployctl-engine\"}[1m])", lambda r: r and min(
             float(x["value"][1]) for x in r) >= 3)
