@@ -36,9 +36,9 @@ def render(
     run_dir: RunDirOpt = Path(".deployctl"),
 ):
     """Write prometheus.yml (a scrape job for every engine's metrics endpoint, the fleet router's HAProxy exporter
-    and, with --npu-exporter, Ascend's npu-exporter; labels cluster, node, instance, role) and
-    grafana-dashboard.json (TTFT, TPOT, throughput, requests in flight and queued, KV cache per instance, router
-    backends, NPU health and HBM, restarts). Touches no host.
+    and, with --npu-exporter, Ascend's npu-exporter; labels cluster, node, deployctl_instance, role, and
+    Prometheus's own instance, host:port) and grafana-dashboard.json (TTFT, TPOT, throughput, requests in flight
+    and queued, KV cache per instance, router backends, NPU health and HBM, restarts). Touches no host.
 
     Examples:
 
@@ -65,8 +65,10 @@ def render(
             {"job": t.job, "address": t.address, "path": t.path, "labels": t.labels, "needs": t.needs}
             for t in found]}, indent=2))
         return
+    from deployctl.features.observe.scrape import INSTANCE_LABEL
+
     for t in found:
-        typer.echo(f"{t.job:18} {t.labels.get('instance', ''):24} {t.labels.get('node', ''):16} "
+        typer.echo(f"{t.job:18} {t.labels.get(INSTANCE_LABEL, ''):24} {t.labels.get('node', ''):16} "
                    f"{t.scheme}://{t.address}{t.path}")
     for need in sorted({t.needs for t in found if t.needs}):
         typer.echo(f"WARN: {need}", err=True)

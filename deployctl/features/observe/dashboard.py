@@ -1,6 +1,7 @@
 """The Grafana dashboard over ``scrape.py``'s jobs: a classic dashboard JSON model (importable by Grafana's
 "Import dashboard" and by file provisioning), built as a dict. Every query selects on the variable ``$cluster``
-(a constant set to the inventory's cluster name), so no inventory value is written into PromQL.
+(a constant set to the inventory's cluster name), so no inventory value is written into PromQL. Panels per instance
+group by ``deployctl_instance`` (the plan's instance, scrape.py); Prometheus's ``instance`` is the target's host:port.
 
 The engine's metric names come from its engine spec (``metric_names``, each cited there). The others:
 
@@ -13,7 +14,7 @@ The engine's metric names come from its engine spec (``metric_names``, each cite
 
 from __future__ import annotations
 
-from deployctl.features.observe.scrape import ENGINE_JOB, NPU_JOB, ROUTER_JOB
+from deployctl.features.observe.scrape import ENGINE_JOB, INSTANCE_LABEL, NPU_JOB, ROUTER_JOB
 
 # Grafana 12's classic dashboard model (schemaVersion 41); older Grafana migrates a lower one on import, a newer one
 # migrates this one
@@ -23,27 +24,30 @@ E = f'job="{ENGINE_JOB}", cluster="$cluster"'
 R = f'job="{ROUTER_JOB}", cluster="$cluster"'
 N = f'job="{NPU_JOB}", cluster="$cluster"'
 RATE = "$__rate_interval"
+BY = INSTANCE_LABEL
+LEGEND = "{{" + BY + "}}"
 
 
 def _q(hist: str, q: float) -> str:
-    return f"histogram_quantile({q}, sum by (instance, le) (rate({hist}_bucket{{{E}}}[{RATE}])))"
+    return f"histogram_quantile({q}, sum by ({BY}, le) (rate({hist}_bucket{{{E}}}[{RATE}])))"
 
 
 def panels(m) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(title, unit, [(expr, legend)]) of every panel, the engine's for its ``MetricNames`` ``m``."""
     return [
-        ("Time to first token p90 per instance", "s", [(_q(m.ttft, 0.9), "{{instance}} p90"),
-                                                       (_q(m.ttft, 0.5), "{{instance}} p50")]),
-        ("Time per output token p90 per instance", "s", [(_q(m.tpot, 0.9), "{{instance}} p90"),
-                                                         (_q(m.tpot, 0.5), "{{instance}} p50")]),
+        ("Time to first token p90 per instance", "s", [(_q(m.ttft, 0.9), f"{LEGEND} p90"),
+                                                       (_q(m.ttft, 0.5), f"{LEGEND} p50")]),
+        ("Time per output token p90 per instance", "s", [(_q(m.tpot, 0.9), f"{LEGEND} p90"),
+                                                         (_q(m.tpot, 0.5), f"{LEGEND} p50")]),
         ("Output tokens per second per instance", "short",
-         [(f"sum by (instance) (rate({m.generated}{{{E}}}[{RATE}]))", "{{instance}}")]),
-        ("Requests in flight per instance", "short", [(f"sum by (instance) ({m.running}{{{E}}})", "{{instance}}")]),
-        ("Requests queued per instance", "short", [(f"sum by (instance) ({m.waiting}{{{E}}})", "{{instance}}")]),
-        ("KV cache use per instance", "percentunit", [(f"max by (instance) ({m.kv_usage}{{{E}}})", "{{instance}}")]),
-        ("Engine endpoints up", "short", [(f"up{{{E}}}", "{{instance}} {{node}}")]),
+         [(f"sum by ({BY}) (rate({m.generated}{{{E}}}[{RATE}]))", LEGEND)]),
+        ("Requests in flight per instance", "short", [(f"sum by ({BY}) ({m.running}{{{E}}})", LEGEND)]),
+        ("Requests queued per instance", "short", [(f"sum by ({BY}) ({m.waiting}{{{E}}})", LEGEND)]),
+        ("KV cache use per instance", "percentunit", [(f"max by ({BY}) ({m.kv_usage}{{{E}}})", LEGEND)]),
+        # one series per endpoint: Prometheus's instance (host:port) tells a node's DP ranks apart
+        ("Engine endpoints up", "short", [(f"up{{{E}}}", f"{LEGEND} {{{{node}}}} {{{{instance}}}}")]),
         ("Engine restarts (counter resets, 1 h)", "short",
-         [(f"sum by (instance) (resets({m.generated}{{{E}}}[1h]))", "{{instance}}")]),
+         [(f"sum by ({BY}) (resets({m.generated}{{{E}}}[1h]))", LEGEND)]),
         ("Router: backends up", "short",
          [(f'max by (server) (haproxy_server_status{{{R}, proxy="instances", state="UP"}})', "{{server}}"),
           (f"up{{{R}}}", "router scrape")]),

@@ -10,7 +10,9 @@ Jobs (the dashboard selects on them):
   8082 (Ascend/ascend-npu-exporter@020f37e4:cmd/npu-exporter/main.go L49 ``portConst = 8082``, flag ``-port``) and
   it serves https unless started with ``-enableHTTP`` (same file, ``validate``/``main``).
 
-Every target carries the labels cluster, node, instance (the plan's instance; ``router`` for the router) and role.
+Every target carries the labels cluster, node, deployctl_instance (the plan's instance; ``router`` for the router)
+and role. Prometheus's own ``instance`` label is left alone: it stays the target's host:port, so each endpoint (a DP
+rank's metrics port, a node's exporter) is a series of its own and the usual host:port joins keep working.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ ENGINE_JOB = "deployctl-engine"
 ROUTER_JOB = "deployctl-router"
 NPU_JOB = "deployctl-npu"
 NPU_EXPORTER_PORT = 8082          # npu-exporter's default (see the module docstring)
+INSTANCE_LABEL = "deployctl_instance"   # the plan's instance; Prometheus's `instance` stays host:port
 ROUTER_METRICS_PATH = "/metrics"  # haproxy.cfg.j2 frontend metrics
 
 
@@ -34,23 +37,25 @@ class Target:
     needs: str = ""                   # what must be set for it to answer, for the operator
 
 
+def _labels(cluster: str, node: str, instance: str, role: str) -> dict:
+    return {"cluster": cluster, "node": node, INSTANCE_LABEL: instance, "role": role}
+
+
 def targets(plan, npu_exporter_port: int | None = None, npu_scheme: str = "http") -> list[Target]:
 
     cluster = plan.inventory.cluster.name
     out = []
     for t in plan.engine_spec.metrics_targets(plan):
-        out.append(Target(ENGINE_JOB, t.address, {"cluster": cluster, "node": t.node, "instance": t.instance,
-                                                   "role": t.role}, t.path, needs=t.needs))
+        out.append(Target(ENGINE_JOB, t.address, _labels(cluster, t.node, t.instance, t.role), t.path, needs=t.needs))
     r = plan.router
     if r is not None:
-        out.append(Target(ROUTER_JOB, f"{r.ip}:{r.admin_port}", {"cluster": cluster, "node": r.node,
-                                                                   "instance": "router", "role": "router"},
+        out.append(Target(ROUTER_JOB, f"{r.ip}:{r.admin_port}", _labels(cluster, r.node, "router", "router"),
                           ROUTER_METRICS_PATH))
     if npu_exporter_port is not None:
         for node in plan.nodes:
             inst = plan.instance(node.instance)
-            labels = {"cluster": cluster, "node": node.name, "instance": inst.name, "role": inst.role}
-            out.append(Target(NPU_JOB, f"{node.container_ip}:{npu_exporter_port}", labels, scheme=npu_scheme))
+            out.append(Target(NPU_JOB, f"{node.container_ip}:{npu_exporter_port}",
+                              _labels(cluster, node.name, inst.name, inst.role), scheme=npu_scheme))
     return out
 
 

@@ -605,6 +605,35 @@ def check_aiv(r: Rendered) -> None:
             f"{n['name']} ({role}): HCCL_OP_EXPANSION_MODE={got!r}, want {'AIV' if want else 'unset'}"
 
 
+def mindie_metrics_on(value: str | None) -> bool:
+    """MindIE's reading of MIES_SERVICE_MONITOR_MODE (MindIE-LLM@8b4871ad prometheus_metrics.cpp L58-69): not empty
+    and ``std::stoi(value) == 1`` (leading blanks, a sign and the leading digits; no digits throws: off)."""
+    if not value:
+        return False
+    text = value.lstrip(" \t\n\v\f\r")
+    sign = text[:1] if text[:1] in "+-" else ""
+    digits = ""
+    for ch in text[len(sign):]:
+        if not ch.isdigit():
+            break
+        digits += ch
+    return bool(digits) and int(sign + digits) == 1
+
+
+def check_monitor(r: Rendered) -> None:
+    """Every node's env turns MindIE's Prometheus metrics on (without it GET /metrics answers 500, http_handler.cpp
+    L960-967), unless the inventory sets MIES_SERVICE_MONITOR_MODE itself: then its value, the role's own over
+    engine.env."""
+    for n in r.inv["nodes"]:
+        role = node_role(r.inv, n["name"])
+        own = {**r.inv["engine"].get("env", {}), **r.inv["layout"].get(role, {}).get("env", {})}
+        got = r.env(n["name"]).get("MIES_SERVICE_MONITOR_MODE")
+        if "MIES_SERVICE_MONITOR_MODE" in own:
+            assert got == str(own["MIES_SERVICE_MONITOR_MODE"]), f"{n['name']} ({role}): {got!r}, inventory {own}"
+        else:
+            assert mindie_metrics_on(got), f"{n['name']} ({role}): MIES_SERVICE_MONITOR_MODE={got!r}: no metrics"
+
+
 def check_gloo(r: Rendered) -> None:
     """§2: GLOO_SOCKET_IFNAME = the node's interface on every node of a multi-node torch instance."""
     if not is_torch(r.inv):
@@ -694,6 +723,7 @@ def check_everything(r: Rendered, tree: Path, sandbox: Path) -> None:
     check_lm_head_partition_up(r)
     check_v32_presets(r)
     check_aiv(r)
+    check_monitor(r)
     check_gloo(r)
     check_validated_world(r)
     runs = run_starts(r, tree, sandbox)

@@ -221,6 +221,47 @@ def test_2_aiv_per_role(kw):
     up.check_aiv(up.render(up.inventory(**kw)))
 
 
+@pytest.mark.parametrize("value, on", [("1", True), (" 1", True), ("1abc", True), ("01", True), ("+1", True),
+                                       ("0", False), ("", False), ("true", False), ("2", False), ("-1", False)])
+def test_monitor_switch_read_as_mindie_reads_it(value, on):
+    """deployctl's reading of MIES_SERVICE_MONITOR_MODE agrees with the upstream model (std::stoi == 1)."""
+    from deployctl.core.engines.mindie.monitor import is_on
+
+    assert up.mindie_metrics_on(value) is on
+    assert is_on(value) is on
+
+
+@pytest.mark.parametrize("kw, env, layout, notes", [
+    (dict(hardware="a2", nodes=2, model="deepseek-r1", version="2.2", preset="dp-ep"), None, None, []),
+    (dict(hardware="a2", nodes=2, model="deepseek-r1", version="2.2", preset="dp-ep"), {"MIES_SERVICE_MONITOR_MODE": 0},
+     None, [("note", "engine.env.MIES_SERVICE_MONITOR_MODE", "mixed")]),
+    (dict(hardware="a2", nodes=2, model="deepseek-r1", version="2.2", preset="dp-ep"),
+     {"MIES_SERVICE_MONITOR_MODE": "yes"}, None, [("warning", "engine.env.MIES_SERVICE_MONITOR_MODE", "mixed")]),
+    (PD_CASES["a3-r1-2p2d"], None, {"decode": {"env": {"MIES_SERVICE_MONITOR_MODE": 0}}},
+     [("note", "layout.decode.env.MIES_SERVICE_MONITOR_MODE", "decode")]),
+    (PD_CASES["a3-r1-2p2d"], {"MIES_SERVICE_MONITOR_MODE": 0}, {"prefill": {"env": {"MIES_SERVICE_MONITOR_MODE": 1}}},
+     [("note", "engine.env.MIES_SERVICE_MONITOR_MODE", "decode")]),
+], ids=["default-on", "off", "unreadable", "decode-off", "prefill-back-on"])
+def test_metrics_on_by_default_and_said_when_the_inventory_turns_them_off(kw, env, layout, notes):
+    """The env preset turns MindIE's Prometheus metrics on; engine.env / layout.<role>.env may turn them off, and
+    plan says so per role (a value MindIE cannot read as a number: a warning), with the source."""
+    kw = dict(kw)
+    if env:
+        kw["engine"] = dict(kw.get("engine") or {}, env=env)
+    if layout:
+        merged = {k: dict(v) for k, v in (kw.get("layout") or {}).items()}
+        for role, block in layout.items():
+            merged.setdefault(role, {}).update(block)
+        kw["layout"] = merged
+    r = up.render(up.inventory(**kw))
+    up.check_monitor(r)
+    said = [f for f in r.plan.engine_spec.check(r.plan) if "MIES_SERVICE_MONITOR_MODE" in f.message]
+    assert [(f.level, f.path) for f in said] == [(level, path) for level, path, _ in notes]
+    for f, (_, _, role) in zip(said, notes):
+        assert f"on the {role} nodes" in f.message and "GET /metrics answers 500" in f.message
+        assert f.source.startswith("Ascend/MindIE-LLM@8b4871ad") and "environment_variable.md L51" in f.source
+
+
 @pytest.mark.parametrize("kw", [dict(V32, preset="dp-ep"), PD_CASES["a3-v32-2p2d"]], ids=["mixed", "pd"])
 def test_2_gloo_socket_ifname_per_node(kw):
     inv = up.inventory(**kw)

@@ -1,6 +1,7 @@
 """The rendered scrape configuration and dashboard in the real Prometheus (Debian's package) against the simulated
-cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE with its monitor switch on) behind
-deployctl's HAProxy router is brought up with `deployctl up`; Prometheus scrapes what `deployctl observe render`
+cluster: a fleet of two single-node replicas (vLLM-Ascend, then MindIE) behind
+deployctl's HAProxy router is brought up with `deployctl up` (MindIE with no monitoring setting in the
+inventory: the env preset switches its metrics on); Prometheus scrapes what `deployctl observe render`
 wrote; through its HTTP API every engine, router and npu-exporter target is up and every panel of the dashboard
 returns series (the NPU panels from a stand-in npu-exporter on each simulated host,
 tests/fakecluster/fake_bin/npu_exporter.py), and an NPU set to Alarm shows unhealthy with an error code."""
@@ -32,9 +33,10 @@ engine: {{kind: vllm-ascend, image: "{VLLM_IMAGES['a2']}"}}
 model: {{name: qwen3-235b-a22b, quant: w8a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 """,
-    # MindIE serves /metrics only with MIES_SERVICE_MONITOR_MODE=1 (docs/observability.md)
+    # MindIE serves /metrics only with MIES_SERVICE_MONITOR_MODE=1: deployctl's env preset sets it, the inventory
+    # says nothing (observable from the first `up`, docs/observability.md)
     "mindie": f"""\
-engine: {{image: "{DEFAULT_IMAGES['a2']}", env: {{MIES_SERVICE_MONITOR_MODE: 1}}}}
+engine: {{image: "{DEFAULT_IMAGES['a2']}"}}
 model: {{name: deepseek-r1, quant: w4a8, weights_path: {DEFAULT_WEIGHTS_DIR}, served_name: m,
         max_seq_len: 8192, max_input_len: 4096, max_batch_size: 16}}
 """,
@@ -101,11 +103,14 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
     with npu_exporters(fc), Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
         wait_for(prom, 'up{job="deployctl-npu"} == 1', lambda r: len(r) == 2)
         ups = wait_for(prom, 'up{job=~"deployctl-engine|deployctl-router"} == 1', lambda r: len(r) == 3)
-        assert sorted((r["metric"]["job"], r["metric"]["instance"], r["metric"]["node"], r["metric"]["role"],
-                       r["metric"]["cluster"]) for r in ups) == [
-            ("deployctl-engine", "mixed-0", "node1", "mixed", cluster),
-            ("deployctl-engine", "mixed-1", "node2", "mixed", cluster),
-            ("deployctl-router", "router", "node1", "router", cluster)]
+        # deployctl's instance in its own label; Prometheus's `instance` is each target's host:port
+        port = 8000 if engine == "vllm" else 1027
+        ip1, ip2 = fc.node("node1").ip, fc.node("node2").ip
+        assert sorted((r["metric"]["job"], r["metric"]["deployctl_instance"], r["metric"]["instance"],
+                       r["metric"]["node"], r["metric"]["role"], r["metric"]["cluster"]) for r in ups) == [
+            ("deployctl-engine", "mixed-0", f"{ip1}:{port}", "node1", "mixed", cluster),
+            ("deployctl-engine", "mixed-1", f"{ip2}:{port}", "node2", "mixed", cluster),
+            ("deployctl-router", "router", f"{ip1}:8081", "node1", "router", cluster)]
         # a few scrapes, so rate() has two samples; traffic in between
         wait_for(prom, "count_over_time(up{job=\"deployctl-engine\"}[1m])", lambda r: r and min(
             float(x["value"][1]) for x in r) >= 3)

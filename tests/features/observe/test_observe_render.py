@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,43 @@ def test_mindie_fleet_scrapes_every_node_the_router_and_npu_exporters(tmp_path):
     engine = jobs["deployctl-engine"]
     # 4 replicas of 2 nodes: every node's MindIE metrics port (engine.ports.metrics, default 1027)
     assert len(engine) == 8
-    assert engine[0] == (["10.200.5.2:1027"], {"cluster": "r1-fleet", "node": "a2-node1", "instance": "mixed-0",
-                                               "role": "mixed"})
-    assert {lab["instance"] for _, lab in engine} == {"mixed-0", "mixed-1", "mixed-2", "mixed-3"}
+    # deployctl's instance in a label of its own; Prometheus's `instance` is left to be the target's host:port
+    assert engine[0] == (["10.200.5.2:1027"], {"cluster": "r1-fleet", "node": "a2-node1",
+                                               "deployctl_instance": "mixed-0", "role": "mixed"})
+    assert {lab["deployctl_instance"] for _, lab in engine} == {"mixed-0", "mixed-1", "mixed-2", "mixed-3"}
     assert jobs["deployctl-router"] == [(["10.200.5.2:8081"], {"cluster": "r1-fleet", "node": "a2-node1",
-                                                                "instance": "router", "role": "router"})]
+                                                                "deployctl_instance": "router", "role": "router"})]
     assert [t for t, _ in jobs["deployctl-npu"]][:2] == [["10.200.5.2:8082"], ["10.200.5.3:8082"]]
-    # MindIE answers /metrics only with MIES_SERVICE_MONITOR_MODE=1: said, not hidden
-    assert {t["needs"] for t in doc["targets"] if t["job"] == "deployctl-engine"} == {
-        "engine.env MIES_SERVICE_MONITOR_MODE: 1 (MindIE answers /metrics with 500 without it)"}
+    assert [lab["deployctl_instance"] for _, lab in jobs["deployctl-npu"]][:3] == ["mixed-0", "mixed-0", "mixed-1"]
+    assert not any("instance" in lab for group in jobs.values() for _, lab in group)
+    # MindIE answers /metrics only with MIES_SERVICE_MONITOR_MODE=1, which the env preset sets: nothing to add
+    assert {t["needs"] for t in doc["targets"]} == {""}
+
+
+@pytest.mark.parametrize("where, value, level", [
+    ("engine", 0, "note"), ("engine", "off", "WARN"), ("decode", 0, "note")])
+def test_metrics_switched_off_by_the_user_are_said_before_up_and_at_render(tmp_path, where, value, level):
+    """engine.env (or a role's env) may turn MindIE's metrics off: the env file says 0, `plan` says so before `up`
+    (a value MindIE cannot read as a number is a warning) and `observe render` marks those targets."""
+    doc = yaml.safe_load((EXAMPLES / ("a3-pd-2p2d.yaml" if where == "decode" else FLEET.name)).read_text())
+    block = doc["layout"]["decode"] if where == "decode" else doc["engine"]
+    block.setdefault("env", {})["MIES_SERVICE_MONITOR_MODE"] = value
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    key = ("layout.decode.env" if where == "decode" else "engine.env") + ".MIES_SERVICE_MONITOR_MODE"
+    res = run_cli("plan", "-i", str(inv))
+    assert res.returncode == 0, res.stdout + res.stderr
+    said = [line for line in res.stdout.splitlines() if "MIES_SERVICE_MONITOR_MODE" in line and "500" in line]
+    assert len(said) == 1 and key in said[0] and "GET /metrics answers 500" in said[0], res.stdout
+    assert said[0].lstrip().startswith("note:" if level == "note" else "WARN"), said
+    out = render(inv, tmp_path / "mon")
+    marked = {t["labels"]["role"] for t in out["targets"] if t["needs"]}
+    assert marked == ({"decode"} if where == "decode" else {"mixed"})
+    assert all(key in t["needs"] for t in out["targets"] if t["needs"])
+    res = run_cli("render", "-i", str(inv), "-o", str(tmp_path / "tree"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    node = "d1" if where == "decode" else "a2-node1"
+    assert f"\nMIES_SERVICE_MONITOR_MODE={value}\n" in (tmp_path / "tree" / node / "env").read_text()
 
 
 def test_vllm_fleet_scrapes_each_api_port_and_no_npu_exporter_unless_asked(tmp_path):
@@ -87,6 +116,13 @@ def test_the_dashboard_model(tmp_path):
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     assert all('cluster="$cluster"' in e for e in exprs if "{" in e)
     assert not any("r1-fleet" in e for e in exprs)     # the inventory's name reaches PromQL only via the variable
+    # per-instance panels group by deployctl's label, never by Prometheus's host:port `instance`
+    per_instance = [t for p in dash["panels"] if p["title"].endswith("per instance") or "restarts" in p["title"]
+                    for t in p["targets"]]
+    assert len(per_instance) == 9
+    for t in per_instance:
+        assert "by (deployctl_instance" in t["expr"] and t["legendFormat"].startswith("{{deployctl_instance}}"), t
+    assert not any("by (instance" in e or ", instance)" in e for e in exprs)
 
 
 def test_the_dashboard_reads_the_engines_own_metric_names(tmp_path):
@@ -103,6 +139,26 @@ def test_the_dashboard_reads_the_engines_own_metric_names(tmp_path):
     for name in ("(time_to_first_token_seconds_bucket", "(time_per_output_token_seconds_bucket",
                  "(generation_tokens_total", "(num_requests_running", "(npu_cache_usage_perc"):
         assert name in exprs["mindie"] and name not in exprs["vllm"], name
+
+
+def test_prometheus_keeps_its_own_instance_label(tmp_path):
+    """Loaded by the real Prometheus: every target's `instance` is its host:port (nothing overrides it), deployctl's
+    instance is in `deployctl_instance`, and two endpoints of one instance are two series."""
+    render(FLEET, tmp_path / "mon", "--npu-exporter")
+    with Prometheus(tmp_path / "mon" / "prometheus.yml", tmp_path / "prom") as prom:
+        active = []
+        for _ in range(100):
+            active = prom.api("targets", state="active")["data"]["activeTargets"]
+            if len(active) == 17:
+                break
+            time.sleep(0.1)
+    assert len(active) == 17, active               # 8 engines, the router, 8 npu-exporters
+    for t in active:
+        assert t["labels"]["instance"] == t["discoveredLabels"]["__address__"], t
+        assert t["labels"]["deployctl_instance"] in {"mixed-0", "mixed-1", "mixed-2", "mixed-3", "router"}, t
+    engines = [t["labels"] for t in active if t["labels"]["job"] == "deployctl-engine"]
+    assert sorted(lab["instance"] for lab in engines if lab["deployctl_instance"] == "mixed-0") == [
+        "10.200.5.2:1027", "10.200.5.3:1027"]
 
 
 @pytest.mark.parametrize("example", ["mindie", "vllm"])
@@ -137,8 +193,8 @@ def test_values_are_serialised_never_spliced():
     from deployctl.features.observe.scrape import Target, scrape_config, scrape_yaml
 
     odd = 'a: b\n- c: "d" # e\n{f}'
-    config = scrape_config([Target("deployctl-engine", "10.0.0.1:1", {"cluster": odd, "node": "n", "instance": odd,
-                                                                        "role": "mixed"})])
+    config = scrape_config([Target("deployctl-engine", "10.0.0.1:1", {"cluster": odd, "node": "n",
+                                                                        "deployctl_instance": odd, "role": "mixed"})])
     back = yaml.safe_load(scrape_yaml(config))
     assert back == config
     assert back["scrape_configs"][0]["static_configs"][0]["labels"]["cluster"] == odd

@@ -65,9 +65,11 @@ class MindieSpec(EngineSpecBase):
 
         from deployctl.core.engines.mindie.rules import layout_findings
         from deployctl.core.engines.mindie.findings import check
+        from deployctl.core.engines.mindie.monitor import findings as monitor_findings
         from deployctl.core.engines.mindie.support import expand_source
 
-        return [replace(f, source=expand_source(f.source)) for f in check(plan) + layout_findings(plan)]
+        return [replace(f, source=expand_source(f.source))
+                for f in check(plan) + layout_findings(plan) + monitor_findings(plan)]
 
     def accept(self, plan: Plan) -> list[Finding]:
         from deployctl.core.engines.mindie.findings import plan_findings

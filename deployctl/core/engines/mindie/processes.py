@@ -87,8 +87,7 @@ def host_ports(inv: Inventory) -> dict[str, int]:
 
 # MindIE Server serves Prometheus text on GET /metrics of its metrics server, managementIpAddress:metricsPort
 # (MindIE-LLM@8b4871a src/server/endpoint/http_wrapper/http_handler.cpp L1963-1971, http_server.cpp L284), and only
-# with MIES_SERVICE_MONITOR_MODE=1 in its environment (prometheus_metrics.cpp L58-69; else 500).
-MONITOR_ENV = "MIES_SERVICE_MONITOR_MODE"
+# with MIES_SERVICE_MONITOR_MODE=1 in its environment: the env preset sets it (monitor.py, env.yaml).
 # the metrics deployctl's dashboard reads (prometheus_metrics.cpp: L146, L151, L183, L119, L124, L189; label model_name)
 METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_output_token_seconds",
                            generated="generation_tokens_total", running="num_requests_running",
@@ -98,14 +97,15 @@ METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_ou
 def metrics_targets(plan: Plan) -> list[MetricsTarget]:
     from deployctl.core.engine_spec.protocol import MetricsTarget
 
+    from deployctl.core.engines.mindie.monitor import needs
+
     e = cast(MindieSettings, plan.inventory.engine)
-    on = str((e.env or {}).get(MONITOR_ENV, "")).strip() == "1"
-    needs = "" if on else f"engine.env {MONITOR_ENV}: 1 (MindIE answers /metrics with 500 without it)"
+    need = {role: needs(plan, role) for role in dict.fromkeys(inst.role for inst in plan.instances)}
     out: list[MetricsTarget] = []
     for node in plan.nodes:
         inst = plan.instance(node.instance)
         ports = ([dp_ports(plan, k)["metricsPort"] for k in range(dp_servers(plan, node))]
                  if is_distributed(plan, node) else [e.ports.metrics])
-        out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{port}", needs=needs)
+        out += [MetricsTarget(node.name, inst.name, inst.role, f"{node.container_ip}:{port}", needs=need[inst.role])
                 for port in ports]
     return out

@@ -76,8 +76,10 @@ METRIC_NAMES = MetricNames(ttft="vllm:time_to_first_token_seconds", tpot="vllm:i
 
 def metrics_targets(plan: Plan) -> list[MetricsTarget]:
     """GET /metrics on every API process's port: vLLM mounts prometheus_client's app there
-    (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41); headless nodes serve no HTTP, their
-    engine cores report through the API server of their instance's master."""
+    (vllm 0.13.0 wheel, vllm/entrypoints/serve/instrumentator/metrics.py L41) whatever its flags, so no switch is
+    needed (vllm-project/vllm@00c7e582 vllm/entrypoints/serve/__init__.py L11-14 and instrumentator/__init__.py
+    L18-20 register it for every API server; --disable-log-stats keeps the endpoint but drops the vllm: series);
+    headless nodes serve no HTTP, their engine cores report through the API server of their instance's master."""
     from deployctl.core.engine_spec.protocol import MetricsTarget
 
     out: list[MetricsTarget] = []
