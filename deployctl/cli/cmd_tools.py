@@ -62,7 +62,7 @@ def bench(
     Examples:
 
     \b
-      deployctl bench -i my.yaml                                  # the field guide's two suites
+      deployctl bench -i my.yaml                                  # the built-in suites: long-context, concurrency
       deployctl bench -i my.yaml --suite long-context
       deployctl bench -i my.yaml --input 2048 --output-len 256 --concurrency 1,8,32
       deployctl bench -i my.yaml --suite my-suite.yaml --output json

@@ -1,4 +1,9 @@
-"""The hccn_tool facts: `hccn_tool -i N ... -g` and the host's /etc/hccn.conf, with their parsers (ascend-facts §2).
+"""The hccn_tool facts: `hccn_tool -i N ... -g` and the host's /etc/hccn.conf, with their parsers.
+
+Formats: the driver's hccn_tool source, hicann/driver@ef377e95 src/custom/network/hccn/ascend910B/hccn_tool/
+(cfg.c: hccn.conf keys `<name>_<phy_id>`; tool_ops.c, tool_ops_ext.c, tool_tls.c, cmd.c: the printed lines), and real
+outputs in itove/ascend@78ca5993 mdbook/src/deepseekv3-multi-nodes-deploy.md and Ascend/mind-cluster@22bb3d98
+component/ascend-faultdiag test fixtures; a real hccn.conf in github.com/vllm-project/vllm-ascend issue #2498.
 
 One call = one device's output: a second device in the same text is an error, never silently merged.
 Every parser raises ValueError naming the line it expected; the probe runner reports it per host.

@@ -4,8 +4,10 @@ npu_smi_queries.py, the text helpers both use in npu_smi_text.py.
 
 Each parser turns the stdout of one command into a model of ``deployctl.core.models.facts`` and raises
 ValueError, naming what it expected, on anything else: a wrong fact is worse than a probe error.
-Formats: ascend-facts §3. Tables are split on `|`, never by column offsets, because the widths change
-between npu-smi releases (26.0 prints 118-column borders).
+Formats: the real `npu-smi info` outputs in github.com/vllm-project/vllm-ascend issues #198 (A2, 8 x 910B3), #2498
+(one NPU in a container) and #6085 (A3, 16 chips); hicann/driver@ef377e95 docs/en/Ascend_950_npu-smi/
+querying-basic-information.md. Tables are split on `|`, never by column offsets, because the widths change
+between npu-smi releases (26.0 prints 118-column borders: vllm-ascend issue #12980).
 """
 
 from __future__ import annotations

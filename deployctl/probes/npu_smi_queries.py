@@ -3,7 +3,15 @@
 
 As npu_smi.py's parser of the `npu-smi info` table (both use the text helpers of npu_smi_text.py): each turns
 one command's stdout into a model of ``deployctl.core.models.facts`` or raises ValueError naming what it
-expected (ascend-facts §3).
+expected.
+
+Formats:
+* `-l` and `-m` on A2: a public transcript of an Atlas 800 A2 with 910B4 (its repository is not recorded:
+  unverified); `-m` on A3: vllm-project/vllm-ascend@182b75ea tests/ut/device_allocator/test_cpu_binding.py;
+* `-t board` and `-t health`: Ascend/mind-cluster@22bb3d98 component/ascend-faultdiag/test/st_module_testcase/
+  kg_parse/npu_info_before.txt and npu_info_after.txt; hicann/driver@ef377e95 docs/en/Ascend_950_npu-smi/;
+* `-t spod-info`: hicann/hccl@09300b70 docs/zh/user_guide/cluster_info_config/rank_table_config_a3.md and
+  vllm-project/vllm-ascend@848419d1 examples/disaggregated_prefill_v1/gen_ranktable.py.
 """
 
 from __future__ import annotations

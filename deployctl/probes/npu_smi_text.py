@@ -1,7 +1,7 @@
 """Text helpers of the npu-smi parsers (npu_smi.py: the `npu-smi info` table; npu_smi_queries.py: `-l`, `-m`,
 `-t board`, `-t health`, `-t spod-info`): splitting lines and cells, reading the values npu-smi prints.
 
-Each raises ValueError naming what it expected (ascend-facts §3).
+Each raises ValueError naming what it expected (the formats' sources: npu_smi.py, npu_smi_queries.py).
 """
 
 from __future__ import annotations

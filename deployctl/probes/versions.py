@@ -1,9 +1,11 @@
 """Parsers for the driver, firmware and CANN version files, the facts reading the host's driver and firmware
 files, and the compatibility checks.
 
-Owns the version ordering used by deployctl (``version_key``) and the driver <-> firmware rules of
-ascend-facts §4.2: the firmware must sit in the driver's ``compatible_version_fw``, the driver in the
-firmware's ``compatible_version_drv``. All functions are pure; malformed input raises ValueError.
+Owns the version ordering used by deployctl (``version_key``) and the driver <-> firmware rules read from the
+version.info files (template: hicann/driver@ef377e95 scripts/package/custom/driver/common/conf/itf_ver.conf; real
+files: Ascend/mind-cluster@22bb3d98 component/ascend-faultdiag/test/st_module_testcase/kg_parse/npu_info_after.txt,
+itove/ascend@78ca5993 mdbook/src/ver-2.1.md): the firmware must sit in the driver's ``compatible_version_fw``, the
+driver in the firmware's ``compatible_version_drv``. All functions are pure; malformed input raises ValueError.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def firmware_fits_driver(driver: VersionInfo, firmware: VersionInfo) -> bool:
 
     Compares the first three numeric fields of the firmware ``Version`` with the bounds, inclusive:
     ``[7.0.0,7.7.99]`` accepts 7.7.0.1.231 and rejects 7.8.0.2.212. This is the check whose failure
-    is reported as "driver and firmware packages do not match" (ascend-facts §4.2).
+    is reported as "driver and firmware packages do not match" (a public report of driver 24.1.rc2 with firmware
+    7.3.0.1.231 whose repository is not recorded: unverified).
 
     Raises:
         ValueError: the driver file has no ``compatible_version_fw``, or a version is not numeric.
@@ -150,7 +153,8 @@ def _in_range(v: str, lo: str, hi: str) -> bool:
 
 def cann_fits_driver(driver: VersionInfo, cann: VersionInfo) -> bool:
     """Whether CANN and driver declare each other: the CANN inner code is in the driver's
-    ``compatible_version``, or the driver's is in the CANN's (ascend-facts §4.2).
+    ``compatible_version``, or the driver's is in the CANN's (the codes a driver declares:
+    hicann/driver@ef377e95 scripts/package/custom/driver/common/compatible_version.conf).
 
     This rule is inferred from observed working pairs, not an official matrix: use it for a warning.
     Codes compare as (V, R, C) numbers, ``V100R001C21SPC002B220`` -> (100, 1, 21).

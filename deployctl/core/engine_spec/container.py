@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 # the NPU control devices next to /dev/davinciN (MindIE's and vLLM-Ascend's `docker run` guides alike)
 CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-# device logs on the host, so they survive `docker rm` (engine.device_logs): slog as the field guide mounts it,
+# device logs on the host, so they survive `docker rm` (engine.device_logs): slog as a published two-server MindIE
+# guide mounts it (-v /var/log/npu/slog/:/var/log/npu/slog, https://ai6s.net/6953e139836da3214488e6da.html),
 # plog where CANN writes it in a root container ($HOME/ascend/log, ASCEND_PROCESS_LOG_PATH unset)
 DEVICE_LOGS = (("/var/log/npu/slog", "/var/log/npu/slog"), ("/var/log/npu/plog", "/root/ascend/log"))
 

@@ -2,7 +2,7 @@
 
 This module owns the shape of what a probe learns: npu-smi tables, hccn_tool answers, the driver,
 firmware and CANN version files, and a few host basics. The pure parsers that build these models live
-in ``deployctl/probes/``; formats and sources are in ascend-facts §2-§4.
+in ``deployctl/probes/``, each module naming the public sources of its formats.
 
 Ids follow the rank-table vocabulary: ``phy_id`` is the physical device id (``/dev/davinciN``,
 rank-table ``device_id``, the ``N`` of ``hccn_tool -i N`` and of ``address_N`` in hccn.conf);
@@ -21,7 +21,8 @@ from deployctl.core.models.base import Frozen
 from deployctl.core.models.patterns import (ARCH_PATTERN, BUS_ID_PATTERN, CHIP_NAME_PATTERN, INTERFACE_PATTERN,
                                        KEY_PATTERN, OS_ID_PATTERN, VERSION_PATTERN, check_ip, check_text)
 
-# npu-smi health values, most severe alarm wins (ascend-facts §3.3)
+# npu-smi health values, most severe alarm wins (hicann/driver@ef377e95
+# docs/en/Ascend_950_npu-smi/Ascend_950_npu-smi/querying-the-device-health-status.md L109-110)
 Health = Literal["OK", "Warning", "Alarm", "Critical", "UNKNOWN"]
 HEALTH_VALUES: tuple[str, ...] = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 

@@ -1,7 +1,8 @@
 """Calibration: the published Ascend points the model's deratings are fitted on, and the fit itself.
 
-The points are ../shared/reference/performance-calibration.md A1, A1b, A2 and A4 (CloudMatrix384 and
-cann-recipes-infer on A3); the G* points are GPUs, which this model does not cover. Each point is a layout the
+The points are published Ascend measurements (keys A1, A1b, A2, A4): CloudMatrix384's, arXiv 2506.12708 Tables 3-5,
+and cann-recipes-infer's on A3, deepseek_r1_prefill_optimization.md; each Point names its source. GPU points
+(DeepSeek's H800 production, SGLang on H100) are left out: this model does not cover GPUs. Each point is a layout the
 model builds from plain parameters (`core.Setup`), never a lookup: `fit()` searches the three deratings that
 minimise the RMS relative error over the points and reproduces `FITTED`; `errors()` gives each point's error
 (docs/performance-model.md has the table; tests/core/sizing checks both).
@@ -11,7 +12,8 @@ Reading of the published numbers (the doc says the same):
 * A1b pairs its four batches with its TPOTs in order (throughput = batch / TPOT checks: 128/46.8 ms = 2,735
   tok/s/pkg against 2,733 published); the last two are 4K/256 at the 30 ms and 15 ms SLO batches;
 * CloudMatrix's MTP1 at 70 % acceptance applies to every A1/A1b point (1.7 tokens per iteration);
-* "per package" numbers are halved to per die (2 dies per 910C package, planner-math.md §0).
+* "per package" numbers are halved to per die (2 dies per 910C package: arXiv 2506.12708 §5.1, "160 Ascend 910C
+  NPUs (... 320 NPU dies)").
 """
 
 from __future__ import annotations

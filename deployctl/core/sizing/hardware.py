@@ -94,13 +94,9 @@ def default_sku(hardware: str) -> Sku:
     return skus()[catalog()["defaults"][hardware]["sku"]]
 
 
-_DOCS = {"PM": "planner-math.md", "PC": "performance-calibration.md", "AF": "ascend-facts.md"}
-
-
 def default_reason(hardware: str) -> str:
-    """Why the hardware's default SKU is what it is (the catalog's short source names spelled out)."""
-    text = " ".join(catalog()["defaults"][hardware]["why"].split())
-    return re.sub(r"\b(PM|PC|AF)\b", lambda m: _DOCS[m[1]], text)
+    """Why the hardware's default SKU is what it is, with its public sources (the catalog's text on one line)."""
+    return " ".join(catalog()["defaults"][hardware]["why"].split())
 
 
 def sku_for(hardware: str, name: str | None = None) -> Sku:
@@ -108,7 +104,8 @@ def sku_for(hardware: str, name: str | None = None) -> Sku:
 
     ``name`` is a catalog key or alias, or an npu-smi chip name; None, "" and the generic A3 name "910" /
     "Ascend910" give the hardware's default. Raises ValueError for an unknown name or one of the other hardware
-    (ascend-facts.md §3.2: a chip name alone does not tell A2 from A3, so the inventory's hardware decides).
+    (a chip name alone does not tell A2 from A3: MindCluster tells an A3 by its board ID, Ascend/mind-cluster@22bb3d98
+    component/ascend-common/devmanager/common/constants.go L227-275; so the inventory's hardware decides).
     """
     if hardware not in catalog()["defaults"]:
         raise ValueError(f"unknown hardware {hardware!r} (known: {', '.join(catalog()['defaults'])})")

@@ -1,6 +1,8 @@
 """Memory fit per die: weights resident, KV budget, KV bytes per token, capacity.
 
-Formulas: ../shared/reference/planner-math.md §4.1-4.2 (README "How plan sizes memory").
+Formulas: docs/performance.md "How `plan` sizes memory". The KV rule is MindIE's (its error-code reference
+mindie_log_0202 on hiascend.com: kv_cache = total_memory x memory_fraction - weight - workspace); the
+communication buffer sizes follow CloudMatrix384 (arXiv 2506.12708 §4.2.1).
 All byte counts are per die (one rank, one HBM pool); GB here means 1e9 bytes.
 """
 
@@ -82,9 +84,9 @@ def comm_groups(d: Degrees) -> int:
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
                notes: tuple[str, ...] = (), fraction_name: str = "memory fraction") -> MemoryFit:
-    """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (planner-math §4.2).
+    """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
-    planner-math §4.2 takes the communication buffers from the KV budget too; that is
+    The communication buffers come out of the KV budget too (this project's choice); that is
     conservative (engines' docs say the fraction excludes HCCL memory) and avoids plans that
     look fine and then run out of memory.
     """

@@ -1,6 +1,6 @@
 """Speculative decoding in the performance model: how many drafted tokens a step accepts, per method.
 
-MTP: 0.7 per draft position, geometric (CloudMatrix384 MTP1, planner-math.md §4.3). Draft-model methods (EAGLE,
+MTP: 0.7 per draft position, geometric (CloudMatrix384 MTP1, arXiv 2506.12708 §5.1). Draft-model methods (EAGLE,
 EAGLE3): the per-position acceptance in speculative.yaml, each with its source; DFlash: a published mean accept
 length at a block size, turned into the geometric per-position rate that gives it.
 """
@@ -26,8 +26,8 @@ def acceptance(method: str, drafts: int, measured: list[float] | None = None) ->
         table = {method: {"per_position": list(measured), "source": "model.speculative.acceptance, as measured"}}
     if method not in table:
         return (MTP_ACCEPT, sum(MTP_ACCEPT ** i for i in range(1, drafts + 1)),
-                "acceptance 0.7 per position (CloudMatrix384 MTP1, planner-math.md §4.3; MTP3 gives 1.53 against "
-                "cann-recipes' measured 1.44)")
+                "acceptance 0.7 per position (CloudMatrix384 MTP1, arXiv 2506.12708 §5.1; MTP3 gives 1.53 against "
+                "cann-recipes-infer's 1.44 for DeepSeek-V3.2, a figure whose page is not recorded: unverified)")
     entry = table[method]
     if "accept_length" in entry:        # tokens per verify step at `drafts` drafts, the step's own token included
         rate = round(_geometric(entry["accept_length"] - 1, entry["drafts"]), 4)

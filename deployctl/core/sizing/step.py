@@ -1,4 +1,6 @@
-"""The step-time physics of one instance: bytes, FLOPs and messages per die, planner-math.md §4.3-4.6.
+"""The step-time physics of one instance: bytes, FLOPs and messages per die (a roofline per component, after the
+published derivations of arXiv 2505.09343 §2.3.2, "Insights into DeepSeek-V3", and arXiv 2506.12708 §4.2.1, §5.5,
+CloudMatrix384).
 
 Everything here works on plain parameters (`Setup`): the calibration points (CloudMatrix384 DP320/EP320, ...) and
 the layouts deployctl plans go through the same code. Times are seconds, bytes are bytes, per die.
@@ -179,7 +181,7 @@ def _attention(s: Setup, m: ModelInfo, phase: str, ctx: float) -> tuple[float, f
     mla, dsa = a["mla"], a.get("dsa")
     if phase == "decode":
         c = min(ctx, dsa["index_topk"]) if dsa else ctx
-        flops = 2 * heads * (m.kv.latent + mla["kv_lora_rank"]) * c         # absorbed MLA (PM §4.3)
+        flops = 2 * heads * (m.kv.latent + mla["kv_lora_rank"]) * c         # absorbed MLA (derived from the MLA dims)
         kv = c * cache                                                       # the selected tokens' latents
         if dsa:
             flops += 2 * dsa["index_n_heads"] / s.tp * dsa["index_head_dim"] * ctx
@@ -187,7 +189,7 @@ def _attention(s: Setup, m: ModelInfo, phase: str, ctx: float) -> tuple[float, f
         return flops, kv
     qk = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     p = mean_min(ctx, dsa["index_topk"]) if dsa else (ctx + 1) / 2
-    flops = 2 * heads * (qk + mla["v_head_dim"]) * p                         # prefill MLA (PM §4.6)
+    flops = 2 * heads * (qk + mla["v_head_dim"]) * p                         # prefill MLA (derived from the MLA dims)
     if dsa:
         flops += 2 * dsa["index_n_heads"] / s.tp * dsa["index_head_dim"] * (ctx + 1) / 2
     return flops, 0.0
@@ -304,7 +306,8 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     groups = s.dp if groups_active is None else groups_active
     total_tokens = tokens_group * groups                   # tokens every MoE layer sees
     local = tokens_group / s.cp                            # tokens one die of an active group processes
-    # each MTP draft runs the MTP module once: one more MoE layer (PM §2.1: 11.5B, sharded like one MoE layer, §4.1)
+    # each MTP draft runs the MTP module once: one more MoE layer (DeepSeek-V3 README_WEIGHTS.md: 11.5B; sharded like
+    # one MoE layer: assumed)
     mtp = s.mtp_drafts if phase == "decode" else 0
     layers, moe_layers, dense_layers = m.layers + mtp, m.moe_layers + mtp, m.dense_layers
     kh, kc = (c.k_hbm, c.k_compute) if phase == "decode" else (c.k_prefill, c.k_prefill)
@@ -337,7 +340,8 @@ def step(s: Setup, phase: str, tokens_group: float, ctx: float, c: Consts, seqs_
     k_eff = m.experts_per_token + (m.shared_experts if s.shared_in_ep else 0)
     if slots:                 # a dense model (Qwen3-32B) has no routed experts
         per_die = math.ceil(slots / s.moe_ep)
-        hit = 1 - (1 - min(1.0, k_eff / slots)) ** total_tokens   # share of local experts that get a token (PM §4.3)
+        # share of local experts that get a token (uniform routing, derived)
+        hit = 1 - (1 - min(1.0, k_eff / slots)) ** total_tokens
         expert = p.expert * 1e9 / s.moe_tp
         st.parts.append(Part("routed experts", bytes=moe_layers * per_die * hit * expert * q.experts,
                              flops=moe_layers * per_die * total_tokens * k_eff / slots * 2 * expert,

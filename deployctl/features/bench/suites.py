@@ -1,6 +1,7 @@
 """What `deployctl bench` measures: points of (input tokens, output tokens, concurrency).
 
-Built-in suites (the field guide's benchmark, seed 001):
+Built-in suites (the run_suite.sh benchmark of a published two-server A2 guide for DeepSeek-V3.2 W8A8 on MindIE,
+https://ai6s.net/6953e139836da3214488e6da.html):
 
 * `long-context`: concurrency 1, inputs 1024 / 4096 / 8000 tokens, 128 output tokens (prefill and memory);
 * `concurrency`: 10 and 50 concurrent requests at 1024 / 128 (throughput and queueing);

@@ -1,7 +1,7 @@
 """The MindIE engine spec (engine.kind: mindie): MindIE Service on every node, MindIE-MS for pd-split.
 
-Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs, named next to it
-(../shared/reference/mindie-upstream-rules.md collects them); the support matrix is data (support.yaml).
+Every rule this driver applies comes from MindIE's or MindIE-MS's own source or docs (Ascend/MindIE-LLM,
+Ascend/MindIE-Motor at the commits support.yaml names), named next to it; the support matrix is data (support.yaml).
 MindIE's own acceptance checks (every refusal of MindIE-LLM's config manager, per version) are data too
 (acceptance.yaml, evaluated by acceptance.py on every rendered config.json and rank table by ``accept(plan)``;
 validate/plan/render refuse what MindIE would refuse, docs/engines-mindie-acceptance.md).

@@ -5,13 +5,14 @@ acceptance check's (acceptance.yaml ``id``). An ``engine.assume`` entry names on
 that refusal then becomes a warning naming the risk and the assumption (shown by ``deployctl plan``), and an
 entry that matches no refusal of the plan is a warning too, so stale assumptions show.
 
-Example (the field guide: DeepSeek-V3.2 on a MindIE 2.2 test image with atb-models patched)::
+Example (a published two-server A2 guide, https://ai6s.net/6953e139836da3214488e6da.html: DeepSeek-V3.2 on a
+MindIE 2.2 test image with atb-models patched)::
 
     engine:
       version: "2.2"
       assume:
         - refusal: model-version
-          reason: "2.2 test image with atb-models patched for DeepSeek-V3.2 (field guide)"
+          reason: "2.2 test image with atb-models patched for DeepSeek-V3.2"
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def server_config(plan: Plan, node: PlanNode, inst: Instance) -> dict:
         "interCommTlsCert": "security/grpc/certs/server.pem", "interCommPk": "security/grpc/keys/server.key.pem",
         "interCommTlsCrlPath": "security/grpc/certs/", "interCommTlsCrlFiles": ["server_crl.pem"],
         "openAiSupport": "vllm", "tokenTimeout": 600, "e2eTimeout": 600,
-        # pd-split decode: one server per DP rank (Motor user_config_base_A3.json L203-278; mindie-upstream-rules §1.1)
+        # pd-split decode: one server per DP rank (Ascend/MindIE-Motor@5dfb024e user_config_base_A3.json L203-278;
+        # the controller's GetPDInitRole, mindie_motor/src/controller/constant/ControllerConfig.cpp L611)
         "distDPServerEnabled": is_distributed(plan, node),
         "HealthCheckConfig": {"npuUsageThreshold": 0},
     }

@@ -10,5 +10,7 @@ if TYPE_CHECKING:
 
 
 def distributed(plan: Plan, inst: Instance) -> bool:
-    """A pd-split decode runs distributed DP: one MindIE server per DP rank (mindie-upstream-rules.md §1.1)."""
+    """A pd-split decode runs distributed DP: one MindIE server per DP rank (Ascend/MindIE-Motor@5dfb024e
+    mindie_motor/src/example/deploy_scripts/user_config.json L185-201, user_config_base_A3.json L203-219: decode
+    distDPServerEnabled true, multiNodesInferEnabled false)."""
     return inst.role == "decode" and plan.preset == "pd-split"

@@ -2,7 +2,8 @@
 (external DP, prefill/decode with Mooncake) or across nodes (--nnodes), and the P/D proxy.
 
 Every value comes from vLLM-Ascend's guides, CI configs or its own parser tables (flags/), named next to it
-(../shared/reference/vllm-ascend.md collects them). Submodules are imported when a method needs them.
+(vllm-project/vllm-ascend at the tags support.yaml names; HEAD = 182b75ea). Submodules are imported when a method
+needs them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What every vLLM-Ascend node launches: `vllm serve` processes with their argv, devices and ports, and the
 proxy in front of a prefill/decode split. Pure: Plan -> NodeLaunch per node.
 
-Three shapes (../shared/reference/vllm-ascend.md §1.1):
+Three shapes (vllm-project/vllm-ascend@182b75ea: docs/source/tutorials/models/DeepSeek-V3.1.md §5.2,
+examples/external_online_dp/launch_online_dp.py, docs/source/user_guide/feature_guide/pipeline_parallel.md):
 
 * internal DP (one `vllm serve` per node; node 0 serves the API, the others are `--headless` with their
   `--data-parallel-start-rank`): colocated DP+EP, and pd-split instances on 0.11;

@@ -92,7 +92,8 @@ def _layout(plan: Plan, inst: Instance) -> list[Finding]:
     if d.pp > 1 and plan.inventory.model.name.startswith("deepseek"):
         out.append(Finding("warning", _path(inst, "pp"), "no vLLM-Ascend guide runs DeepSeek with pipeline parallel; "
                            "the 2-node DeepSeek guides use DP2 x TP8 + EP16 (A2) or DP2 x TP16 (A3)",
-                           "VA DeepSeek-V3.2.md §5.2, DeepSeek-V3.1.md §5.2 (vllm-ascend.md §1.1)",
+                           "vllm-project/vllm-ascend@182b75ea docs/source/tutorials/models/DeepSeek-V3.2.md §5.2, "
+                           "DeepSeek-V3.1.md §5.2",
                            hint="use preset dp-ep"))
     if d.pp > 1:
         f = feature("multi_node_tp_pp", version)
@@ -112,7 +113,8 @@ def _layout(plan: Plan, inst: Instance) -> list[Finding]:
     if is_moe(plan) and d.moe_ep > 1 and d.moe_ep != d.dp * d.tp * d.pp and d.pp == 1:
         out.append(Finding("error", _path(inst, "moe_ep"), f"moe_ep={d.moe_ep}: vLLM's expert parallel spans every "
                            f"rank of the instance (dp x tp = {d.dp * d.tp})",
-                           "vLLM --enable-expert-parallel: EP size = DP x TP (vllm-ascend.md §1.3)",
+                           "vLLM --enable-expert-parallel: EP size = DP x TP (vllm-project/vllm@00c1c6a2 "
+                           "vllm/model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make)",
                            hint=f"set moe_ep: {d.dp * d.tp}"))
     if is_moe(plan) and d.moe_tp > 1 and d.moe_ep > 1:
         out.append(Finding("error", _path(inst, "moe_tp"), "vLLM-Ascend splits experts by EP or by TP, not both",
