@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deployctl.core.engine_spec.protocol import EngineSpecBase, EngineVersion, MemoryInputs, NodeProcesses
+from deployctl.core.models.engine_settings import kind_of
+from deployctl.core.models.engine_settings.mindie import MindieSettings as MindieSettingsModel
 
 if TYPE_CHECKING:
     from deployctl.core.engine_spec.protocol import Chart, Finding, MetricNames, MetricsTarget
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class MindieSpec(EngineSpecBase):
-    kind = "mindie"
+    kind = kind_of(MindieSettingsModel)     # named once, by the settings model
     display = "MindIE"
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): each role's config.json
     # (MindIE-Motor's PD samples set maxPrefillBatchSize, maxLinkNum, dpScheduling per role)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from deployctl.core.engine_spec.protocol import EngineSpecBase
+from deployctl.core.models.engine_settings import kind_of
+from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings as VllmAscendSettingsModel
 
 if TYPE_CHECKING:
     from deployctl.core.engine_spec.protocol import (
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class VllmAscendSpec(EngineSpecBase):
-    kind = "vllm-ascend"
+    kind = kind_of(VllmAscendSettingsModel)     # named once, by the settings model
     display = "vLLM-Ascend"
     max_servers: int | None = None     # no rank table: no server-count limit of its own
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): what vLLM-Ascend's PD CI

@@ -12,11 +12,17 @@ from deployctl.core.models.engine import EngineBase
 from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 
-DEFAULT_KIND = "mindie"   # an inventory without engine.kind: the first engine deployctl supported
+
+
+
+def kind_of(settings: type[EngineBase]) -> str:
+    """The engine.kind a settings model is for: the default of its `kind` literal, the one place a kind is named
+    (the engine's spec takes it from here too)."""
+    return str(settings.model_fields["kind"].default)
+
 
 # engine.kind -> the model of its block
 AnySettings = MindieSettings | VllmAscendSettings   # the union SETTINGS makes, for the type checker
-SETTINGS: dict[str, type[EngineBase]] = {
-    "mindie": MindieSettings,
-    "vllm-ascend": VllmAscendSettings,
-}
+SETTINGS: dict[str, type[EngineBase]] = {kind_of(m): m for m in (MindieSettings, VllmAscendSettings)}
+DEFAULT_KIND = kind_of(MindieSettings)   # an inventory without engine.kind: the first engine deployctl supported
+
