@@ -26,7 +26,9 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
           trust_new_hosts: TrustOpt = False, timeout: TimeoutOpt = 60.0):
     """List, on every node in parallel, the files the checkpoint's index names (model.safetensors.index.json's
     shards, config.json and the index itself) under model.weights_path, and show what differs: missing, size,
-    or sha256 with --hash. The index is read from the first node that has a readable one.
+    or sha256 with --hash. The index is read from the first node that has a readable one. The last line says
+    what to do: sync from a node that holds every file right, or, when no node does, how to get the checkpoint
+    onto one (--output json: `advice.kind`).
 
     Exit 0 when every node holds the same files, 1 when anything differs or a node could not be checked,
     2 for a bad inventory.
@@ -37,6 +39,7 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
       deployctl weights check -i my.yaml
       deployctl weights check -i my.yaml --hash --output json
     """
+    from deployctl.features.weights.advice import advise
     from deployctl.features.weights.check import check_weights
 
     inv, targets, directory = _load(inventory)
@@ -48,9 +51,9 @@ def check(inventory: InventoryOpt, hashes: HashOpt = False, output: OutputOpt = 
     if output.value == "json":
         from deployctl.cli._output import echo_json
 
-        echo_json(result.as_dict())
+        echo_json({**result.as_dict(), "advice": advise(result).as_dict()})
     else:
-        _print_check(result, len(targets))
+        _print_check(result, len(targets), advise(result))
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -161,7 +164,7 @@ def _diff_table(title: str, diffs):
     return table
 
 
-def _print_check(result, nodes: int) -> None:
+def _print_check(result, nodes: int, advice) -> None:
     from deployctl.cli._output import esc, run_console
 
     con = run_console()
@@ -173,8 +176,8 @@ def _print_check(result, nodes: int) -> None:
         return
     con.print(_diff_table(f"Differences: {len(result.differences)}", result.differences))
     bad = sorted({d.node for d in result.differences})
-    con.print(esc(f"✗ differs on {', '.join(bad)}: `deployctl weights sync --from NODE` copies the files "
-                  "from a node that has them right"), style="red")
+    where = f"differs on {', '.join(bad)}: " if advice.kind in ("sync", "choose-source") else ""
+    con.print(esc(f"✗ {where}{advice.text}"), style="red")
 
 
 def _print_sync(result, nodes: int) -> None:

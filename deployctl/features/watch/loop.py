@@ -2,7 +2,9 @@
 by the round timeout and the executor's output cap), turns what they said into events (tracker.py), cleans,
 bounds and rate-limits each event (events.py), records it in the cluster's run records
 (runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands it to the caller (the CLI prints it); a
-failed instance goes to the recovery policy when it is enabled.
+failed instance goes to the recovery policy when it is enabled. A round that finds no engine container on any
+node asks `status` whether the deployment is down (down.py): a deployment taken down on purpose is reported
+down, not failed, and nothing of it is recovered.
 
 The hook command is the caller's (the operator's, ``hook_command``), never read from the inventory here."""
 
@@ -23,6 +25,7 @@ from deployctl.backends.hosts.router_control import Remote, control_for, control
 from deployctl.core.render.processes import processes
 from deployctl.io.records import RunRecord
 from deployctl.core.models.hostdata import printable
+from deployctl.features.watch.down import RECHECK_S, Stopped, all_gone, read_verdict
 from deployctl.features.watch.events import Limiter, clean_event
 from deployctl.features.watch.hooks import Hooks
 from deployctl.features.watch.observe import NodeObs, node_commands, parse_node
@@ -38,7 +41,8 @@ class Watcher:
                  interval: float = 2.5, confirm: int = 2, round_timeout: float = 8.0,
                  on_event: Callable[[dict], None] = lambda e: None, recover: bool | None = None,
                  history: Callable[[dict], list[str]] | None = None, hook_command: list[str] | None = None,
-                 limiter: Limiter | None = None):
+                 limiter: Limiter | None = None, verdict: Callable[[], Stopped | None] | None = None,
+                 on_round: Callable[["Watcher"], None] = lambda w: None):
         self.plan, self.executor, self.interval = plan, executor, interval
         self.targets = {t.name: t for t in targets}
         self.round_timeout, self.on_event, self.history = round_timeout, on_event, history
@@ -48,6 +52,11 @@ class Watcher:
         self.lock = threading.Lock()
         self.observed: dict[str, NodeObs] = {}
         self.rounds, self.round_s = 0, 0.0
+        self.on_round = on_round            # after every round (the CLI's lines when stdout is not a terminal)
+        # `status`'s verdict when no engine container is left (down.py); None: the watch judges as usual
+        self.verdict = verdict or (lambda: read_verdict(plan, targets, executor))
+        self.stopped: Stopped | None = None
+        self.asked: float | None = None     # when the verdict was last asked, in this stretch of such rounds
         self.record = RunRecord.create(run_root, "watch") if run_root is not None else None
         if self.record is not None:
             self.record.status("running")
@@ -118,9 +127,49 @@ class Watcher:
             self._out(self.limiter.due(final))
 
     # ---- the loop --------------------------------------------------------------------------------------------
+    def _judge(self, observed: dict[str, NodeObs]) -> Stopped | None:
+        """Whether the deployment is down or being changed (`status`'s verdict, asked only in rounds that find no
+        engine container: at once, then every RECHECK_S, every round while an operation holds the lock); the
+        events of a change of it."""
+        before = self.stopped
+        if not all_gone(self.plan, observed):
+            self.stopped = self.asked = None
+            if before is not None:
+                self._emit(event("deployment-up", cause="engine containers are there again: watching them"))
+            return None
+        now = time.monotonic()
+        if self.asked is not None and now - self.asked < RECHECK_S and (before is None or before.state != "changing"):
+            return before
+        self.asked = now
+        try:
+            self.stopped = self.verdict()
+        except Exception as exc:    # noqa: BLE001 - a read-back that fails leaves the round to the usual judgement
+            self.stopped = None
+            self._emit(event("note", cause="no engine container on any node; whether the deployment is down could "
+                                           f"not be read: {type(exc).__name__}: {printable(str(exc), 200)}"))
+        now_in = self.stopped
+        if now_in is not None and (before is None or before.state != now_in.state):
+            cause = (f"no engine container on any node, and `deployctl status` says down: {now_in.cause}; nothing "
+                     "is failed or recovered until engine containers are there again" if now_in.state == "down" else
+                     f"no engine container on any node while a deployctl operation runs: {now_in.cause}; nothing "
+                     "is failed or recovered until it ends")
+            self._emit(event(f"deployment-{now_in.state}", cause=cause))
+            self.tracker.reset()
+            if self.recoverer is not None:
+                self.recoverer.halt(f"recovery stopped: {now_in.cause}")
+        return now_in
+
     def step(self) -> list[dict]:
         t0 = time.monotonic()
         observed = self.observe()
+        if self._judge(observed) is not None:         # down, or being changed: no fault is a failure
+            with self.lock:
+                self.observed = observed
+                self.rounds += 1
+                self.round_s = time.monotonic() - t0
+            self.flush()
+            self.on_round(self)
+            return []
         rec = self.recoverer
         busy = frozenset(rec.active) if rec else frozenset()
         if rec:
@@ -139,6 +188,7 @@ class Watcher:
                 inst = self.plan.instance(ev["instance"])
                 rec.start(inst.name, frozenset(f.kind for f in self.tracker.faults_of(inst)))
         self.flush()
+        self.on_round(self)
         return events
 
     def run(self, once: bool = False) -> None:
@@ -163,6 +213,8 @@ class Watcher:
             self.record.status("finished")
 
     def states(self) -> dict[str, str]:
+        if self.stopped is not None:
+            return {i.name: self.stopped.state for i in self.plan.instances}
         busy = dict(self.recoverer.active) if self.recoverer else {}
         return {i.name: instance_state(i, self.observed, self.tracker, busy) for i in self.plan.instances}
 

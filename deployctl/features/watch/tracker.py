@@ -83,6 +83,13 @@ class Tracker:
     def faults_of(self, instance) -> list[Fault]:
         return [f for f in self.active.values() if f.node in instance.nodes]
 
+    def reset(self) -> None:
+        """Every instance starts with a clean slate (the deployment was taken down: nothing it had is a fault)."""
+        self.seen.clear()
+        self.since.clear()
+        self.active.clear()
+        self.failed.clear()
+
     def forget(self, instance) -> None:
         """A recovered instance starts with a clean slate."""
         for key in [k for k in self.active if k[0] in instance.nodes]:

@@ -9,18 +9,26 @@
   clear, an OSC 8 hyperlink and a bidi override; the `restart-failed` event that quotes it reaches
   events.jsonl, `--output json`, the webhook and the hook command's stdin as one printable line:
   test_a_docker_restart_error_full_of_escapes_reaches_alerting_clean.
+
+And `watch` against them as a service manager runs it: nothing deployed, text mode with stdout a pipe prints its
+lines while it runs and calls the deployment down, as `status` does; a deliberate `down` while a watch with
+recovery runs is reported down (not failed) and nothing of it is recovered afterwards.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
 import shlex
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 
-from conftest import run_cli  # noqa: E402
+from conftest import DEPLOYCTL, run_cli  # noqa: E402
 from fakecluster import default_cluster  # noqa: E402
 from support.inventory import on_cluster  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "backends" / "hosts"))   # test_fleet_e2e
@@ -44,11 +52,12 @@ def test_an_inventory_hook_command_does_not_run_without_the_operators_opt_in(fak
       command: [sh, -c, "id > {marker}"]
 """)
     runs = tmp_path / "runs"
-    # nothing is deployed: every engine container is absent, so the round has events for the hook
+    # nothing is deployed: `status` says down and so does the watch (exit 1: not serving); its events go to the hook
     res = run_cli("watch", "-i", str(inv), "--once", "--no-recover", "--output", "json", "--run-dir", str(runs))
     assert res.returncode == 1, res.stdout + res.stderr
     events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
-    assert any(e["event"] == "instance-failed" for e in events), events
+    assert [e["event"] for e in events if e["event"] != "note"] == ["deployment-down", "round"], events
+    assert "nothing deployed yet" in events[-2]["cause"] and set(events[-1]["states"].values()) == {"down"}
     time.sleep(1)
     assert not marker.exists(), "the inventory's hook command ran without the operator's opt-in"
     assert f"{inv}:" in res.stderr and "deploy.recovery.hooks.command" in res.stderr, res.stderr
@@ -75,6 +84,21 @@ def test_an_inventory_hook_command_does_not_run_without_the_operators_opt_in(fak
     assert own.exists() and not marker.exists(), res.stderr
     assert all(json.loads(x)["event"] for x in own.read_text().splitlines() if x.strip())
     assert "--hook-command replaces it" in res.stderr
+    # text mode with stdout a pipe (as under a service manager): lines while it runs, not a screen at its end
+    proc = subprocess.Popen([sys.executable, str(DEPLOYCTL), "watch", "-i", str(inv), "--no-recover", "--interval",
+                             "1", "--run-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": os.environ.get("HOME", "/root")})
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stdout.readline, "")], daemon=True).start()
+    try:
+        seen = [lines.get(timeout=60) for _ in range(3)]      # the hooks note, deployment-down, round 1
+        running = proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert running, seen
+    assert [line.split(" ")[1] for line in seen] == ["note", "deployment-down", "round"], seen
+    assert "serving 0/2; down: mixed-0, mixed-1 (nothing deployed yet)" in seen[2], seen
     # a command line that does not split is refused, exit 2, no traceback
     res = run_cli("watch", "-i", str(inv), "--once", "--run-dir", str(runs), "--hook-command", "'unterminated")
     assert res.returncode == 2 and "--hook-command" in res.stderr and "Traceback" not in res.stderr, res.stderr
@@ -120,10 +144,23 @@ def test_a_docker_restart_error_full_of_escapes_reaches_alerting_clean(fake_clus
             failed = watch.wait("restart-failed", "mixed-1", 90)
             watch.wait("left-out", "mixed-1", 60)
             time.sleep(2)
+            # a deliberate `down` while the watch runs: down as status says, never failed, nothing recovered
+            res = run_cli("down", "-i", str(inv), "--run-dir", str(runs))
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+            gone = watch.wait("deployment-down", "", 90)
+            while True:                                 # what it says in the rounds after
+                try:
+                    watch.all.append(watch.q.get(timeout=6))
+                except queue.Empty:
+                    break
         finally:
             watch.stop()
     finally:
         web.close()
+    assert "`deployctl status` says down" in gone["cause"] and "stopped by `deployctl down`" in gone["cause"], gone
+    after = [e["event"] for e in watch.all[watch.all.index(gone) + 1:]]
+    assert not {"instance-failed", "drained", "restart", "restart-failed", "left-out", "not-recovered"} & set(after), \
+        after
     cause = failed["cause"]
     assert "Error response from daemon" in cause and "cannot restart container" in cause, cause
     record = max(runs.glob("runs/*-watch/events.jsonl"))
@@ -135,3 +172,10 @@ def test_a_docker_restart_error_full_of_escapes_reaches_alerting_clean(fake_clus
         assert quoted, (where, [d["event"] for d in docs])
         dirty = [s for d in docs for s in _strings(d) if any(c in s for c in BAD)]
         assert not dirty, (where, dirty[:3])
+    assert json.loads(run_cli("status", "-i", str(inv), "--output", "json").stdout)["state"] == "down"
+    # a watch started after it: the same (its run record is a new one, after the checks above)
+    once = run_cli("watch", "-i", str(inv), "--once", "--output", "json", "--run-dir", str(runs))
+    docs = [json.loads(x) for x in once.stdout.splitlines() if x.startswith("{")]
+    said = [d["event"] for d in docs if d["event"] not in ("note", "hook-error")]    # (the webhook is closed)
+    assert once.returncode == 1 and said == ["deployment-down", "round"], once.stdout
+    assert set(docs[-1]["states"].values()) == {"down"}

@@ -2,7 +2,9 @@
 
 One 3-node cluster: a shard of another size planted on node2 (and later one of the same size, other bytes, on
 node3, with half a copy left from an interrupted sync on node2) is named by preflight and `weights check` (node
-and file), repaired by `weights sync`, and the check after it is clean.
+and file), repaired by `weights sync`, and the check after it is clean. Then a shard missing on every node, and
+the whole directory: the advice says no node holds the checkpoint and what to do instead; followed, it repairs
+them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from support.inventory import on_cluster
 
 SHARD = "model-00001-of-00002.safetensors"
 PATH = f"{DEFAULT_WEIGHTS_DIR}/{SHARD}"
+AWAY = f"{DEFAULT_WEIGHTS_DIR}-{SHARD}"          # beside the checkpoint, on the node
 
 
 def cli(*args: str):
@@ -79,6 +82,29 @@ def test_check_names_the_node_sync_repairs_it(fake_cluster_factory, tmp_path):
     assert check(inv, "--hash")[0] == 0
     assert sha(fc, "node3", PATH) == sha(fc, "node2", PATH) == sha(fc, "node1", PATH)
     assert not fc.node("node2").host_path(PATH + ".deployctl-part").exists()
+
+    # no node has them: the advice says so and what to do instead, never `sync --from NODE`
+    for node in ("node1", "node2", "node3"):
+        fc.ssh(node, f"mv {PATH} {AWAY}", check=True)
+    rc, doc, diffs = check(inv)
+    assert rc == 1 and diffs == [(n, SHARD, "missing") for n in ("node1", "node2", "node3")]
+    assert doc["advice"]["kind"] == "no-complete-copy" and doc["advice"]["sources"] == []
+    for node in ("node1", "node2", "node3"):
+        fc.ssh(node, f"mv {DEFAULT_WEIGHTS_DIR} {DEFAULT_WEIGHTS_DIR}.elsewhere", check=True)
+    rc, doc, diffs = check(inv)
+    assert rc == 1 and doc["files"] == 0 and doc["advice"]["kind"] == "no-checkpoint", doc
+    text = cli("weights", "check", "-i", str(inv))
+    said = " ".join(text.stdout.split())          # the advice as one line, however the terminal wraps it
+    assert text.returncode == 1 and f"no node holds the checkpoint in {DEFAULT_WEIGHTS_DIR}" in said, said
+    assert "copy the checkpoint onto one node" in said and "--from NODE" not in said
+    # the advice, followed: the checkpoint back on one node, then synced from it (the others' directory made)
+    fc.ssh("node1", f"mv {DEFAULT_WEIGHTS_DIR}.elsewhere {DEFAULT_WEIGHTS_DIR} && mv {AWAY} {PATH}",
+           check=True)
+    rc, doc, _ = check(inv)
+    assert rc == 1 and doc["advice"]["kind"] == "sync" and doc["advice"]["sources"] == ["node1"], doc
+    res = cli("weights", "sync", "-i", str(inv), "--from", "node1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert check(inv, "--hash")[0] == 0
 
 
 def test_sync_from_this_machine_and_a_bad_source(fake_cluster_factory, tmp_path):
