@@ -11,6 +11,10 @@ import pytest
 
 pytest_plugins = ["fakecluster.fixtures"]   # simulated Ascend hosts
 
+# The test modules pytest rewrote for its assertions are kept in __pycache__ (as pytest does wherever bytecode may be
+# written; PYTHONDONTWRITEBYTECODE=1 in an environment turns it off): the next run collects in 4 s instead of 10.
+sys.dont_write_bytecode = False
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "inventories" / "examples"
 DEPLOYCTL = Path(sys.executable).parent / "deployctl"

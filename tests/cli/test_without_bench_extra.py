@@ -17,6 +17,10 @@ import pytest
 
 from conftest import HELM, ROOT
 
+# fresh interpreters with an import blocker (a fork of the test process has every package imported already), as the
+# packaging tests run the built wheel: CI's full run, not the fast tier
+pytestmark = pytest.mark.e2e
+
 BENCH_ONLY = ("aiperf", "matplotlib", "tokenizers", "pandas", "numpy", "scipy", "pyarrow", "transformers", "plotly",
               "dash")
 SAMPLE = str(ROOT / "inventories" / "sample.yaml")

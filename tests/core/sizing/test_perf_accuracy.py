@@ -13,6 +13,8 @@ import accuracy
 from deployctl.app.engines import resolve
 
 DOC = ROOT / "docs" / "performance-model.md"
+# one worker computes the check and fit sets' reports once (accuracy.report is cached per process) for every test here
+pytestmark = pytest.mark.xdist_group("accuracy-report")
 
 
 def test_points_are_complete_and_split_by_the_declared_rule():

@@ -141,6 +141,7 @@ def test_the_dashboard_reads_the_engines_own_metric_names(tmp_path):
         assert name in exprs["mindie"] and name not in exprs["vllm"], name
 
 
+@pytest.mark.e2e        # runs the Prometheus server until it has scraped (seconds): CI's full run, not the fast tier
 def test_prometheus_keeps_its_own_instance_label(tmp_path):
     """Loaded by the real Prometheus: every target's `instance` is its host:port (nothing overrides it), deployctl's
     instance is in `deployctl_instance`, and two endpoints of one instance are two series."""
