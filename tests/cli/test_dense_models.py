@@ -29,6 +29,7 @@ def test_plan_shows_a_dense_model_as_dense(tmp_path):
     res = run_cli("plan", "-i", str(_inventory(tmp_path)), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "moe_tp" not in res.stdout and "routed experts" not in res.stdout and "shared experts" not in res.stdout
+    assert "over the experts" not in res.stdout and "EP dispatch" not in res.stdout       # no expert assumptions
     total = float(re.search(r"weights resident\s+│\s+([0-9.]+) GB", res.stdout).group(1))
     parts = [float(x) for x in re.findall(r"│\s+(?:dense FFN|attention|embedding \+ lm_head)\s+│\s+([0-9.]+) GB",
                                           res.stdout)]

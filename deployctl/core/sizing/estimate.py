@@ -129,18 +129,19 @@ def _step_estimate(st: Step, seqs: float, tokens: float, ctx_len: float,
 
 def _assumptions(ctx: EstimateInputs, w: Workload, conc_note: str) -> list[str]:
     inter = {LINK_NAMES[link_keys(s)[1]] for s in ctx.setups.values()}
+    moe = any(su.model_info.routed_experts for su in ctx.setups.values())   # a dense model has no expert terms
     out = [
         f"SKU {ctx.sku.key} ({ctx.sku_source})",
         f"concurrency {w.concurrency}: {conc_note}",
         f"decode context = input + output/2 = {w.input_len + w.output_len / 2:g} tokens (mean KV length while "
         "generating)",
         f"MTP: {ctx.mtp.source}",
-        "routing uniform over the experts, no redundant experts or EPLB (deployctl has no setting for them); "
-        "tokens spread evenly over DP groups; EP groups laid out server by server",
-        "EP dispatch/combine as CANN's fused operators, timed on A3 UB (CloudMatrix384 Table 7, DeepEP-Ascend; "
-        "HCCS inside an A2 server assumed the same); "
-        f"between servers over {'/'.join(sorted(inter))} at 85% of the link; A2 EP over RoCE has no published "
-        "Ascend measurement (extrapolated)",
+        *(["routing uniform over the experts, no redundant experts or EPLB (deployctl has no setting for them); "
+           "tokens spread evenly over DP groups; EP groups laid out server by server",
+           "EP dispatch/combine as CANN's fused operators, timed on A3 UB (CloudMatrix384 Table 7, DeepEP-Ascend; "
+           "HCCS inside an A2 server assumed the same); "
+           f"between servers over {'/'.join(sorted(inter))} at 85% of the link; A2 EP over RoCE has no published "
+           "Ascend measurement (extrapolated)"] if moe else ["tokens spread evenly over DP groups"]),
         ("two-microbatch overlap (engine settings): communication hidden behind compute in prefill and in decode "
          f"steps above {max(su.dbo_decode_tokens for su in ctx.setups.values())} tokens per DP group"
          if any(su.microbatches > 1 for su in ctx.setups.values()) else
