@@ -178,8 +178,8 @@ def print_report(inv, result, seconds: float, facts_path: Path) -> None:
         con.print(table)
     print_gaps(con, result)
     con.print(esc(f"Not checked: {'; '.join(result.not_checked)}"))
-    use = "`up` and `diff` use them for this inventory" if not fails else \
-        "`up` and `diff` use only a run without FAIL"
+    use = "every command (plan, render, up, diff, ...) uses them for this inventory" if not fails else \
+        "deployctl uses only a run without FAIL"
     con.print(esc(f"Facts saved to {facts_path}: {use}; validate, plan and render take --facts {facts_path}"))
     if fails:
         con.print(f"[red]✗ {len(fails)} check(s) failed[/]")

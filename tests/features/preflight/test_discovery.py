@@ -114,10 +114,12 @@ def test_preflight_discovers_the_device_ips_plan_and_resolve_facts_use_them(fake
     assert "devices:" not in text and "ip:" not in text and "address: " + fc.node("node2").ip in text
     runs = tmp_path / "R"
 
-    # without facts the static commands refuse, and say how to get them
-    val = run_cli("validate", "-i", str(inv))
+    # without facts: planned (and said), the files that need the IPs refused, saying how to get them
+    val = run_cli("validate", "-i", str(inv), cwd=tmp_path)
+    assert val.returncode == 0 and "left to preflight: device IPs of every device of 2 node(s)" in val.stderr
+    val = run_cli("render", "-i", str(inv), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert val.returncode == 2 and "Traceback" not in val.stderr
-    assert f"run `deployctl preflight -i {inv}` first: `up` and `diff` then use the device IPs" in val.stderr
+    assert f"run `deployctl preflight -i {inv}` first: every command then uses the device IPs" in val.stderr
     assert resolve_facts(inv, runs, None) == (None, None)
 
     res, _ = preflight(inv, runs, output="text")
@@ -129,7 +131,8 @@ def test_preflight_discovers_the_device_ips_plan_and_resolve_facts_use_them(fake
                          r"table of the mixed instance needs it -> discovered", out), res.stdout
     assert "device IPs against the inventory on node1, node2" in out
     (facts_path,) = saved_facts(runs)
-    assert f"Facts saved to {facts_path}: `up` and `diff` use them for this inventory" in out
+    assert f"Facts saved to {facts_path}: every command (plan, render, up, diff, ...) uses them for this " \
+           "inventory" in out
     facts = FactsFile.model_validate_json(facts_path.read_text())
     for name in ("node1", "node2"):
         assert {d: dev.ip.ip for d, dev in facts.hosts[name].devices.items()} == fc.node(name).device_ips
@@ -202,10 +205,10 @@ def test_what_preflight_cannot_discover_fails_and_is_not_used(fake_cluster_facto
     assert "node 'node3' has no device IPs; the rank table of the mixed instance needs it -> NOT discovered " \
            "(unreachable)" in out
     assert "-> NOT discovered (see the needs-facts finding)" in out
-    assert "`up` and `diff` use only a run without FAIL" in out
+    assert "deployctl uses only a run without FAIL" in out
 
-    # --facts with these facts still leaves gaps: refused, and the hint does not say "run preflight first"
-    res = run_cli("plan", "-i", str(inv), "--facts", str(facts_path))
+    # --facts with these facts still leaves gaps: render refuses, and the hint does not say "run preflight first"
+    res = run_cli("render", "-i", str(inv), "--facts", str(facts_path), "-o", str(tmp_path / "out"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "device 4 of node 'node2' has no ip" in res.stderr and "node 'node3' has no device IPs" in res.stderr
     assert "the facts file has no device IPs for it" in res.stderr and "first:" not in res.stderr
