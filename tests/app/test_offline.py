@@ -12,14 +12,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 sys.path.insert(0, str(ROOT / "tests" / "features" / "preflight"))
-from test_discovery import NODES, facts_file, fake_run, inventory_text  # noqa: E402
-
-
-@pytest.fixture
-def inv(tmp_path) -> Path:
-    p = tmp_path / "inv.yaml"
-    p.write_text(inventory_text())
-    return p
+from test_discovery import NODES, facts_file, fake_run, inv  # noqa: E402,F401 - inv: the discovery tests' fixture
 
 
 def test_plan_and_render_use_the_latest_preflight_run_without_being_told(inv, tmp_path):
