@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-
-import pytest
 
 from conftest import ROOT, run_cli
 
