@@ -82,7 +82,11 @@ def inventory_problems(raw: RawInventory, engine: Any, charts: Callable[[], tupl
         rest = None if hostile else repaired(raw, exc)
         if rest is not None:      # an unknown key hides no other problem: the rest is checked in the same round
             try:
-                _, behind = _value_problems(Inventory.model_validate(rest), raw, engine, charts, local, facts)
+                model = Inventory.model_validate(rest)
+                # a renamed engine block may name another engine than the one resolved from the text as written:
+                # its checks wait for the next round (the renamed key is reported either way)
+                same = model.engine.kind == engine.kind
+                _, behind = _value_problems(model, raw, engine, charts, local, facts) if same else (None, [])
             except ValidationError:
                 behind = []
             problems += [p for p in behind if not isinstance(p, NeedsFacts)]
