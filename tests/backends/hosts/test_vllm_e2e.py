@@ -152,12 +152,15 @@ def check_lifecycle(dep: Deployment, model: str, before_down=None) -> None:
     for n in fc.nodes:
         assert "TEST_REVISION" not in container_env(fc, n.name, dep.container)
     assert chat(*dep.api, model)["choices"][0]["message"]["content"]
-    # down: nothing left
+    # down: nothing left (the engine processes are seen before, so their absence after means something)
+    alive = "pgrep --ns $$ --nslist net -f '[/].fakecluster/vllm.py'"
+    assert all(fc.ssh(n.name, alive).returncode == 0 for n in fc.nodes)
     dn = run_cli("down", "-i", str(read_inventory(dep)), "--run-dir", str(dep.runs))
     assert dn.returncode == 0, dn.stdout + dn.stderr
     for n in fc.nodes:
         assert containers(fc, n.name) == []
-        assert fc.ssh(n.name, "pgrep -f '[/].fakecluster/vllm.py'").returncode == 1
+        # this node's processes only (its network namespace): other fake clusters share the machine's pid space
+        assert fc.ssh(n.name, alive).returncode == 1
 
 
 # ---- 2 x A2: DeepSeek-V3.2 DP2 x TP8, EP16 (internal DP: node2 runs --headless) ---------------------------

@@ -195,3 +195,19 @@ def test_ssh_executor_waits_without_polling_and_loses_nothing(fake_cluster_2a2, 
         assert ex.run(t, ["echo", "still usable"], 30).stdout == "still usable\n"
     finally:
         ex.close()
+
+
+def test_a_ping_whose_replies_came_back_is_reachable_whatever_the_exit_code():
+    """The summary decides: received > 0 is reachable even when the tool exited late (timeout's 124);
+    a 0-received summary is not, and the exit code is named beside the count."""
+    from deployctl.io.batch import ProbeOutput
+
+    checks = [(0, "node1", 0, "172.16.1.100"), (1, "node1", 1, "172.16.1.101")]
+    summary = "device {d} PING {ip}\n{n} packets transmitted, {r} received, {loss}% packet loss\n"
+    out = {"ping.0.node1.0": ProbeOutput("ping.0.node1.0", 124,
+                                         summary.format(d=0, ip="172.16.1.100", n=3, r=3, loss="0.00")),
+           "ping.1.node1.1": ProbeOutput("ping.1.node1.1", 1,
+                                         summary.format(d=1, ip="172.16.1.101", n=3, r=0, loss="100.00"))}
+    got = probes.ping_results(checks, out)
+    assert [(p.ok, p.detail) for p in got] == [(True, "3/3 received (hccn_tool exit 124)"),
+                                               (False, "0/3 received (hccn_tool exit 1)")]
