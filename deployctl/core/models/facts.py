@@ -215,6 +215,17 @@ class VersionInfo(Frozen):
         return self.package_version or self.version
 
 
+class ImageVersions(Frozen):
+    """What the engine image ships (deployctl.probes.image_versions): its CANN toolkit install file and the versions
+    of what pairs with the host (torch_npu, torch, vllm, vllm_ascend; mindie from MindIE's version.info).
+    ``present``: False when the image is not on the host (nothing else is known then)."""
+
+    present: bool
+    cann: VersionInfo | None = None
+    cann_file: Text | None = None
+    packages: dict[Key, Version] = Field(default_factory=dict, max_length=16)
+
+
 # --------------------------------------------------------------------------- hccn_tool
 
 

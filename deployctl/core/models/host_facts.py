@@ -8,9 +8,9 @@ from pydantic import Field
 
 from deployctl.core.models.base import Frozen
 
-from deployctl.core.models.facts import (MAX_ROWS, BigId, BoardInfo, DiskFree, HccnConf, Id, Interface, Ip, IpConf,
-                                    ListeningPorts, NpuSmiInfo, OsInfo, Text, TlsInfo, Version, VersionInfo, VnicInfo,
-                                    WeightsDir)
+from deployctl.core.models.facts import (MAX_ROWS, BigId, BoardInfo, DiskFree, HccnConf, Id, ImageVersions,
+                                         Interface, Ip, IpConf, ListeningPorts, NpuSmiInfo, OsInfo, Text, TlsInfo,
+                                         Version, VersionInfo, VnicInfo, WeightsDir)
 
 
 class DeviceFacts(Frozen):
@@ -55,6 +55,7 @@ class HostFacts(Frozen):
     weights_disk: DiskFree | None = None
     runtime_version: Version | None = None     # docker server version; None = no container runtime
     image_present: bool | None = None
+    image_versions: ImageVersions | None = None   # what the image ships (CANN, torch_npu, ...); None = not read
     ports: ListeningPorts | None = None
     # `ip -o addr`: IP -> interface carrying it (GLOO_SOCKET_IFNAME when the inventory names none: the pattern
     # of nodes[].interface)

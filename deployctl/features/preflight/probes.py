@@ -11,7 +11,7 @@ from typing import Callable
 from deployctl.io.executor import HostTarget
 from deployctl.core.models.host_facts import DeviceFacts, HostFacts, PingCheck
 from deployctl.io.batch import ProbeOutput
-from deployctl.probes import containers, hccn_tool, host, npu_smi, versions
+from deployctl.probes import containers, hccn_tool, host, image_versions, npu_smi, versions
 from deployctl.core.textsafe import clean
 
 NPUS_PER_SERVER = 8          # A2: 8 x 910B; A3: 8 x 910C packages of 2 dies
@@ -39,6 +39,7 @@ def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[st
         ("host.weights_df", host.WEIGHTS_DISK.command(weights_path)),
         ("host.docker", containers.RUNTIME_VERSION.command()),
         ("host.image", containers.IMAGE.command(image)),
+        ("image.versions", image_versions.IMAGE_VERSIONS.command(image)),
         ("host.ports", host.PORTS.command()),
         ("host.addr", host.ADDRESSES.command()),
     ]
@@ -136,6 +137,7 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         weights_disk=_parse(out, "host.weights_df", host.WEIGHTS_DISK.parse, errors),
         runtime_version=runtime,
         image_present=(image.rc == 0) if (image and runtime) else None,
+        image_versions=_parse(out, "image.versions", image_versions.IMAGE_VERSIONS.parse, errors) if runtime else None,
         ports=_parse(out, "host.ports", host.PORTS.parse, errors),
         addresses=_parse(out, "host.addr", host.ADDRESSES.parse, errors) or {},
         clock_offset_s=clock_offset, probe_errors=errors, seconds=round(seconds, 3))

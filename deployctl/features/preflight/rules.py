@@ -11,6 +11,7 @@ from functools import partial
 
 from deployctl.core.models.host_facts import Finding, HostFacts
 from deployctl.core.models.inventory import Inventory
+from deployctl.features.preflight.pairing import check_image_pairing
 from deployctl.probes import versions
 
 GIB = 2**30
@@ -303,7 +304,7 @@ def check_uniform_hosts(inv, facts):
 
 RULES = (check_reachable, check_driver_firmware, check_same_versions, check_npus, check_links, check_tls,
          check_device_ips, check_sdids, check_pings, check_host_basics, check_weights_same,
-         check_disk_and_clocks, check_uniform_hosts)
+         check_disk_and_clocks, check_uniform_hosts, check_image_pairing)
 
 
 def _up(facts: dict[str, HostFacts]):
@@ -368,5 +369,5 @@ def not_checked(inv: Inventory, facts: dict[str, HostFacts], ping_sample: int) -
     up = len(_up(facts))
     if up - 1 > ping_sample:
         notes.append(f"peer reachability sampled: each node pinged {ping_sample} of {up - 1} peers")
-    notes.append("CANN/engine versions inside the image, TLS certificate expiry, RoCE bandwidth")
+    notes.append("TLS certificate expiry, RoCE bandwidth")
     return notes

@@ -815,9 +815,10 @@ def cmd_create(st, args, cmd="create"):
         raise CliError(125, "docker: Error response from daemon: Invalid container name (%s), only "
                             "[a-zA-Z0-9][a-zA-Z0-9_.-] are allowed.\nSee 'docker %s --help'." % (name, cmd))
     network = opts.get("network", "default")
-    if network not in ("host", "default", "bridge"):
+    if network not in ("host", "default", "bridge", "none"):
         raise CliError(125, "docker: --net=%s is not simulated by the fake cluster (containers share the "
-                            "node's network, like --net=host).\nSee 'docker %s --help'." % (network, cmd))
+                            "node's network, like --net=host; --net=none gets a network namespace of its "
+                            "own with nothing in it).\nSee 'docker %s --help'." % (network, cmd))
     ipc = opts.get("ipc", "private")
     if ipc not in ("host", "private", "shareable", "none"):
         raise CliError(125, "docker: Error response from daemon: invalid IPC mode: %s.\nSee 'docker %s --help'."
@@ -1864,8 +1865,9 @@ def shim_main(name):
     r_st, w_st = os.pipe()
     try:
         child = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", sys.executable, os.path.abspath(__file__),
-             "__init", name, str(w_st)], stdin=subprocess.DEVNULL, stdout=w_out, stderr=w_err, pass_fds=(w_st,),
+            ["unshare", "--mount", "--propagation", "private"] + (["--net"] if cfg.get("NetworkMode") == "none"
+                                                                   else []) +
+            [sys.executable, os.path.abspath(__file__), "__init", name, str(w_st)], stdin=subprocess.DEVNULL, stdout=w_out, stderr=w_err, pass_fds=(w_st,),
             close_fds=True, start_new_session=True, cwd="/")
     except OSError as e:
         write_json(state_path, {"Status": "created", "Seq": seq, "ExitCode": 126, "Error": str(e)})
