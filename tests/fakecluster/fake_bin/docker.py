@@ -1542,13 +1542,74 @@ def write_mindie_files(ms_home, server_home):
 
 
 def make_image_layer(cfg, d):
-    """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh, or
-    vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image, or HAProxy (make_haproxy_layer) for
+    """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh
+    (make_mindie_layer), or vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image, each with the CANN
+    toolkit and Python packages of its release (write_software), or HAProxy (make_haproxy_layer) for
     `haproxy:TAG`."""
-    if is_vllm_image(cfg.get("ImageRef") or cfg["Image"]):
-        return make_vllm_layer(cfg, d)
-    if is_haproxy_image(cfg.get("ImageRef") or cfg["Image"]):
+    ref = cfg.get("ImageRef") or cfg["Image"]
+    if is_haproxy_image(ref):
         return make_haproxy_layer(cfg, d)
+    if is_vllm_image(ref):
+        make_vllm_layer(cfg, d)
+    else:
+        make_mindie_layer(cfg, d)
+    write_software(os.path.join(d, "usr_local"), ref, cfg)
+
+
+# What each engine release's image ships. vLLM-Ascend: its compatibility matrix (vllm-project/vllm-ascend
+# releases/v0.23.0 @50e87d63 docs/source/community/versioning_policy.md L24-61: "Stable CANN", PyTorch/torch_npu).
+# MindIE: unverified (no public matrix of the 2.x images' CANN found): the CANN of the vLLM-Ascend release of the
+# same months is assumed. The CANN install files: CANN 8.3.RC2's is the real one (tests/samples/ascend/versions/);
+# the inner codes and compatible_version lists of 8.5.x and 9.x are synthesized by this simulator (the pattern of
+# the real files: a release lists the codes of the drivers it works with), unverified against real packages.
+CANN_FILES = {
+    "8.3.RC2": ("V100R001C23SPC002B210", "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],"
+                                         "[V100R001C23]"),
+    "8.5.0": ("V100R001C25SPC001B210", "[V100R001C21],[V100R001C23],[V100R001C25]"),
+    "8.5.1": ("V100R001C25SPC002B220", "[V100R001C21],[V100R001C23],[V100R001C25]"),
+    "9.1.0": ("V100R001C26SPC001B210", "[V100R001C23],[V100R001C25],[V100R001C26]"),
+}
+VLLM_SOFTWARE = {   # vllm-ascend tag -> (CANN, torch, torch_npu)
+    "v0.11.0": ("8.3.RC2", "2.7.1", "2.7.1.post1"), "v0.13.0": ("8.5.0", "2.8.0", "2.8.0.post2"),
+    "v0.18.0": ("8.5.1", "2.9.0", "2.9.0.post1"), "v0.23.0": ("9.1.0", "2.10.0", "2.10.0.post4"),
+}
+
+
+def write_software(ul, ref, cfg):
+    """The CANN toolkit install file (under ascend-toolkit/<version>/, `latest` pointing at it when the layer has
+    no `latest` of its own) and the Python packages' metadata (python3 -c importlib.metadata finds them under
+    /usr/local/lib/python3.X/dist-packages, where this machine's python3 looks) of the image's release."""
+    tag = split_ref(normalize(ref))[1]
+    if is_vllm_image(ref):
+        cann, torch, torch_npu = VLLM_SOFTWARE.get(tag, VLLM_SOFTWARE["v0.13.0"])
+        version = tag.lstrip("v")
+        packages = {"torch": torch, "torch_npu": torch_npu, "vllm": version, "vllm_ascend": version}
+    else:
+        cann, packages = "8.3.RC2", {"torch": "2.1.0", "torch_npu": "2.1.0.post12"}
+    inner, compat = CANN_FILES[cann]
+    toolkit = os.path.join(ul, "Ascend", "ascend-toolkit")
+    arch = os.uname().machine
+    where = os.path.join(toolkit, cann, "%s-linux" % arch)
+    os.makedirs(where, exist_ok=True)
+    with open(os.path.join(where, "ascend_toolkit_install.info"), "w") as f:
+        f.write("package_name=Ascend-cann-toolkit\nversion=%s\ninnerversion=%s\ncompatible_version=%s\narch=%s\n"
+                "os=linux\npath=/usr/local/Ascend/ascend-toolkit/%s/%s-linux\n" % (cann, inner, compat, arch, cann, arch))
+    latest = os.path.join(toolkit, "latest")
+    if os.path.isdir(latest) and not os.path.islink(latest):      # the vLLM layer's latest/ (Mooncake) is a folder
+        os.makedirs(os.path.join(latest, "%s-linux" % arch), exist_ok=True)
+        shutil.copy(os.path.join(where, "ascend_toolkit_install.info"), os.path.join(latest, "%s-linux" % arch))
+    elif not os.path.lexists(latest):
+        os.symlink(cann, latest)
+    site = os.path.join(ul, "lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
+    for name, version in packages.items():
+        meta = os.path.join(site, "%s-%s.dist-info" % (name, version))
+        os.makedirs(meta, exist_ok=True)
+        with open(os.path.join(meta, "METADATA"), "w") as f:
+            f.write("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+
+
+def make_mindie_layer(cfg, d):
+    """A MindIE image: 2.x run packages under /usr/local/Ascend/mindie, or 3.x wheels (make_wheel_layer)."""
     ul = os.path.join(d, "usr_local")
     ver = cfg.get("MindieVersion", "2.2.RC1")
     if ver.split(".")[0].isdigit() and int(ver.split(".")[0]) >= 3:

@@ -194,6 +194,29 @@ def test_different_but_compatible_versions_are_a_versions_consistent_fail(cluste
     assert "driver 24.1.rc3 / firmware 7.5.0.1.129" in r.messages("versions-consistent")[0]
 
 
+
+def test_an_image_whose_cann_does_not_pair_with_a_hosts_driver_is_named_on_that_host(cluster, tmp_path):
+    """The vLLM-Ascend v0.13.0 image's CANN (8.5.0: fake_bin/docker.py CANN_FILES) read from the image on each host,
+    paired with each host's driver: node2's 24.1.rc3 (V100R001C19) is not among the drivers it lists."""
+    from fakecluster.spec import VLLM_IMAGES
+
+    healthy = default_cluster(2)
+    c = cluster(healthy, node2={"driver_version": "24.1.rc3", "firmware_version": "7.5.0.1.129"})
+    inv = on_cluster(c.fc, tmp_path / "vllm.yaml", snippet=FakeCluster(healthy, c.fc.workdir).inventory_snippet(),
+                     image=VLLM_IMAGES["a2"], engine={"kind": "vllm-ascend"}, preset="tp-pp")
+    r = c.run(inventory=inv)
+    assert r.rc == 1
+    assert [f for f in r.findings if f[0] == "image-pairing"] == [("image-pairing", "FAIL", "node2", None)]
+    msg = r.messages("image-pairing")[0]
+    assert "ships CANN 8.5.0 (V100R001C25" in msg and "driver 24.1.rc3 (V100R001C19" in msg, msg
+    for name in ("node1", "node2"):
+        iv = r.host(name).image_versions
+        assert iv.present and iv.cann.version == "8.5.0"
+        assert iv.packages["vllm_ascend"] == "0.13.0" and iv.packages["torch_npu"] == "2.8.0.post2"
+    # the same hosts with MindIE's image (CANN 8.3.RC2, which lists V100R001C19): nothing to pair wrongly
+    assert [f for f in c.run().findings if f[0] == "image-pairing"] == []
+
+
 # --------------------------------------------------------------------------- NPUs
 
 @pytest.mark.parametrize("health,severity,rc", [("Warning", "WARN", 0), ("Alarm", "FAIL", 1),
