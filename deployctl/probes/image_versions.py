@@ -37,14 +37,14 @@ for name in sys.argv[1:]:
     try:
         print("@@pkg", name, metadata.version(name))
     except Exception:
-        pass' torch_npu torch vllm vllm_ascend 2>/dev/null
+        pass' torch_npu torch vllm vllm_ascend mindie_motor 2>/dev/null
 fi
 echo "@@end"
 """
 # on the host: an image that is not there is said so (preflight's image check names it), never pulled
 OUTER = ('docker image inspect --format "{{.Id}}" "$1" >/dev/null 2>&1 || { echo "@@absent"; exit 0; }; '
          'exec docker run --rm --network none --entrypoint /bin/sh "$1" -c "$2"')
-PACKAGES = ("torch_npu", "torch", "vllm", "vllm_ascend")     # and "mindie", from its version.info
+PACKAGES = ("torch_npu", "torch", "vllm", "vllm_ascend", "mindie_motor")     # and "mindie", from its version.info
 MAX_SECTION = 4096
 _MARK = re.compile(r"^@@(cann|mindie|pkg|absent|end)(?: (.*))?$")
 _PKG = re.compile(r"^([a-z_]+) ([A-Za-z0-9][A-Za-z0-9._+~-]{0,63})$")

@@ -64,9 +64,13 @@ def _declared(image: str, h: HostFacts, iv: ImageVersions):
                  h.name)
 
 
+def _public(version: str | None) -> str:
+    """A version without its local suffix (``2.9.0.post1+git4c901a4`` -> ``2.9.0.post1``), lower-case."""
+    return (version or "").split("+", 1)[0].lower()
+
+
 def _matches(release: dict, iv: ImageVersions) -> bool:
-    when = release["when"]
-    return all(iv.packages.get(name) == value for name, value in when.items())
+    return all(_public(iv.packages.get(name)) == _public(str(value)) for name, value in release["when"].items())
 
 
 def _published(image: str, h: HostFacts, iv: ImageVersions):
@@ -76,16 +80,19 @@ def _published(image: str, h: HostFacts, iv: ImageVersions):
             continue
         want, src = rel["pairs"], rel["source"]
         wrong = []
-        if "cann" in want and iv.cann is not None and iv.cann.version.lower() != str(want["cann"]).lower():
-            wrong.append(f"CANN {iv.cann.version} (the release pairs CANN {want['cann']})")
-        for name in ("torch_npu",):
-            if name in want and name in iv.packages and iv.packages[name] != str(want[name]):
-                wrong.append(f"{name} {iv.packages[name]} (the release pairs {want[name]})")
+        canns = want.get("cann", [])
+        canns = [canns] if isinstance(canns, str) else list(canns)
+        if canns and iv.cann is not None and _public(iv.cann.version) not in {_public(c) for c in canns}:
+            wrong.append(f"CANN {iv.cann.version} (the release pairs CANN {' or '.join(canns)})")
+        if "torch_npu" in want and "torch_npu" in iv.packages and \
+                _public(iv.packages["torch_npu"]) != _public(str(want["torch_npu"])):
+            wrong.append(f"torch_npu {iv.packages['torch_npu']} (the release pairs {want['torch_npu']})")
         hdk = str(want.get("hdk", ""))
         if hdk and h.driver is not None and not h.driver.package.lower().startswith(hdk.lower()):
             wrong.append(f"{_driver(h)} (the release pairs HDK {hdk})")
         if wrong:
-            yield _f("FAIL", f"image {image} is {rel['name']}, which pairs only with its own versions ({src}); "
+            how = "pairs only with" if rel["severity"] == "FAIL" else "is built and tested with"
+            yield _f(rel["severity"], f"image {image} is {rel['name']}, which {how} its own versions ({src}); "
                      f"here: {'; '.join(wrong)}",
                      f"install HDK {hdk} (driver + firmware) on this node" if hdk and any("HDK" in w for w in wrong)
                      else "use the release's own image, unmodified", h.name)

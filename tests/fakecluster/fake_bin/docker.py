@@ -1558,16 +1558,17 @@ def make_image_layer(cfg, d):
 
 # What each engine release's image ships. vLLM-Ascend: its compatibility matrix (vllm-project/vllm-ascend
 # releases/v0.23.0 @50e87d63 docs/source/community/versioning_policy.md L24-61: "Stable CANN", PyTorch/torch_npu).
-# MindIE: unverified (no public matrix of the 2.x images' CANN found): the CANN of the vLLM-Ascend release of the
-# same months is assumed. The CANN install files: CANN 8.3.RC2's is the real one (tests/samples/ascend/versions/);
-# the inner codes and compatible_version lists of 8.5.x and 9.x are synthesized by this simulator (the pattern of
-# the real files: a release lists the codes of the drivers it works with), unverified against real packages.
+# MindIE 2.2: unverified (MindIE 2.3.0 ships CANN 8.5.0, 3.0.0 8.5.1; 2.2's not found): CANN 8.3.RC2 is assumed.
+# The CANN install files: CANN 8.3.RC2's is the real one (tests/samples/ascend/versions/); 9.x follows CANN 9.0.0's
+# real innerversion family and list (V100R001C10; [C21],[C22],[C23],[C25],[C10]: vllm-ascend issue #9305's
+# collect_env dump, the same set as hicann/driver@ef377e95 compatible_version.conf L2-4); the 8.5.x inner code (C25,
+# between 8.3's C23 and 9.0's C10 in that list) and its list are synthesized by this simulator, unverified.
 CANN_FILES = {
     "8.3.RC2": ("V100R001C23SPC002B210", "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],"
                                          "[V100R001C23]"),
     "8.5.0": ("V100R001C25SPC001B210", "[V100R001C21],[V100R001C23],[V100R001C25]"),
     "8.5.1": ("V100R001C25SPC002B220", "[V100R001C21],[V100R001C23],[V100R001C25]"),
-    "9.1.0": ("V100R001C26SPC001B210", "[V100R001C23],[V100R001C25],[V100R001C26]"),
+    "9.1.0": ("V100R001C10SPC002B210", "[V100R001C21],[V100R001C22],[V100R001C23],[V100R001C25],[V100R001C10]"),
 }
 VLLM_SOFTWARE = {   # vllm-ascend tag -> (CANN, torch, torch_npu)
     "v0.11.0": ("8.3.RC2", "2.7.1", "2.7.1.post1"), "v0.13.0": ("8.5.0", "2.8.0", "2.8.0.post2"),

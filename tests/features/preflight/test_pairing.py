@@ -59,3 +59,30 @@ def test_the_image_not_read_or_not_there():
 def test_every_release_names_its_source_and_what_it_pairs():
     for rel in releases():
         assert rel["name"] and rel["source"] and rel["when"] and rel["pairs"], rel
+
+
+CANN_910 = parse_version_info("package_name=Ascend-cann-toolkit\nversion=9.1.0\ninnerversion=V100R001C10SPC002B210\n"
+                              "compatible_version=[V100R001C21],[V100R001C22],[V100R001C23],[V100R001C25],"
+                              "[V100R001C10]\n")
+DRIVER_26 = parse_version_info("Version=26.0.rc1\nInnerversion=V100R001C10SPC001B220\n"
+                               "compatible_version=[V100R001C21],[V100R001C22],[V100R001C23],[V100R001C25],"
+                               "[V100R001C10]\ncompatible_version_fw=[7.0.0,8.9.9]\npackage_version=26.0.rc1\n")
+
+
+def test_a_vllm_ascend_image_with_another_cann_or_torch_npu_than_its_release_is_a_warning_citing_the_matrix():
+    ok = with_image(CANN_910, DRIVER_25, vllm_ascend="0.23.0", torch_npu="2.10.0.post4")
+    assert of(findings(ok), "image-pairing") == []
+    # v0.18.0's torch_npu carries a local suffix in the image (2.9.0.post1+git4c901a4): the same version
+    suffixed = with_image(CANN_83, DRIVER_25, vllm_ascend="0.18.0", torch_npu="2.9.0.post1+git4c901a4")
+    fs = [f for f in findings(suffixed) if f.rule == "image-pairing"]
+    assert [(f.severity, f.host) for f in fs] == [("WARN", "node1"), ("WARN", "node2")]
+    assert fs[0].message.endswith("here: CANN 8.3.RC2 (the release pairs CANN 8.5.1)")
+    assert "versioning_policy.md L32" in fs[0].message
+
+
+def test_a_motor_3_1_image_on_another_hdk_fails_naming_the_hdk_it_pairs_with():
+    assert of(findings(with_image(CANN_910, DRIVER_26, mindie_motor="3.1.0")), "image-pairing") == []
+    fs = [f for f in findings(with_image(CANN_910, DRIVER_25, mindie_motor="3.1.0")) if f.rule == "image-pairing"]
+    assert [(f.severity, f.host) for f in fs] == [("FAIL", "node1"), ("FAIL", "node2")]
+    assert "driver 25.0.rc1.1 (V100R001C21SPC002B220) (the release pairs HDK 26.0.RC1)" in fs[0].message
+    assert "release_note_motor.md" in fs[0].message and fs[0].hint == "install HDK 26.0.RC1 (driver + firmware) on this node"
