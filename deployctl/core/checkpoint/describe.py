@@ -26,7 +26,7 @@ def describe_files(files: CheckpointFiles) -> ModelDescription:
     if reader is None:
         raise problem(cfg_file, f"architecture {arch!r} is not one deployctl can size", "architectures",
                       f"deployctl reads {', '.join(FAMILIES)}; another family needs its tensor shapes per weight class "
-                      "(deployctl/core/checkpoint/families.py), its attention cache per token and its engine support")
+                      "(deployctl/core/checkpoint/families/), its attention cache per token and its engine support")
     raw: Any = files.config
     if reader.text_config:
         raw = raw.get("text_config")

@@ -27,7 +27,7 @@ def test_unknown_architecture_is_refused_naming_it_and_what_is_needed(tmp_path):
     err = _refused(write(tmp_path, {**QWEN3_235B, "architectures": ["LlamaForCausalLM"]}))
     text = err.render()
     assert "'LlamaForCausalLM'" in text and "architectures" in text
-    assert "Qwen3MoeForCausalLM" in text and "families.py" in text     # what it reads, where a family is added
+    assert "Qwen3MoeForCausalLM" in text and "checkpoint/families/" in text     # what it reads, where a family is added
 
 
 def test_missing_key_names_the_file_and_key(tmp_path):
