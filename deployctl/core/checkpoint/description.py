@@ -12,7 +12,7 @@ from typing import Literal, get_args
 from deployctl.core.models.base import Frozen
 
 Family = Literal["deepseek_v3", "deepseek_v32", "kimi_k2", "qwen3", "qwen3_moe", "glm4_moe", "qwen3_next",
-                 "minimax_m2"]
+                 "minimax_m2", "glm_moe_dsa"]
 WeightClass = Literal["attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "router", "embedding",
                       "lm_head", "mtp", "indexer", "norms", "other"]
 WEIGHT_CLASSES: tuple[str, ...] = get_args(WeightClass)
@@ -34,6 +34,7 @@ class Indexer(Frozen):
     n_heads: int
     head_dim: int
     topk: int
+    layers: int = 0           # layers that own one (0: every layer; GLM-5.2 shares the top-k of its "full" layers)
 
 
 class LinearAttention(Frozen):

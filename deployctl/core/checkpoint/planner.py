@@ -31,7 +31,8 @@ def params_b(d: ModelDescription) -> ParamsB:
 def kv_spec(d: ModelDescription) -> KvSpec:
     if d.mla is not None:
         return KvSpec(kind="mla", latent=d.mla.kv_lora_rank + d.mla.qk_rope_head_dim,
-                      indexer=d.indexer.head_dim if d.indexer else 0)
+                      indexer=d.indexer.head_dim if d.indexer else 0,
+                      indexer_layers=d.indexer.layers if d.indexer else 0)
     if d.linear is not None:
         conv, rec = d.linear.state_elements_per_layer()
         return KvSpec(kind="hybrid", kv_heads=d.kv_heads, head_dim=d.head_dim, full_layers=d.full_attention_layers,

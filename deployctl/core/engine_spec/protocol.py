@@ -87,6 +87,10 @@ class MemoryInputs:
     o_proj_tp: int | None = None     # how this runtime really splits o_proj / lm_head (None: by tp)
     lm_head_tp: int | None = None
     notes: tuple[str, ...] = ()      # e.g. "local TP keys have no effect on the torch runtime (source)"
+    # the KV cache's bytes per cached element when the engine stores it in another type than the model's quant
+    # says (INT8 "C8" caches, their scales included); None: the quant's own (sizing/memory.py with_kv_cache)
+    kv_cache_bytes: float | None = None        # MLA latent + rope key, or GQA K/V
+    indexer_cache_bytes: float | None = None   # a sparse-attention (DSA) indexer's key
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class KvSpec(Frozen):
     kind: Literal["mla", "gqa", "hybrid"]     # hybrid: GQA in full_layers, a per-sequence state in the others
     latent: int = 0
     indexer: int = 0
+    indexer_layers: int = 0           # layers with an indexer key cache (0: every layer; GLM-5.2: its "full" ones)
     kv_heads: int = 0
     head_dim: int = 0
     full_layers: int = 0              # layers with a KV cache (0: every layer)

@@ -19,6 +19,19 @@ RUNTIME_GB = 1.0          # CANN runtime + ATB context per die, outside the KV p
 OTHER_COMM_MB = 120       # buffer of each communicator other than the widest one
 
 
+def with_kv_cache(m: ModelInfo, quant: str, mem: object) -> ModelInfo:
+    """``m`` with the KV cache the engine really keeps for ``quant``: the engine's MemoryInputs name the bytes per
+    cached element when it stores the cache in another type (INT8 "C8" caches); otherwise ``m`` unchanged."""
+    kv = getattr(mem, "kv_cache_bytes", None)
+    idx = getattr(mem, "indexer_cache_bytes", None)
+    if kv is None and idx is None:
+        return m
+    q = m.quants[quant]
+    own = q.model_copy(update={"kv_cache": q.kv_cache if kv is None else kv,
+                               "indexer_cache": q.indexer_cache if idx is None else idx})
+    return m.model_copy(update={"quants": {**m.quants, quant: own}})
+
+
 def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
     """Bytes of weights resident on the most loaded die, by component.
 
@@ -53,7 +66,10 @@ def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
     indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
     """
     layers = math.ceil((m.kv.full_layers or m.layers) / d.pp)     # hybrid: only full-attention layers cache KV
-    return int(round(layers * sum(kv_layer_bytes(m, quant, d.tp))))
+    cache, index_key = kv_layer_bytes(m, quant, d.tp)
+    # GLM-5.2: only the layers that own an indexer cache its key (the others reuse a full layer's top-k)
+    index_layers = math.ceil((m.kv.indexer_layers or m.layers) / d.pp) if index_key else 0
+    return int(round(layers * cache + index_layers * index_key))
 
 
 def kv_layer_bytes(m: ModelInfo, quant: str, tp: int) -> tuple[float, float]:

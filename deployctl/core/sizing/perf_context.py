@@ -90,7 +90,12 @@ def _setup(plan: Plan, inst: Instance, sku: Sku, drafts: int, accept: float, pas
     role = getattr(inv.layout, inst.role, None) if inst.role in ("prefill", "decode") else None
     env = {**inv.engine.model_dump().get("env", {}), **(role.env if role is not None else {})}
     dbo = inv.engine_spec.microbatch_overlap(inv.engine, env)[0]   # the engine's two-microbatch overlap
-    return Setup(model=inv.model.name, info=catalog.model_of(inv), quant=inv.model.quant, sku=sku,
+    from deployctl.core.input.roles import for_role
+    from deployctl.core.sizing.memory import with_kv_cache
+
+    kv_mem = inv.engine_spec.memory(for_role(inv, inst.role), inst.role, d)    # the role's own KV cache type
+    info = with_kv_cache(catalog.served_model(inv), inv.model.quant, kv_mem)
+    return Setup(model=inv.model.name, info=info, quant=inv.model.quant, sku=sku,
                  dies=inst.world_size, dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,
                  super_pod=inv.cluster.super_pod and len(pods) <= 1,
@@ -100,7 +105,6 @@ def _setup(plan: Plan, inst: Instance, sku: Sku, drafts: int, accept: float, pas
 
 
 def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> EstimateInputs:
-    from deployctl.core import catalog
     from deployctl.core.models.plan import Degrees
     from deployctl.core.sizing.calibration import fitted_for, fitted_source
     from deployctl.core.sizing.hardware import default_reason, sku_for
@@ -125,7 +129,6 @@ def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, ca
               "none: model.speculative is not set and the engine settings name no MTP")
     passes = min(drafts, 1) if method == "dflash" else drafts     # DFlash drafts its whole block in one forward
     setups = {i.name: _setup(plan, i, the_sku, drafts, accept, passes) for i in plan.instances}
-    m = catalog.served_model(inv)
     user = {}
     if consts is None and calibration is not None:   # the cluster's own calibration (calibration_store.load,
         from deployctl.core.sizing.calibration import label  # read by the command that asks)
@@ -138,8 +141,14 @@ def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, ca
     consts = consts or fitted_for(inv.engine_spec)     # else the engine's own deratings (or the CloudMatrix fit)
     return EstimateInputs(plan=plan, sku=the_sku, sku_source=source, consts=consts, mtp=mtp, setups=setups,
                dies=sum(i.world_size for i in plan.instances), prefill_batch_tokens=_prefill_batch(plan),
-               kv_token_bytes=kv_bytes_per_token(m, inv.model.quant, Degrees()), calibration=user,
+               kv_token_bytes=kv_bytes_per_token(setups[_decoder_name(plan)].model_info, inv.model.quant, Degrees()),
+               calibration=user,
                consts_source=where)
+
+
+def _decoder_name(plan: Plan) -> str:
+    """The instance whose KV cache holds the running sequences: the decode role's on pd-split."""
+    return next((i.name for i in plan.instances if i.role == "decode"), plan.instances[0].name)
 
 
 def _prefill_batch(plan: Plan) -> int:

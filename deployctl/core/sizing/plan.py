@@ -12,7 +12,7 @@ from deployctl.core.models.plan import Degrees, EngineInfo, FleetRouter, Instanc
 from deployctl.core.sizing.instances import router_node
 from deployctl.core.sizing.layout import effective_preset, resolve_instances
 from deployctl.core.sizing.limits import max_prefill_tokens
-from deployctl.core.sizing.memory import memory_fit
+from deployctl.core.sizing.memory import memory_fit, with_kv_cache
 
 if TYPE_CHECKING:
     from deployctl.core.engine_spec.protocol import EngineSpec
@@ -44,7 +44,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     inv = for_role(inv, role)
     mem = inv.engine_spec.memory(inv, role, deg)
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
-    return memory_fit(catalog.served_model(inv), quant, split, hbm_gb=inv.cluster.hbm_gb,
+    return memory_fit(with_kv_cache(catalog.served_model(inv), quant, mem), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name)

@@ -185,7 +185,8 @@ def _attention(s: Setup, m: ModelInfo, phase: str, ctx: float) -> tuple[float, f
         kv = c * cache                                                       # the selected tokens' latents
         if dsa:
             flops += 2 * dsa["index_n_heads"] / s.tp * dsa["index_head_dim"] * ctx
-            kv += ctx * index_key                                            # every token's indexer key
+            # every token's indexer key, in the layers that own an indexer (GLM-5.2: 21 of 78)
+            kv += ctx * index_key * (m.kv.indexer_layers or m.layers) / m.layers
         return flops, kv
     qk = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     p = mean_min(ctx, dsa["index_topk"]) if dsa else (ctx + 1) / 2

@@ -54,6 +54,13 @@ PUBLISHED = [
     ("qwen3-next-80b-a3b-thinking", 80e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/"
      "qwen3_next.md: 80B"),
     ("minimax-m2", 230e9, "all", 0.01, "huggingface/transformers docs/source/en/model_doc/minimax_m2.md: 230B total"),
+    # GLM-5.x: zai-org/GLM-5@1a977a8a README.md "744B parameters (40B active)" and its Download table (744B-A40B for
+    # GLM-5, 5.1, 5.2): the main model, its MTP layer (9.95B) not counted; GLM-5.2 has no indexer weights on its 57
+    # "shared" layers (vllm-ascend@182b75ea vllm_ascend/patch/__init__.py L585-592)
+    ("glm-5", 744e9, "main", 0.01, "zai-org/GLM-5@1a977a8a README.md: 744B (deployctl 743.91B)"),
+    ("glm-5.1", 744e9, "main", 0.01, "zai-org/GLM-5@1a977a8a README.md Download table: GLM-5.1 744B-A40B"),
+    ("glm-5.2", 744e9, "main", 0.01, "zai-org/GLM-5@1a977a8a README.md Download table: GLM-5.2 744B-A40B "
+     "(deployctl 743.38B)"),
 ]
 
 
@@ -157,6 +164,13 @@ KV = [
     ("qwen3-4b-ft-fp16", 36 * 2 * 8 * 128 * 2, "GQA (float16: 2 bytes as BF16)"),
     ("minimax-m2", 62 * 2 * 8 * 128 * 2, "GQA"),
     ("qwen3-next-80b-a3b-thinking", 12 * 2 * 2 * 256 * 2, "GQA in the 12 full-attention layers only"),
+    # vllm-project/vllm-ascend@182b75ea: one AscendMLAAttentionSpec of head 576 (kv_lora_rank + rope) in the model's
+    # dtype per layer (vllm_ascend/worker/model_runner_v1.py L4688-4714), and an AscendSFAIndexerCacheSpec of
+    # index_head_dim 128 on each layer that built an indexer (L4730-4746; vllm_ascend/core/kv_cache_interface.py
+    # L118-144): GLM-5/5.1 every layer, GLM-5.2 its 21 "full" layers (patch/worker/patch_deepseek_v2.py L36-54)
+    ("glm-5", 78 * 576 * 2 + 78 * 128 * 2, "78 MLA layers x 1152 + 78 indexer keys x 256 = 109,824"),
+    ("glm-5.1", 78 * 576 * 2 + 78 * 128 * 2, "as GLM-5"),
+    ("glm-5.2", 78 * 576 * 2 + 21 * 128 * 2, "78 MLA layers x 1152 + 21 indexer keys x 256 = 95,232"),
 ]
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from deployctl.core.checkpoint.families.common import _DTYPE_BYTES, Shape, _Config
-from deployctl.core.checkpoint.families.deepseek import DeepseekV3Config, _deepseek
+from deployctl.core.checkpoint.families.deepseek import DeepseekV3Config, GlmMoeDsaConfig, _deepseek, _glm_moe_dsa
 from deployctl.core.checkpoint.families.glm import Glm4MoeConfig, _glm4_moe
 from deployctl.core.checkpoint.families.minimax import MiniMaxM2Config, _minimax_m2
 from deployctl.core.checkpoint.families.qwen import (Qwen3Config, Qwen3MoeConfig, Qwen3NextConfig, _qwen3, _qwen3_moe,
@@ -37,4 +37,5 @@ FAMILIES: dict[str, FamilyReader] = {
     "Qwen3NextForCausalLM": FamilyReader("qwen3_next", Qwen3NextConfig, _qwen3_next),
     "Glm4MoeForCausalLM": FamilyReader("glm4_moe", Glm4MoeConfig, _glm4_moe),
     "MiniMaxM2ForCausalLM": FamilyReader("minimax_m2", MiniMaxM2Config, _minimax_m2),
+    "GlmMoeDsaForCausalLM": FamilyReader("glm_moe_dsa", GlmMoeDsaConfig, _glm_moe_dsa),
 }

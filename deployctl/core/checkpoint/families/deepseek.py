@@ -7,6 +7,7 @@ from pydantic import Field
 
 from deployctl.core.checkpoint.families.common import _N, _Z, Shape, _mlp, _SharedExpertMoe
 
+
 class DeepseekV3Config(_SharedExpertMoe):
     num_key_value_heads: int = _Z
     q_lora_rank: int | None = Field(None, ge=0, le=1 << 20)
@@ -52,3 +53,39 @@ def _deepseek(c: DeepseekV3Config) -> Shape:
                   indexer=dict(n_heads=c.index_n_heads, head_dim=c.index_head_dim, topk=c.index_topk)
                   if c.index_n_heads else None)
     return Shape(fields, params, [])
+
+
+class GlmMoeDsaConfig(DeepseekV3Config):
+    """GLM-5, 5.1, 5.2 (GlmMoeDsaForCausalLM): DeepSeek-V3.2's MLA + DSA trunk with GLM's dimensions. config.json's
+    ``head_dim`` is not read: transformers replaces it by qk_rope_head_dim (GlmMoeDsaConfig.__post_init__).
+
+    Which layers own an indexer: ``indexer_types`` ("full" / "shared", GLM-5.2), else ``index_topk_pattern`` (F/S),
+    else the layers where max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (defaults 1 and 2: every
+    layer) -- transformers GlmMoeDsaConfig.__post_init__; vllm-project/vllm-ascend@182b75ea
+    vllm_ascend/patch/worker/patch_deepseek_v2.py L36-54, L198-227 builds no indexer only where a layer both skips
+    top-k and is "shared", and GLM-5.2's checkpoints carry no indexer weights there (vllm_ascend/patch/__init__.py
+    L585-592)."""
+
+    indexer_types: list[str] | None = Field(None, max_length=1000)
+    index_topk_pattern: str | None = Field(None, max_length=1000)
+    index_topk_freq: int = Field(1, gt=0, le=1000)
+    index_skip_topk_offset: int = Field(2, ge=0, le=1000)
+
+
+def indexer_layers(c: GlmMoeDsaConfig) -> int:
+    """How many of the num_hidden_layers layers own an indexer (and cache its key)."""
+    L = c.num_hidden_layers
+    if c.indexer_types:
+        return sum(1 for t in c.indexer_types[:L] if t == "full")
+    if c.index_topk_pattern:
+        return sum(1 for ch in c.index_topk_pattern[:L] if ch.upper() == "F")
+    return sum(1 for i in range(L) if max(i - c.index_skip_topk_offset + 1, 0) % c.index_topk_freq == 0)
+
+
+def _glm_moe_dsa(c: GlmMoeDsaConfig) -> Shape:
+    s = _deepseek(c)
+    n = indexer_layers(c)
+    s.params["indexer"] = s.params["indexer"] // c.num_hidden_layers * n
+    if s.fields["indexer"] is not None:
+        s.fields["indexer"]["layers"] = n
+    return s

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from deployctl.core.checkpoint.families.common import _DTYPE_BYTES, _N, _Z, Shape, _Config, _gqa_attention, _mlp
 
+
 class Qwen3Config(_Config):
     num_key_value_heads: int = _N
     head_dim: int | None = Field(None, gt=0, le=1 << 16)

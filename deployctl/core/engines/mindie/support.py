@@ -130,8 +130,10 @@ def _matrix(plan: Plan) -> list[Finding | tuple[str, Finding]]:
     ok, src = _value(entry.get("versions"), ver)
     if ok == "no":
         out.append(_refused("model-version", "model.name", f"{name} does not run on MindIE {ver}", src,
-                            hint=_versions_with(entry)))
-    elif ok == "unverified" and ver in data["versions"]:
+                            hint=_versions_with(entry) or "no MindIE version runs it: serve it with engine.kind "
+                            "vllm-ascend"))
+        return out
+    if ok == "unverified" and ver in data["versions"]:
         out.append(Finding("warning", "model.name", f"{name} on MindIE {ver}: no source covers it (unverified)"))
     be = entry["backend"]["value"]
     b_ok, b_src = _value(data["backends"].get(be), ver)

@@ -65,11 +65,19 @@ def preset_env(hardware: str, role: str, model: str, user_env: dict | None = Non
 
 
 def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
+    from deployctl.core import catalog
+    from deployctl.core.engine_spec.protocol import version_from
+    from deployctl.core.engines.vllm_ascend.catalog import known
+    from deployctl.core.engines.vllm_ascend.kv_cache import c8_bytes
+
     env = preset_env(inv.cluster.hardware, role, inv.model.name, inv.engine.env)
-    return MemoryInputs(fraction=cast(VllmAscendSettings, inv.engine).gpu_memory_utilization,
-                        fraction_name="--gpu-memory-utilization",
+    e = cast(VllmAscendSettings, inv.engine)
+    model = catalog.model_of(inv)
+    kv, idx, c8 = c8_bytes(model, known(version_from(e).version), e.additional_config) if model else (None, None, ())
+    return MemoryInputs(fraction=e.gpu_memory_utilization, fraction_name="--gpu-memory-utilization",
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
-                        notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM",))
+                        notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM", *c8),
+                        kv_cache_bytes=kv, indexer_cache_bytes=idx)
 
 
 def role_preset(role: str) -> dict | None:
