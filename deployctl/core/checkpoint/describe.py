@@ -38,7 +38,18 @@ def describe_files(files: CheckpointFiles) -> ModelDescription:
     shape = reader.shape(cfg)
     family = "kimi_k2" if cfg.model_type == "kimi_k2" else reader.family
     notes = list(shape.notes)
-    if reader.text_config:
+    if reader.vision:
+        from deployctl.core.checkpoint.families.vision import VisionConfig, vision_fields
+
+        vc = files.config.get("vision_config")
+        if not isinstance(vc, dict):
+            raise problem(cfg_file, f"{arch} has a vision tower described under vision_config, which is missing",
+                          "vision_config")
+        vision = vision_fields(typed(VisionConfig, vc, cfg_file, hint="the vision_config keys of the model's own "
+                                     "config.json"))
+        shape.params["vision"] = vision["params"]
+        shape.fields["vision"] = vision
+    elif reader.text_config:
         notes.append("vision tower not counted: only the language model under text_config is sized")
     key, dtype = cfg.dtype_key
     quant = _quantization(files, raw, key, dtype, shape.fields["layers"])

@@ -12,9 +12,9 @@ from typing import Literal, get_args
 from deployctl.core.models.base import Frozen
 
 Family = Literal["deepseek_v3", "deepseek_v32", "kimi_k2", "qwen3", "qwen3_moe", "glm4_moe", "qwen3_next",
-                 "minimax_m2", "glm_moe_dsa"]
+                 "minimax_m2", "glm_moe_dsa", "qwen3_vl_moe", "qwen3_5_moe"]
 WeightClass = Literal["attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "router", "embedding",
-                      "lm_head", "mtp", "indexer", "norms", "other"]
+                      "lm_head", "mtp", "indexer", "norms", "vision", "other"]
 WEIGHT_CLASSES: tuple[str, ...] = get_args(WeightClass)
 
 
@@ -52,6 +52,16 @@ class LinearAttention(Frozen):
         """(convolution state, recurrent state) elements one sequence keeps in one layer, before any TP split."""
         conv = (self.conv_kernel - 1) * (2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim)
         return conv, self.value_heads * self.key_head_dim * self.value_head_dim
+
+
+class Vision(Frozen):
+    """A vision tower (Qwen3-VL, Qwen3.5: config.json vision_config, families/vision.py)."""
+
+    params: int
+    hidden: int
+    intermediate: int
+    merge: int                # spatial_merge_size: merge^2 patches make one image token
+    out_width: int            # what one image token hands the language model: out_hidden x (1 + deepstack mergers)
 
 
 class Quantization(Frozen):
@@ -99,6 +109,7 @@ class ModelDescription(Frozen):
     mla: Mla | None = None
     indexer: Indexer | None = None
     linear: LinearAttention | None = None
+    vision: Vision | None = None
     intermediate: int         # dense FFN width
     moe_intermediate: int = 0
     routed_experts: int = 0

@@ -7,7 +7,7 @@ as catalog/models.yaml lists them for its hand-written entries.
 
 from __future__ import annotations
 
-from deployctl.core.models.model_info import KvSpec, ModelInfo, ParamsB, QuantBytes
+from deployctl.core.models.model_info import KvSpec, ModelInfo, ParamsB, QuantBytes, VisionSpec
 from deployctl.core.checkpoint.description import ModelDescription
 
 REFERENCE_WORKSPACE_MB = 0.25      # catalog/models.yaml deepseek-v3 (hidden 7168): scaled by hidden for others
@@ -63,7 +63,13 @@ def model_info(d: ModelDescription, key: str, display: str = "") -> ModelInfo:
                      heads=d.heads, routed_experts=d.routed_experts, shared_experts=d.shared_experts,
                      experts_per_token=d.experts_per_token, params_b=params_b(d), kv=kv_spec(d),
                      workspace_mb_per_prefill_token=max(0.05, REFERENCE_WORKSPACE_MB * d.hidden / REFERENCE_HIDDEN),
-                     quants=quants(d), mtp_layers=d.mtp_layers)
+                     quants=quants(d), mtp_layers=d.mtp_layers, vision=vision_spec(d))
+
+
+def vision_spec(d: ModelDescription) -> VisionSpec | None:
+    v = d.vision
+    return None if v is None else VisionSpec(params_b=v.params / 1e9, hidden=v.hidden, intermediate=v.intermediate,
+                                             merge=v.merge, out_width=v.out_width)
 
 
 def arch_extras(d: ModelDescription) -> dict:

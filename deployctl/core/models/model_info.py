@@ -39,6 +39,19 @@ class KvSpec(Frozen):
     state_split: int = 1              # hybrid: TP splits the state over at most this many ranks (its key heads)
 
 
+class VisionSpec(Frozen):
+    """A vision tower: its weights and what the engine's profile of the largest image costs (sizing/memory.py)."""
+
+    params_b: float
+    hidden: int
+    intermediate: int
+    merge: int                        # merge^2 patches per image token
+    out_width: int                    # encoder output per image token (out_hidden x (1 + deepstack mergers))
+    # the largest image in tokens: the processor's longest_edge 16,777,216 px / (patch 16 x merge 2)^2 = 16,384
+    # (Qwen3.5/3.6 preprocessor_config.json as third-party copies show it; unverified for each checkpoint)
+    max_image_tokens: int = 16384
+
+
 class ModelInfo(Frozen):
     key: str
     display: str
@@ -57,6 +70,7 @@ class ModelInfo(Frozen):
     checkpoint: str = ""    # catalog/checkpoints/<this>/: the checkpoint files the architecture numbers come from
     family: str = ""        # deployctl.core.checkpoint's family id (the engines' support matrices list families)
     arch: dict[str, Any] | None = None   # perf/arch.yaml's extras (MLA, DSA) of a model described from its checkpoint
+    vision: VisionSpec | None = None     # Qwen3-VL, Qwen3.5: the vision tower
 
     @property
     def moe_layers(self) -> int:

@@ -56,7 +56,23 @@ def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
         "shared_experts": moe_layers * m.shared_experts * p.expert * q.shared / d.tp * GB,
         "router": moe_layers * p.router_per_layer * 2 * GB,
         "embedding_lm_head": (emb + head if d.pp == 1 else max(emb, head)) * GB,
+        # the vision tower in BF16, its linears split by TP (vLLM's default --mm-encoder-tp-mode weights)
+        **({"vision": m.vision.params_b * 2 / d.tp * GB} if m.vision else {}),
     }
+
+
+def vision_workspace(m: ModelInfo, d: Degrees, max_prefill_tokens: int) -> float:
+    """Bytes a vision tower takes out of the KV budget on one die: the encoder cache vLLM keeps (at least the
+    largest image's tokens, else the batch's: vllm@v0.27.1 v1/core/encoder_cache_manager.py L273-320, each token
+    out_width BF16 values, qwen3_vl.py L568-572) plus the tower's activations while the start-up profile runs that
+    image (vllm@v0.27.1 v1/worker/gpu_model_runner.py L6433-6506): its patches x (qkv + MLP widths) in BF16, split
+    by TP. The activation term is deployctl's estimate from the widths (unverified against a profile)."""
+    v = m.vision
+    if v is None:
+        return 0.0
+    cache = max(v.max_image_tokens, max_prefill_tokens) * v.out_width * 2
+    patches = v.max_image_tokens * v.merge ** 2
+    return cache + patches * (3 * v.hidden + v.intermediate) * 2 / d.tp
 
 
 def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
@@ -110,7 +126,8 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     usable = hbm * fraction
     parts = weights_per_die(m, quant, d)
     weights = sum(parts.values())
-    workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6
+    workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6 \
+        + vision_workspace(m, d, max_prefill_tokens)
     groups = comm_groups(d)
     comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
     budget = usable - weights - workspace - comm

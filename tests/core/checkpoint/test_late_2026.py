@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from deployctl.core.errors import LayoutError
-from tests.core.checkpoint.quoted import FIXTURES
+from tests.core.checkpoint.quoted import FIXTURES, real
 from tests.core.checkpoint.test_engine_support import _mindie, _model_warnings
 from tests.core.checkpoint.test_plan import inventory, plan_of
 
@@ -85,3 +85,37 @@ def test_the_c8_caches_the_engine_keeps_are_the_ones_planned(version, additional
     bf16 = plan_of(_vllm("glm-5.2", "w4a8", 1, "a3", version))
     if per_token < 78 * 1152 + 21 * 256:     # the smaller cache holds more tokens in the same budget
         assert inst.memory.max_tokens > bf16.instances[0].memory.max_tokens
+
+
+# the published single-server deployments: vllm-project/vllm-ascend@182b75ea docs/source/tutorials/models/
+# Qwen3.5-397B-A17B.md (A3, w8a8, TP16) and Qwen3-VL-235B-A22B-Instruct.md (A3, w8a8-QuaRot, DP4 x TP4)
+QWEN = [("qwen3.5-397b-a17b", "w8a8"), ("qwen3-vl-235b-a22b-instruct", "w8a8"), ("qwen3.5-35b-a3b", "bf16"),
+        ("qwen3-vl-30b-a3b-instruct", "bf16")]
+
+
+@pytest.mark.parametrize("version", ["0.18", "0.23"])
+@pytest.mark.parametrize("name,quant", QWEN, ids=[q[0] for q in QWEN])
+def test_the_multimodal_qwen_families_plan_with_their_vision_tower(name, quant, version):
+    plan = plan_of(_vllm(name, quant, 1, "a3", version))
+    (inst,) = plan.instances
+    assert inst.memory.fits and _model_warnings(plan) == []
+    tower = inst.memory.weights_breakdown_gb["vision"]
+    assert 0.8 / inst.degrees.tp - 0.01 < tower < 1.2 / inst.degrees.tp + 0.01   # 0.45-0.58B params x 2 bytes, by TP
+    # the workspace holds, beyond the 1 GB runtime, the encoder cache of the largest image: 16,384 tokens x
+    # out_hidden x (1 + deepstack mergers) x 2 bytes (out_hidden and the mergers from the real vision_config)
+    v = real(name)["vision_config"]
+    cache_gb = 16384 * v["out_hidden_size"] * (1 + len(v["deepstack_visual_indexes"])) * 2 / 1e9
+    assert inst.memory.workspace_gb >= round(1.0 + cache_gb, 2)
+
+
+def test_qwen3_5_below_the_minimum_is_refused_for_capacity():
+    with pytest.raises(LayoutError) as exc:
+        plan_of(_vllm("qwen3.5-397b-a17b", "bf16", 1, "a2"))       # 807 GB of BF16 weights, 512 GB of HBM
+    text = exc.value.render()
+    assert "does not fit in memory" in text and "can size" not in text
+
+
+def test_mindie_refuses_qwen3_5_naming_its_support_list():
+    with pytest.raises(LayoutError) as exc:
+        plan_of(_mindie("qwen3.5", FIXTURES / "qwen3.5-35b-a3b", "w8a8", 1))
+    assert "no Qwen3.5 row" in exc.value.render()

@@ -61,6 +61,15 @@ PUBLISHED = [
     ("glm-5.1", 744e9, "main", 0.01, "zai-org/GLM-5@1a977a8a README.md Download table: GLM-5.1 744B-A40B"),
     ("glm-5.2", 744e9, "main", 0.01, "zai-org/GLM-5@1a977a8a README.md Download table: GLM-5.2 744B-A40B "
      "(deployctl 743.38B)"),
+    # the multimodal ones: every tensor (language model, MTP, vision tower) against third-party mirrors of the Hub's
+    # safetensors metadata (not authoritative; the fixtures' SOURCE files name them)
+    ("qwen3.5-397b-a17b", 403.4e9, "all", 0.01, "huface.ru/baa-ai/Qwen3.5-397B-A17B-SWAN-4bit: 403.4B (deployctl "
+     "403.40B: 396.35B language model, 6.60B MTP, 0.46B vision)"),
+    ("qwen3.5-35b-a3b", 35.95e9, "all", 0.01, "a third-party note quoting the Hub: 35.95B (unverified)"),
+    ("qwen3-vl-30b-a3b-instruct", 31.07e9, "all", 0.01, "free2aitools.com: 31.07B (deployctl 31.071B)"),
+    # Qwen3-VL-235B-A22B: no published total found; its language model is Qwen3-235B-A22B's, 235B (Qwen's card as
+    # quoted in planner-math.md §2.3): deployctl 235.09B for it, 0.58B more for the tower
+    ("qwen3-vl-235b-a22b-instruct", 235e9, "all", 0.01, "Qwen3-235B-A22B's 235B + the vision tower (0.25%)"),
 ]
 
 
@@ -171,6 +180,11 @@ KV = [
     ("glm-5", 78 * 576 * 2 + 78 * 128 * 2, "78 MLA layers x 1152 + 78 indexer keys x 256 = 109,824"),
     ("glm-5.1", 78 * 576 * 2 + 78 * 128 * 2, "as GLM-5"),
     ("glm-5.2", 78 * 576 * 2 + 21 * 128 * 2, "78 MLA layers x 1152 + 21 indexer keys x 256 = 95,232"),
+    # FullAttentionSpec (vllm@v0.27.1 v1/kv_cache_interface.py L211-226): 2 x kv heads x head_dim x 2 bytes a layer
+    ("qwen3.5-397b-a17b", 15 * 2 * 2 * 256 * 2, "the 15 full-attention layers of 60: 30,720"),
+    ("qwen3.5-35b-a3b", 10 * 2 * 2 * 256 * 2, "the 10 full-attention layers of 40: 20,480"),
+    ("qwen3-vl-235b-a22b-instruct", 94 * 2 * 4 * 128 * 2, "Qwen3-235B-A22B's: 192,512"),
+    ("qwen3-vl-30b-a3b-instruct", 48 * 2 * 4 * 128 * 2, "98,304"),
 ]
 
 
@@ -195,3 +209,24 @@ def test_qwen3_next_linear_state_per_sequence_is_vllm_mamba_state(tmp_path):
     info = model_info(d, "q")
     assert state_bytes_per_seq(info, Degrees()) == 36 * per_layer
     assert state_bytes_per_seq(info, Degrees(tp=4)) == 36 * per_layer / 4
+
+
+def test_qwen3_5_linear_state_is_vllms_gated_deltanet_state_with_an_fp32_recurrent_state(tmp_path):
+    """vllm-project/vllm@v0.27.1 model_executor/layers/mamba/mamba_utils.py L246-268: per gated-DeltaNet layer a conv
+    state of (conv_kernel - 1) x (2 x 16 x 128 + 64 x 128) in the model dtype and a recurrent state of 64 x 128 x 128
+    in mamba_ssm_dtype, which Qwen3.5's config sets to float32 and vLLM copies into the cache config
+    (model_executor/models/config.py L799-823): 45 layers, 183.2 MiB a sequence before TP."""
+    d = _describe("qwen3.5-397b-a17b", tmp_path)
+    per_layer = 3 * (2 * 16 * 128 + 64 * 128) * 2 + 64 * 128 * 128 * 4
+    assert d.linear.layers == 45 and d.full_attention_layers == 15 and d.linear.state_dtype_bytes == 4
+    info = model_info(d, "q")
+    assert state_bytes_per_seq(info, Degrees()) == 45 * per_layer == 192_061_440
+    assert state_bytes_per_seq(info, Degrees(tp=16)) == 45 * per_layer / 16
+
+
+def test_the_vision_towers_parameters_are_vllms_tensors(tmp_path):
+    """qwen3_vl.py@v0.27.1 (families/vision.py): 27 blocks of 15,239,504, patch embedding 1,770,624, positions
+    2,654,208, a merger of 40,119,040 (out 4096) and, on Qwen3-VL only, 3 deepstack mergers of 40,125,952."""
+    block, stem, merger, deep = 15_239_504, 1_770_624 + 2_654_208, 40_119_040, 40_125_952
+    assert _describe("qwen3.5-397b-a17b", tmp_path).params["vision"] == stem + 27 * block + merger
+    assert _describe("qwen3-vl-235b-a22b-instruct", tmp_path).params["vision"] == stem + 27 * block + merger + 3 * deep

@@ -14,8 +14,8 @@ from deployctl.core.checkpoint.families.common import _DTYPE_BYTES, Shape, _Conf
 from deployctl.core.checkpoint.families.deepseek import DeepseekV3Config, GlmMoeDsaConfig, _deepseek, _glm_moe_dsa
 from deployctl.core.checkpoint.families.glm import Glm4MoeConfig, _glm4_moe
 from deployctl.core.checkpoint.families.minimax import MiniMaxM2Config, _minimax_m2
-from deployctl.core.checkpoint.families.qwen import (Qwen3Config, Qwen3MoeConfig, Qwen3NextConfig, _qwen3, _qwen3_moe,
-                                                     _qwen3_next)
+from deployctl.core.checkpoint.families.qwen import (Qwen3_5MoeConfig, Qwen3Config, Qwen3MoeConfig, Qwen3NextConfig,
+                                                     _qwen3, _qwen3_5_moe, _qwen3_moe, _qwen3_next)
 
 __all__ = ["FAMILIES", "FamilyReader", "Shape", "_DTYPE_BYTES"]
 
@@ -26,6 +26,7 @@ class FamilyReader:
     config: type[_Config]
     shape: Callable[..., Shape]
     text_config: bool = False      # the language model's keys sit under config.json "text_config"
+    vision: bool = False           # a vision tower under "vision_config" (families/vision.py) is sized too
 
 
 FAMILIES: dict[str, FamilyReader] = {
@@ -38,4 +39,8 @@ FAMILIES: dict[str, FamilyReader] = {
     "Glm4MoeForCausalLM": FamilyReader("glm4_moe", Glm4MoeConfig, _glm4_moe),
     "MiniMaxM2ForCausalLM": FamilyReader("minimax_m2", MiniMaxM2Config, _minimax_m2),
     "GlmMoeDsaForCausalLM": FamilyReader("glm_moe_dsa", GlmMoeDsaConfig, _glm_moe_dsa),
+    "Qwen3VLMoeForConditionalGeneration": FamilyReader("qwen3_vl_moe", Qwen3MoeConfig, _qwen3_moe, text_config=True,
+                                                       vision=True),
+    "Qwen3_5MoeForConditionalGeneration": FamilyReader("qwen3_5_moe", Qwen3_5MoeConfig, _qwen3_5_moe,
+                                                       text_config=True, vision=True),
 }

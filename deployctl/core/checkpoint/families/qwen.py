@@ -1,4 +1,7 @@
-"""Qwen3 (dense), Qwen3-MoE and Qwen3-Next (gated DeltaNet linear attention interleaved with full attention)."""
+"""Qwen3 (dense), Qwen3-MoE, Qwen3-Next (gated DeltaNet linear attention interleaved with full attention) and the
+multimodal ones whose language model sits under text_config: Qwen3-VL-MoE (Qwen3-MoE) and Qwen3.5-MoE (Qwen3-Next's
+hybrid trunk with a gated full attention and one MTP layer, vllm-project/vllm@v0.27.1 qwen3_5.py L479-490,
+qwen3_5_mtp.py L96-134)."""
 
 from __future__ import annotations
 
@@ -97,3 +100,15 @@ def _qwen3_next(c: Qwen3NextConfig) -> Shape:
     notes = [] if c.mamba_ssm_dtype else ["linear-attention state dtype: bf16 assumed (config names no "
                                           "mamba_ssm_dtype)"]
     return Shape(fields, params, notes)
+
+
+class Qwen3_5MoeConfig(Qwen3NextConfig):
+    """Qwen3.5-MoE's text_config: Qwen3-Next's keys, its MTP depth named mtp_num_hidden_layers, no dense FFN width
+    (every layer is MoE: mlp_only_layers is empty)."""
+
+    intermediate_size: int = _Z
+    mtp_num_hidden_layers: int = Field(0, ge=0, le=16)
+
+
+def _qwen3_5_moe(c: Qwen3_5MoeConfig) -> Shape:
+    return _qwen3_next(c.model_copy(update={"num_nextn_predict_layers": c.mtp_num_hidden_layers}))
