@@ -192,6 +192,15 @@ def check(plan: Plan) -> list[Finding]:
                            f"--additional-config has no {m['key']!r} (deprecated by PR #9064)",
                            f"VA vllm_ascend/{m['source']}; ascend_config.py@v0.23.0 L354-365",
                            hint=f"set engine.additional_config.{m['key']} instead"))
+    from deployctl.core.engines.vllm_ascend.dcp import SOURCE, asymmetric
+
+    dcp = asymmetric(plan)
+    if dcp is not None:
+        on = "layout.prefill" if dcp[0] > 1 else "layout.decode"
+        out.append(Finding("error", f"{on}.engine.args", f"decode context parallel on one role only (prefill DCP "
+                           f"{dcp[0]}, decode DCP {dcp[1]}): {plan.model_display} uses sparse attention, whose KV "
+                           "cache moves between roles only when both split it the same way", SOURCE,
+                           hint="give --decode-context-parallel-size to both roles' engine.args, or to neither"))
     for inst in plan.instances:
         out += _layout(plan, inst)
     return out       # the driver adds the port plan's findings (ports.py) when the layout renders

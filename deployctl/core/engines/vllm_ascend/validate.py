@@ -66,9 +66,16 @@ def _additional(config: dict, path: KeyPath, raw: RawInventory, version: str) ->
     table = ascend_table(version)
     source = (f"vllm-project/vllm-ascend@{table['vllm_ascend_commit'][:12]}:"
               f"{table['additional_config'].get('source', 'vllm_ascend/ascend_config.py')}")
+    from deployctl.core.engines.vllm_ascend.support import matrix
+
+    removed = matrix().get("removed_additional_config", {}).get(version, {})
     out = []
     for k in config:
-        if k not in keys:
+        if k in removed:
+            out.append(raw.problem(path + (k,), f"vllm-ascend {version} no longer reads --additional-config key "
+                                   f"{k!r} (it would be ignored) [{removed[k]['source']}]",
+                                   f"use {removed[k]['instead']}"))
+        elif k not in keys:
             close = difflib.get_close_matches(k, list(keys), n=1)
             out.append(raw.problem(path + (k,), f"vllm-ascend {version} reads no "
                                    f"--additional-config key {k!r} (it would be ignored) [source: {source}]",

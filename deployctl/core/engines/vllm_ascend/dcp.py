@@ -1,0 +1,44 @@
+"""Decode context parallel (DCP) across a prefill/decode split of a sparse-attention (SFA) model: on both roles or on
+neither.
+
+vllm-project/vllm-ascend@50e87d63 (releases/v0.23.0) docs/source/user_guide/release_notes.md L139 (#14322) warns
+that DCP must be enabled on prefill and decode alike for SFA models (DeepSeek-V3.2, GLM-5.x); #14322 changed only
+documents, and the only cross-role check the engine has (kv_p2p/mooncake_connector.py@5cb98caa L2722-2723: the
+prefill's pcp x dcp divisible by the decode's) lets prefill DCP > 1 with decode DCP = 1 through. So deployctl checks
+it. SFA, as the engine decides it (vllm_ascend/utils.py@5cb98caa L114-122): the config has index_topk and no
+compress_ratios -- an MLA model with an indexer, which DeepSeek-V4 (compressed attention) is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SOURCE = ("vllm-project/vllm-ascend@50e87d63 docs/source/user_guide/release_notes.md L139 (#14322: documented only; "
+          "the Mooncake connector does not check it, kv_p2p/mooncake_connector.py@5cb98caa L2722-2723)")
+FLAGS = ("--decode-context-parallel-size", "-dcp")
+
+
+def dcp_of(args: list[str]) -> int:
+    """The --decode-context-parallel-size engine.args give (1 when they give none)."""
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in FLAGS:
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "1")
+            return int(value) if value.isdigit() else 1
+    return 1
+
+
+def uses_sfa(model: Any) -> bool:
+    return model is not None and model.kv.kind == "mla" and bool(model.kv.indexer)
+
+
+def asymmetric(plan: Any) -> tuple[int, int] | None:
+    """(prefill DCP, decode DCP) of a pd-split SFA plan that enables DCP on one role only; None otherwise."""
+    from deployctl.core import catalog
+    from deployctl.core.input.roles import for_role
+
+    inv = plan.inventory
+    if plan.preset != "pd-split" or not uses_sfa(catalog.model_of(inv)):
+        return None
+    p, d = (dcp_of(list(for_role(inv, role).engine.args)) for role in ("prefill", "decode"))
+    return (p, d) if (p > 1) != (d > 1) else None
