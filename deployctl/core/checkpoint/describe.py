@@ -82,7 +82,13 @@ def _quantization(files: CheckpointFiles, cfg: dict, key: str, dtype: str, layer
     if method == "fp8":
         block = qc.get("weight_block_size") or [128, 128]
         scale = 4 / (block[0] * block[1]) if _ints(block) else 0.0      # one fp32 scale per block
-        return Quantization(scheme="fp8", source=where, bytes_per_param={c: 1 + scale for c in LINEAR})
+        per = {c: 1 + scale for c in LINEAR}
+        if str(cfg.get("expert_dtype", "")).lower() == "fp4":
+            # DeepSeek-V4's release: routed experts in FP4 (e2m1, half a byte) with an e8m0 scale per 32 weights
+            per["routed_experts"] = 0.5 + 1 / 32
+            return Quantization(scheme="fp8", source=where + " (routed experts: expert_dtype fp4)",
+                                bytes_per_param=per)
+        return Quantization(scheme="fp8", source=where, bytes_per_param=per)
     if method == "compressed-tensors":
         return _compressed(qc, base, where)
     raise problem(files.directory / CONFIG, f"quantization method {method!r} is not one deployctl can size",

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 from deployctl.core.models.base import Frozen
 
 Family = Literal["deepseek_v3", "deepseek_v32", "kimi_k2", "qwen3", "qwen3_moe", "glm4_moe", "qwen3_next",
-                 "minimax_m2", "glm_moe_dsa", "qwen3_vl_moe", "qwen3_5_moe"]
+                 "minimax_m2", "glm_moe_dsa", "qwen3_vl_moe", "qwen3_5_moe", "deepseek_v4"]
 WeightClass = Literal["attention", "o_proj", "dense_ffn", "routed_experts", "shared_experts", "router", "embedding",
                       "lm_head", "mtp", "indexer", "norms", "vision", "other"]
 WEIGHT_CLASSES: tuple[str, ...] = get_args(WeightClass)
@@ -52,6 +52,19 @@ class LinearAttention(Frozen):
         """(convolution state, recurrent state) elements one sequence keeps in one layer, before any TP split."""
         conv = (self.conv_kernel - 1) * (2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim)
         return conv, self.value_heads * self.key_head_dim * self.value_head_dim
+
+
+class Compressed(Frozen):
+    """DeepSeek-V4's compressed sparse attention: how many layers compress by 4 (with an indexer) or 128, or keep
+    the sliding window only, and the widths of what they cache (families/deepseek_v4.py)."""
+
+    c4_layers: int
+    c128_layers: int
+    window_layers: int
+    head_dim: int             # the K=V latent of one entry
+    index_head_dim: int
+    index_topk: int
+    sliding_window: int
 
 
 class Vision(Frozen):
@@ -110,6 +123,7 @@ class ModelDescription(Frozen):
     indexer: Indexer | None = None
     linear: LinearAttention | None = None
     vision: Vision | None = None
+    compressed: Compressed | None = None
     intermediate: int         # dense FFN width
     moe_intermediate: int = 0
     routed_experts: int = 0

@@ -8,7 +8,7 @@ as catalog/models.yaml lists them for its hand-written entries.
 from __future__ import annotations
 
 from deployctl.core.models.model_info import KvSpec, ModelInfo, ParamsB, QuantBytes, VisionSpec
-from deployctl.core.checkpoint.description import ModelDescription
+from deployctl.core.checkpoint.description import Compressed, ModelDescription
 
 REFERENCE_WORKSPACE_MB = 0.25      # catalog/models.yaml deepseek-v3 (hidden 7168): scaled by hidden for others
 REFERENCE_HIDDEN = 7168
@@ -28,7 +28,43 @@ def params_b(d: ModelDescription) -> ParamsB:
                    embedding=p.get("embedding", 0) / 1e9, lm_head=p.get("lm_head", 0) / 1e9)
 
 
+# vLLM-Ascend's DeepSeek-V4 cache pool at --block-size 128 (vllm-project/vllm-ascend@182b75ea
+# vllm_ascend/models/layer/attention/layer.py L34-52 DSV4_BLOCK_SIZES: 128 compressed rows a block, state blocks of 8
+# (ratio 4) and 32 (ratio 128) tokens, pages padded to 16,640 / 131,072 bytes)
+DSV4_BLOCK_ROWS = 128
+DSV4_STATE_BLOCK = {4: 8, 128: 32}
+
+
+def compressed_spec(c: Compressed, mtp_layers: int) -> KvSpec:
+    """DeepSeek-V4 on vLLM-Ascend: what its shared cache pool costs per token and per running sequence on one die.
+
+    The pool (vllm_ascend/patch/platform/patch_kv_cache_utils.py L185-245): every block id takes (pad_t1 + pad_t2) x
+    T bytes, pad_t2 = 128 rows x head_dim x 2 bytes (a compressed-KV page, bf16: layer.py L177-199), pad_t1 = 128 x
+    (index_head_dim + 2) (the int8 indexer key and its fp16 scale: deepseek_v4/indexer.py L94-113), T = the larger of
+    the ratio-4 and ratio-128 layer counts plus the MTP layers (L228); a ratio-4 block covers 4 x 128 tokens, a
+    ratio-128 block 128 x 128. The KV head is one and TP does not split it.
+
+    Per sequence (deployctl's derivation from that layout, unverified against a running engine): the sliding-window
+    groups (every layer and the MTP ones, T layers a group) hold window / 128 + 1 blocks each, the compressor states
+    (fp32, compressor.py L44-71: blocks of 8 tokens over a window of 8 for ratio 4 -- main and indexer -- and of 32
+    over 128 for ratio 128) window / block + 1 each."""
+    pad_t2 = DSV4_BLOCK_ROWS * c.head_dim * 2
+    pad_t1 = DSV4_BLOCK_ROWS * (c.index_head_dim + 2)
+    t = max(c.c4_layers, c.c128_layers) + mtp_layers
+    block = (pad_t1 + pad_t2) * t
+    per_token = block * (1 / (4 * DSV4_BLOCK_ROWS) + 1 / (128 * DSV4_BLOCK_ROWS))
+    layers = c.c4_layers + c.c128_layers + c.window_layers + mtp_layers
+    window_groups = -(-layers // t)
+    blocks = window_groups * (-(-c.sliding_window // DSV4_BLOCK_ROWS) + 1)
+    blocks += 2 * (4 * 2 // DSV4_STATE_BLOCK[4] + 1) if c.c4_layers else 0         # main and indexer compressors
+    blocks += (128 // DSV4_STATE_BLOCK[128] + 1) if c.c128_layers else 0
+    return KvSpec(kind="compressed", head_dim=c.head_dim, token_bytes=int(round(per_token)),
+                  state_bytes_per_seq=blocks * block, state_split=1)
+
+
 def kv_spec(d: ModelDescription) -> KvSpec:
+    if d.compressed is not None:
+        return compressed_spec(d.compressed, d.mtp_layers)
     if d.mla is not None:
         return KvSpec(kind="mla", latent=d.mla.kv_lora_rank + d.mla.qk_rope_head_dim,
                       indexer=d.indexer.head_dim if d.indexer else 0,

@@ -28,7 +28,8 @@ class ParamsB(Frozen):
 
 
 class KvSpec(Frozen):
-    kind: Literal["mla", "gqa", "hybrid"]     # hybrid: GQA in full_layers, a per-sequence state in the others
+    # hybrid: GQA in full_layers, a per-sequence state in the others; compressed: DeepSeek-V4 (token_bytes)
+    kind: Literal["mla", "gqa", "hybrid", "compressed"]
     latent: int = 0
     indexer: int = 0
     indexer_layers: int = 0           # layers with an indexer key cache (0: every layer; GLM-5.2: its "full" ones)
@@ -37,6 +38,7 @@ class KvSpec(Frozen):
     full_layers: int = 0              # layers with a KV cache (0: every layer)
     state_bytes_per_seq: int = 0      # hybrid: linear-attention state of one sequence over all its layers, unsplit
     state_split: int = 1              # hybrid: TP splits the state over at most this many ranks (its key heads)
+    token_bytes: int = 0              # compressed: the engine's cache bytes per token on one die, every layer
 
 
 class VisionSpec(Frozen):

@@ -95,6 +95,8 @@ def kv_layer_bytes(m: ModelInfo, quant: str, tp: int) -> tuple[float, float]:
     MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 (DSA) adds its indexer key. GQA splits
     KV heads over TP until each rank holds one (K and V)."""
     q = m.quants[quant]
+    if m.kv.kind == "compressed":       # DeepSeek-V4: the engine's pool cost per token, spread over the layers
+        return m.kv.token_bytes / m.layers, 0.0
     if m.kv.kind == "mla":
         return m.kv.latent * q.kv_cache, m.kv.indexer * q.indexer_cache
     return 2 * math.ceil(m.kv.kv_heads / tp) * m.kv.head_dim * q.kv_cache, 0.0

@@ -173,6 +173,9 @@ def _attention(s: Setup, m: ModelInfo, phase: str, ctx: float) -> tuple[float, f
     a = arch_of(s.model_info)
     heads = m.heads / s.tp
     cache, index_key = kv_layer_bytes(m, s.quant, s.tp)       # the memory plan's formula
+    if m.kv.kind == "compressed":         # DeepSeek-V4: as one K=V latent head over the cached entries (unverified)
+        pos = ctx if phase == "decode" else (ctx + 1) / 2
+        return 4 * heads * m.kv.head_dim * pos / 4, ctx * cache
     if m.kv.kind in ("gqa", "hybrid"):     # hybrid: the full-attention layers' cost (step() counts those layers)
         pos = ctx if phase == "decode" else (ctx + 1) / 2
         return 4 * heads * m.kv.head_dim * pos, ctx * cache

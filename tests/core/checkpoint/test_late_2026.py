@@ -119,3 +119,34 @@ def test_mindie_refuses_qwen3_5_naming_its_support_list():
     with pytest.raises(LayoutError) as exc:
         plan_of(_mindie("qwen3.5", FIXTURES / "qwen3.5-35b-a3b", "w8a8", 1))
     assert "no Qwen3.5 row" in exc.value.render()
+
+
+
+# the published minimum: vllm-project/vllm-ascend@182b75ea docs/source/tutorials/models/DeepSeek-V4-Flash.md L26, L144
+# (W8A8 on 1 A3 or 1 A2) and DeepSeek-V4-Pro.md L26, L136 (W4A8 on 2 A3 or 4 A2)
+DSV4 = [("deepseek-v4-flash", "w8a8", 1, 1), ("deepseek-v4-pro", "w4a8", 4, 2)]
+
+
+@pytest.mark.parametrize("hardware", ["a2", "a3"])
+@pytest.mark.parametrize("name,quant,a2,a3", DSV4, ids=[d[0] for d in DSV4])
+def test_deepseek_v4_plans_on_the_published_minimum(name, quant, a2, a3, hardware):
+    plan = plan_of(_vllm(name, quant, a2 if hardware == "a2" else a3, hardware))
+    assert "DeepseekV4ForCausalLM" in plan.model_display and _model_warnings(plan) == []
+    assert all(i.memory.fits for i in plan.instances)
+
+
+def test_deepseek_v4_pro_below_the_minimum_is_refused_for_capacity():
+    """One A2 (512 GB) cannot hold V4-Pro's ~800 GB of W4A8 weights. (One A3 can by deployctl's count, with 7.8 GB
+    of KV cache a die; the tutorial's minimum of two A3 is for its 135,000-token context: docs/models.md.)"""
+    with pytest.raises(LayoutError) as exc:
+        plan_of(_vllm("deepseek-v4-pro", "w4a8", 1, "a2"))
+    text = exc.value.render()
+    assert "does not fit in memory" in text and "can size" not in text
+
+
+def test_deepseek_v4_on_0_18_is_warned_and_mindie_refuses_it():
+    (warning,) = _model_warnings(plan_of(_vllm("deepseek-v4-flash", "w8a8", 1, "a3", version="0.18")))
+    assert "unverified" in warning
+    with pytest.raises(LayoutError) as exc:
+        plan_of(_mindie("dsv4", FIXTURES / "deepseek-v4-flash", "w8a8", 1))
+    assert "no DeepSeek-V4 row" in exc.value.render()

@@ -70,6 +70,11 @@ PUBLISHED = [
     # Qwen3-VL-235B-A22B: no published total found; its language model is Qwen3-235B-A22B's, 235B (Qwen's card as
     # quoted in planner-math.md §2.3): deployctl 235.09B for it, 0.58B more for the tower
     ("qwen3-vl-235b-a22b-instruct", 235e9, "all", 0.01, "Qwen3-235B-A22B's 235B + the vision tower (0.25%)"),
+    # DeepSeek-V4: the model card as quoted in antirez/ds4 issue #112 and vllm-project/recipes' parameter_count
+    # (fixtures' SOURCE): Flash 284B (deployctl 284.33B without MTP, +0.12 %), Pro 1.6T (two significant figures:
+    # deployctl 1,573B without MTP, 1,599B with it)
+    ("deepseek-v4-flash", 284e9, "main", 0.01, "DeepSeek-V4-Flash 284B total"),
+    ("deepseek-v4-pro", 1.6e12, "all", 0.01, "DeepSeek-V4-Pro 1.6T total"),
 ]
 
 
@@ -230,3 +235,21 @@ def test_the_vision_towers_parameters_are_vllms_tensors(tmp_path):
     block, stem, merger, deep = 15_239_504, 1_770_624 + 2_654_208, 40_119_040, 40_125_952
     assert _describe("qwen3.5-397b-a17b", tmp_path).params["vision"] == stem + 27 * block + merger
     assert _describe("qwen3-vl-235b-a22b-instruct", tmp_path).params["vision"] == stem + 27 * block + merger + 3 * deep
+
+
+DSV4_PAGES = 128 * 512 * 2 + 128 * (128 + 2)      # pad_t2 + pad_t1 at --block-size 128: 131,072 + 16,640
+
+
+@pytest.mark.parametrize("key,t", [("deepseek-v4-flash", 21 + 1), ("deepseek-v4-pro", 31 + 1)])
+def test_deepseek_v4_kv_per_token_is_vllm_ascends_pool_cost(key, t, tmp_path):
+    """vllm-project/vllm-ascend@182b75ea vllm_ascend/patch/platform/patch_kv_cache_utils.py L185-245: a block id of the
+    shared pool takes (pad_t1 + pad_t2) x T bytes (layer.py L34-52: 16,640 and 131,072 at block size 128; T = the
+    larger of the ratio-4 and ratio-128 layer counts + the MTP layer), and covers 512 tokens of a ratio-4 layer and
+    16,384 of a ratio-128 one: 6.55 KB a token on Flash, 9.52 KB on Pro, on every die (one KV head, not split)."""
+    info = model_info(_describe(key, tmp_path), key)
+    per_token = DSV4_PAGES * t * (1 / 512 + 1 / 16384)
+    assert kv_bytes_per_token(info, "bf16", Degrees()) == round(per_token)
+    assert kv_bytes_per_token(info, "bf16", Degrees(tp=8)) == round(per_token)
+    # per running sequence, blocks of the same size for the sliding window and the compressor states (deployctl's
+    # derivation from the pool's layout, planner.compressed_spec): 2 window groups x 2 + 2 + 2 + 5
+    assert state_bytes_per_seq(info, Degrees()) == 13 * DSV4_PAGES * t

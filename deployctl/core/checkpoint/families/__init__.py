@@ -12,6 +12,7 @@ from typing import Callable
 
 from deployctl.core.checkpoint.families.common import _DTYPE_BYTES, Shape, _Config
 from deployctl.core.checkpoint.families.deepseek import DeepseekV3Config, GlmMoeDsaConfig, _deepseek, _glm_moe_dsa
+from deployctl.core.checkpoint.families.deepseek_v4 import DeepseekV4Config, _deepseek_v4
 from deployctl.core.checkpoint.families.glm import Glm4MoeConfig, _glm4_moe
 from deployctl.core.checkpoint.families.minimax import MiniMaxM2Config, _minimax_m2
 from deployctl.core.checkpoint.families.qwen import (Qwen3_5MoeConfig, Qwen3Config, Qwen3MoeConfig, Qwen3NextConfig,
@@ -39,6 +40,7 @@ FAMILIES: dict[str, FamilyReader] = {
     "Glm4MoeForCausalLM": FamilyReader("glm4_moe", Glm4MoeConfig, _glm4_moe),
     "MiniMaxM2ForCausalLM": FamilyReader("minimax_m2", MiniMaxM2Config, _minimax_m2),
     "GlmMoeDsaForCausalLM": FamilyReader("glm_moe_dsa", GlmMoeDsaConfig, _glm_moe_dsa),
+    "DeepseekV4ForCausalLM": FamilyReader("deepseek_v4", DeepseekV4Config, _deepseek_v4),
     "Qwen3VLMoeForConditionalGeneration": FamilyReader("qwen3_vl_moe", Qwen3MoeConfig, _qwen3_moe, text_config=True,
                                                        vision=True),
     "Qwen3_5MoeForConditionalGeneration": FamilyReader("qwen3_5_moe", Qwen3_5MoeConfig, _qwen3_5_moe,

@@ -40,5 +40,5 @@ def asymmetric(plan: Any) -> tuple[int, int] | None:
     inv = plan.inventory
     if plan.preset != "pd-split" or not uses_sfa(catalog.model_of(inv)):
         return None
-    p, d = (dcp_of(list(for_role(inv, role).engine.args)) for role in ("prefill", "decode"))
+    p, d = (dcp_of(list(getattr(for_role(inv, role).engine, "args", []))) for role in ("prefill", "decode"))
     return (p, d) if (p > 1) != (d > 1) else None
