@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
@@ -142,4 +143,17 @@ def _modelslim(files: CheckpointFiles, base: float, layers: int) -> Quantization
     top = str(files.quant_description.get("model_quant_type", "")).upper()
     scheme = top.removesuffix("_DYNAMIC").lower() or "w8a8"
     return Quantization(scheme=scheme, source=f"{files.quant_file} (msmodelslim; W4 weights counted at their loaded "
-                        "size, 0.5 B)", bytes_per_param=per)
+                        "size, 0.5 B)", bytes_per_param=per, kv_cache_bytes=_c8(files.quant_description, layers))
+
+
+def _c8(description: dict, layers: int) -> float | None:
+    """An INT8 KV cache of the GQA layers the description calibrated: ``kv_cache_type: C8`` and a
+    ``...k_proj.kv_cache_scale`` per such layer (vllm-project/vllm-ascend@182b75ea
+    vllm_ascend/quantization/modelslim_config.py L1034-1052; supported for GQA models since v0.18.0rc1,
+    docs/source/user_guide/release_notes.md L818): 1 byte an element there, 2 elsewhere."""
+    if str(description.get("kv_cache_type", "")) != "C8":
+        return None
+    c8 = {int(m.group(1)) for k in description if "k_proj.kv_cache_scale" in k
+          for m in [re.search(r"\.(\d+)\.", k)] if m}
+    share = min(len(c8), layers) / layers if layers else 0.0
+    return 1.0 * share + 2.0 * (1 - share)

@@ -83,6 +83,7 @@ class Quantization(Frozen):
     scheme: str               # bf16, fp8, w8a8, w4a8, w4a16, ...
     source: str               # which file and key said so
     bytes_per_param: dict[str, float]
+    kv_cache_bytes: float | None = None   # an INT8 ("C8") KV cache the checkpoint calibrated (bytes per element)
 
 
 class WeightBytes(Frozen):

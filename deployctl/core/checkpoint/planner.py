@@ -90,7 +90,8 @@ def quants(d: ModelDescription) -> dict[str, QuantBytes]:
         base = 2.0
         out[q.scheme] = QuantBytes(attention=b.get("attention", base), dense=b.get("dense_ffn", base),
                                    experts=b.get("routed_experts", base), shared=b.get("shared_experts", base),
-                                   embedding=b.get("embedding", base), kv_cache=2, indexer_cache=idx)
+                                   embedding=b.get("embedding", base), kv_cache=q.kv_cache_bytes or 2,
+                                   indexer_cache=idx)
     return out
 
 

@@ -253,3 +253,23 @@ def test_deepseek_v4_kv_per_token_is_vllm_ascends_pool_cost(key, t, tmp_path):
     # per running sequence, blocks of the same size for the sliding window and the compressor states (deployctl's
     # derivation from the pool's layout, planner.compressed_spec): 2 window groups x 2 + 2 + 2 + 5
     assert state_bytes_per_seq(info, Degrees()) == 13 * DSV4_PAGES * t
+
+
+def test_a_c8_calibrated_gqa_checkpoint_keeps_an_int8_kv_cache(tmp_path):
+    """msmodelslim's quant_model_description with kv_cache_type C8 and a k_proj.kv_cache_scale per calibrated layer:
+    vLLM-Ascend keeps those layers' K/V in int8 (vllm_ascend/quantization/modelslim_config.py@182b75ea L1034-1052,
+    methods/kv_c8.py L108-145): 1 byte an element instead of 2 (Qwen3-32B, 64 layers, 8 KV heads of 128)."""
+    from tests.core.checkpoint.quoted import real
+
+    cfg = real("qwen3-32b")
+    layers = {f"model.layers.{i}.self_attn.k_proj.kv_cache_scale": "C8" for i in range(64)}
+    desc = {"model_quant_type": "W8A8", "kv_cache_type": "C8", **layers,
+            **{f"model.layers.{i}.mlp.down_proj.weight": "W8A8" for i in range(64)}}
+    d = describe(write(tmp_path / "c8", cfg, quant_model_description__json=desc))
+    assert d.quantization.kv_cache_bytes == 1.0
+    info = model_info(d, "q")
+    assert kv_bytes_per_token(info, "w8a8", Degrees(tp=8)) == 64 * 2 * 1 * 128 * 1
+    half = {**desc, **{k: v for k, v in desc.items() if "kv_cache_scale" not in k}}
+    half = {k: v for k, v in half.items() if not ("kv_cache_scale" in k and int(k.split(".")[2]) >= 32)}
+    d = describe(write(tmp_path / "half", cfg, quant_model_description__json=half))
+    assert model_info(d, "q").quants["w8a8"].kv_cache == 1.5        # 32 of 64 layers calibrated
