@@ -88,7 +88,8 @@ def _rank_range(inst, node: str) -> str:
 
 
 WEIGHT_PARTS = (("routed_experts", "routed experts"), ("shared_experts", "shared experts"), ("dense_ffn", "dense FFN"),
-                ("attention", "attention"), ("embedding_lm_head", "embedding + lm_head"), ("router", "expert router"))
+                ("attention", "attention"), ("embedding_lm_head", "embedding + lm_head"), ("router", "expert router"),
+                ("vision", "vision tower"))
 
 
 def print_plan(plan) -> None:
