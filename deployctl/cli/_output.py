@@ -162,6 +162,8 @@ def print_plan(plan) -> None:
         ("max tokens in cache", lambda i: f"{i.memory.max_tokens:,}"),
         (f"max sequences @ {inv.model.max_seq_len}", lambda i: f"{i.memory.max_sequences:,}"),
     ]
+    if any(i.memory.state_bytes_per_seq for i in shown):       # hybrid / compressed attention: a fixed cost a sequence
+        rows.insert(-2, ("state per sequence", lambda i: f"{i.memory.state_bytes_per_seq / 1e6:.1f} MB"))
     for label, cell in rows:
         mem.add_row(label, *[cell(i) for i in shown])
     con.print(mem)

@@ -48,6 +48,8 @@ class MemoryFit(Frozen):
     comm_buffers_gb: float
     kv_budget_gb: float
     kv_bytes_per_token: int
+    # what each running sequence keeps whatever its length (linear-attention state, sliding window, compressor state)
+    state_bytes_per_seq: int = 0
     max_tokens: int          # tokens of KV cache per die (one DP group's copy)
     max_sequences: int       # concurrent sequences of max_seq_len over the whole instance
     fits: bool

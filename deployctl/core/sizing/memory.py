@@ -150,4 +150,4 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
         weights_breakdown_gb={k: round(v / GB, 2) for k, v in parts.items()},
         workspace_gb=round(workspace / GB, 2), comm_buffers_gb=round(comm / GB, 2),
         kv_budget_gb=round(budget / GB, 2), kv_bytes_per_token=per_token, max_tokens=tokens,
-        max_sequences=seqs, fits=not reason, reason=reason, notes=list(notes))
+        state_bytes_per_seq=state, max_sequences=seqs, fits=not reason, reason=reason, notes=list(notes))
