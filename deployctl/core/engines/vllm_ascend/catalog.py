@@ -66,4 +66,7 @@ def ascend_env(version: str) -> set[str]:
 
 
 def additional_keys(version: str) -> dict:
-    return ascend_table(version)["additional_config"]["keys"]
+    """Every --additional-config key the version reads: ascend_config.py's, and those other modules read straight
+    from the dict (``read_elsewhere``, e.g. 0.23's enable_dsa_cp at vllm_ascend/utils.py:1529)."""
+    table = ascend_table(version)["additional_config"]
+    return {**table.get("read_elsewhere", {}), **table["keys"]}

@@ -61,8 +61,7 @@ def kv_transfer(plan: Plan, inst: Instance) -> dict[str, Any]:
     engine_id = [i.name for i in plan.instances].index(inst.name)   # unique per instance in the deployment
     # every instance of a role has the same shape (support.py refuses others): the first one speaks for all
     prefill, decode = plan.role("prefill")[0].degrees, plan.role("decode")[0].degrees
-    connector = (cast(VllmAscendSettings, plan.inventory.engine).connector
-                 or pd.get("connector", "MooncakeConnectorV1"))
+    connector = connector_of(plan)
     doc: dict[str, Any] = {
         "kv_connector": connector, "kv_role": "kv_producer" if inst.role == "prefill" else "kv_consumer",
         "kv_port": str(kv_base(plan) + 100 * engine_id), "engine_id": str(engine_id),
@@ -74,6 +73,16 @@ def kv_transfer(plan: Plan, inst: Instance) -> dict[str, Any]:
     if "module_path" in pd and cast(VllmAscendSettings, plan.inventory.engine).connector is None:
         doc["kv_connector_module_path"] = pd["module_path"]
     return doc
+
+
+def connector_of(plan: Plan) -> str:
+    """engine.connector, else the model family's (support.yaml families: pd_connector), else the version's."""
+    from deployctl.core.engines.vllm_ascend.support import family_entry
+
+    own = cast(VllmAscendSettings, plan.inventory.engine).connector
+    family = family_entry(plan.inventory).get("pd_connector", {})
+    return own or family.get("value") or feature("pd_mooncake", plan.engine.version).get("connector",
+                                                                                         "MooncakeConnectorV1")
 
 
 def common_args(plan: Plan, inst: Instance) -> list[str]:
@@ -157,6 +166,11 @@ def _instance_launch(plan: Plan, inst: Instance) -> dict[str, NodeLaunch]:
     pd = inst.role != "mixed"
     if pd:
         base += ["--kv-transfer-config", _json(kv_transfer(plan, inst))]
+        if connector_of(plan) == "MooncakeHybridConnector":
+            # it moves each of the hybrid manager's cache groups, which vLLM turns off under a KV connector unless
+            # told not to (DeepSeek-V4's CI configs pass the flag on both roles: vllm-ascend@182b75ea
+            # tests/e2e/nightly/multi_node/external_dp/config/DeepSeek-V4-flash-w8a8-PD-prefix.yaml L84, L140)
+            base += ["--no-disable-hybrid-kv-cache-manager"]
     extra = extra_args(plan, inst)
     out: dict[str, NodeLaunch] = {}
     for k, name in enumerate(inst.nodes):

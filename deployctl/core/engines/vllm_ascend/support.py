@@ -138,6 +138,11 @@ def needs_interfaces(inv: Inventory) -> str | None:
             "the NIC carrying the node's IP; every multi-node tutorial)")
 
 
+def family_entry(inv: Inventory) -> dict:
+    """The support matrix's entry of the inventory's model family ({} for a catalog model or an unlisted family)."""
+    return _family_entry(matrix(), inv)
+
+
 def _family_entry(data: dict, inv: Inventory) -> dict:
     """A model described from its checkpoint (model.config_path): its family's entry (support.yaml families)."""
     from deployctl.core import catalog

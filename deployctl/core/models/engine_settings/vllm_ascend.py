@@ -40,8 +40,9 @@ class VllmAscendSettings(EngineBase):
         "Merged into --additional-config; keys checked against vllm-ascend's config reader of the version."))
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.99, description=(
         "--gpu-memory-utilization: the share of HBM vLLM uses; the plan's memory fit uses it."))
-    connector: Literal["MooncakeConnectorV1", "MooncakeLayerwiseConnector"] | None = Field(None, description=(
-        "pd-split KV connector; default: MooncakeConnectorV1 (the version's multi-node PD guide)."))
+    connector: Literal["MooncakeConnectorV1", "MooncakeLayerwiseConnector", "MooncakeHybridConnector"] | None = Field(
+        None, description=("pd-split KV connector; default: the model family's (MooncakeHybridConnector for "
+                           "DeepSeek-V4), else MooncakeConnectorV1 (the version's multi-node PD guide)."))
 
 
 
