@@ -101,6 +101,8 @@ def with_verified_hint(exc: LayoutError, inv: Inventory) -> LayoutError:
     """The refusal with its hints replaced by one that works (or its own hints when nothing fits)."""
     import dataclasses
 
+    if exc.problems and all("engine" in p.path.split(".") for p in exc.problems):
+        return exc          # an engine setting refused: its own hint says what to set; another layout would not help
     fix = verified_fix(inv)
     if fix is None:
         return exc

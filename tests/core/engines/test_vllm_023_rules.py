@@ -77,3 +77,21 @@ def test_enable_sparse_c8_is_refused_on_0_23_naming_the_two_keys_that_replace_it
     assert "release_notes.md@5cb98caa L108" in text and "enable_sparse_sfa_c8" in text and "enable_sparse_li_c8" in text
     # 0.18 reads it (flags/vllm-ascend-0.18.0.json)
     assert plan_of(pd(*GLM, [], [], additional=", additional_config: {enable_sparse_c8: true}", version="0.18"))
+
+
+def test_enable_dsa_cp_without_sequence_parallel_is_refused_on_0_23():
+    """vllm_ascend/utils.py@5cb98caa L1531-1534: "DSA CP requires SP to be enabled" (enable_flashcomm1,
+    VLLM_ASCEND_ENABLE_FLASHCOMM1=1, or shared-expert DP: enable_sp L903-929)."""
+    dsa = ["--decode-context-parallel-size", "1"]
+    text = pd(*GLM, dsa, dsa).replace("prefill: {nodes: [n0, n1], tp: 8, dp: 4, engine: {args:",
+                                      "prefill: {nodes: [n0, n1], tp: 8, dp: 4, engine: {additional_config: "
+                                      "{enable_dsa_cp: true}, args:")
+    with pytest.raises(LayoutError) as exc:
+        plan_of(text)
+    err = exc.value.render()
+    assert "layout.prefill.engine.additional_config.enable_dsa_cp" in err and "utils.py L1531-1534" in err
+    assert "layout.decode" not in err
+    assert plan_of(text.replace("{enable_dsa_cp: true}", "{enable_dsa_cp: true, enable_flashcomm1: true}"))
+    assert plan_of(text.replace("{enable_dsa_cp: true}", "{enable_dsa_cp: true, enable_shared_expert_dp: true}"))
+    assert plan_of(text.replace("version: '0.23'", "") .replace("v0.23.0-a3", "v0.18.0-a3")
+                   .replace("{enable_dsa_cp: true}", "{}"))

@@ -42,3 +42,34 @@ def asymmetric(plan: Any) -> tuple[int, int] | None:
         return None
     p, d = (dcp_of(list(getattr(for_role(inv, role).engine, "args", []))) for role in ("prefill", "decode"))
     return (p, d) if (p > 1) != (d > 1) else None
+
+
+DSA_CP_SOURCE = ("vllm-project/vllm-ascend@5cb98caa (v0.23.0) vllm_ascend/utils.py L1531-1534 (ValueError \"DSA CP "
+                 "requires SP\"), enable_sp L903-929 (enable_flashcomm1, VLLM_ASCEND_ENABLE_FLASHCOMM1, or shared-expert "
+                 "DP); main dropped the requirement in #13946, after 0.23")
+
+
+def dsa_cp_without_sp(inv: Any, version: str) -> list[str]:
+    """The roles whose --additional-config turns on enable_dsa_cp with nothing that turns on sequence parallel (SP):
+    vLLM-Ascend 0.23 refuses to start then, for a model with an indexer (index_topk: DSA / SFA, DeepSeek-V4)."""
+    from deployctl.core import catalog
+    from deployctl.core.input.roles import ROLES, for_role
+
+    model = catalog.model_of(inv)
+    if version != "0.23" or model is None or not (model.kv.indexer or model.kv.kind == "compressed"):
+        return []
+    out = []
+    for role in ROLES if inv.layout.preset == "pd-split" else ("mixed",):
+        view = for_role(inv, role) if role != "mixed" else inv
+        cfg, env = getattr(view.engine, "additional_config", {}) or {}, view.engine.env or {}
+        if not _true(cfg.get("enable_dsa_cp")):
+            continue
+        sp = _true(cfg.get("enable_flashcomm1")) or str(env.get("VLLM_ASCEND_ENABLE_FLASHCOMM1", "")) == "1" or \
+            _true(cfg.get("enable_shared_expert_dp"))
+        if not sp:
+            out.append(role)
+    return out
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1"))

@@ -197,7 +197,14 @@ def check(plan: Plan) -> list[Finding]:
                            f"--additional-config has no {m['key']!r} (deprecated by PR #9064)",
                            f"VA vllm_ascend/{m['source']}; ascend_config.py@v0.23.0 L354-365",
                            hint=f"set engine.additional_config.{m['key']} instead"))
-    from deployctl.core.engines.vllm_ascend.dcp import SOURCE, asymmetric
+    from deployctl.core.engines.vllm_ascend.dcp import DSA_CP_SOURCE, SOURCE, asymmetric, dsa_cp_without_sp
+
+    for role in dsa_cp_without_sp(plan.inventory, version or ""):
+        where = "engine" if role == "mixed" else f"layout.{role}.engine"
+        out.append(Finding("error", f"{where}.additional_config.enable_dsa_cp", "enable_dsa_cp needs sequence "
+                           f"parallel on vLLM-Ascend {version}: the engine refuses to start without it",
+                           DSA_CP_SOURCE, hint="also set enable_flashcomm1: true in the same additional_config (or "
+                           "VLLM_ASCEND_ENABLE_FLASHCOMM1=1 in its env)"))
 
     dcp = asymmetric(plan)
     if dcp is not None:
