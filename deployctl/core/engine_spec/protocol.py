@@ -189,6 +189,8 @@ class EngineSpec(Protocol):
     max_servers: int | None     # servers one instance (one HCCL world) may span
     role_keys: tuple[str, ...]  # engine keys a pd-split role may set over the engine block (layout.<role>.engine)
     needs_device_ips: bool      # its files name every device's NIC IP (an HCCL rank table)
+    # the Python packages in its image whose versions pair with the host (preflight reads them: probes/image_versions)
+    image_packages: tuple[str, ...]
 
     @property
     def chart(self) -> Chart: ...              # its part of the chart, for --target k8s

@@ -217,7 +217,7 @@ class VersionInfo(Frozen):
 
 class ImageVersions(Frozen):
     """What the engine image ships (deployctl.probes.image_versions): its CANN toolkit install file and the versions
-    of what pairs with the host (torch_npu, torch, vllm, vllm_ascend; mindie from MindIE's version.info).
+    of the packages its engine spec names (image_packages).
     ``present``: False when the image is not on the host (nothing else is known then)."""
 
     present: bool

@@ -24,7 +24,8 @@ def devices_per_server(hardware: str) -> int:
     return 8 if hardware == "a2" else 16
 
 
-def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[str, list[str]]]:
+def host_commands(hardware: str, image: str, weights_path: str,
+                  image_packages: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
     """Phase 1: everything about one host that needs no other host's facts."""
     cmds = [
         ("npu.info", npu_smi.NPU_INFO.command()),
@@ -39,7 +40,7 @@ def host_commands(hardware: str, image: str, weights_path: str) -> list[tuple[st
         ("host.weights_df", host.WEIGHTS_DISK.command(weights_path)),
         ("host.docker", containers.RUNTIME_VERSION.command()),
         ("host.image", containers.IMAGE.command(image)),
-        ("image.versions", image_versions.IMAGE_VERSIONS.command(image)),
+        ("image.versions", image_versions.IMAGE_VERSIONS.command(image, image_packages)),
         ("host.ports", host.PORTS.command()),
         ("host.addr", host.ADDRESSES.command()),
     ]

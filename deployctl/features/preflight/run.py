@@ -49,7 +49,7 @@ def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout
     """
     hw = inv.cluster.hardware
     targets = ssh_targets(inv, base_dir)
-    commands = probes.host_commands(hw, inv.engine.image, inv.model.weights_path)
+    commands = probes.host_commands(hw, inv.engine.image, inv.model.weights_path, inv.engine_spec.image_packages)
     order = [t.name for t in targets]
     by_name = {t.name: t for t in targets}
     facts: dict[str, HostFacts] = {}

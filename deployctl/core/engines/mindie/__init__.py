@@ -33,6 +33,8 @@ class MindieSpec(EngineSpecBase):
     # (MindIE-Motor's PD samples set maxPrefillBatchSize, maxLinkNum, dpScheduling per role)
     role_keys: tuple[str, ...] = ("config",)
     needs_device_ips = True   # the rank table names every device's IP
+    # MindIE Motor 3.1 publishes its pairing (features/preflight/pairing.yaml); torch_npu pairs with CANN
+    image_packages = ("torch_npu", "torch", "mindie_motor", "mindie_llm")
     max_servers: int | None = 60     # rank tables of 2-60 servers (hcomm topoinfo_ranktableConcise.cc,
                                      # ranktable_config.cpp)
 

@@ -37,6 +37,9 @@ class VllmAscendSpec(EngineSpecBase):
     # --compilation-config on decode, different additional-config and memory utilisation)
     role_keys: tuple[str, ...] = ("args", "additional_config", "gpu_memory_utilization")
     needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
+    # vllm-ascend's compatibility matrix pairs each release with a CANN and a torch_npu (pairing.yaml); Motor 3.1
+    # runs vLLM-Ascend instances too
+    image_packages = ("torch_npu", "torch", "vllm", "vllm_ascend", "mindie_motor")
 
     @property
     def perf_deratings(self) -> dict:
