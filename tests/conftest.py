@@ -85,7 +85,7 @@ def k8s_cluster():
 
 
 # ------------------------------------------------------------------ test tiers
-# `pytest -m "not e2e"` is the fast tier a developer runs after each change (pure core, renderers, rules,
+# `pytest -m "not e2e and not slow"` is the fast tier a developer runs after each change (pure core, renderers, rules,
 # the pipeline with injected fakes); CI runs everything. A test is e2e when it uses simulated hosts or the
 # Kubernetes control plane (by fixture, or a module that starts them itself), fuzzes, or builds the wheel.
 E2E_FIXTURES = {"fake_cluster_factory", "fake_cluster_2a2", "k8s_cluster", "k8s_ns"}
@@ -127,7 +127,7 @@ def pytest_configure(config):
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_WorkerLeaks(), "deployctl-worker-leaks")
     config.pluginmanager.register(_K8sLastUser(), "deployctl-k8s-last-user")
-    tiers.FAST["on"] = (config.getoption("markexpr") or "").replace(" ", "") == "note2e"
+    tiers.FAST["on"] = (config.getoption("markexpr") or "").replace(" ", "") in ("note2e", "note2eandnotslow")
 
 
 # ------------------------------------------------------------------ leftovers (tests/support/leaks.py)

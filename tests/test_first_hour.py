@@ -424,6 +424,7 @@ def test_render_target_k8s_is_target_helm(tmp_path):
     assert (tmp_path / "new" / "values.yaml").read_bytes() == (tmp_path / "old" / "values.yaml").read_bytes()
 
 
+@pytest.mark.slow
 def test_render_target_hosts_is_bare_metal(tmp_path):
     inv = str(EXAMPLES / "a2-1x8-single.yaml")
     new = run_cli("render", "-t", "hosts", "-i", inv, "-o", str(tmp_path / "new"))

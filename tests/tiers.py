@@ -1,4 +1,4 @@
-"""Test tiers (CONTRIBUTING.md): the fast tier, `pytest -m "not e2e"`, runs each property test with a fifth of its
+"""Test tiers (CONTRIBUTING.md): the fast tier, `pytest -m "not e2e and not slow"`, runs each property test with a fifth of its
 examples (at least 10) so that a developer can run it after every change; a full run (CI: `pytest`) runs them
 all. The assertions are the same in both tiers; only how many generated cases reach them differs."""
 

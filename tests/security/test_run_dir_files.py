@@ -148,6 +148,7 @@ def test_a_summary_point_without_a_key_names_the_file_and_the_key(tmp_path):
     assert not stored(tmp_path).exists()
 
 
+@pytest.mark.slow
 def test_a_stored_calibration_without_a_key_is_refused_not_silently_replaced(tmp_path):
     """plan used the published fit in its place without a word; now: exit 2, the key, how to fix it."""
     doc = good_calibration()
@@ -169,6 +170,7 @@ def test_a_length_of_1e9_is_refused_at_once(tmp_path):
     refused(calibrate(tmp_path), f"{path} points[1].output_len", "less than or equal to 1000000")
 
 
+@pytest.mark.slow
 def test_a_point_longer_than_the_deployment_serves_is_left_out(tmp_path):
     """Within what `deployctl bench` accepts (10^6 tokens) but past the model's max_seq_len (8192): left out and
     said, the other points fitted in seconds (before: each trial of the fit simulated a million tokens)."""

@@ -56,6 +56,7 @@ def test_an_auth_provider_is_refused_naming_its_command(tmp_path):
     assert res.returncode == 2 and "auth-provider `/usr/bin/gcloud`" in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_the_operator_can_opt_in(tmp_path):
     inv, marker = kube_inventory(tmp_path, exec_user(tmp_path / "plugin-ran"))
     res = run_cli("status", "-i", str(inv), "--target", "k8s", "--allow-kubeconfig-exec")
@@ -66,6 +67,7 @@ def test_the_operator_can_opt_in(tmp_path):
     assert marker.exists(), res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_a_plain_token_kubeconfig_is_not_refused(tmp_path):
     inv, _ = kube_inventory(tmp_path, {"token": "abc"})
     res = run_cli("status", "-i", str(inv), "--target", "k8s")

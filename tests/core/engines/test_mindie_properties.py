@@ -64,6 +64,7 @@ def workspace(tmp_path_factory) -> Path:
 
 @settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@pytest.mark.slow
 @given(combo=combos())
 def test_matrix_accepted_renders_upstream_rules_refused_name_source(combo, workspace):
     COUNTER["n"] += 1

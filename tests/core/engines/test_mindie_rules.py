@@ -273,6 +273,7 @@ def test_2_gloo_socket_ifname_per_node(kw):
         assert r.env(n["name"]).get("GLOO_SOCKET_IFNAME") == n["interface"], n["name"]
 
 
+@pytest.mark.slow
 def test_2_gloo_missing_interface_refused(tmp_path):
     inv = up.inventory(**V32, preset="dp-ep")
     del inv["nodes"][1]["interface"]

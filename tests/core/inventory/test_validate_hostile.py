@@ -323,6 +323,7 @@ def big_inventory(nodes: int = 1024, hardware: str = "a3") -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.slow
 def test_large_inventory_is_fast(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text(big_inventory(), encoding="utf-8")

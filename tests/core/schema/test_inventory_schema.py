@@ -227,6 +227,7 @@ def test_schema_and_models_agree_on_mutated_inventories(example, pick, mutation,
 # ------------------------------------------------------------------ an editor: the YAML language server
 
 
+@pytest.mark.slow
 def test_yaml_language_server_completes_keys_and_marks_a_typo(tmp_path):
     """What a VS Code / Neovim user sees: an example copied into a checkout-like tree (the modeline's relative
     path), a typo'd key and a wrong type marked on their lines, the keys of the engine kind written offered."""

@@ -119,6 +119,7 @@ def test_the_engine_fit_reproduces_perf_yaml():
     assert fit_engine.fit()[0] == fitted_for(resolve("vllm-ascend"))
 
 
+@pytest.mark.slow
 def test_every_point_is_estimated_or_refused_with_a_reason():
     rows, mape = accuracy.report(plan_of)
     for r in rows:
@@ -127,6 +128,7 @@ def test_every_point_is_estimated_or_refused_with_a_reason():
     assert set(mape) >= {"tpot_ms", "ttft_ms", "throughput"}
 
 
+@pytest.mark.slow
 def test_the_docs_carry_the_recomputed_tables():
     text = DOC.read_text()
     m = re.search(r"<!-- accuracy:begin -->\n(.*?)\n<!-- accuracy:end -->", text, re.S)
@@ -135,6 +137,7 @@ def test_the_docs_carry_the_recomputed_tables():
         "the check-set tables drifted: paste `python tests/core/sizing/accuracy_report.py` between the markers"
 
 
+@pytest.mark.slow
 def test_the_error_plan_prints_is_the_recomputed_check_set_error():
     """deployctl/core/sizing/accuracy.yaml (what `plan` says beside its estimate) holds the check set's errors as
     recomputed now: regenerate with `python tests/core/sizing/accuracy_report.py --yaml`."""

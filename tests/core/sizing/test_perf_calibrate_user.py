@@ -67,6 +67,7 @@ def _plan(cwd, conc: int) -> dict:
     return json.loads(res.stdout)["estimate"]
 
 
+@pytest.mark.slow
 def test_calibrate_fits_the_standin_and_predicts_another_concurrency(runs):
     res = run_cli("calibrate", "-i", str(INVENTORY), "--output", "json", cwd=runs)
     assert res.returncode == 0, res.stderr

@@ -32,6 +32,7 @@ def test_text_output_and_defaults(capsys):
     assert rc == 0 and "tok/s/die" in out and "layout:" in out and "estimated" in out
 
 
+@pytest.mark.slow
 def test_apply_writes_a_copy_that_validates(tmp_path, capsys):
     src = tmp_path / "inv.yaml"
     shutil.copy(EXAMPLES / "a2-4x8-dp-ep.yaml", src)

@@ -86,6 +86,7 @@ def test_prompt_lengths_are_what_the_stand_ins_count():
     assert all(w.isalpha() and w.islower() for w in prompts.WORDS) and len(set(prompts.WORDS)) > 300
 
 
+@pytest.mark.slow
 def test_dataset_and_tokenizer(tmp_path):
     ds = prompts.write_dataset(tmp_path / "in.jsonl", 100, 16, 3, seed=1)
     rows = [json.loads(x) for x in ds.read_text().splitlines()]
@@ -200,6 +201,7 @@ def _row(name, inp, conc, ttft, tpot, tps, est=None):
     return row
 
 
+@pytest.mark.slow
 def test_plots_and_report(tmp_path):
     est = {"ttft_ms": 90.0, "tpot_ms": 25.0, "output_tokens_per_s": 40.0, "per_die_tokens_per_s": 2.5}
     rows = [_row("a", 1024, 1, 100.0, 20.0, 45.0, est), _row("b", 4096, 1, 400.0, 22.0, 40.0),
@@ -259,6 +261,7 @@ def test_typer_wrapper_matches_run_bench():
         assert f"{p}=" in src, p
 
 
+@pytest.mark.slow
 def test_a_matplotlibrc_in_the_working_directory_runs_no_program(tmp_path):
     # issue 34: matplotlib reads ./matplotlibrc at import; `text.usetex: True` there made drawing the plots
     # run `latex` from PATH on the controller (here a stand-in that leaves a marker)

@@ -5,6 +5,8 @@ whose stdout is a pipe (or a pseudo-terminal) against hosts that refuse SSH: no 
 
 from __future__ import annotations
 
+import pytest
+
 import io
 import os
 import queue
@@ -72,6 +74,7 @@ def watch(inv, tmp_path, stdout):
                             cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_piped_text_mode_prints_lines_while_it_runs(tmp_path):
     proc = watch(unreachable_inventory(tmp_path), tmp_path, subprocess.PIPE)
     got: queue.Queue = queue.Queue()

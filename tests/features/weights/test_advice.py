@@ -5,6 +5,8 @@ last line and JSON field."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import shutil
 
@@ -75,6 +77,7 @@ def test_complete_copies_that_disagree_without_a_majority(tmp_path):
     assert "node1, node2 hold every file" in advice.text and "THAT_NODE" in advice.text
 
 
+@pytest.mark.slow
 def test_nodes_that_could_not_be_checked(tmp_path):
     roots = make_nodes(tmp_path)
     _, advice = check(roots, down={"node3"})

@@ -220,6 +220,7 @@ def targets(roots):
     return [HostTarget(n, "127.0.0.1") for n in roots]
 
 
+@pytest.mark.slow
 def test_check_names_the_node_and_file(tmp_path):
     roots = make_nodes(tmp_path)
     (roots["node2"] / "model-00001-of-00001.safetensors").write_bytes(b"0123456789AB")

@@ -135,6 +135,7 @@ def test_a_part_file_of_another_mode_is_not_trusted(sides, mode, why):
     assert start == 0 and why in notes[0] and (dst / NAME).read_bytes() == DATA
 
 
+@pytest.mark.slow
 def test_a_part_file_is_resumed_only_when_its_bytes_are_the_sources(sides):
     source, dst, _ = sides
     part = dst / (NAME + PART)
