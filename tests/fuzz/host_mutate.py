@@ -32,6 +32,8 @@ NPU_LIST = _read(*_glob(ASCEND / "npu-smi", "npu-smi-info-l_*.txt"))
 CHIP_MAP = _read(*_glob(ASCEND / "npu-smi", "npu-smi-info-m_*.txt"))
 VERSIONS = _read(*_glob(ASCEND / "versions", "*version.info*.txt"), *_glob(ASCEND / "versions", "*install.info*"),
                  *_glob(REAL / "versions", "*.txt"))
+# what the image-version probe prints (tests/probes/fixtures/image-versions: the real CANN 8.3.RC2 install file inside)
+IMAGE_VERSIONS = _read(*_glob(ROOT / "tests" / "probes" / "fixtures" / "image-versions", "*/output"))
 HCCN_CONF = _read(*_glob(ASCEND / "hccn", "hccn.conf_*.conf"), ROOT / "tests" / "samples" / "hccn.conf_910B3_8npu_xsfp.conf")
 HCCN_TRANSCRIPTS = _read(*_glob(ASCEND / "hccn", "hccn_tool_outputs_*.txt"))
 

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from deployctl.probes import hccn_tool, host, npu_smi, npu_smi_queries, versions
+from deployctl.probes import hccn_tool, host, image_versions, npu_smi, npu_smi_queries, versions
 
-from .host_mutate import (BOARD, CHIP_MAP, HCCN_CONF, HCCN_ONE, HCCN_TRANSCRIPTS, HEALTH, HOST, NPU_INFO, NPU_LIST,
-                          SPOD, VERSIONS, mutated)
+from .host_mutate import (BOARD, CHIP_MAP, HCCN_CONF, HCCN_ONE, HCCN_TRANSCRIPTS, HEALTH, HOST, IMAGE_VERSIONS, NPU_INFO,
+                          NPU_LIST, SPOD, VERSIONS, mutated)
 
 N = int(os.environ.get("DEPLOYCTL_FUZZ_HOST_EXAMPLES") or os.environ.get("DEPLOYCTL_FUZZ_EXAMPLES") or "60")
 SETTINGS = settings(max_examples=N, deadline=None, derandomize=os.environ.get("DEPLOYCTL_FUZZ_RANDOM") != "1",
@@ -46,6 +46,7 @@ PARSERS = {   # name: (parser, baselines)
     "npu-smi health": (npu_smi_queries.parse_npu_health, HEALTH),
     "npu-smi spod-info": (npu_smi_queries.parse_spod_info, SPOD),
     "version.info": (versions.parse_version_info, VERSIONS),
+    "image versions": (image_versions.parse_image_versions, IMAGE_VERSIONS),
     "hccn.conf": (hccn_tool.parse_host_hccn_conf, HCCN_CONF),
     "hccn_tool -ip": (hccn_tool.parse_ip_conf, HCCN_ONE["ip"] + HCCN_TRANSCRIPTS),
     "hccn_tool -vnic": (hccn_tool.parse_vnic, HCCN_ONE["vnic"]),
@@ -115,6 +116,7 @@ def _all_probe_outputs(hardware: str):
     by_kind = {"npu.info": NPU_INFO, "npu.list": NPU_LIST, "ver.": VERSIONS, "hccn.conf": HCCN_CONF,
                "host.os": HOST["os"], "host.arch": HOST["arch"], "host.shm": HOST["df"], "host.weights_df": HOST["df"],
                "host.weights": HOST["weights"], "host.docker": HOST["docker"], "host.image": ["sha256:abc\n"],
+               "image.versions": IMAGE_VERSIONS,
                "host.ports": HOST["ss"], "host.addr": HOST["addr"], "npu.board.": BOARD, "npu.spod.": SPOD,
                "hccn.ip.": HCCN_ONE["ip"], "hccn.link.": HCCN_ONE["link"], "hccn.health.": HCCN_ONE["health"],
                "hccn.tls.": HCCN_ONE["tls"], "hccn.vnic.": HCCN_ONE["vnic"]}

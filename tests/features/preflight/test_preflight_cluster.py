@@ -549,11 +549,19 @@ def test_sixteen_hosts_take_well_under_twice_one_host(cluster):
     measure this 2-vCPU machine, not the fan-out (each costs ~0.3 CPU-s: sshd, sh, timeout, the fake
     tools; bench/preflight_fanout.py, docs/dev/benchmarks.md). What 16 hosts add here is that CPU and phase 2
     (each host pings 15 peers, all at once; a lone host pings nobody).
+
+    The engine image is absent from every node of both runs: its version probe would otherwise start the image
+    (`docker run`, deployctl.probes.image_versions) on this machine's two CPUs for 16 hosts at once and time that
+    instead of the fan-out (on real hosts each runs on its own host). The only FAILs are that absence.
     """
-    one = cluster(default_cluster(1, slow=0.5))
-    many = cluster(default_cluster(16, slow=0.5), preset="dp-ep")
+    def without_image(specs):
+        return with_faults(specs, **{s.name: {"image_missing": True} for s in specs})
+
+    one = cluster(without_image(default_cluster(1, slow=0.5)))
+    many = cluster(without_image(default_cluster(16, slow=0.5)), preset="dp-ep")
     r1, r16 = one.run(), many.run()
-    assert r1.rc == 0 and r16.rc == 0, (r1, r16)
+    for r in (r1, r16):
+        assert {(f[0], f[1]) for f in r.findings if f[1] == "FAIL"} == {("image", "FAIL")}, r
     t1, t16 = r1.doc["seconds"], r16.doc["seconds"]
     assert t1 > 3            # the latency is really there (>= 6 rounds of 0.5 s)
     assert t1 < 0.5 * 42 * 0.5, f"1 host took {t1:.2f} s"          # its 42 calls did not run one by one
