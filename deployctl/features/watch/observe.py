@@ -133,14 +133,20 @@ def parse_node(plan, node: str, out: dict[str, ProbeOutput], error: str = "") ->
         count = containers.READY_COUNT.parse(out["w.ready"].text) if out["w.ready"].rc == 0 else None
         obs.ready = count is not None and count >= engine.ready_count
     _npu(obs, plan, node, out.get("w.npu"))
-    down = []
+    down, silent = [], []
     for dev in plan.node(node).device_ids:
         res = out.get(f"w.link.{dev}")
+        if res is None or res.rc == 124:      # no answer (the round's batch cut short, timed out): not a link DOWN
+            silent.append(dev)
+            continue
         try:
-            if res is None or not hccn_tool.LINK.parse(res.text[:4096]).up:
+            if not hccn_tool.LINK.parse(res.text[:4096]).up:
                 down.append(dev)
         except ValueError as exc:
             obs.notes.append(f"{node}: {printable(str(exc), 160)}")
+    if silent:
+        obs.notes.append(f"{node}: hccn_tool -link did not answer for device{'s' if len(silent) > 1 else ''} "
+                         f"{', '.join(map(str, silent))}")
     obs.links_down = tuple(down)
     log = out.get("w.log")
     if log is not None:

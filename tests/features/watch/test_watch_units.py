@@ -73,6 +73,19 @@ def test_one_ssh_command_per_node_with_fixed_programs():
     assert log[:2] == ["sh", "-c"] and log[-1] == "7s" and "$1" in log[2]     # values are arguments
 
 
+def test_a_link_probe_that_did_not_answer_is_not_a_link_down():
+    """A round whose batch was cut short or timed out (a loaded host) leaves link probes without output: said as a
+    note, never as `link DOWN` (which failed the instance and restarted it)."""
+    inv, plan = plan_of()
+    node = plan.nodes[0].name
+    out = answers(plan, node, down={3})
+    del out["w.link.0"]
+    out["w.link.1"] = ProbeOutput("w.link.1", 124, "")
+    obs = parse_node(plan, node, out)
+    assert [(f.kind, f.device) for f in obs.faults()] == [("link", 3)]
+    assert f"{node}: hccn_tool -link did not answer for devices 0, 1" in obs.notes
+
+
 def test_a_healthy_node_has_no_fault_and_each_fault_is_named():
     inv, plan = plan_of()
     node = plan.nodes[0].name
