@@ -82,19 +82,18 @@ def mtp_of(engine: EngineBase) -> tuple[int, str]:
 
 def _setup(plan: Plan, inst: Instance, sku: Sku, drafts: int, accept: float, passes: int) -> Setup:
     from deployctl.core import catalog
+    from deployctl.core.input.roles import for_role
+    from deployctl.core.sizing.memory import with_kv_cache
 
     inv = plan.inventory
     d = inst.degrees
-    mem = inv.engine_spec.memory(inv, inst.role, d)     # how the runtime really splits o_proj/lm_head
+    # how the runtime really splits o_proj/lm_head and the role's own KV cache type, as the memory fit asks it
+    mem = inv.engine_spec.memory(for_role(inv, inst.role), inst.role, d)
     pods = {plan.node(n).super_pod_id for n in inst.nodes}
     role = getattr(inv.layout, inst.role, None) if inst.role in ("prefill", "decode") else None
     env = {**inv.engine.model_dump().get("env", {}), **(role.env if role is not None else {})}
     dbo = inv.engine_spec.microbatch_overlap(inv.engine, env)[0]   # the engine's two-microbatch overlap
-    from deployctl.core.input.roles import for_role
-    from deployctl.core.sizing.memory import with_kv_cache
-
-    kv_mem = inv.engine_spec.memory(for_role(inv, inst.role), inst.role, d)    # the role's own KV cache type
-    info = with_kv_cache(catalog.served_model(inv), inv.model.quant, kv_mem)
+    info = with_kv_cache(catalog.served_model(inv), inv.model.quant, mem)
     return Setup(model=inv.model.name, info=info, quant=inv.model.quant, sku=sku,
                  dies=inst.world_size, dies_per_node=inv.devices_per_node, tp=d.tp, dp=d.dp, pp=d.pp, cp=d.cp, moe_tp=d.moe_tp,
                  moe_ep=d.moe_ep, o_proj_tp=mem.o_proj_tp, lm_head_tp=mem.lm_head_tp,
