@@ -1,23 +1,44 @@
-"""The engine registry: engine.kind -> its EngineSpec (deployctl/core/engine_spec/protocol.py).
+"""The engine registry: engine.kind -> its EngineSpec (deployctl/core/engine_spec/protocol.py), found by folder.
 
-Only the composition root (deployctl/app/) resolves an engine: it reads engine.kind once, hands the spec to
-validation (which attaches it to the inventory: ``inv.engine_spec``, ``plan.engine_spec``) and everything below
-receives it from there. A new engine adds its folder under deployctl/core/engines/, its settings model under
-deployctl/core/models/engine_settings/ and one line here (CONTRIBUTING.md). Each spec imports its engine's
-modules when a method needs them, so importing this registry stays cheap.
+Every package under deployctl/core/engines/ whose ``__init__`` defines ``SPEC`` is one engine: a new engine adds
+its folder there and its settings model under deployctl/core/models/engine_settings/, and changes no file that
+exists (CONTRIBUTING.md; tests/architecture/test_engine_plugins.py shows it). Only the composition root
+(deployctl/app/) resolves an engine: it reads engine.kind once, hands the spec to validation (which attaches it to
+the inventory: ``inv.engine_spec``, ``plan.engine_spec``) and everything below receives it from there. Each spec
+imports its engine's modules when a method needs them, so importing this registry stays cheap.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
+
+from deployctl.core import engines as _engines_package
 from deployctl.core.engine_spec.protocol import Chart, EngineSpec
-from deployctl.core.engines.mindie import SPEC as MINDIE
-from deployctl.core.engines.vllm_ascend import SPEC as VLLM_ASCEND
 from deployctl.core.errors import UsageError
 from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
+from deployctl.core.plugins import plugin_modules
 
-SPECS: dict[str, EngineSpec] = {spec.kind: spec for spec in (MINDIE, VLLM_ASCEND)}
+
+def discover(package: ModuleType = _engines_package) -> dict[str, EngineSpec]:
+    """engine.kind -> spec of every engine folder in ``package`` (a sub-package with SPEC), in the settings
+    models' order (the default engine first)."""
+    found: dict[str, EngineSpec] = {}
+    for module in plugin_modules(package.__name__, package.__path__, packages=True):
+        spec = getattr(module, "SPEC", None)
+        if spec is None:
+            continue
+        if spec.kind in found:
+            raise RuntimeError(f"engine.kind {spec.kind!r} is declared by two engine folders")
+        found[spec.kind] = spec
+    order = list(SETTINGS)
+    return dict(sorted(found.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+
+
+SPECS: dict[str, EngineSpec] = discover()
 KINDS = tuple(SPECS)
-assert set(SPECS) == set(SETTINGS), "every engine needs its settings model (core/models/engine_settings/)"
+assert set(SPECS) == set(SETTINGS), (
+    f"every engine folder needs its settings model and the other way round: folders {sorted(SPECS)}, "
+    f"settings {sorted(SETTINGS)} (core/models/engine_settings/)")
 assert DEFAULT_KIND in SPECS
 
 

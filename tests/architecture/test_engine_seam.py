@@ -23,7 +23,7 @@ REGISTRY = PACKAGE / "app" / "engines.py"
 SETTINGS = PACKAGE / "core" / "models" / "engine_settings"
 # the engines by name (MindIE, vLLM), MindIE's env prefix, the MindIE-MS binaries and their rank table (MindIE's config.json is skipped:
 # it cannot be told from a model's config.json)
-NAMES = re.compile(r"(?i:mindie|vllm|ms_controller|ms_coordinator|global_ranktable)|MIES_")
+NAMES = re.compile(r"(?i:mindie|vllm|sglang|ms_controller|ms_coordinator|global_ranktable)|MIES_")
 
 
 def _docstring_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:

@@ -45,7 +45,7 @@ def add_import(tree: Path, module: str, line: str) -> None:
 def test_the_tree_keeps_every_contract():
     res = lint(ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "6 kept, 0 broken" in res.stdout
+    assert "7 kept, 0 broken" in res.stdout
 
 
 def test_the_copy_keeps_them_too(scratch):
@@ -157,13 +157,50 @@ def dynamic_imports(package: Path) -> list[tuple[str, str, int]]:
     return out
 
 
+# The one module that imports by a computed name (deployctl/core/plugins.py) and the modules that call it, with the
+# folder whose modules (False) or packages (True) each finds: the graph gets an edge from the caller to each.
+PLUGINS = "deployctl.core.plugins"
+PLUGIN_CALLERS = {
+    "deployctl.core.models.engine_settings": ("deployctl/core/models/engine_settings", False),
+    "deployctl.app.engines": ("deployctl/core/engines", True),
+}
+
+
+def plugin_callers(package: Path) -> set[str]:
+    """Every module that calls plugin_modules."""
+    out = set()
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "plugin_modules":
+                out.add(module)
+    return out
+
+
+def plugin_edges(root: Path) -> list[tuple[str, str]]:
+    """(caller, plug-in module) for each module or package a plugin_modules caller finds in its folder."""
+    out = []
+    for caller, (folder, packages) in PLUGIN_CALLERS.items():
+        for child in sorted((root / folder).iterdir()):
+            if child.name.startswith("_"):
+                continue
+            if packages and (child / "__init__.py").is_file() or not packages and child.suffix == ".py":
+                out.append((caller, f"{folder.replace('/', '.')}.{child.stem}"))
+    return out
+
+
 def import_graph(root: Path) -> grimp.ImportGraph:
-    """deployctl's import graph (lazy imports inside functions count) plus the imports by name."""
+    """deployctl's import graph (lazy imports inside functions count) plus the imports by name: the plug-ins each
+    plugin_modules caller finds."""
     graph = grimp.build_graph("deployctl", cache_dir=None)
     for importer, imported, line in dynamic_imports(root / "deployctl"):
+        if importer == PLUGINS:
+            continue
         assert imported != "?", f"{importer}:{line} imports a module by a computed name: the graph cannot see it"
         if imported.startswith("deployctl."):
             graph.add_import(importer=importer, imported=imported, line_number=line, line_contents="import_module")
+    for caller, plugin in plugin_edges(root):
+        graph.add_import(importer=caller, imported=plugin, line_number=0, line_contents="plugin_modules")
     return graph
 
 
@@ -174,9 +211,18 @@ def test_no_import_cycle_across_packages_but_the_known_debts():
     assert sorted(map(sorted, found)) == sorted(map(sorted, KNOWN_CYCLES))
 
 
-def test_nothing_imports_deployctl_modules_by_name():
-    """The engines are handed down by the composition root, not loaded by name (no import_module at all)."""
-    assert [d for d in dynamic_imports(ROOT / "deployctl") if d[1].startswith(("deployctl", "?"))] == []
+def test_nothing_imports_deployctl_modules_by_name_but_the_plugin_finder():
+    """The engines are handed down by the composition root; only core/plugins.py imports by a computed name, and
+    only the two registries (settings models, engine folders) call it: the graph above sees their edges."""
+    assert [d for d in dynamic_imports(ROOT / "deployctl")
+            if d[1].startswith(("deployctl", "?")) and d[0] != PLUGINS] == []
+    assert plugin_callers(ROOT / "deployctl") == set(PLUGIN_CALLERS)
+
+
+def test_the_plugin_edges_name_every_engine():
+    edges = plugin_edges(ROOT)
+    assert ("deployctl.app.engines", "deployctl.core.engines.vllm_ascend") in edges
+    assert ("deployctl.core.models.engine_settings", "deployctl.core.models.engine_settings.mindie") in edges
 
 
 def test_an_import_by_name_that_closes_a_cycle_is_found(scratch, monkeypatch):

@@ -12,11 +12,14 @@ Example (node2 of a 2 x 8 A2 dp-ep plan)::
 
 from __future__ import annotations
 
+from typing import cast
+
 from deployctl import __version__
 from deployctl.core.engines.mindie.presets import preset_env
 from deployctl.core.engines.mindie.processes import is_distributed
 from deployctl.core.engines.mindie.support import needs_gloo_interface
 from deployctl.core.models.artifact import Artifact
+from deployctl.core.models.engine_settings.mindie import MindieSettings
 from deployctl.core.models.plan import Plan, PlanNode
 from deployctl.core.engine_spec.container import with_env_keys
 from deployctl.core.render.env import env_file, user_env
@@ -33,7 +36,7 @@ def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
         "MIES_CONTAINER_MANAGEMENT_IP": node.container_ip,
         "HOST_IP": node.server_id,
         "MASTER_IP": master.server_id,
-        "MASTER_PORT": str(inv.engine.ports.master),
+        "MASTER_PORT": str(cast(MindieSettings, inv.engine).ports.master),
         "WORLD_SIZE": str(inst.world_size),
         "MIES_CONFIG_JSON_PATH": f"{work}/config.json",
     }

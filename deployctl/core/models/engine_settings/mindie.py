@@ -82,3 +82,6 @@ class MindieSettings(EngineBase):
         "mindie-service, 3.0+ site-packages/mindie_motor)."))
 
 
+
+
+MODEL = MindieSettings   # this module is engine.kind mindie's block (engine_settings/__init__.py finds it)

@@ -46,3 +46,6 @@ class VllmAscendSettings(EngineBase):
 
 
 
+
+
+MODEL = VllmAscendSettings   # this module is engine.kind vllm-ascend's block (engine_settings/__init__.py finds it)
