@@ -91,6 +91,9 @@ class MemoryInputs:
     # says (INT8 "C8" caches, their scales included); None: the quant's own (sizing/memory.py with_kv_cache)
     kv_cache_bytes: float | None = None        # MLA latent + rope key, or GQA K/V
     indexer_cache_bytes: float | None = None   # a sparse-attention (DSA) indexer's key
+    # the attention cache's tokens spread over this many ranks (decode context parallel: each keeps 1/N of every
+    # sequence's latent or K/V); a sparse-attention indexer's key stays whole on each (sizing/memory.py)
+    kv_token_split: int = 1
 
 
 @dataclass(frozen=True)

@@ -75,17 +75,21 @@ def vision_workspace(m: ModelInfo, d: Degrees, max_prefill_tokens: int) -> float
     return cache + patches * (3 * v.hidden + v.intermediate) * 2 / d.tp
 
 
-def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees) -> int:
+def kv_bytes_per_token(m: ModelInfo, quant: str, d: Degrees, token_split: int = 1) -> int:
     """KV-cache bytes one token occupies on one die.
 
     MLA caches one latent (576 elements) per layer that TP cannot split; V3.2 adds its
     indexer key. GQA (Qwen3) splits KV heads over TP until each rank holds one.
+    Decode context parallel (``token_split`` ranks) keeps 1/N of each token's latent or K/V on a rank and the
+    indexer key whole on each: vllm-project/vllm-ascend@v0.23.0 vllm_ascend/core/kv_cache_interface.py L241-249
+    (max_model_len // dcp per rank), L79-98 with worker/model_runner_v1.py L455-457 and utils.py L125-136 (the SFA
+    indexer key replicated over the DCP ranks when PCP is 1).
     """
     layers = math.ceil((m.kv.full_layers or m.layers) / d.pp)     # hybrid: only full-attention layers cache KV
     cache, index_key = kv_layer_bytes(m, quant, d.tp)
     # GLM-5.2: only the layers that own an indexer cache its key (the others reuse a full layer's top-k)
     index_layers = math.ceil((m.kv.indexer_layers or m.layers) / d.pp) if index_key else 0
-    return int(round(layers * cache + index_layers * index_key))
+    return int(round(layers * cache / max(1, token_split) + index_layers * index_key))
 
 
 def kv_layer_bytes(m: ModelInfo, quant: str, tp: int) -> tuple[float, float]:
@@ -117,7 +121,8 @@ def comm_groups(d: Degrees) -> int:
 
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
-               notes: tuple[str, ...] = (), fraction_name: str = "memory fraction") -> MemoryFit:
+               notes: tuple[str, ...] = (), fraction_name: str = "memory fraction",
+               kv_token_split: int = 1) -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
     The communication buffers come out of the KV budget too (this project's choice); that is
@@ -133,7 +138,7 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     groups = comm_groups(d)
     comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
     budget = usable - weights - workspace - comm
-    per_token = kv_bytes_per_token(m, quant, d)
+    per_token = kv_bytes_per_token(m, quant, d, kv_token_split)
     tokens = max(0, int(budget // per_token)) if per_token else 0
     state = state_bytes_per_seq(m, d)     # hybrid: each sequence's fixed state, as the tokens its bytes would hold
     seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)

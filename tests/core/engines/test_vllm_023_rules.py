@@ -95,3 +95,26 @@ def test_enable_dsa_cp_without_sequence_parallel_is_refused_on_0_23():
     assert plan_of(text.replace("{enable_dsa_cp: true}", "{enable_dsa_cp: true, enable_shared_expert_dp: true}"))
     assert plan_of(text.replace("version: '0.23'", "") .replace("v0.23.0-a3", "v0.18.0-a3")
                    .replace("{enable_dsa_cp: true}", "{}"))
+
+
+def test_dcp_keeps_a_share_of_each_tokens_latent_and_the_whole_indexer_key_on_a_rank():
+    """kv_cache_interface.py@v0.23.0 L241-249 (max_model_len // dcp tokens a rank) and L79-98 with
+    model_runner_v1.py L455-457 (the SFA indexer key replicated over the DCP ranks): GLM-5.2 at TP8 costs
+    78 x 1152 B of latent (W8A8: BF16 cache) a token plus the indexer key of the layers that own one; DCP8 keeps
+    1/8 of the latent."""
+    whole = plan_of(pd(*GLM, [], []))
+    split = plan_of(pd(*GLM, ["--decode-context-parallel-size", "8"], ["--decode-context-parallel-size", "8"]))
+    for role in ("prefill", "decode"):
+        w, s = whole.role(role)[0].memory, split.role(role)[0].memory
+        latent, key = 78 * 1152, w.kv_bytes_per_token - 78 * 1152
+        assert key > 0
+        assert s.kv_bytes_per_token == round(latent / 8 + key)
+        assert s.max_tokens > 5 * w.max_tokens
+
+
+def test_the_last_dcp_flag_wins_as_in_argparse():
+    from deployctl.core.engines.vllm_ascend.dcp import dcp_of
+
+    assert dcp_of(["--decode-context-parallel-size", "2", "-dcp", "8"]) == 8
+    assert dcp_of(["--decode-context-parallel-size=4"]) == 4
+    assert dcp_of([]) == 1

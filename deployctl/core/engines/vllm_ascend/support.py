@@ -68,16 +68,20 @@ def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
     from deployctl.core import catalog
     from deployctl.core.engine_spec.protocol import version_from
     from deployctl.core.engines.vllm_ascend.catalog import known
+    from deployctl.core.engines.vllm_ascend.dcp import dcp_of
     from deployctl.core.engines.vllm_ascend.kv_cache import c8_bytes
 
     env = preset_env(inv.cluster.hardware, role, inv.model.name, inv.engine.env)
     e = cast(VllmAscendSettings, inv.engine)
     model = catalog.model_of(inv)
     kv, idx, c8 = c8_bytes(model, known(version_from(e).version), e.additional_config) if model else (None, None, ())
+    dcp = dcp_of(list(e.args))     # inv is the role's view: its own args over the engine block's
+    split = (f"decode context parallel {dcp}: each rank keeps 1/{dcp} of every token's cache (the indexer key "
+             "whole)",) if dcp > 1 else ()
     return MemoryInputs(fraction=e.gpu_memory_utilization, fraction_name="--gpu-memory-utilization",
                         comm_buffer_mb=int(float(env.get("HCCL_BUFFSIZE", "200"))),
-                        notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM", *c8),
-                        kv_cache_bytes=kv, indexer_cache_bytes=idx)
+                        notes=("vLLM sizes its KV cache from --gpu-memory-utilization of each NPU's HBM", *c8, *split),
+                        kv_cache_bytes=kv, indexer_cache_bytes=idx, kv_token_split=dcp)
 
 
 def role_preset(role: str) -> dict | None:
