@@ -94,6 +94,11 @@ class MemoryInputs:
     # the attention cache's tokens spread over this many ranks (decode context parallel: each keeps 1/N of every
     # sequence's latent or K/V); a sparse-attention indexer's key stays whole on each (sizing/memory.py)
     kv_token_split: int = 1
+    # what `fraction` is a share of. False: of the whole HBM, holding weights, KV cache, workspace and communication
+    # buffers alike. True: of the memory free before the weights load (HBM less the runtime and the communication
+    # buffers made at start), holding the weights and the KV cache only; the workspace must fit in the rest
+    # (sizing/memory.py memory_fit)
+    fraction_of_free: bool = False
 
 
 @dataclass(frozen=True)

@@ -122,12 +122,16 @@ def comm_groups(d: Degrees) -> int:
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
                notes: tuple[str, ...] = (), fraction_name: str = "memory fraction",
-               kv_token_split: int = 1) -> MemoryFit:
+               kv_token_split: int = 1, fraction_of_free: bool = False) -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
     The communication buffers come out of the KV budget too (this project's choice); that is
     conservative (engines' docs say the fraction excludes HCCL memory) and avoids plans that
     look fine and then run out of memory.
+
+    ``fraction_of_free``: the fraction is of the memory free before the weights load (HBM less the runtime context
+    and the communication buffers), and holds the weights and the KV cache only; the workspace (activations, graphs)
+    must fit in what the fraction leaves (MemoryInputs.fraction_of_free).
     """
     hbm = hbm_gb * GIB
     usable = hbm * fraction
@@ -137,14 +141,24 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
         + vision_workspace(m, d, max_prefill_tokens)
     groups = comm_groups(d)
     comm = (2 * hccl_buffsize_mb + 2 * OTHER_COMM_MB * max(0, groups - 1)) * 1e6 if groups else 0.0
-    budget = usable - weights - workspace - comm
+    left = 0.0
+    if fraction_of_free:
+        free = hbm - RUNTIME_GB * GB - comm
+        usable = free * fraction
+        left = free - usable            # activations and graphs live here
+        budget = usable - weights
+    else:
+        budget = usable - weights - workspace - comm
     per_token = kv_bytes_per_token(m, quant, d, kv_token_split)
     tokens = max(0, int(budget // per_token)) if per_token else 0
     state = state_bytes_per_seq(m, d)     # hybrid: each sequence's fixed state, as the tokens its bytes would hold
     seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)
     seqs = d.dp * ((tokens * d.cp) // seq_cost)
     reason = ""
-    if budget <= 0:
+    if fraction_of_free and workspace - RUNTIME_GB * GB > left:
+        reason = (f"the workspace ({(workspace - RUNTIME_GB * GB) / GB:.2f} GB) does not fit in the "
+                  f"{left / GB:.2f} GB that {fraction_name} {fraction} leaves outside weights and KV cache")
+    elif budget <= 0:
         reason = "no room left for the KV cache"
     elif tokens * d.cp < seq_cost:
         reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "

@@ -47,7 +47,8 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     return memory_fit(with_kv_cache(catalog.served_model(inv), quant, mem), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
-                      notes=mem.notes, fraction_name=mem.fraction_name, kv_token_split=mem.kv_token_split)
+                      notes=mem.notes, fraction_name=mem.fraction_name, kv_token_split=mem.kv_token_split,
+                      fraction_of_free=mem.fraction_of_free)
 
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:

@@ -1,0 +1,33 @@
+"""memory_fit with a fraction of the memory free before the weights load (MemoryInputs.fraction_of_free): the
+fraction holds weights and KV cache only, the workspace lives in the rest. Numbers from a catalog model, checked
+against the formula written out here, not against the function's own output."""
+
+from __future__ import annotations
+
+from deployctl.core import catalog
+from deployctl.core.models.plan import Degrees
+from deployctl.core.sizing.memory import GB, GIB, RUNTIME_GB, memory_fit, weights_per_die
+
+
+def _fit(fraction: float, of_free: bool, prefill: int = 16384):
+    m = catalog.models()["qwen3-235b-a22b"]
+    d = Degrees(tp=16, moe_tp=16)
+    return m, d, memory_fit(m, "w8a8", d, hbm_gb=64, fraction=fraction, hccl_buffsize_mb=200, max_seq_len=8192,
+                            max_prefill_tokens=prefill, fraction_of_free=of_free, fraction_name="--mem-fraction-static")
+
+
+def test_the_kv_budget_is_the_fraction_of_the_free_memory_less_the_weights():
+    m, d, fit = _fit(0.8, True)
+    weights = sum(weights_per_die(m, "w8a8", d).values())
+    free = 64 * GIB - RUNTIME_GB * GB - fit.comm_buffers_gb * GB
+    assert abs(fit.kv_budget_gb * GB - (0.8 * free - weights)) < 0.01 * GB
+    _, _, hbm_share = _fit(0.8, False)
+    # the workspace and the buffers no longer come out of the KV budget
+    assert fit.kv_budget_gb > hbm_share.kv_budget_gb
+    assert fit.fits
+
+
+def test_a_fraction_that_leaves_no_room_for_the_workspace_is_refused_naming_it():
+    _, _, fit = _fit(0.99, True, prefill=262144)
+    assert not fit.fits
+    assert "workspace" in fit.reason and "--mem-fraction-static 0.99" in fit.reason
