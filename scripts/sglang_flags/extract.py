@@ -176,6 +176,24 @@ NPU_RE = re.compile(r"(?<![a-z])npu(?![a-z])|ascend", re.I)  # not "input"
 HIDDEN_ATTRS = {"torch": ("hpu", "musa", "mlu")}
 
 
+def _strict_validate(self):  # what huggingface_hub's `@strict` adds as `validate`
+    return None
+
+
+_strict_validate.__is_defined_by_strict_decorator__ = True
+
+# Class attributes given to particular stub classes, by (top-level package, class name).
+# transformers >= 5 configs are `@strict` dataclasses: sglang 0.5.16's
+# configs/cohere2_moe.py applies huggingface_hub's `@strict` to a PreTrainedConfig
+# subclass at import time, which requires `__dataclass_fields__` and accepts an
+# inherited `validate` only if `@strict` made it.
+_STRICT_DATACLASS = {"__dataclass_fields__": {}, "validate": _strict_validate}
+STUB_CLASS_ATTRS = {
+    ("transformers", "PreTrainedConfig"): _STRICT_DATACLASS,
+    ("transformers", "PretrainedConfig"): _STRICT_DATACLASS,
+}
+
+
 # --------------------------------------------------------------------------
 # torch & co stubs (same machinery as scripts/vllm_flags/extract.py)
 # --------------------------------------------------------------------------
@@ -320,7 +338,10 @@ class _Stub(metaclass=_StubMeta):
 
 def _new_stub_class(name, module):
     safe = name if name.isidentifier() else "Stub"
-    return _StubMeta(safe, (_Stub,), {"__module__": module})
+    ns = {"__module__": module}
+    for k, v in STUB_CLASS_ATTRS.get((module.split(".")[0], name), {}).items():
+        ns[k] = dict(v) if isinstance(v, dict) else v
+    return _StubMeta(safe, (_Stub,), ns)
 
 
 class _StubModule(types.ModuleType):
@@ -369,6 +390,17 @@ def _customize_stub(module: "_StubModule") -> None:
             m.is_available = lambda: False
             m.device_count = lambda: 0
             setattr(module, other, m)
+    elif name == "triton":
+        # triton-ascend on an Ascend host: `triton.runtime.driver.active.get_current_target().backend`
+        # is the string "npu". sglang 0.5.16's fla/utils.py does `getattr(torch, <that backend>)` at
+        # import time, which a stub instance cannot be (TypeError: attribute name must be string).
+        runtime = _stub_submodule(module, "runtime")
+        driver = _stub_submodule(runtime, "driver")
+        active = _new_stub_class("active", driver.__name__)
+        target = types.SimpleNamespace(backend="npu", arch="stub", warp_size=0)
+        active.get_current_target = staticmethod(lambda: target)
+        active.get_current_device = staticmethod(lambda: 0)
+        driver.active = active
     elif name == "torch.version":
         module.cuda = None
         module.hip = None
@@ -378,6 +410,18 @@ def _customize_stub(module: "_StubModule") -> None:
         module.get_available_tool_call_parsers = lambda: []
         module.get_version_string = lambda: "stub"
         module.get_verbose_version_string = lambda: "stub"
+
+
+def _stub_submodule(parent: "_StubModule", attr: str) -> "_StubModule":
+    """A stub submodule reachable both as `parent.attr` and through `import parent.attr`."""
+    full = f"{parent.__name__}.{attr}"
+    sub = sys.modules.get(full)
+    if not isinstance(sub, _StubModule):
+        sub = _StubModule(full)
+        sub.__spec__ = importlib.machinery.ModuleSpec(full, _StubLoader(), is_package=True)
+        sys.modules[full] = sub
+    setattr(parent, attr, sub)
+    return sub
 
 
 class _StubLoader(importlib.abc.Loader):
@@ -447,6 +491,45 @@ class _StubFinder(importlib.abc.MetaPathFinder):
 def _install_stubs(record_forced: set, record_auto: set) -> None:
     sys.meta_path.insert(0, _StubFinder(ALWAYS_STUB, record_forced))
     sys.meta_path.append(_StubFinder(None, record_auto))
+
+
+def _install_stub_name_guard(record: set, tree: Path) -> None:
+    """Let getattr/hasattr/setattr/delattr accept a stub *value* as the attribute name.
+
+    Import-time code such as `getattr(torch, <a device string computed from triton>)`
+    receives a stub where the real library returns a str and would die with
+    "TypeError: attribute name must be string, not '_Stub'". The stub is replaced by its
+    name ("stub" for an instance) and the call site ("sglang/...py:LINE") is recorded;
+    the JSON lists any under method_details.stub_values_used_as_attribute_names.
+    Calls with a str name take the fast path and behave exactly as before.
+    """
+    import builtins
+
+    prefix = str(tree) + os.sep
+
+    def fix(name):
+        if isinstance(name, str) or not isinstance(name, (_Stub, _StubMeta)):
+            return name
+        f = sys._getframe(2)
+        fn = f.f_code.co_filename
+        record.add(f"{fn[len(prefix):] if fn.startswith(prefix) else fn}:{f.f_lineno}")
+        return name.__name__ if isinstance(name, _StubMeta) else str(name)
+
+    o_get, o_has, o_set, o_del = builtins.getattr, builtins.hasattr, builtins.setattr, builtins.delattr
+
+    def getattr_(obj, name, *default):
+        return o_get(obj, name if type(name) is str else fix(name), *default)
+
+    def hasattr_(obj, name):
+        return o_has(obj, name if type(name) is str else fix(name))
+
+    def setattr_(obj, name, value):
+        return o_set(obj, name if type(name) is str else fix(name), value)
+
+    def delattr_(obj, name):
+        return o_del(obj, name if type(name) is str else fix(name))
+
+    builtins.getattr, builtins.hasattr, builtins.setattr, builtins.delattr = getattr_, hasattr_, setattr_, delattr_
 
 
 # --------------------------------------------------------------------------
@@ -611,8 +694,10 @@ def _build_sglang_parser(tree: Path):
         "SGLANG_DISABLE_PLUGINS": "1",
     }.items():
         os.environ.setdefault(k, v)
+    named: set = set()
     sys.path.insert(0, str(tree))
     _install_stubs(forced, auto)
+    _install_stub_name_guard(named, tree)
 
     import sglang  # noqa: F401
 
@@ -639,6 +724,8 @@ def _build_sglang_parser(tree: Path):
         "stubbed_modules_forced": sorted({m if m.startswith("sglang") else m.split(".")[0] for m in forced}),
         "stubbed_modules_missing": sorted(auto),
     }
+    if named:  # a stub stood in for a str attribute name (see _install_stub_name_guard)
+        info["stub_values_used_as_attribute_names"] = sorted(named)
     return parser, info, sa
 
 

@@ -57,24 +57,58 @@ ROUTER_FLAGS = ("--pd-disaggregation", "--prefill", "--decode", "--host", "--por
 # A regenerated table that moves one of these fails test_version_dependent_flags; update deployctl's rendering first.
 VERSION_DEPENDENT = {
     # 0.5.20 dropped the deprecated aliases; use --cuda-graph-max-bs-decode / --cuda-graph-bs-decode (all versions).
-    "--cuda-graph-max-bs": {"0.5.18"},
-    "--cuda-graph-bs": {"0.5.18"},
-    "--disable-piecewise-cuda-graph": {"0.5.18"},
-    "--enforce-piecewise-cuda-graph": {"0.5.18"},
-    "--stream-output": {"0.5.18"},
-    "--enable-expert-distribution-metrics": {"0.5.18"},
+    "--cuda-graph-max-bs": {"0.5.16", "0.5.18"},
+    "--cuda-graph-bs": {"0.5.16", "0.5.18"},
+    "--disable-piecewise-cuda-graph": {"0.5.16", "0.5.18"},
+    "--enforce-piecewise-cuda-graph": {"0.5.16", "0.5.18"},
+    "--stream-output": {"0.5.16", "0.5.18"},
+    "--enable-expert-distribution-metrics": {"0.5.16", "0.5.18"},
+    # The NSA names are deprecated aliases of the DSA ones (already in 0.5.16) and are gone from 0.5.20.
+    "--nsa-prefill-backend": {"0.5.16", "0.5.18"},
+    "--nsa-decode-backend": {"0.5.16", "0.5.18"},
+    "--enable-nsa-prefill-context-parallel": {"0.5.16", "0.5.18"},
     # 0.5.22 added the attention-DP size; --enable-dp-attention is deprecated there (still parses).
     "--attn-dp-size": {"0.5.22", "0.5.23"},
     "--attention-data-parallel-size": {"0.5.22", "0.5.23"},
-    "--speculative-skip-dp-mlp-sync": {"0.5.18", "0.5.20", "0.5.22"},
+    "--speculative-skip-dp-mlp-sync": {"0.5.16", "0.5.18", "0.5.20", "0.5.22"},
+    # 0.5.16 (the version of SGLang's Ascend tutorials) -> 0.5.18: one removal, and flags added in 0.5.18 that
+    # deployctl must not render for a 0.5.16 image.
+    "--torchao-config": {"0.5.16"},
+    "--c128-page-size": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},  # NPU DeepSeek-V4 C128 KV-cache page size
+    "--dcp-comm-backend": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--enable-tp-lm-head-all-to-all": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--dwdp-size": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--disaggregation-decode-retraction-backup": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--startup-weight-load-mode": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--language-model-only": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
+    "--enable-linear-replayssm-spec": {"0.5.18", "0.5.20", "0.5.22", "0.5.23"},
 }
 # Deprecated (parses, warns) -> replacement named by SGLang, per version.
-DEPRECATED_IN = {"--enable-dp-attention": {"0.5.22", "0.5.23"}}
+DEPRECATED_IN = {
+    "--enable-dp-attention": {"0.5.22", "0.5.23"},
+    "--cuda-graph-max-bs": {"0.5.16", "0.5.18"},
+    "--cuda-graph-bs": {"0.5.16", "0.5.18"},
+    "--nsa-prefill-backend": {"0.5.16", "0.5.18"},
+    "--enable-expert-distribution-metrics": {"0.5.18"},
+    "--enable-gdn-replayssm-spec": {"0.5.18"},  # renamed --enable-linear-replayssm-spec in 0.5.18
+}
 
 
 def test_tables_present():
-    assert {"0.5.18", "0.5.20", "0.5.22", "0.5.23"} <= set(SGLANG)
+    assert {"0.5.16", "0.5.18", "0.5.20", "0.5.22", "0.5.23"} <= set(SGLANG)
     assert ROUTER, "no sglang-router table"
+
+
+def test_ascend_tutorial_version():
+    """SGLang's Ascend tutorials were validated on 0.5.16 (quay.io/ascend/sglang:cann9.0.0-{a3,910b}-v0.5.16)."""
+    d = SGLANG["0.5.16"]
+    assert d["method"] == "stub-import" and d["release_date"] == "2026-07-25"
+    assert set(d["ascend_images"]) == {
+        "quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16",
+        "quay.io/ascend/sglang:cann9.0.0-910b-v0.5.16",
+    }
+    # The stub import needed no stub value as an attribute name (extract.py's triton-ascend driver stub).
+    assert "stub_values_used_as_attribute_names" not in d["method_details"]
 
 
 @pytest.mark.parametrize("ver", list(SGLANG))
