@@ -204,7 +204,7 @@ def test_values_schema_is_generated_from_the_models():
     ("mindie.ports.htp=1", "Additional property htp is not allowed",
      "at '/mindie/ports': additional properties 'htp' not allowed"),
     ("mindie.rankTable.source=operator", "rankTable.source", "at '/mindie/rankTable/source': value must be one of"),
-    ("engine=sglang", "engine", "at '/engine': value must be one of 'mindie', 'vllm-ascend'"),
+    ("engine=tgi", "engine", "at '/engine': value must be one of 'mindie', 'sglang', 'vllm-ascend'"),
     ("vllm.ports.api=80", "vllm.ports.api", "at '/vllm/ports/api': minimum: got 80"),
 ])
 def test_schema_rejects_bad_values_in_helm(bad, message, message_current, helm_bin):

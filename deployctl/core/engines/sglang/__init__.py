@@ -1,0 +1,153 @@
+"""The SGLang engine spec (engine.kind: sglang): `python3 -m sglang.launch_server` per node (one server per
+instance, over several nodes with --nnodes/--node-rank/--dist-init-addr), prefill/decode over MemFabric, and
+SGLang's router in front of a P/D split.
+
+Every value comes from SGLang's Ascend guides, its CI and its own parser tables (flags/), named next to it
+(sgl-project/sglang at the commits support.yaml names; the PyPI wheels of the releases catalog.RELEASES lists).
+Submodules are imported when a method needs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from deployctl.core.engine_spec.protocol import EngineSpecBase
+from deployctl.core.models.engine_settings import kind_of
+from deployctl.core.models.engine_settings.sglang import SglangSettings as SglangSettingsModel
+
+if TYPE_CHECKING:
+    from deployctl.core.engine_spec.protocol import (
+        Chart, EngineVersion, Finding, MemoryInputs, MetricNames, MetricsTarget, NodeProcesses,
+    )
+    from deployctl.core.errors import Problem
+    from deployctl.core.input.raw import RawInventory
+    from deployctl.core.models.artifact import Artifact
+    from deployctl.core.models.engine_settings.sglang import SglangSettings
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Plan, PlanNode
+
+
+class SglangSpec(EngineSpecBase):
+    kind = kind_of(SglangSettingsModel)
+    display = "SGLang"
+    max_servers: int | None = None      # no rank table
+    # what SGLang's Ascend P/D guides set per role: extra flags (deepep mode, graph sizes, load balancing), the
+    # memory share (prefill 0.81, decode 0.75: BP/deepseek_r1.mdx@40946a20 L423, L475)
+    role_keys: tuple[str, ...] = ("args", "mem_fraction_static")
+    needs_device_ips = False     # HCCL groups come from --dist-init-addr, KV transfer from MemFabric
+    image_packages = ("torch_npu", "torch", "sglang", "sglang_router", "memfabric_hybrid")
+
+    @property
+    def settings(self) -> type[SglangSettings]:
+        from deployctl.core.models.engine_settings.sglang import SglangSettings
+
+        return SglangSettings
+
+    def version(self, inv: Inventory) -> EngineVersion:
+        """engine.version, else the image tag: SGLang's tags carry the patch release (`v0.5.18-cann9.0.0-a3`,
+        `cann9.0.0-a3-v0.5.16` on quay.io: the version may come last)."""
+        import re
+
+        from deployctl.core.engine_spec.protocol import EngineVersion
+
+        e = inv.engine
+        if e.version:
+            return EngineVersion(e.version, "engine.version")
+        tag = e.image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+        m = re.search(r"(?:^|-)v(\d+\.\d+\.\d+)", tag)
+        if m:
+            return EngineVersion(m.group(1), f"image tag {tag}")
+        return EngineVersion(None, f"image tag {tag!r} names no version" if tag else "the image has no tag")
+
+    def validate(self, inv: Inventory, raw: RawInventory) -> list[Problem]:
+        from deployctl.core.engines.sglang.validate import engine_problems
+
+        return engine_problems(inv, raw)
+
+    def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None:
+        return None
+
+    def needs_interfaces(self, inv: Inventory) -> str | None:
+        from deployctl.core.engines.sglang.support import needs_interfaces
+
+        return needs_interfaces(inv)
+
+    def chunked_prefill(self, inv: Inventory) -> bool:
+        """SGLang chunks prompts longer than --chunked-prefill-size unless it is -1 (the P/D guides' prefill:
+        BP/deepseek_r1.mdx@40946a20 L428)."""
+        from deployctl.core.input.roles import ROLES, role_block
+
+        blocks: list[list[Any]] = [list(inv.engine.model_dump().get("args", []))]
+        blocks += [list((b.engine or {}).get("args", [])) for b in (role_block(inv, r) for r in ROLES) if b]
+        for args in blocks:
+            for i, a in enumerate(args):
+                flag, eq, value = a.partition("=")
+                if flag == "--chunked-prefill-size" and (value if eq else (args[i + 1] if i + 1 < len(args) else "")) == "-1":
+                    return False
+        return True
+
+    def check(self, plan: Plan) -> list[Finding]:
+        from deployctl.core.engines.sglang.support import check
+
+        return check(plan)
+
+    def accept(self, plan: Plan) -> list[Finding]:
+        return []
+
+    def memory(self, inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
+        from deployctl.core.engines.sglang.support import memory_inputs
+
+        return memory_inputs(inv, role, degrees)
+
+    def render(self, plan: Plan) -> list[Artifact]:
+        from deployctl.core.engines.sglang.render import render
+
+        return render(plan)
+
+    def processes(self, plan: Plan, node: PlanNode) -> NodeProcesses:
+        from deployctl.core.engines.sglang.processes import node_processes
+
+        return node_processes(plan, node)
+
+    def router_control_gap(self, plan: Plan) -> str | None:
+        if plan.preset != "pd-split":
+            return None
+        return ("sglang-router 0.3.2 learns its workers from its argv here: deployctl restarts it with the live "
+                "servers instead of removing one through its API (its /workers routes are unverified)")
+
+    @property
+    def metric_names(self) -> MetricNames:
+        from deployctl.core.engines.sglang.processes import METRIC_NAMES
+
+        return METRIC_NAMES
+
+    def metrics_targets(self, plan: Plan) -> list[MetricsTarget]:
+        from deployctl.core.engines.sglang.processes import metrics_targets
+
+        return metrics_targets(plan)
+
+    def host_ports(self, inv: Inventory) -> dict[str, int]:
+        from deployctl.core.engines.sglang.processes import host_ports
+
+        return host_ports(inv)
+
+    def support_rows(self) -> list[dict]:
+        from deployctl.core.engines.sglang.table import support_rows
+
+        return support_rows()
+
+    def support_table(self) -> str:
+        from deployctl.core.engines.sglang.table import markdown_table
+
+        return markdown_table()
+
+    @property
+    def chart(self) -> Chart:
+        from deployctl.core.engine_spec.protocol import Chart
+        from deployctl.core.engines.sglang.chart import OWNED_VALUES, SglangValues, chart_values
+
+        return Chart(kind=self.kind, block="sglang", block_model=SglangValues, owned_values=OWNED_VALUES,
+                     values=chart_values, image="lmsysorg/sglang:v0.5.18-cann9.0.0-a3")
+
+
+SPEC = SglangSpec()

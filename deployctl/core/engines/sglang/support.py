@@ -1,0 +1,164 @@
+"""SGLang's support matrix (support.yaml), env presets (env.yaml), memory semantics and layout rules, with sources."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, cast
+
+from deployctl.core.engine_spec.protocol import Finding, MemoryInputs, read_data
+from deployctl.core.models.engine_settings.sglang import SglangSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.models.inventory import Inventory
+    from deployctl.core.models.plan import Degrees, Instance, Plan
+
+# --mem-fraction-static is a share of the memory free before the weights load (measured after distributed init:
+# sglang 0.5.23 srt/distributed/bootstrap.py L193-212), holding weights and KV pool: the pool is what is free after
+# the weights less (1 - fraction) x that first measurement (srt/mem_cache/kv_cache_configurator.py L2990-3061)
+MEMORY_SOURCE = ("sglang 0.5.23 srt/distributed/bootstrap.py L193-212, srt/mem_cache/kv_cache_configurator.py "
+                 "L2990-3061")
+
+
+@cache
+def matrix() -> dict:
+    return read_data(__package__, "support.yaml")
+
+
+@cache
+def presets() -> dict:
+    return read_data(__package__, "env.yaml", words_for_booleans=False)
+
+
+def entry(inv: Inventory) -> tuple[dict, str]:
+    """(the model's support entry, its note): the catalog model's, else its checkpoint family's; {} when unlisted."""
+    from deployctl.core import catalog
+
+    data = matrix()
+    found = data["models"].get(inv.model.name)
+    if found is None:
+        info = catalog.model_of(inv)
+        found = data["families"].get(info.family if info else "", {})
+    note = found.get("note", "")
+    while "same_as" in found:
+        found = data["models"][found["same_as"]]
+        note = note or found.get("note", "")
+    return found, note
+
+
+def family(inv: Inventory) -> str:
+    from deployctl.core import catalog
+
+    info = catalog.served_model(inv)
+    return info.family or ""
+
+
+def preset_env(inv: Inventory, role: str) -> dict[str, str]:
+    from deployctl.core.render.env import env_value
+
+    p = presets()
+    out: dict[str, str] = {}
+    for layer in (p["common"], p["hardware"].get(inv.cluster.hardware, {}), p["role"].get(role, {}),
+                  p["families"].get(family(inv), {})):
+        out.update({k: env_value(v) for k, v in layer.items()})
+    return out
+
+
+def is_moe(inv: Inventory) -> bool:
+    from deployctl.core import catalog
+
+    return catalog.served_model(inv).routed_experts > 0
+
+
+def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
+    """The role's --mem-fraction-static, of the memory free before the weights load (MEMORY_SOURCE), and the HCCL
+    buffer the DeepEP / HCCL groups take (DEEPEP_HCCL_BUFFSIZE, else HCCL_BUFFSIZE, else 200 MB: sglang 0.5.23
+    srt/distributed/parallel_state.py L108-118)."""
+    from deployctl.core.render.env import user_env
+
+    e = cast(SglangSettings, inv.engine)
+    env = {**preset_env(inv, role), **user_env(inv, role)}
+    buff = env.get("DEEPEP_HCCL_BUFFSIZE") or env.get("HCCL_BUFFSIZE") or "200"
+    return MemoryInputs(fraction=e.mem_fraction_static, fraction_name="--mem-fraction-static",
+                        comm_buffer_mb=int(float(buff)), fraction_of_free=True,
+                        notes=("SGLang's --mem-fraction-static is a share of the memory free before the weights "
+                               f"load; weights and KV cache live in it, activations and graphs outside "
+                               f"({MEMORY_SOURCE})",))
+
+
+def needs_interfaces(inv: Inventory) -> str | None:
+    if len(inv.nodes) == 1:
+        return None
+    return ("SGLang's multi-node and P/D guides set HCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the NIC of the "
+            "node's IP on every node (sgl-project/sglang@40946a20 docs/docs/hardware-platforms/ascend-npus/"
+            "model-deployment/best-practices/deepseek_r1.mdx L410-411, L459-460)")
+
+
+def _path(inst: Instance, key: str) -> str:
+    return f"layout.{key}" if inst.role == "mixed" else f"layout.{inst.role}.{key}"
+
+
+def layout_findings(plan: Plan, inst: Instance) -> list[Finding]:
+    """What deployctl renders for SGLang: attention TP inside DP-attention groups (--tp-size = tp x dp), experts by
+    DeepEP over every rank (--moe-a2a-backend deepep makes ep = tp-size: sglang 0.5.23 arg_groups/overrides.py
+    L1611-1620) or by TP; no pipeline or context parallel from the layout (pass SGLang's own flags in engine.args)."""
+    d, out = inst.degrees, []
+    world = d.tp * d.dp
+    if d.pp > 1:
+        out.append(Finding("error", _path(inst, "pp"), "deployctl renders no pipeline parallel for SGLang",
+                           hint="use tp x dp (attention DP) with experts over every rank"))
+    if d.cp > 1:
+        out.append(Finding("error", _path(inst, "cp"), "deployctl renders no context parallel from the layout for "
+                           "SGLang", hint="keep cp 1; SGLang's prefill context parallel is --attn-cp-size in "
+                           "engine.args"))
+    if is_moe(plan.inventory) and d.moe_ep > 1 and d.moe_ep != world:
+        out.append(Finding("error", _path(inst, "moe_ep"), f"moe_ep={d.moe_ep}: SGLang's DeepEP spans every rank "
+                           f"of the server (tp x dp = {world})", "sglang 0.5.23 arg_groups/overrides.py L1611-1620",
+                           hint=f"set moe_ep: {world}"))
+    if is_moe(plan.inventory) and d.moe_tp > 1 and d.moe_tp != world:
+        out.append(Finding("error", _path(inst, "moe_tp"), f"moe_tp={d.moe_tp}: without expert parallel SGLang "
+                           f"splits every expert over the whole server (tp x dp = {world})",
+                           hint=f"set moe_tp: {world}, or moe_ep: {world}"))
+    return out
+
+
+def check(plan: Plan) -> list[Finding]:
+    from deployctl.core.engines.sglang.catalog import RELEASES
+
+    data = matrix()
+    inv = plan.inventory
+    version = plan.engine.version
+    out: list[Finding] = []
+    if version not in data["versions"]:
+        out.append(Finding("warning", "engine.version", f"SGLang {version or 'unknown'} ({plan.engine.version_source})"
+                           f" is not in deployctl's tables (known: {', '.join(RELEASES)}): flags are checked against "
+                           "the nearest older release; unverified", hint="set engine.version"))
+    found, note = entry(inv)
+    if note:
+        out.append(Finding("warning", "model.name", note))
+    if not found:
+        out.append(Finding("warning", "model.name", f"{plan.model_display} is not in SGLang's Ascend support list: "
+                           "unverified"))
+    else:
+        validated = found.get("validated", {})
+        if version not in validated:
+            seen = "; ".join(f"{v}: {s}" for v, s in validated.items()) or "no published deployment read"
+            out.append(Finding("warning", "engine.version", f"{plan.model_display} on SGLang {version}: no published "
+                               f"Ascend deployment validates this release (unverified); validated: {seen}"))
+        if inv.model.quant not in found.get("quants", []):
+            out.append(Finding("error", "model.quant", f"SGLang on Ascend runs {plan.model_display} in "
+                               f"{', '.join(found.get('quants', []))}, not {inv.model.quant}",
+                               "; ".join(validated.values()) or "SGLang's Ascend model list",
+                               hint=f"use quant {found['quants'][0]}" if found.get("quants") else ""))
+    spec = inv.model.speculative
+    if spec is not None and spec.method not in data["speculative"]:
+        out.append(Finding("error", "model.speculative.method", f"deployctl renders no SGLang drafter for "
+                           f"{spec.method} (it renders {', '.join(data['speculative'])})",
+                           "support.yaml speculative (SGLang's SpeculativeAlgorithm)", hint="use mtp or eagle3"))
+    for inst in plan.instances:
+        out += layout_findings(plan, inst)
+    if plan.preset == "pd-split":
+        prefill, decode = plan.role("prefill"), plan.role("decode")
+        if not prefill or not decode:
+            out.append(Finding("error", "layout.preset", "a P/D split needs at least one prefill and one decode "
+                               "server behind the router", data["pd"]["source"]))
+    return out

@@ -1,0 +1,96 @@
+"""Inventory checks only SGLang needs: engine.args (and each role's) against the release's own launch_server parser
+table, engine.router_args against the router's, and the flags and variables deployctl derives."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, cast
+
+from deployctl.core.errors import Problem
+from deployctl.core.models.engine_settings.sglang import SglangSettings
+
+if TYPE_CHECKING:
+    from deployctl.core.input.raw import KeyPath, RawInventory
+    from deployctl.core.models.inventory import Inventory
+
+# flags deployctl renders from the inventory and the plan; engine.args may not set them (launch.DEFAULTED ones may)
+OWNED_FLAGS = ("--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--dp-size",
+               "--enable-dp-attention", "--attn-dp-size", "--nnodes", "--node-rank", "--dist-init-addr",
+               "--mem-fraction-static", "--context-length", "--max-running-requests", "--max-prefill-tokens",
+               "--quantization", "--disaggregation-mode", "--disaggregation-transfer-backend",
+               "--disaggregation-bootstrap-port", "--speculative-algorithm", "--speculative-num-steps",
+               "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-draft-model-path",
+               "--enable-metrics", "--trust-remote-code", "--pp-size")
+ROUTER_OWNED = ("--pd-disaggregation", "--prefill", "--decode", "--host", "--port", "--prometheus-port",
+                "--worker-urls")
+OWNED_ENV = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "ASCEND_MF_STORE_URL", "ASCEND_RT_VISIBLE_DEVICES")
+HINTS = {"--speculative-algorithm": "set it through model.speculative",
+         "--mem-fraction-static": "set engine.mem_fraction_static (or layout.<role>.engine.mem_fraction_static)"}
+
+
+def _check(args: list[str], path: KeyPath, raw: RawInventory, tab: dict, what: str, owned: tuple[str, ...],
+           option: Callable[[str], str | None]) -> list[Problem]:
+    from deployctl.core.engines.sglang.catalog import suggest
+
+    out = []
+    i = 0
+    while i < len(args):
+        key = path + (i,)
+        flag, eq, _ = args[i].partition("=")
+        if not flag.startswith("-"):
+            out.append(raw.problem(key, f"{args[i]!r} is not a flag", "give flags and their values as separate "
+                                   "items, e.g. [\"--deepep-mode\", \"auto\"]"))
+            i += 1
+            continue
+        canon = option(flag)
+        if canon is None:
+            out.append(raw.problem(key, f"{what} has no flag {flag}", suggest(tab, flag, what)))
+            i += 1
+            continue
+        spec = tab["options"][canon]
+        if canon in owned:
+            out.append(raw.problem(key, f"{flag} is set by deployctl from the inventory",
+                                   HINTS.get(canon, "set it through the model, layout or engine.ports keys")))
+        elif spec.get("deprecated"):
+            out.append(raw.problem(key, f"{flag} is deprecated in {what} (it still parses, with a warning)",
+                                   f"use {spec.get('deprecated_new_flag') or 'its replacement'}"))
+        i += 1
+        if spec["takes_value"] and not eq:
+            if spec.get("nargs") in ("+", "*"):
+                n = 0
+                while i < len(args) and not (args[i].startswith("--") or
+                                             (args[i].startswith("-") and args[i][1:2].isalpha())):
+                    i += 1
+                    n += 1
+                if n == 0 and spec.get("nargs") == "+":
+                    out.append(raw.problem(key, f"{flag} needs at least one value", f"add values after {flag}"))
+            elif i >= len(args):
+                out.append(raw.problem(key, f"{flag} needs a value", f"add the value after {flag}"))
+            else:
+                i += 1
+    return out
+
+
+def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
+    from deployctl.core.engine_spec.protocol import version_from
+    from deployctl.core.engines.sglang.catalog import ROUTER, known, option, router_option, router_table, table
+    from deployctl.core.input.envcheck import env_sources
+    from deployctl.core.input.roles import ROLES, role_block
+
+    release = known(version_from(inv.engine).version)
+    e = cast(SglangSettings, inv.engine)
+    what = f"sglang.launch_server {release}"
+    out = _check(e.args, ("engine", "args"), raw, table(release), what, OWNED_FLAGS, lambda f: option(release, f))
+    out += _check(e.router_args, ("engine", "router_args"), raw, router_table(), f"sglang_router.launch_router "
+                  f"{ROUTER}", ROUTER_OWNED, router_option)
+    for role in ROLES:
+        block = role_block(inv, role)
+        own = block.engine if block is not None else {}
+        if isinstance(own.get("args"), list):
+            out += _check(own["args"], ("layout", role, "engine", "args"), raw, table(release), what, OWNED_FLAGS,
+                          lambda f: option(release, f))
+    for path, env in env_sources(inv):
+        for key in OWNED_ENV:
+            if key in env:
+                out.append(raw.problem(path + (key,), f"{key} is computed per node by deployctl",
+                                       "remove it: set nodes[].interface (or let preflight find it) and engine.ports"))
+    return out
