@@ -1,0 +1,146 @@
+"""SGLang's launch rendering, as SGLang's Ascend guides run it (sgl-project/sglang@40946a20 docs/docs/
+hardware-platforms/ascend-npus/model-deployment/best-practices/deepseek_r1.mdx, "BP"): the expected values are the
+guide's, written here, not read back from the renderer. The full published deployments are the conformance corpus
+(tests/conformance/sglang/)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployctl.core.engines.sglang.launch import groups, launches
+from deployctl.core.errors import InventoryError, LayoutError
+from tests.core.checkpoint.test_plan import plan_of
+
+NODES = "\n".join(f"  - {{name: n{k}, address: 10.0.0.{k + 1}, interface: eth0}}" for k in range(4))
+
+
+def pd(image: str = "quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16", engine: str = "", prefill: str = "",
+       decode: str = "") -> str:
+    return f"""
+cluster: {{name: t, hardware: a3}}
+engine: {{kind: sglang, image: '{image}'{engine}}}
+model: {{name: deepseek-r1, quant: w8a8, weights_path: /w, served_name: r1, max_seq_len: 8192,
+        max_input_len: 3500, max_batch_size: 32, speculative: {{method: mtp, tokens: 3}}}}
+layout:
+  preset: pd-split
+  prefill: {{instances: [{{nodes: [n0]}}, {{nodes: [n1]}}], tp: 8, dp: 2, moe_ep: 16{prefill}}}
+  decode: {{nodes: [n2, n3], tp: 2, dp: 16, moe_ep: 32{decode}}}
+nodes:
+{NODES}
+"""
+
+
+def argv(plan, node: str) -> list[str]:
+    return list(launches(plan)[node].server.argv)
+
+
+def value(args: list[str], flag: str) -> str | list[str] | bool:
+    for canon, group in groups("0.5.23", args):
+        if canon == flag:
+            return group[1] if len(group) == 2 else group[1:] if len(group) > 2 else True
+    return False
+
+
+def test_a_decode_server_over_two_nodes_is_one_tp_world_with_attention_dp_and_deepep():
+    """BP L466-481: --tp-size 32 --dp-size 16 --enable-dp-attention, --nnodes 2 --node-rank i, --dist-init-addr
+    <first decode node>:5000, --moe-a2a-backend deepep --deepep-mode low_latency."""
+    plan = plan_of(pd())
+    for rank, node in enumerate(("n2", "n3")):
+        a = argv(plan, node)
+        assert value(a, "--tp-size") == "32" and value(a, "--dp-size") == "16"
+        assert value(a, "--enable-dp-attention") is True
+        assert value(a, "--nnodes") == "2" and value(a, "--node-rank") == str(rank)
+        assert value(a, "--dist-init-addr") == "10.0.0.3:5000"
+        assert value(a, "--moe-a2a-backend") == "deepep" and value(a, "--deepep-mode") == "low_latency"
+        assert value(a, "--disaggregation-mode") == "decode"
+        assert value(a, "--disaggregation-transfer-backend") == "ascend"
+        assert value(a, "--speculative-algorithm") == "NEXTN" and value(a, "--speculative-num-draft-tokens") == "4"
+    assert launches(plan)["n3"].server.port is None        # node rank 1 serves no HTTP
+
+
+def test_prefill_servers_take_consecutive_bootstrap_ports_and_the_router_names_each():
+    """BP L419 `--disaggregation-bootstrap-port $((8998 + $i))`, router L514-523 `--prefill URL 8998 --prefill URL
+    8999 --decode URL`."""
+    plan = plan_of(pd())
+    assert value(argv(plan, "n0"), "--disaggregation-bootstrap-port") == "8998"
+    assert value(argv(plan, "n1"), "--disaggregation-bootstrap-port") == "8999"
+    assert value(argv(plan, "n0"), "--deepep-mode") == "normal"
+    assert value(argv(plan, "n0"), "--nnodes") is False      # a one-node server: SGLang's defaults
+    router = launches(plan)["n0"].router
+    assert router is not None
+    text = " ".join(router)
+    assert "--pd-disaggregation" in router
+    assert "--prefill http://10.0.0.1:30000 8998 --prefill http://10.0.0.2:30000 8999" in text
+    assert "--decode http://10.0.0.3:30000" in text and "http://10.0.0.4" not in text
+
+
+def test_releases_that_deprecate_dp_attention_get_attn_dp_size():
+    """sglang 0.5.22+: "Use --attn-dp-size <dp-size> instead of --dp-size <dp-size> --enable-dp-attention"
+    (0.5.23 server_args.py L417-424); 0.5.16's parser has no --attn-dp-size."""
+    new = plan_of(pd(image="lmsysorg/sglang:v0.5.23-cann9.0.0-a3"))
+    a = argv(new, "n2")
+    assert value(a, "--attn-dp-size") == "16" and value(a, "--enable-dp-attention") is False
+    assert value(a, "--dp-size") is False
+
+
+def test_a_roles_flag_replaces_the_engine_blocks_and_args_may_replace_a_defaulted_flag():
+    plan = plan_of(pd(engine=", args: [--watchdog-timeout, '600', --moe-a2a-backend, ascend_fuseep]",
+                      decode=", engine: {args: [--watchdog-timeout, '9000'], mem_fraction_static: 0.75}"))
+    d = argv(plan, "n2")
+    assert value(d, "--watchdog-timeout") == "9000" and d.count("--watchdog-timeout") == 1
+    assert value(d, "--moe-a2a-backend") == "ascend_fuseep" and d.count("--moe-a2a-backend") == 1
+    assert value(d, "--mem-fraction-static") == "0.75"
+    assert value(argv(plan, "n0"), "--watchdog-timeout") == "600"
+
+
+def test_nargs_plus_flags_keep_their_words_and_a_negative_value_stays_a_value():
+    args = ["--cuda-graph-bs-decode", "2", "4", "6", "--chunked-prefill-size", "-1", "--disable-radix-cache"]
+    assert groups("0.5.16", args) == [("--cuda-graph-bs-decode", ["--cuda-graph-bs-decode", "2", "4", "6"]),
+                                      ("--chunked-prefill-size", ["--chunked-prefill-size", "-1"]),
+                                      ("--disable-radix-cache", ["--disable-radix-cache"])]
+
+
+def test_unique_prefixes_parse_as_argparse_reads_them():
+    """The V3.2 guide writes `--tp 32 --dp 8 --ep 32 --moe-dense-tp 1` (argparse allow_abbrev)."""
+    from deployctl.core.engines.sglang.catalog import option
+
+    assert option("0.5.16", "--tp") == "--tp-size"
+    assert option("0.5.16", "--moe-dense-tp") == "--moe-dense-tp-size"
+    assert option("0.5.16", "--enable") is None          # ambiguous
+
+
+def test_version_from_either_tag_order():
+    from deployctl.app.engines import resolve
+
+    spec = resolve("sglang")
+    for image, version in (("quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16", "0.5.16"),
+                           ("lmsysorg/sglang:v0.5.18-cann9.0.0-a3", "0.5.18")):
+        inv = plan_of(pd(image=image)).inventory
+        assert spec.version(inv).version == version
+
+
+@pytest.mark.parametrize("args, message", [
+    ("[--tp-size, '16']", "--tp-size is set by deployctl"),
+    ("[--no-such-flag]", "has no flag --no-such-flag"),
+    ("[--mem-fraction-static, '0.8']", "engine.mem_fraction_static"),
+    ("[--cuda-graph-max-bs, '8']", "deprecated"),
+])
+def test_engine_args_are_checked_against_the_releases_parser(args, message):
+    with pytest.raises(InventoryError) as exc:
+        plan_of(pd(engine=f", args: {args}"))
+    assert message in exc.value.render()
+
+
+def test_moe_ep_must_span_the_server():
+    """With DeepEP, SGLang sets the expert parallel size to --tp-size (0.5.23 arg_groups/overrides.py
+    L1611-1620): experts split both ways is not something it runs."""
+    with pytest.raises(LayoutError) as exc:
+        plan_of(pd(decode=", moe_tp: 2").replace("moe_ep: 32", "moe_ep: 16"))
+    assert "DeepEP spans every rank" in exc.value.render()
+
+
+def test_the_memory_share_is_of_the_free_memory_and_leaves_the_workspace_outside():
+    plan = plan_of(pd(prefill=", engine: {mem_fraction_static: 0.81}"))
+    fit = plan.role("prefill")[0].memory
+    assert fit.fraction_name == "--mem-fraction-static" and fit.memory_fraction == 0.81
+    assert abs(fit.kv_budget_gb - (fit.usable_gb - fit.weights_gb)) < 0.02
