@@ -1,4 +1,4 @@
-"""The inventory's `engine` block for engine.kind: sglang (docs/engines.md, docs/sglang.md)."""
+"""The inventory's `engine` block for engine.kind: sglang (docs/engines.md, "SGLang")."""
 
 from __future__ import annotations
 
