@@ -99,6 +99,9 @@ class MemoryInputs:
     # buffers made at start), holding the weights and the KV cache only; the workspace must fit in the rest
     # (sizing/memory.py memory_fit)
     fraction_of_free: bool = False
+    # the engine starts with a KV cache shorter than one max_seq_len sequence (it caps a request's length at what
+    # the cache holds) instead of refusing to: the plan says so rather than failing
+    starts_with_short_cache: bool = False
 
 
 @dataclass(frozen=True)

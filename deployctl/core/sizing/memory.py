@@ -122,7 +122,8 @@ def comm_groups(d: Degrees) -> int:
 def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: float,
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
                notes: tuple[str, ...] = (), fraction_name: str = "memory fraction",
-               kv_token_split: int = 1, fraction_of_free: bool = False) -> MemoryFit:
+               kv_token_split: int = 1, fraction_of_free: bool = False,
+               starts_with_short_cache: bool = False) -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
     The communication buffers come out of the KV budget too (this project's choice); that is
@@ -131,7 +132,9 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
 
     ``fraction_of_free``: the fraction is of the memory free before the weights load (HBM less the runtime context
     and the communication buffers), and holds the weights and the KV cache only; the workspace (activations, graphs)
-    must fit in what the fraction leaves (MemoryInputs.fraction_of_free).
+    must fit in what the fraction leaves (MemoryInputs.fraction_of_free); deployctl's workspace term is an estimate,
+    so a workspace larger than that rest is a note, not a refusal. ``starts_with_short_cache``: a KV cache shorter
+    than one max_seq_len sequence is a note too (MemoryInputs.starts_with_short_cache).
     """
     hbm = hbm_gb * GIB
     usable = hbm * fraction
@@ -155,14 +158,20 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)
     seqs = d.dp * ((tokens * d.cp) // seq_cost)
     reason = ""
+    notes = tuple(notes)
     if fraction_of_free and workspace - RUNTIME_GB * GB > left:
-        reason = (f"the workspace ({(workspace - RUNTIME_GB * GB) / GB:.2f} GB) does not fit in the "
-                  f"{left / GB:.2f} GB that {fraction_name} {fraction} leaves outside weights and KV cache")
-    elif budget <= 0:
+        notes += (f"deployctl's estimate of the workspace ({(workspace - RUNTIME_GB * GB) / GB:.2f} GB) is more than "
+                  f"the {left / GB:.2f} GB {fraction_name} {fraction} leaves outside weights and KV cache: lower "
+                  "the fraction if the engine runs out of memory while it serves",)
+    if budget <= 0:
         reason = "no room left for the KV cache"
     elif tokens * d.cp < seq_cost:
-        reason = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
-                  f"({max_seq_len:,})")
+        short = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
+                 f"({max_seq_len:,})")
+        if starts_with_short_cache:
+            notes += (f"{short}: the engine caps a request at what the cache holds",)
+        else:
+            reason = short
     return MemoryFit(
         hbm_gb=round(hbm / GB, 2), memory_fraction=fraction, fraction_name=fraction_name, usable_gb=round(usable / GB, 2),
         weights_gb=round(weights / GB, 2),

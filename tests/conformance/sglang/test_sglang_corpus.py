@@ -22,7 +22,8 @@ line cited), never from deployctl's output. The guides' multi-node scripts are o
     exports before it (its own env, compared with the router container's).
 
 THE RENDERED SIDE: `deployctl render` of the config's inventory: <node>/server.args (one argument per line, the argv
-after `python3 -m sglang.launch_server`), <node>/env (the container's --env-file) and <router node>/router.args.
+after `python3 -m sglang.launch_server`), <node>/env (the container's --env-file), <router node>/router.args and
+router.env (the router container's --env-file).
 
 NORMALISATION (both sides by the same code):
   * a launch_server argv is PARSED with an argparse parser rebuilt from the release's table
@@ -275,7 +276,7 @@ def rendered(doc: dict, tmp: Path) -> dict:
             servers[n["name"]] = _args(d / "server.args")
         if (d / "router.args").exists():
             assert router is None, "two routers"
-            router = (n["name"], _args(d / "router.args"), {})   # start-router.sh passes no env to its container
+            router = (n["name"], _args(d / "router.args"), _env(d / "router.env"))   # start-router.sh's --env-file
     return {"servers": servers, "env": envs, "router": router}
 
 

@@ -32,8 +32,9 @@ class SglangSpec(EngineSpecBase):
     display = "SGLang"
     max_servers: int | None = None      # no rank table
     # what SGLang's Ascend P/D guides set per role: extra flags (deepep mode, graph sizes, load balancing), the
-    # memory share (prefill 0.81, decode 0.75: BP/deepseek_r1.mdx@40946a20 L423, L475)
-    role_keys: tuple[str, ...] = ("args", "mem_fraction_static")
+    # memory share (prefill 0.81, decode 0.75: BP/deepseek_r1.mdx@40946a20 L423, L475), the HTTP port (prefill
+    # 8000, decode 8001: L418, L470)
+    role_keys: tuple[str, ...] = ("args", "mem_fraction_static", "ports")
     needs_device_ips = False     # HCCL groups come from --dist-init-addr, KV transfer from MemFabric
     image_packages = ("torch_npu", "torch", "sglang", "sglang_router", "memfabric_hybrid")
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from deployctl.core.models.plan import Instance, Plan
 
 # flags deployctl renders with a default the inventory's engine.args may replace (the user's value is used instead)
-DEFAULTED = ("--attention-backend", "--moe-a2a-backend", "--deepep-mode", "--device")
+DEFAULTED = ("--attention-backend", "--moe-a2a-backend", "--deepep-mode", "--device", "--enable-dp-attention")
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,9 @@ def _with_extra(release: str, derived: list[str], extra: list[str]) -> list[str]
 
 
 def instance_launch(plan: Plan, inst: Instance) -> dict[str, NodeLaunch]:
-    e = cast(SglangSettings, plan.inventory.engine)
+    from deployctl.core.input.roles import for_role
+
+    e = cast(SglangSettings, for_role(plan.inventory, inst.role).engine)   # a role's own ports (layout.<role>.engine)
     release = known(plan.engine.version)
     base = _server_args(plan, inst)
     extra = extra_args(plan, inst)

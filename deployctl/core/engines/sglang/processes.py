@@ -59,7 +59,7 @@ def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:
         router = router_name(plan)
         proc = Process(containers=(router,), start="start-router.sh", ready_container=router, ready_line=ROUTER_READY,
                        health_urls=(f"http://{ip}:{e.ports.router}/health",), ports=(e.ports.router,),
-                       restart_files=("router.args", "start-router.sh"))
+                       restart_files=("router.args", "router.env", "start-router.sh"))
         return NodeProcesses(engine=engine, router=proc, serves=f"http://{ip}:{e.ports.router}", smoke=True,
                              smoke_words=SMOKE_WORDS)
     inst = plan.instance(node.instance)
@@ -69,8 +69,15 @@ def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:
 
 
 def host_ports(inv: Inventory) -> dict[str, int]:
+    from deployctl.core.input.roles import ROLES, for_role
+
     p = cast(SglangSettings, inv.engine).ports
     out = {"api": p.api}
+    if inv.layout.preset == "pd-split":
+        for role in ROLES:      # a role's own HTTP port (layout.<role>.engine.ports)
+            own = cast(SglangSettings, for_role(inv, role).engine).ports.api
+            if own != p.api:
+                out[f"{role}.api"] = own
     if len(inv.nodes) > 1:
         out["dist_init"] = p.dist_init
     if inv.layout.preset == "pd-split":

@@ -13,7 +13,7 @@ from deployctl.core.engines.sglang.support import matrix, preset_env
 from deployctl.core.models.artifact import Artifact
 from deployctl.core.models.engine_settings.sglang import SglangSettings
 from deployctl.core.render._jinja import render_template
-from deployctl.core.render.env import env_file, user_env
+from deployctl.core.render.env import env_file, env_value, user_env
 
 if TYPE_CHECKING:
     from deployctl.core.models.plan import Plan, PlanNode
@@ -100,6 +100,11 @@ def render(plan: Plan) -> list[Artifact]:
         if launch.router is not None:
             out.append(Artifact(kind="args", path=f"{node.name}/router.args", content=_args_text(launch.router),
                                 mode=0o640))
+            head = [f"deployctl {__version__}: environment of the SGLang router on node {node.name}",
+                    "Use as: docker run --env-file router.env ...   Do not edit by hand: change the inventory."]
+            renv = {k: env_value(v) for k, v in e.router_env.items()}
+            out.append(Artifact(kind="env", path=f"{node.name}/router.env", content=env_file(head, renv).encode(),
+                                mode=0o600))
             url = f"http://{node.container_ip}:{e.ports.router}"
             text = render_template(f"{__package__}/templates/start-router.sh.j2", version=__version__, node=node.name,
                                    container_name=router_name(plan), image=e.image, uid=e.run_as_uid,

@@ -78,8 +78,10 @@ def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
     e = cast(SglangSettings, inv.engine)
     env = {**preset_env(inv, role), **user_env(inv, role)}
     buff = env.get("DEEPEP_HCCL_BUFFSIZE") or env.get("HCCL_BUFFSIZE") or "200"
+    # a pool shorter than --context-length is no refusal: a request is capped at min(context, pool) - 1 tokens
+    # (sglang 0.5.23 srt/managers/tp_worker.py L421-425; only an empty pool stops it)
     return MemoryInputs(fraction=e.mem_fraction_static, fraction_name="--mem-fraction-static",
-                        comm_buffer_mb=int(float(buff)), fraction_of_free=True,
+                        comm_buffer_mb=int(float(buff)), fraction_of_free=True, starts_with_short_cache=True,
                         notes=("SGLang's --mem-fraction-static is a share of the memory free before the weights "
                                f"load; weights and KV cache live in it, activations and graphs outside "
                                f"({MEMORY_SOURCE})",))
@@ -156,9 +158,34 @@ def check(plan: Plan) -> list[Finding]:
                            "support.yaml speculative (SGLang's SpeculativeAlgorithm)", hint="use mtp or eagle3"))
     for inst in plan.instances:
         out += layout_findings(plan, inst)
+    out += deprecated_findings(plan)
     if plan.preset == "pd-split":
         prefill, decode = plan.role("prefill"), plan.role("decode")
         if not prefill or not decode:
             out.append(Finding("error", "layout.preset", "a P/D split needs at least one prefill and one decode "
                                "server behind the router", data["pd"]["source"]))
+    return out
+
+
+def deprecated_findings(plan: Plan) -> list[Finding]:
+    """A flag of engine.args (or a role's) that the release deprecates still parses (SGLang logs a warning, and a
+    later release drops it: flags/*.json `deprecated`, the replacement its Deprecated*Action names)."""
+    from deployctl.core.engines.sglang.catalog import deprecated, known
+    from deployctl.core.engines.sglang.launch import groups
+    from deployctl.core.input.roles import ROLES, role_block
+
+    release = known(plan.engine.version)
+    blocks = [("engine.args", list(cast(SglangSettings, plan.inventory.engine).args))]
+    for role in ROLES:
+        block = role_block(plan.inventory, role)
+        if block is not None and isinstance((block.engine or {}).get("args"), list):
+            blocks.append((f"layout.{role}.engine.args", list(block.engine["args"])))
+    out = []
+    for path, args in blocks:
+        for canon, group in groups(release, args):
+            instead = deprecated(release, group[0].partition("=")[0]) if canon else None
+            if instead:
+                out.append(Finding("warning", path, f"{group[0]} is deprecated in SGLang {release} (it still "
+                                   "parses, with a warning; a later release may drop it)",
+                                   f"flags/sglang-{release}.json", hint=f"use {instead}"))
     return out

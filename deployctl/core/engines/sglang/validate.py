@@ -3,6 +3,7 @@ table, engine.router_args against the router's, and the flags and variables depl
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Callable, cast
 
 from deployctl.core.errors import Problem
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 # flags deployctl renders from the inventory and the plan; engine.args may not set them (launch.DEFAULTED ones may)
 OWNED_FLAGS = ("--model-path", "--served-model-name", "--host", "--port", "--tp-size", "--dp-size",
-               "--enable-dp-attention", "--attn-dp-size", "--nnodes", "--node-rank", "--dist-init-addr",
+               "--attn-dp-size", "--nnodes", "--node-rank", "--dist-init-addr",
                "--mem-fraction-static", "--context-length", "--max-running-requests", "--max-prefill-tokens",
                "--quantization", "--disaggregation-mode", "--disaggregation-transfer-backend",
                "--disaggregation-bootstrap-port", "--speculative-algorithm", "--speculative-num-steps",
@@ -23,6 +24,7 @@ OWNED_FLAGS = ("--model-path", "--served-model-name", "--host", "--port", "--tp-
 ROUTER_OWNED = ("--pd-disaggregation", "--prefill", "--decode", "--host", "--port", "--prometheus-port",
                 "--worker-urls")
 OWNED_ENV = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "ASCEND_MF_STORE_URL", "ASCEND_RT_VISIBLE_DEVICES")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HINTS = {"--speculative-algorithm": "set it through model.speculative",
          "--mem-fraction-static": "set engine.mem_fraction_static (or layout.<role>.engine.mem_fraction_static)"}
 
@@ -50,9 +52,6 @@ def _check(args: list[str], path: KeyPath, raw: RawInventory, tab: dict, what: s
         if canon in owned:
             out.append(raw.problem(key, f"{flag} is set by deployctl from the inventory",
                                    HINTS.get(canon, "set it through the model, layout or engine.ports keys")))
-        elif spec.get("deprecated"):
-            out.append(raw.problem(key, f"{flag} is deprecated in {what} (it still parses, with a warning)",
-                                   f"use {spec.get('deprecated_new_flag') or 'its replacement'}"))
         i += 1
         if spec["takes_value"] and not eq:
             if spec.get("nargs") in ("+", "*"):
@@ -73,7 +72,7 @@ def _check(args: list[str], path: KeyPath, raw: RawInventory, tab: dict, what: s
 def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     from deployctl.core.engine_spec.protocol import version_from
     from deployctl.core.engines.sglang.catalog import ROUTER, known, option, router_option, router_table, table
-    from deployctl.core.input.envcheck import env_sources
+    from deployctl.core.input.envcheck import ENV_KEY, env_sources
     from deployctl.core.input.roles import ROLES, role_block
 
     release = known(version_from(inv.engine).version)
@@ -88,6 +87,13 @@ def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
         if isinstance(own.get("args"), list):
             out += _check(own["args"], ("layout", role, "engine", "args"), raw, table(release), what, OWNED_FLAGS,
                           lambda f: option(release, f))
+    for key, value in e.router_env.items():
+        if not ENV_KEY.match(key):
+            out.append(raw.problem(("engine", "router_env", key), f"'{key}' is not a valid environment variable name",
+                                   "use letters, digits and '_', not starting with a digit"))
+        elif CONTROL.search(str(value)):
+            out.append(raw.problem(("engine", "router_env", key), f"the value of {key} holds a control character",
+                                   "give a value on one line"))
     for path, env in env_sources(inv):
         for key in OWNED_ENV:
             if key in env:

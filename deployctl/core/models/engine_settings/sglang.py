@@ -52,6 +52,9 @@ class SglangSettings(EngineBase):
         "value most of SGLang's Ascend guides pass."))
     transfer_backend: Literal["ascend", "mooncake"] = Field("ascend", description=(
         "pd-split: --disaggregation-transfer-backend (ascend: MemFabric, what every Ascend P/D guide runs)."))
+    router_env: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=64, description=(
+        "pd-split: environment of the router's container only (e.g. SGLANG_DP_ROUND_ROBIN: 1, which SGLang's P/D "
+        "guides export before launch_router); the servers take engine.env."))
     router_args: list[str] = Field(default_factory=list, max_length=100, description=(
         "pd-split: extra `python -m sglang_router.launch_router` flags, e.g. [\"--policy\", \"cache_aware\"]; "
         "checked against the router's parser table."))

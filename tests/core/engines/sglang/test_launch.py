@@ -123,7 +123,6 @@ def test_version_from_either_tag_order():
     ("[--tp-size, '16']", "--tp-size is set by deployctl"),
     ("[--no-such-flag]", "has no flag --no-such-flag"),
     ("[--mem-fraction-static, '0.8']", "engine.mem_fraction_static"),
-    ("[--cuda-graph-max-bs, '8']", "deprecated"),
 ])
 def test_engine_args_are_checked_against_the_releases_parser(args, message):
     with pytest.raises(InventoryError) as exc:
@@ -144,3 +143,29 @@ def test_the_memory_share_is_of_the_free_memory_and_leaves_the_workspace_outside
     fit = plan.role("prefill")[0].memory
     assert fit.fraction_name == "--mem-fraction-static" and fit.memory_fraction == 0.81
     assert abs(fit.kv_budget_gb - (fit.usable_gb - fit.weights_gb)) < 0.02
+
+
+def test_a_deprecated_flag_is_a_warning_naming_its_replacement():
+    from deployctl.core.engines.sglang.support import deprecated_findings
+
+    plan = plan_of(pd(image="lmsysorg/sglang:v0.5.18-cann9.0.0-a3", engine=", args: [--cuda-graph-max-bs, '8']"))
+    (f,) = deprecated_findings(plan)
+    assert f.level == "warning" and "--cuda-graph-max-bs" in f.message and "--cuda-graph-max-bs-decode" in f.hint
+
+
+def test_roles_take_their_own_http_port_and_the_router_follows():
+    """The P/D guides serve prefill on 8000 and decode on 8001 (BP L418, L470; router L514-523)."""
+    plan = plan_of(pd(prefill=", engine: {ports: {api: 8000}}", decode=", engine: {ports: {api: 8001}}"))
+    assert value(argv(plan, "n0"), "--port") == "8000" and value(argv(plan, "n2"), "--port") == "8001"
+    router = " ".join(launches(plan)["n0"].router or ())
+    assert "--prefill http://10.0.0.1:8000 8998" in router and "--decode http://10.0.0.3:8001" in router
+
+
+def test_the_router_gets_its_own_environment():
+    from deployctl.core.engines.sglang.render import render
+
+    plan = plan_of(pd(engine=", router_env: {SGLANG_DP_ROUND_ROBIN: 1}"))
+    files = {a.path: a.content.decode() for a in render(plan)}
+    assert "SGLANG_DP_ROUND_ROBIN=1" in files["n0/router.env"]
+    assert "SGLANG_DP_ROUND_ROBIN" not in files["n0/env"]
+    assert '--env-file "$HERE/router.env"' in files["n0/start-router.sh"]
