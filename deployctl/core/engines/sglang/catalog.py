@@ -86,3 +86,25 @@ def deprecated(release: str, flag: str) -> str | None:
 def suggest(tab: dict, flag: str, what: str) -> str:
     close = difflib.get_close_matches(flag, list(tab["option_strings"]), n=1)
     return f"did you mean {close[0]}?" if close else f"see `{what} --help` of that release"
+
+
+def groups(release: str, args: list[str]) -> list[tuple[str | None, list[str]]]:
+    """engine.args as (canonical option, [flag, values...]) groups, read as the release's parser reads them: a
+    flag with nargs + or * takes the words up to the next flag, one that takes a value takes one word (even "-1")."""
+    tab = table(release)
+    out: list[tuple[str | None, list[str]]] = []
+    i = 0
+    while i < len(args):
+        flag, eq, _ = args[i].partition("=")
+        canon = option(release, flag) if flag.startswith("-") else None
+        n = 1
+        if canon is not None and not eq and tab["options"][canon]["takes_value"]:
+            if tab["options"][canon].get("nargs") in ("+", "*"):
+                while i + n < len(args) and not (args[i + n].startswith("--") or
+                                                 (args[i + n].startswith("-") and args[i + n][1:2].isalpha())):
+                    n += 1
+            else:
+                n = 2
+        out.append((canon, args[i:i + n]))
+        i += n
+    return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, cast
 
-from deployctl.core.engines.sglang.catalog import known, option, table
+from deployctl.core.engines.sglang.catalog import groups, known, option, table
 from deployctl.core.errors import ExecutionError
 from deployctl.core.models.engine_settings.sglang import SglangSettings
 
@@ -46,28 +46,6 @@ class NodeLaunch:
     server: Server
     router: tuple[str, ...] | None = None     # the router's argv (after the module), on the router node
     endpoints: tuple[tuple[str, int], ...] = field(default=())   # the HTTP endpoint of this node (rank 0)
-
-
-def groups(release: str, args: list[str]) -> list[tuple[str | None, list[str]]]:
-    """engine.args as (canonical option, [flag, values...]) groups, read as the release's parser reads them: a
-    flag with nargs + or * takes the words up to the next flag, one that takes a value takes one word (even "-1")."""
-    tab = table(release)
-    out: list[tuple[str | None, list[str]]] = []
-    i = 0
-    while i < len(args):
-        flag, eq, _ = args[i].partition("=")
-        canon = option(release, flag) if flag.startswith("-") else None
-        n = 1
-        if canon is not None and not eq and tab["options"][canon]["takes_value"]:
-            if tab["options"][canon].get("nargs") in ("+", "*"):
-                while i + n < len(args) and not (args[i + n].startswith("--") or
-                                                 (args[i + n].startswith("-") and args[i + n][1:2].isalpha())):
-                    n += 1
-            else:
-                n = 2
-        out.append((canon, args[i:i + n]))
-        i += n
-    return out
 
 
 def extra_args(plan: Plan, inst: Instance) -> list[str]:

@@ -170,8 +170,7 @@ def check(plan: Plan) -> list[Finding]:
 def deprecated_findings(plan: Plan) -> list[Finding]:
     """A flag of engine.args (or a role's) that the release deprecates still parses (SGLang logs a warning, and a
     later release drops it: flags/*.json `deprecated`, the replacement its Deprecated*Action names)."""
-    from deployctl.core.engines.sglang.catalog import deprecated, known
-    from deployctl.core.engines.sglang.launch import groups
+    from deployctl.core.engines.sglang.catalog import deprecated, groups, known
     from deployctl.core.input.roles import ROLES, role_block
 
     release = known(plan.engine.version)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from deployctl.core.engines.sglang.launch import groups, launches
+from deployctl.core.engines.sglang.catalog import groups
+from deployctl.core.engines.sglang.launch import launches
 from deployctl.core.errors import InventoryError, LayoutError
 from tests.core.checkpoint.test_plan import plan_of
 
