@@ -102,8 +102,13 @@ def _server_args(plan: Plan, inst: Instance) -> list[str]:
         args += ["--tp-size", str(d.tp), "--dp-size", str(d.dp)]
     if moe and d.moe_ep > 1:
         args += ["--moe-a2a-backend", "deepep", "--deepep-mode", data["pd"]["deepep_mode"][inst.role]]
+    # model.max_batch_size is per DP group, as for every engine (the plan and the estimate read it so); SGLang's
+    # --max-running-requests is the server's, each attention-DP scheduler taking its share (sglang 0.5.23
+    # srt/mem_cache/kv_cache_configurator.py L3119-3129: max_running_requests // attn_dp_size); a dense model's DP
+    # replicas each take the whole value
+    running = m.max_batch_size * (d.dp if moe else 1)
     args += ["--mem-fraction-static", str(e.mem_fraction_static), "--context-length", str(m.max_seq_len),
-             "--max-running-requests", str(m.max_batch_size),
+             "--max-running-requests", str(running),
              "--max-prefill-tokens", str(max_prefill_tokens(inv, inst.role))]
     quant = data["quant_flags"].get(m.quant, "")
     if quant:

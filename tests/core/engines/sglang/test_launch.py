@@ -56,6 +56,9 @@ def test_a_decode_server_over_two_nodes_is_one_tp_world_with_attention_dp_and_de
         assert value(a, "--disaggregation-mode") == "decode"
         assert value(a, "--disaggregation-transfer-backend") == "ascend"
         assert value(a, "--speculative-algorithm") == "NEXTN" and value(a, "--speculative-num-draft-tokens") == "4"
+        # model.max_batch_size 32 a DP group: the server's --max-running-requests is each scheduler's share times
+        # the groups (sglang 0.5.23 kv_cache_configurator.py L3119-3129)
+        assert value(a, "--max-running-requests") == str(32 * 16)
     assert launches(plan)["n3"].server.port is None        # node rank 1 serves no HTTP
 
 
