@@ -1,14 +1,15 @@
 """The accuracy report (issue 27 item 4): deployctl's estimate against published Ascend points it was not fitted on.
 
-`tests/core/sizing/points.yaml` holds the points (`set: fit` - vLLM-Ascend's own deratings are fitted on them,
-tests/core/sizing/fit_engine.py; `set: check` - never fitted on), each with its source, layout, client and measured values. Each
-point becomes a deployctl inventory (`inventory_of`), goes through validation and the planner (the caller's `plan_of`:
-validation sits above this layer), the engine's own checks and the
-simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses is
-listed with the reason. `report()` gives the rows and the MAPE of TPOT, TTFT and throughput;
-`python tests/core/sizing/accuracy_report.py` prints the markdown that docs/performance-model.md carries (a test recomputes
-it, so the docs cannot drift). Nothing here fits anything: rows use the engine's deratings
-(`calibration.fitted_for` of the vLLM-Ascend spec), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
+`tests/core/sizing/points.yaml` holds the points, each measured with one engine (`engine_kind`: vllm-ascend, the
+default, or sglang) and in one set of that engine (`set: fit` - the engine's own deratings are fitted on them,
+tests/core/sizing/fit_engine.py --engine <kind>; `set: check` - never fitted on), each with its source, layout,
+client and measured values. Each point becomes a deployctl inventory of its engine (`inventory_of`), goes through
+validation and the planner (the caller's `plan_of`: validation sits above this layer), the engine's own checks and
+the simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses
+is listed with the reason. `report()` gives one engine's rows and the MAPE of TPOT, TTFT and throughput;
+`python tests/core/sizing/accuracy_report.py` prints the markdown that docs/performance-model.md carries, per engine
+(a test recomputes it, so the docs cannot drift). Nothing here fits anything: rows use their engine's deratings
+(`calibration.fitted_for` of its spec), and the MAPE tables also give the CloudMatrix fit (`FITTED`) as "before".
 """
 
 from __future__ import annotations
