@@ -24,8 +24,10 @@ POINTS = Path(__file__).with_name("points.yaml")
 ROOT = Path(__file__).resolve().parents[3]       # a point's config_path is relative to the repository
 IMAGES = {"vllm-ascend": {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"},
           # SGLang's Ascend tutorials name these images ("validated and written based on SGLang v0.5.16":
-          # sgl-project/sglang@0fc1a4fb docs/docs/hardware-platforms/ascend-npus/model-deployment/tutorials/deepseek_r1.mdx)
-          "sglang": {"a2": "quay.io/ascend/sglang:cann9.0.0-910b-v0.5.16", "a3": "quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16"}}
+          # sgl-project/sglang@0fc1a4fb docs/docs/hardware-platforms/ascend-npus/model-deployment/tutorials/
+          # deepseek_r1.mdx)
+          "sglang": {"a2": "quay.io/ascend/sglang:cann9.0.0-910b-v0.5.16",
+                     "a3": "quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16"}}
 ENGINES = (("vllm-ascend", "vLLM-Ascend"), ("sglang", "SGLang"))
 DIES = {"a2": 8, "a3": 16}
 SPEC_NAMES = {"mtp": "MTP", "eagle": "EAGLE", "eagle3": "EAGLE3 x", "dflash": "DFlash x"}
