@@ -18,14 +18,16 @@ def _figures() -> dict[str, Any]:
     return dict(packaged_yaml(__package__, "accuracy.yaml"))
 
 
-def accuracy(own_deratings: bool, pd_split: bool, calibration_source: str | None) -> dict[str, Any]:
+def accuracy(engine: str | None, pd_split: bool, calibration_source: str | None) -> dict[str, Any]:
     """The estimate's `accuracy` record: which deratings and kind, the check set's MAPE per metric (None where
-    no such point publishes the metric), and the user's calibration when one applies."""
+    no such point publishes the metric), and the user's calibration when one applies. `engine` is the kind of an
+    engine that runs with its own deratings (its check set's figures), None for the CloudMatrix fit."""
     figures = _figures()
-    deratings = "engine" if own_deratings else "cloudmatrix"
+    own = engine is not None and engine in figures["engines"]
+    deratings = "engine" if own else "cloudmatrix"
     kind = "pd-split" if pd_split else "mixed"
-    entry = figures[deratings][kind]
-    return {"deratings": deratings, "kind": kind, "points": entry["points"],
+    entry = figures["engines"][engine][kind] if own else figures["cloudmatrix"][kind]
+    return {"deratings": deratings, "engine": engine if own else None, "kind": kind, "points": entry["points"],
             **{key: entry[key] for key, _ in METRICS}, "measured_on": figures["measured_on"],
             "calibrated": calibration_source}
 
@@ -36,9 +38,13 @@ def describe(record: dict[str, Any]) -> list[str]:
              "these deratings (the CloudMatrix384 fit)")
     misses = [f"{name} by {m['mape']:.0%} ({m['points']} point{'s' if m['points'] != 1 else ''})"
               for key, name in METRICS if (m := record[key])]
-    out = [f"how far off: on {record['points']} published {record['kind']} deployments it was not fitted on, "
-           f"{which} missed " + (", ".join(misses) if misses else "nothing that was published") +
-           f" on average; measured on {record['measured_on']}"]
+    if not record["points"]:
+        out = [f"how far off: unknown: no published {record['kind']} deployment it was not fitted on scores "
+               f"{which}; measured on {record['measured_on']}"]
+    else:
+        out = [f"how far off: on {record['points']} published {record['kind']} deployments it was not fitted on, "
+               f"{which} missed " + (", ".join(misses) if misses else "nothing that was published") +
+               f" on average; measured on {record['measured_on']}"]
     out.append(f"calibration: {record['calibrated']}" if record["calibrated"] else
                "calibration: none from this cluster (`deployctl bench`, then `deployctl calibrate`, fits the model "
                "to your own runs)")

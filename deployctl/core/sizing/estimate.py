@@ -204,7 +204,7 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
     from deployctl.core.sizing.accuracy import accuracy
 
     user = ctx.calibration.get("source")
-    error = accuracy(bool(plan.engine_spec.perf_deratings), bool(plan.role("prefill")),
+    error = accuracy(plan.engine_spec.kind if plan.engine_spec.perf_deratings else None, bool(plan.role("prefill")),
                      str(user) if user else None)
     ttft_terms = [Term(name=k, ms=round(v * 1e3, 4), share=round(v / n.ttft, 4) if n.ttft else 0.0,
                        bound="stall" if "queue" in k or "in flight" in k else "link" if "KV" in k else "step")

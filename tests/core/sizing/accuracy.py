@@ -1,14 +1,15 @@
 """The accuracy report (issue 27 item 4): deployctl's estimate against published Ascend points it was not fitted on.
 
-`tests/core/sizing/points.yaml` holds the points (`set: fit` - vLLM-Ascend's own deratings are fitted on them,
-tests/core/sizing/fit_engine.py; `set: check` - never fitted on), each with its source, layout, client and measured values. Each
-point becomes a deployctl inventory (`inventory_of`), goes through validation and the planner (the caller's `plan_of`:
-validation sits above this layer), the engine's own checks and the
-simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses is
-listed with the reason. `report()` gives the rows and the MAPE of TPOT, TTFT and throughput;
-`python tests/core/sizing/accuracy_report.py` prints the markdown that docs/performance-model.md carries (a test recomputes
-it, so the docs cannot drift). Nothing here fits anything: rows use the engine's deratings
-(`calibration.fitted_for` of the vLLM-Ascend spec), and the MAPE table also gives the CloudMatrix fit (`FITTED`) as "before".
+`tests/core/sizing/points.yaml` holds the points, each measured with one engine (`engine_kind`: vllm-ascend, the
+default, or sglang) and in one set of that engine (`set: fit` - the engine's own deratings are fitted on them,
+tests/core/sizing/fit_engine.py --engine <kind>; `set: check` - never fitted on), each with its source, layout,
+client and measured values. Each point becomes a deployctl inventory of its engine (`inventory_of`), goes through
+validation and the planner (the caller's `plan_of`: validation sits above this layer), the engine's own checks and
+the simulated serving loop under the point's client, exactly as `plan` would estimate it; a point deployctl refuses
+is listed with the reason. `report()` gives one engine's rows and the MAPE of TPOT, TTFT and throughput;
+`python tests/core/sizing/accuracy_report.py` prints the markdown that docs/performance-model.md carries, per engine
+(a test recomputes it, so the docs cannot drift). Nothing here fits anything: rows use their engine's deratings
+(`calibration.fitted_for` of its spec), and the MAPE tables also give the CloudMatrix fit (`FITTED`) as "before".
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ import yaml
 
 POINTS = Path(__file__).with_name("points.yaml")
 ROOT = Path(__file__).resolve().parents[3]       # a point's config_path is relative to the repository
-IMAGES = {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"}
+IMAGES = {"vllm-ascend": {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"},
+          # SGLang's Ascend tutorials name these images ("validated and written based on SGLang v0.5.16":
+          # sgl-project/sglang@0fc1a4fb docs/docs/hardware-platforms/ascend-npus/model-deployment/tutorials/
+          # deepseek_r1.mdx)
+          "sglang": {"a2": "quay.io/ascend/sglang:cann9.0.0-910b-v0.5.16",
+                     "a3": "quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16"}}
+ENGINES = (("vllm-ascend", "vLLM-Ascend"), ("sglang", "SGLang"))
 DIES = {"a2": 8, "a3": 16}
 SPEC_NAMES = {"mtp": "MTP", "eagle": "EAGLE", "eagle3": "EAGLE3 x", "dflash": "DFlash x"}
 METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"))
@@ -32,21 +39,27 @@ def points() -> dict:
     return yaml.safe_load(POINTS.read_text())
 
 
-def in_set(name: str) -> list[dict]:
-    """The points of one set ("fit" or "check")."""
-    return [p for p in points()["points"] if p["set"] == name]
+def engine_of(p: dict) -> str:
+    """The engine kind a point was measured with (`engine_kind`, vllm-ascend when absent)."""
+    return p.get("engine_kind", "vllm-ascend")
 
 
-def engine_consts(cloudmatrix: bool = False):
-    """The deratings rows are estimated with: vLLM-Ascend's own, or (before) the CloudMatrix fit."""
+def in_set(name: str, engine: str | None = "vllm-ascend") -> list[dict]:
+    """The points of one set ("fit" or "check") of one engine (every engine's with engine=None)."""
+    return [p for p in points()["points"] if p["set"] == name and engine in (None, engine_of(p))]
+
+
+def engine_consts(cloudmatrix: bool = False, engine: str = "vllm-ascend"):
+    """The deratings rows are estimated with: the engine's own, or (before) the CloudMatrix fit."""
     from deployctl.app.engines import resolve
     from deployctl.core.sizing.calibration import FITTED, fitted_for
 
-    return FITTED if cloudmatrix else fitted_for(resolve("vllm-ascend"))
+    return FITTED if cloudmatrix else fitted_for(resolve(engine))
 
 
 def inventory_of(p: dict) -> dict:
-    """The point as a deployctl inventory (vLLM-Ascend 0.13, the point's servers, degrees and limits)."""
+    """The point as a deployctl inventory (vLLM-Ascend 0.13 or SGLang 0.5.16, the point's servers, degrees and
+    limits)."""
     hw, c, lim = p["hardware"], p["client"], p["limits"]
     names = [f"n{i + 1}" for i in range(p["servers"])]
     layout = dict(p["layout"])
@@ -72,7 +85,7 @@ def inventory_of(p: dict) -> dict:
         model["speculative"] = spec
 
     return {"cluster": {"name": "check", "hardware": hw, **({"super_pod": True} if hw == "a3" else {})},
-            "engine": {"kind": "vllm-ascend", "image": IMAGES[hw], **p.get("engine_settings", {})},
+            "engine": {"kind": engine_of(p), "image": IMAGES[engine_of(p)][hw], **p.get("engine_settings", {})},
             "model": model, "layout": layout,
             "nodes": [{"name": n, "address": f"10.9.0.{i + 2}", "interface": "eth0",
                        **({"super_pod_id": 1} if hw == "a3" else {})} for i, n in enumerate(names)]}
@@ -103,18 +116,19 @@ class Row:
         return None if imp is None or e is None else (e - imp) / imp
 
 
-def check_plan(plan) -> str | None:
-    """Why vLLM-Ascend refuses the plan (its own checks), or None."""
+def check_plan(plan, engine: str = "vllm-ascend") -> str | None:
+    """Why the engine refuses the plan (its own checks), or None."""
     from deployctl.app import engines
 
-    errors = [x for x in engines.resolve("vllm-ascend").check(plan) if x.level == "error"]
-    return f"vLLM-Ascend refuses: {errors[0].message[:140]}" if errors else None
+    spec = engines.resolve(engine)
+    errors = [x for x in spec.check(plan) if x.level == "error"]
+    return f"{spec.display} refuses: {errors[0].message[:140]}" if errors else None
 
 
 def estimate(p: dict, plan_of, consts=None) -> Row:
     """The point's row; `plan_of(inventory_dict)` gives (plan, None) or (None, why deployctl refuses it) — the
     inventory is validated above this layer (tests/core/sizing/accuracy_report.py does it); `consts` default to
-    vLLM-Ascend's deratings."""
+    the point's engine's deratings."""
     from deployctl.core.sizing.clients import Client
     from deployctl.core.sizing.estimate import context
     from deployctl.core.sizing.serving import simulate_plan
@@ -126,23 +140,25 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     row = Row(id=p["id"], measured=dict(p["measured"]),
               running=min(c["concurrency"], c.get("requests") or c["concurrency"], slots))
     plan, why = plan_of(inventory_of(p))
-    why = why or check_plan(plan)
+    why = why or check_plan(plan, engine_of(p))
     if why:
         row.refused = why
         return row
     rate = c.get("rate") or 0.0
     client = Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
                     concurrency=c["concurrency"], rate=rate, requests=c.get("requests"))
-    served = simulate_plan(context(plan, consts=consts or engine_consts()), client)
+    served = simulate_plan(context(plan, consts=consts or engine_consts(engine=engine_of(p))), client)
     row.estimated = {"ttft_ms": served.ttft["p50"] * 1e3, "tpot_ms": served.tpot["p50"] * 1e3,
                      "throughput": served.throughput}
     return row
 
 
 @cache
-def report(plan_of, which: str = "check", cloudmatrix: bool = False) -> tuple[list[Row], dict]:
-    """Every point's row of one set and, per metric, (MAPE, points that publish it and were expressed)."""
-    rows = [estimate(p, plan_of, engine_consts(cloudmatrix)) for p in in_set(which)]
+def report(plan_of, which: str = "check", cloudmatrix: bool = False,
+           engine: str | None = "vllm-ascend") -> tuple[list[Row], dict]:
+    """Every point's row of one set of one engine (every engine's with engine=None) and, per metric, (MAPE, points
+    that publish it and were expressed). Rows run with their own engine's deratings, or all with the CloudMatrix fit."""
+    rows = [estimate(p, plan_of, engine_consts(cloudmatrix, engine_of(p))) for p in in_set(which, engine)]
     mape = {}
     for key, _ in METRICS:
         errs = [abs(r.error(key)) for r in rows if r.error(key) is not None]
@@ -195,32 +211,36 @@ def _pct(m) -> str:
 
 
 def markdown(plan_of) -> str:
-    """The fit-set and check-set tables of docs/performance-model.md (between the accuracy markers), with
-    vLLM-Ascend's deratings, and the MAPEs before (CloudMatrix fit) and after (vLLM-Ascend's fit)."""
-    out = ["**Fit set** (vLLM-Ascend's deratings are fitted on these):", ""]
-    out += _table(report(plan_of, "fit")[0])
-    out += ["", "**Check set** (never fitted on):", ""]
-    rows, _ = report(plan_of, "check")
-    out += _table(rows)
-    out += ["", "| set | metric | MAPE, CloudMatrix deratings (before) | MAPE, vLLM-Ascend deratings (after) | points "
-            "| target |", "|---|---|---|---|---|---|"]
-    for which in ("fit", "check"):
-        before, after = report(plan_of, which, True)[1], report(plan_of, which)[1]
-        for (key, name), target in zip(METRICS, ("≤ 20 %", "≤ 35 %", "≤ 20 %")):
-            out.append(f"| {which} | {name} | {_pct(before[key][0])} | {_pct(after[key][0])} | {after[key][1]} "
-                       f"| {target if which == 'check' else '–'} |")
-        out.append(f"| {which} | TPOT implied by the measured throughput (diagnostic) | "
-                   f"{_pct(before['implied_tpot'][0])} | {_pct(after['implied_tpot'][0])} | "
-                   f"{after['implied_tpot'][1]} | – |")
-    refused = [r for w in ("fit", "check") for r in report(plan_of, w)[0] if r.refused]
+    """Per engine, the fit-set and check-set tables of docs/performance-model.md (between the accuracy markers), with
+    the engine's own deratings, and the MAPEs before (CloudMatrix fit) and after (the engine's own fit)."""
+    out: list[str] = []
+    for engine, name in ENGINES:
+        fit_rows, check_rows = report(plan_of, "fit", engine=engine)[0], report(plan_of, "check", engine=engine)[0]
+        scored = [r for r in check_rows if not r.refused]
+        out += [f"**{name}, fit set** ({name}'s deratings are fitted on these):", ""]
+        out += _table(fit_rows)
+        out += ["", f"**{name}, check set** (never fitted on; {len(scored)} scored"
+                + (": too few points for a firm figure, read each row" if len(scored) < 8 else "") + "):", ""]
+        out += _table(check_rows)
+        out += ["", f"| set | metric | MAPE, CloudMatrix deratings (before) | MAPE, {name} deratings (after) | points "
+                "| target |", "|---|---|---|---|---|---|"]
+        for which in ("fit", "check"):
+            before, after = report(plan_of, which, True, engine)[1], report(plan_of, which, engine=engine)[1]
+            for (key, metric), target in zip(METRICS, ("≤ 20 %", "≤ 35 %", "≤ 20 %")):
+                out.append(f"| {which} | {metric} | {_pct(before[key][0])} | {_pct(after[key][0])} | {after[key][1]} "
+                           f"| {target if which == 'check' else '–'} |")
+            out.append(f"| {which} | TPOT implied by the measured throughput (diagnostic) | "
+                       f"{_pct(before['implied_tpot'][0])} | {_pct(after['implied_tpot'][0])} | "
+                       f"{after['implied_tpot'][1]} | – |")
+        out.append("")
+    refused = [r for e, _ in ENGINES for w in ("fit", "check") for r in report(plan_of, w, engine=e)[0] if r.refused]
     unexpressed = points().get("unexpressed", [])
     if refused or unexpressed:
-        out.append("")
         out.append("Not scored:")
         out.append("")
         out += [f"* {r.id}: deployctl refuses it as expressed: {r.refused}" for r in refused]
         out += [f"* {u['id']} ({u['source']}): {u['why']}" for u in unexpressed]
-    return "\n".join(out)
+    return "\n".join(out).rstrip()
 
 
 def kind_of(point_id: str) -> str:
@@ -229,19 +249,22 @@ def kind_of(point_id: str) -> str:
     return "pd-split" if p["layout"].get("preset") == "pd-split" else "mixed"
 
 
+def _summary(rows: list[Row]) -> dict:
+    per: dict = {}
+    for kind in ("mixed", "pd-split", "all"):
+        chosen = [r for r in rows if kind == "all" or kind_of(r.id) == kind]
+        entry: dict = {"points": len(chosen)}
+        for key, short in (("tpot_ms", "tpot"), ("ttft_ms", "ttft"), ("throughput", "throughput")):
+            errs = [abs(e) for r in chosen if (e := r.error(key)) is not None]
+            entry[short] = {"mape": round(sum(errs) / len(errs), 3), "points": len(errs)} if errs else None
+        per[kind] = entry
+    return per
+
+
 def error_summary(plan_of) -> dict:
-    """The check set's mean absolute errors per deratings (the engine's own, the CloudMatrix fit) and layout kind:
-    what deployctl/core/sizing/accuracy.yaml ships for `plan` to print (a test compares the two)."""
-    out: dict = {}
-    for name, cloudmatrix in (("engine", False), ("cloudmatrix", True)):
-        rows = [r for r in report(plan_of, "check", cloudmatrix)[0] if not r.refused]
-        per: dict = {}
-        for kind in ("mixed", "pd-split", "all"):
-            chosen = [r for r in rows if kind == "all" or kind_of(r.id) == kind]
-            entry: dict = {"points": len(chosen)}
-            for key, short in (("tpot_ms", "tpot"), ("ttft_ms", "ttft"), ("throughput", "throughput")):
-                errs = [abs(e) for r in chosen if (e := r.error(key)) is not None]
-                entry[short] = {"mape": round(sum(errs) / len(errs), 3), "points": len(errs)} if errs else None
-            per[kind] = entry
-        out[name] = per
-    return out
+    """The check set's mean absolute errors per engine (its own deratings) and, for the CloudMatrix fit (MindIE's and
+    any engine's without its own), over every engine's check points, per layout kind: what
+    deployctl/core/sizing/accuracy.yaml ships for `plan` to print (a test compares the two)."""
+    engines = {e: _summary([r for r in report(plan_of, "check", engine=e)[0] if not r.refused]) for e, _ in ENGINES}
+    cloudmatrix = _summary([r for r in report(plan_of, "check", True, None)[0] if not r.refused])
+    return {"engines": engines, "cloudmatrix": cloudmatrix}

@@ -1,5 +1,6 @@
-"""Fits vLLM-Ascend's own deratings on the `set: fit` points of tests/core/sizing/points.yaml (never the check set) and
-writes them to deployctl/core/engines/vllm_ascend/perf.yaml: `.venv/bin/python tests/core/sizing/fit_engine.py [--write]`.
+"""Fits an engine's own deratings on its `set: fit` points of tests/core/sizing/points.yaml (never the check set, never
+another engine's points) and writes them to deployctl/core/engines/<engine>/perf.yaml:
+`.venv/bin/python tests/core/sizing/fit_engine.py [--engine vllm-ascend|sglang] [--write]` (default vllm-ascend).
 
 The objective is the RMS relative error of every published metric of the fit points (throughput for the CI gates),
 each point simulated exactly as tests/core/sizing/accuracy.py does: a log grid over the four deratings, then coordinate
@@ -21,15 +22,23 @@ from deployctl.core.sizing.clients import Client
 from deployctl.core.sizing.estimate import context
 from deployctl.core.sizing.serving import simulate_plan
 
-PERF_YAML = Path(__file__).resolve().parents[3] / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml"
+ENGINES = Path(__file__).resolve().parents[3] / "deployctl" / "core" / "engines"
+
+
+def perf_yaml(engine: str = "vllm-ascend") -> Path:
+    """The engine's perf.yaml (deployctl/core/engines/<kind with _>/perf.yaml)."""
+    return ENGINES / engine.replace("-", "_") / "perf.yaml"
+
+
+PERF_YAML = perf_yaml()
 BOUNDS = {"k_hbm": (1.0, 16.0), "k_compute": (1.0, 16.0), "k_prefill": (1.0, 16.0), "k_fixed": (0.5, 32.0),
           "host_ms": (0.5, 256.0), "host_draft_ms": (0.5, 128.0)}
 KEYS = {"throughput": "throughput", "tpot_ms": "tpot", "ttft_ms": "ttft"}
 
 
-def _cases():
+def _cases(engine: str = "vllm-ascend"):
     out = []
-    for p in in_set("fit"):
+    for p in in_set("fit", engine):
         plan, why = plan_of(inventory_of(p))
         if why:
             continue
@@ -55,13 +64,19 @@ def rms(consts, cases) -> float:
     return (sum(e * e for e in errs) / len(errs)) ** 0.5
 
 
-def fit(rounds: int = 3, steps: int = 4):
+# grid values per constant: SGLang's fit points simulate slowly (832 in flight, 3,328 requests), so its grid has
+# three values per constant (729 cells) where vLLM-Ascend's has four (4,096); both are refined the same way
+STEPS = {"vllm-ascend": 4, "sglang": 3}
+
+
+def fit(rounds: int = 3, steps: int | None = None, engine: str = "vllm-ascend"):
     """A coarse log grid over the four deratings and the two host overheads (per step, per draft forward; the
     surface is not convex: simulated queues switch regimes), then coordinate refinement around the best cell."""
     import itertools
     import math
 
-    cases = _cases()
+    cases = _cases(engine)
+    steps = steps or STEPS[engine]
     axes = {n: [math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (steps - 1)) for i in range(steps)]
             for n, (lo, hi) in BOUNDS.items()}
     best = min((dict(zip(axes, vals)) for vals in itertools.product(*axes.values())),
@@ -78,12 +93,14 @@ def fit(rounds: int = 3, steps: int = 4):
 
 
 if __name__ == "__main__":
-    consts, err = fit()
-    worst = max(abs(e) for e in errors(consts, _cases()))
-    print(consts, f"rms {err:.3f}, largest {worst:.3f}")
+    kind = sys.argv[sys.argv.index("--engine") + 1] if "--engine" in sys.argv else "vllm-ascend"
+    consts, err = fit(engine=kind)
+    worst = max(abs(e) for e in errors(consts, _cases(kind)))
+    print(consts, f"rms {err:.3f}, largest {worst:.3f}, points {len(_cases(kind))}")
     if "--write" in sys.argv:
-        text = PERF_YAML.read_text().split("consts:")[0]
-        PERF_YAML.write_text(text + f"consts: {{k_hbm: {consts.k_hbm}, k_compute: {consts.k_compute}, "
+        target = perf_yaml(kind)
+        text = target.read_text().split("consts:")[0]
+        target.write_text(text + f"consts: {{k_hbm: {consts.k_hbm}, k_compute: {consts.k_compute}, "
                              f"k_prefill: {consts.k_prefill}, k_fixed: {consts.k_fixed}, host_ms: {consts.host_ms}, "
                              f"host_draft_ms: {consts.host_draft_ms}}}\n"
                              f"max_error_on_fit_points: {round(worst, 3)}\n")

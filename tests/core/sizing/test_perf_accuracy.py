@@ -30,10 +30,17 @@ def test_points_are_complete_and_split_by_the_declared_rule():
         assert p["measured"] and set(p["measured"]) <= {"ttft_ms", "tpot_ms", "throughput"}
         assert {"input", "output", "concurrency"} <= set(p["client"])
         assert p["hardware"] in ("a2", "a3") and p["servers"] >= 1
-        # the rule (points.yaml header): vllm-ascend tests/e2e/weekly/ -> fit, everything else -> check
-        weekly = p["source"].startswith("vllm-project/vllm-ascend@") and ":tests/e2e/weekly/" in p["source"]
-        assert p["set"] == ("fit" if weekly else "check"), p["id"]
-    assert len(accuracy.in_set("check")) >= 12 and len(accuracy.in_set("fit")) >= 8
+        # the rules (points.yaml header): vLLM-Ascend: tests/e2e/weekly/ -> fit, everything else -> check;
+        # SGLang: a DeepSeek-family model -> fit, any other model or a CI threshold -> check
+        if accuracy.engine_of(p) == "sglang":
+            fit = p["model"].startswith("deepseek-") and "test/registered/ascend/performance/" not in p["source"]
+        else:
+            fit = p["source"].startswith("vllm-project/vllm-ascend@") and ":tests/e2e/weekly/" in p["source"]
+        assert p["set"] == ("fit" if fit else "check"), p["id"]
+        assert accuracy.engine_of(p) in dict(accuracy.ENGINES), p["id"]
+    assert len(accuracy.in_set("check")) >= 10 and len(accuracy.in_set("fit")) >= 8
+    assert len(accuracy.in_set("check", "sglang")) >= 5 and len(accuracy.in_set("fit", "sglang")) >= 5
+    assert all(p["id"].startswith("vA-") for p in accuracy.in_set("check") + accuracy.in_set("fit"))
     for u in accuracy.points()["unexpressed"]:
         assert u["source"] and u["why"]
 
@@ -47,6 +54,8 @@ def test_vllm_ascend_runs_with_its_own_deratings_and_mindie_with_the_cloudmatrix
     own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "vllm_ascend" / "perf.yaml").read_text())["consts"]
     assert fitted_for(resolve("vllm-ascend")) == Consts(**own) != FITTED
     assert fitted_for(resolve("mindie")) == FITTED
+    sglang = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "sglang" / "perf.yaml").read_text())["consts"]
+    assert fitted_for(resolve("sglang")) == Consts(**sglang) not in (FITTED, Consts(**own))
 
 
 def test_the_host_overhead_is_one_batch_independent_time_per_step_and_the_cloudmatrix_fit_has_none():
@@ -109,14 +118,34 @@ def test_the_estimate_names_the_fit_its_deratings_come_from():
     assert mindie["source"] == "deployctl/core/sizing/calibration.py" and mindie["max_error_on_points"] == ERROR_BOUND
 
 
+def test_an_sglang_estimate_runs_with_sglangs_own_fit_and_says_so():
+    """SGLang plans name deployctl/core/engines/sglang/perf.yaml, its largest fit error and SGLang's own points."""
+    import yaml
+
+    from deployctl.core.sizing.calibration import fitted_source
+    from deployctl.core.sizing.estimate import estimate_plan
+    from deployctl.core.sizing.estimate_types import Workload
+
+    own = yaml.safe_load((ROOT / "deployctl" / "core" / "engines" / "sglang" / "perf.yaml").read_text())
+    p = accuracy.in_set("fit", "sglang")[0]
+    est = estimate_plan(plan_of(accuracy.inventory_of(p))[0], Workload(input_len=1024, output_len=128, concurrency=4))
+    assert est.calibration["source"].startswith("deployctl/core/engines/sglang/perf.yaml")
+    assert est.calibration["max_error_on_points"] == own["max_error_on_fit_points"]
+    assert est.calibration["k_hbm"] == own["consts"]["k_hbm"]
+    assert "SGLang's own published points" in fitted_source(resolve("sglang"))
+    assert est.accuracy["deratings"] == "engine" and est.accuracy["engine"] == "sglang"
+
+
 @pytest.mark.e2e
-def test_the_engine_fit_reproduces_perf_yaml():
-    """tests/core/sizing/fit_engine.py on the fit set gives perf.yaml's values (slow: a grid over four deratings)."""
+@pytest.mark.parametrize("engine", ["vllm-ascend", "sglang"])
+def test_the_engine_fit_reproduces_perf_yaml(engine):
+    """tests/core/sizing/fit_engine.py on the engine's fit set gives its perf.yaml's values (slow: a grid over the
+    deratings)."""
     import fit_engine
 
     from deployctl.core.sizing.calibration import fitted_for
 
-    assert fit_engine.fit()[0] == fitted_for(resolve("vllm-ascend"))
+    assert fit_engine.fit(engine=engine)[0] == fitted_for(resolve(engine))
 
 
 @pytest.mark.slow
@@ -158,7 +187,8 @@ def test_plan_says_how_far_off_its_estimate_can_be(example, deratings, kind, tmp
     from conftest import EXAMPLES, run_cli
     from deployctl.core.packaged import packaged_yaml
 
-    entry = packaged_yaml("deployctl.core.sizing", "accuracy.yaml")[deratings][kind]
+    shipped = packaged_yaml("deployctl.core.sizing", "accuracy.yaml")
+    entry = shipped["engines"]["vllm-ascend"][kind] if deratings == "engine" else shipped["cloudmatrix"][kind]
     res = run_cli("plan", "-i", str(EXAMPLES / example), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"how far off: on {entry['points']} published {kind} deployments it was not fitted on" in res.stdout

@@ -87,6 +87,27 @@ class SglangSpec(EngineSpecBase):
                     return False
         return True
 
+    @property
+    def perf_deratings(self) -> dict:
+        """The step model's deratings for this engine (perf.yaml: fitted on SGLang's own published points,
+        docs/performance-model.md "Per-engine deratings")."""
+        from deployctl.core.engines.sglang.perf import perf_deratings
+
+        return perf_deratings()
+
+    @property
+    def perf_deratings_source(self) -> str:
+        from deployctl.core.engines.sglang.perf import perf_deratings_source
+
+        return perf_deratings_source()
+
+    @property
+    def perf_fit_record(self) -> dict:
+        """max_error_on_points and source of perf_deratings, for the estimate's `calibration`."""
+        from deployctl.core.engines.sglang.perf import perf_fit_record
+
+        return perf_fit_record()
+
     def check(self, plan: Plan) -> list[Finding]:
         from deployctl.core.engines.sglang.support import check
 
