@@ -122,6 +122,8 @@ def test_the_service_reaches_the_entry_point(stem):
         files_map = next(v["configMap"]["name"] for v in spec["volumes"] if v["name"] == "files")
         assert maps[files_map] == {"router.args": args}
         (container,) = spec["containers"]
+        env_map = container["envFrom"][0]["configMapRef"]["name"]       # the router's own env, not the servers'
+        assert maps[env_map] == env_file(BARE_METAL / stem / node / "router.env")
         assert container["command"] == ["/bin/bash", "-c", container_script(BARE_METAL / stem / node /
                                                                             "start-router.sh")]
         assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": target, "scheme": "HTTP"}

@@ -57,6 +57,7 @@ def test_sglang_pd_split_up_status_restart_one_instance_down(k8s_cluster, k8s_ns
     assert router["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/health"
     args = get(cluster, "ConfigMap", ns, f"{PREFIX}-router-files")["data"]["router.args"].splitlines()
     assert args[:4] == ["--pd-disaggregation", "--prefill", "http://10.204.0.2:30000", "8998"]
+    assert get(cluster, "ConfigMap", ns, f"{PREFIX}-router-env")["data"] == {"SGLANG_DP_ROUND_ROBIN": "1"}
     server = get(cluster, "ConfigMap", ns, f"{PREFIX}-decode-1-files")["data"]["server.args"].splitlines()
     assert server[server.index("--node-rank") + 1] == "1"
     assert server[server.index("--dist-init-addr") + 1] == "10.204.0.4:5000"

@@ -14,6 +14,7 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
 fi
 docker run -d --name "$NAME" --net=host \
   -v "$HERE:"/etc/deployctl:ro \
+  --env-file "$HERE/router.env" \
   -e DEPLOYCTL_WORK=/etc/deployctl \
   "$IMAGE" \
   bash -c 'mapfile -t ARGS < "$DEPLOYCTL_WORK/router.args"; exec python3 -m sglang_router.launch_router "${ARGS[@]}"'
