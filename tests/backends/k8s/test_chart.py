@@ -7,7 +7,8 @@ by scripts/k8s-test-cluster), every manifest validates strictly against Kubernet
 (kubernetes-validate) and installs into a real kube-apiserver v1.36 (server-side validation, admission and
 defaulting; read back, nothing differs from what was rendered), and the ConfigMaps carry the bare-metal
 files byte for byte (MindIE: rank table and config.json; vLLM-Ascend: each server's serve-<i>.args/.devices,
-env and the proxy's arguments), and the pods run what bare metal's start.sh runs.
+env and the proxy's arguments; SGLang: each node's server.args and env, the router's router.args), and the pods
+run what bare metal's start.sh runs.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ BARE_METAL = ROOT / "tests" / "golden"
 # MindIE pd-split included: P and D instances as StatefulSets (a distributed decode pod runs one server per DP
 # rank, as start.sh does), MindIE-MS as two Deployments (tests/backends/k8s/test_chart_mindie_pd.py)
 VLLM_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if "kind: vllm-ascend" in p.read_text())
-MINDIE_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if p.stem not in VLLM_CASES)
-CASES = MINDIE_CASES + VLLM_CASES
+# SGLang: one StatefulSet per node of a server (node rank 0 serves HTTP), the router as a Deployment
+# (tests/backends/k8s/test_chart_sglang.py)
+SGLANG_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if "kind: sglang" in p.read_text())
+MINDIE_CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml") if p.stem not in VLLM_CASES + SGLANG_CASES)
+CASES = MINDIE_CASES + VLLM_CASES + SGLANG_CASES
 K8S_VERSIONS = ("1.28.0", "1.33.0")
 
 
@@ -164,9 +168,10 @@ def test_pods_take_whole_servers_with_string_quantities(stem, rendered):
             assert pod["metadata"]["labels"]["ring-controller.atlas"] == "ascend-910b"
             assert probes["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
             assert probes["startupProbe"]["httpGet"]["path"] == "/v2/health/live"
-        elif "ports" in probes:      # vLLM-Ascend: /health on the server's first API port; headless: none
+        elif "ports" in probes:      # vLLM-Ascend, SGLang: /health on the first API port; headless: none
             assert probes["readinessProbe"]["httpGet"] == {"path": "/health", "port": probes["ports"][0][
                 "containerPort"], "scheme": "HTTP"}
+            assert probes["startupProbe"]["httpGet"]["path"] == "/health"
         else:
             assert "readinessProbe" not in probes and "startupProbe" not in probes
 

@@ -3,7 +3,8 @@
 Every node of a server runs its own launch (its server.args: node rank, HTTP on rank 0), so each becomes one pod of
 its own StatefulSet pinned to that node (templates/sglang-statefulset.yaml), with the bare-metal files verbatim in a
 ConfigMap and the same launcher as bare metal's start.sh (render.LAUNCHER). In a P/D split the router runs as a
-Deployment of its own on the router node (templates/sglang-router.yaml), with router.args.
+Deployment of its own on the router node (templates/sglang-router.yaml), with router.args and its own env
+(router.env on bare metal).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from deployctl.core.engines.sglang.render import HOST_MOUNTS, LAUNCHER, ROUTER_L
 from deployctl.core.models.base import Frozen
 from deployctl.core.models.engine_settings.sglang import SglangSettings
 from deployctl.core.render.chart_values import HostMount, Instance, Pod, Resources, Service, common_values, files_of
+from deployctl.core.render.env import env_value
 from deployctl.core.render.k8s_nodes import k8s_node
 
 if TYPE_CHECKING:
@@ -38,6 +40,8 @@ class Router(Frozen):
 
     enabled: bool = False
     node: str = ""
+    env: dict[str, str] = Field(default_factory=dict, description="the router's own env (engine.router_env, "
+                                                                   "bare metal's router.env)")
     files: dict[str, str] = Field(default_factory=dict, description="router.args, verbatim")
 
 
@@ -75,7 +79,8 @@ def chart_values(plan: Plan, artifacts: list[Artifact]) -> dict[str, Any]:
     router = Router()
     node = next((n for n, lt in every.items() if lt.router is not None), None)
     if node is not None:
-        router = Router(enabled=True, node=k8s_node(plan, node), files=files_of(artifacts, node, ("router.args",)))
+        router = Router(enabled=True, node=k8s_node(plan, node), env={k: env_value(v) for k, v in e.router_env.items()},
+                        files=files_of(artifacts, node, ("router.args",)))
     return common_values(
         plan, hostMounts=host_mounts(), service=Service(port=e.ports.router if router.enabled else e.ports.api),
         instances=instances,

@@ -1,0 +1,22 @@
+{{- /* Helpers of the SGLang templates (engine: sglang). */ -}}
+
+{{/* An HTTP GET probe of an SGLang server or router. Call with (dict "path" "/health" "port" 30000 "probe" $p).
+Which path where (templates/sglang-statefulset.yaml):
+- startup and readiness: /health. From SGLang 0.5 it answers 503 until the server's warm-up request is done
+  ("The server is fired up and ready to roll!"), then runs a one-token generation through tokenizer, scheduler
+  and detokenizer (a busy server answers 200 as soon as any output arrives; it gives up with 503 after
+  SGLANG_HEALTH_CHECK_TIMEOUT, 20 s). A P/D prefill or decode server runs it without its peer (a fake bootstrap
+  host). So Ready means "generates tokens", what the Service and the router need.
+- liveness (off by default): /v1/models, answered by the HTTP server alone, with no generation. A liveness probe
+  that generates would restart a server that is only saturated, and a restarted rank cannot rejoin its world.
+  An HTTP route still proves the server's event loop answers, which a TCP probe does not (the kernel accepts
+  connections on the listening socket even while the loop is stuck). */}}
+{{- define "sglang.httpProbe" -}}
+httpGet:
+  path: {{ .path }}
+  port: {{ .port }}
+  scheme: HTTP
+periodSeconds: {{ .probe.periodSeconds }}
+timeoutSeconds: {{ .probe.timeoutSeconds }}
+failureThreshold: {{ .probe.failureThreshold }}
+{{- end }}
