@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import time
@@ -27,9 +28,18 @@ from pathlib import Path
 from .spec import NodeSpec, a3_sdid
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
-STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py")
+STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py", "sglang_fake.py")
 # `vllm serve`'s parser tables, one per vLLM release (scripts/vllm_flags/extract.py made them from each wheel)
 VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "vllm_ascend" / "flags"
+# SGLang's: `python -m sglang.launch_server`'s per release and the router's (scripts/sglang_flags/extract.py)
+SGLANG_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "sglang" / "flags"
+# The REAL sglang-router (PyPI sglang-router==0.3.2, the test extra): the fake SGLang images run it. Its Python
+# package and the packages its launcher imports (setproctitle, and fastapi/uvicorn/aiohttp/orjson for the MiniLB)
+# are copied once per machine into ROUTER_CACHE (under /tmp, which every node and container-building docker sees);
+# each node links /usr/local/lib/fakecluster/sglang-router to it and the fake docker binds it read-only into an
+# SGLang container (fake_bin/docker.py SGLANG_ROUTER_SITE).
+ROUTER_DIST = "sglang-router"
+ROUTER_CACHE = Path("/tmp/fakecluster-cache")
 
 # Bus-Ids in the order the real samples list them
 A2_BUS_IDS = ["0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
@@ -455,6 +465,16 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
     flags.mkdir(parents=True, exist_ok=True)
     for table in sorted(VLLM_FLAGS.glob("vllm-[0-9]*.json")):
         shutil.copyfile(table, flags / table.name)
+    flags = ul / "lib" / "fakecluster" / "sglang-flags"
+    flags.mkdir(parents=True, exist_ok=True)
+    for table in sorted(SGLANG_FLAGS.glob("sglang-*.json")):
+        shutil.copyfile(table, flags / table.name)
+    site = router_site()
+    link = ul / "lib" / "fakecluster" / "sglang-router"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    if site is not None:
+        link.symlink_to(site)
     dirs.var_lib.mkdir(parents=True, exist_ok=True)
     link = ul / "bin" / "npu-smi"
     if link.is_symlink() or link.exists():
@@ -480,3 +500,63 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
     if top:
         dirs.mount_dir(top).mkdir(parents=True, exist_ok=True)
     write_state(spec, dirs, cluster_state)
+
+
+def _closure(name: str) -> list:
+    """The installed distribution `name` and every distribution it requires (extras left out), as
+    importlib.metadata Distributions of this interpreter; a requirement not installed is skipped (the import in the
+    container then fails, as it would in an image without it)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: dict[str, object] = {}
+    todo = [name]
+    while todo:
+        n = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if n in seen:
+            continue
+        try:
+            dist = metadata.distribution(n)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[n] = dist
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return list(seen.values())
+
+
+def router_site() -> Path | None:
+    """A site directory holding the installed sglang-router and what it requires (built once, then reused), or
+    None when sglang-router is not installed here (`pip install -e '.[test]'` installs it)."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(ROUTER_DIST)
+    except metadata.PackageNotFoundError:
+        return None
+    dists = _closure(ROUTER_DIST)
+    key = hashlib.sha256("\n".join(sorted(f"{d.metadata['Name']}=={d.version}@{d.locate_file('')}"
+                                           for d in dists)).encode()).hexdigest()[:12]
+    target = ROUTER_CACHE / f"sglang-router-{dist.version}-{key}"
+    if target.is_dir():
+        return target
+    tmp = ROUTER_CACHE / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for d in dists:
+        for f in d.files or []:
+            src = Path(d.locate_file(f))
+            rel = Path(str(f))
+            if rel.is_absolute() or ".." in rel.parts or not src.is_file() or "__pycache__" in rel.parts:
+                continue      # console scripts (../../bin/...) and byte code stay out
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, tmp / rel)
+    tmp.chmod(0o755)
+    try:
+        tmp.rename(target)
+    except OSError:           # another process made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -26,7 +26,12 @@ mindie_llm_server,ms_controller,ms_coordinator} run fake_bin/engine.py (the stan
 repository is `.../vllm-ascend` (any tag) is a vLLM-Ascend image instead: /usr/local/bin/vllm runs
 fake_bin/vllm.py, /vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/
 load_balance_proxy_server_example.py is its stand-in proxy, the CANN set_env.sh files and Mooncake's directory
-exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables. An image whose repository is `haproxy` (`haproxy:TAG`,
+exist; /.fakecluster/vllm-flags/ holds vLLM's parser tables. An image whose repository is `sglang`
+(`lmsysorg/sglang:TAG`, `quay.io/ascend/sglang:TAG`) is an SGLang image (make_sglang_layer): a `sglang` package in
+/usr/local/lib/python3.X/dist-packages whose `python3 -m sglang.launch_server` runs fake_bin/sglang_fake.py (the
+release from the tag, its parser table from /.fakecluster/sglang-flags/), and the REAL sglang-router 0.3.2 with the
+packages it imports, bound read-only from the node's /usr/local/lib/fakecluster/sglang-router (tools.router_site) at
+/usr/local/lib/sglang-router-site (a .pth file puts it on python3's path). An image whose repository is `haproxy` (`haproxy:TAG`,
 `library/haproxy`, `<registry>/.../haproxy`) is the official HAProxy image (make_haproxy_layer): this machine's
 /usr/sbin/haproxy as /usr/local/sbin/haproxy, the image's ENTRYPOINT docker-entrypoint.sh, CMD, USER haproxy (99) and
 STOPSIGNAL SIGUSR1 (image_config: the run defaults of every image, merged into `docker run` as the daemon does).
@@ -1541,6 +1546,52 @@ def write_mindie_files(ms_home, server_home):
     os.chmod(conf, 0o640)
 
 
+SGLANG_REPO = re.compile(r"(^|/)sglang$")
+# the real router's site directory on the node (a link tools.py makes to its copy under /tmp), and where an SGLang
+# container sees it
+SGLANG_ROUTER_NODE = "/usr/local/lib/fakecluster/sglang-router"
+SGLANG_ROUTER_SITE = "lib/sglang-router-site"       # under the image's /usr/local
+
+
+def is_sglang_image(ref):
+    return bool(SGLANG_REPO.search(split_ref(normalize(ref))[0]))
+
+
+def sglang_release(ref):
+    """The SGLang release of an image tag: `v0.5.18-cann9.0.0-a3` and `cann9.0.0-a3-v0.5.16` (the quay.io tags put
+    it last) -> "0.5.18" / "0.5.16"; None when the tag names none."""
+    m = re.search(r"(?:^|-)v(\d+\.\d+\.\d+)", split_ref(normalize(ref))[1])
+    return m.group(1) if m else None
+
+
+def make_sglang_layer(cfg, d):
+    """An SGLang image (lmsysorg/sglang, quay.io/ascend/sglang: docker/npu.Dockerfile): CANN set_env.sh, the
+    `sglang` package (its launch_server module runs the stand-in) and a .pth naming the real router's site."""
+    ul = os.path.join(d, "usr_local")
+    for rel in ("ascend-toolkit/set_env.sh", "nnal/atb/set_env.sh"):
+        p = os.path.join(ul, "Ascend", rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(SET_ENV[rel])
+    for sub in ("bin", "sbin", "lib", "include", "share", SGLANG_ROUTER_SITE):
+        os.makedirs(os.path.join(ul, sub), exist_ok=True)
+    site = os.path.join(ul, "lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
+    pkg = os.path.join(site, "sglang")
+    os.makedirs(pkg, exist_ok=True)
+    version = sglang_release(cfg.get("ImageRef") or cfg["Image"]) or ""
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write("# fake SGLang (tests/fakecluster/fake_bin/sglang_fake.py)\n__version__ = %r\n" % version)
+    with open(os.path.join(pkg, "version.py"), "w") as f:
+        f.write("__version__ = %r\n" % version)
+    with open(os.path.join(pkg, "launch_server.py"), "w") as f:
+        f.write("# fake sglang.launch_server (tests/fakecluster/fake_bin/sglang_fake.py)\n"
+                "import os, sys\nsys.path.insert(0, '/.fakecluster')\nimport sglang_fake  # noqa: E402\n"
+                "if __name__ == '__main__':\n    code = sglang_fake.main(sys.argv[1:])\n"
+                "    sys.stdout.flush()\n    sys.stderr.flush()\n    os._exit(code)\n")
+    with open(os.path.join(site, "sglang-router-site.pth"), "w") as f:
+        f.write("/usr/local/%s\n" % SGLANG_ROUTER_SITE)
+
+
 def make_image_layer(cfg, d):
     """The fake image's /usr/local (the container's writable layer for it): MindIE + CANN set_env.sh
     (make_mindie_layer), or vLLM-Ascend (make_vllm_layer) for a `.../vllm-ascend:TAG` image, each with the CANN
@@ -1551,6 +1602,8 @@ def make_image_layer(cfg, d):
         return make_haproxy_layer(cfg, d)
     if is_vllm_image(ref):
         make_vllm_layer(cfg, d)
+    elif is_sglang_image(ref):
+        make_sglang_layer(cfg, d)
     else:
         make_mindie_layer(cfg, d)
     write_software(os.path.join(d, "usr_local"), ref, cfg)
@@ -1585,6 +1638,10 @@ def write_software(ul, ref, cfg):
         cann, torch, torch_npu = VLLM_SOFTWARE.get(tag, VLLM_SOFTWARE["v0.13.0"])
         version = tag.lstrip("v")
         packages = {"torch": torch, "torch_npu": torch_npu, "vllm": version, "vllm_ascend": version}
+    elif is_sglang_image(ref):
+        # SGLang's NPU images: CANN 9.0.0, torch 2.10.0 (research 38: v0.5.18-cann9.0.0-a3); CANN 9.0.0's files are
+        # not in CANN_FILES, 9.1.0's family stands in
+        cann, packages = "9.1.0", {"torch": "2.10.0", "torch_npu": "2.10.0", "sglang": sglang_release(ref) or "0"}
     else:
         cann, packages = "8.3.RC2", {"torch": "2.1.0", "torch_npu": "2.1.0.post12"}
     inner, compat = CANN_FILES[cann]
@@ -1687,14 +1744,15 @@ def write_settings(st, cfg, d):
     fc = os.path.join(d, "rootfs", ".fakecluster")
     os.makedirs(fc, exist_ok=True)
     shutil.copyfile(ENGINE, os.path.join(fc, "engine.py"))
-    for script in ("vllm.py", "openai_fake.py"):
+    for script in ("vllm.py", "openai_fake.py", "sglang_fake.py"):
         if os.path.exists(os.path.join(HERE, script)):
             shutil.copyfile(os.path.join(HERE, script), os.path.join(fc, script))
-    flags = os.path.join(HERE, "vllm-flags")
-    if os.path.isdir(flags):
-        os.makedirs(os.path.join(fc, "vllm-flags"), exist_ok=True)
-        for name in os.listdir(flags):
-            shutil.copyfile(os.path.join(flags, name), os.path.join(fc, "vllm-flags", name))
+    for tables in ("vllm-flags", "sglang-flags"):
+        flags = os.path.join(HERE, tables)
+        if os.path.isdir(flags):
+            os.makedirs(os.path.join(fc, tables), exist_ok=True)
+            for name in os.listdir(flags):
+                shutil.copyfile(os.path.join(flags, name), os.path.join(fc, tables, name))
     write_json(os.path.join(fc, "settings.json"), {
         "node": st.get("name"), "ip": st.get("ip"), "hardware": st.get("hardware"), "container": cfg["Name"],
         "id": cfg["Id"],
@@ -1757,6 +1815,11 @@ def setup_rootfs(cfg, d):
     mount("/usr", os.path.join(root, "usr"), None, MS_BIND)
     mount(None, os.path.join(root, "usr"), None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     mount(os.path.join(d, "usr_local"), os.path.join(root, "usr", "local"), None, MS_BIND)
+    router_site = os.path.join(d, "usr_local", SGLANG_ROUTER_SITE)
+    if os.path.isdir(router_site) and os.path.isdir(SGLANG_ROUTER_NODE):     # an SGLang image: the real router
+        target = os.path.join(root, "usr", "local", SGLANG_ROUTER_SITE)
+        mount(os.path.realpath(SGLANG_ROUTER_NODE), target, None, MS_BIND)
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host, mine = "/" + top, os.path.join(root, top)
         if os.path.islink(host):
