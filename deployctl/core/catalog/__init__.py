@@ -36,7 +36,9 @@ def _from_checkpoint(info: ModelInfo) -> ModelInfo:
         "layers": d.layers, "dense_layers": d.dense_layers, "hidden": d.hidden, "heads": d.heads,
         "routed_experts": d.routed_experts, "shared_experts": d.shared_experts,
         "experts_per_token": d.experts_per_token, "mtp_layers": d.mtp_layers, "params_b": params_b(d),
-        "kv": kv_spec(d), "family": d.family})
+        "kv": kv_spec(d), "family": d.family,
+        "context": d.context.model_copy(update={"source": f"deployctl/core/catalog/checkpoints/{info.checkpoint}/"
+                                                          "config.json"}) if d.context else None})
 
 
 def models() -> dict[str, ModelInfo]:

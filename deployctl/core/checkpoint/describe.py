@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from deployctl.core.checkpoint.context import context_window
 from deployctl.core.checkpoint.description import ModelDescription, Quantization, WeightBytes
 from deployctl.core.checkpoint.families import _DTYPE_BYTES, FAMILIES
 from deployctl.core.checkpoint.files import CONFIG, CheckpointFiles, IndexFile, classify, problem, tensors_per_class, \
@@ -62,6 +63,8 @@ def describe_files(files: CheckpointFiles) -> ModelDescription:
     return ModelDescription(architecture=arch, family=family, model_type=cfg.model_type, vocab=cfg.vocab_size,
                             tied_embeddings=cfg.tie_word_embeddings, dtype=dtype, quantization=quant,
                             params={c: p for c, p in shape.params.items() if p}, weights=weights,
+                            context=context_window(raw, "text_config" if reader.text_config else "",
+                                                   str(cfg_file)),
                             notes=tuple(notes), **shape.fields)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from deployctl.core.models.base import Frozen
+from deployctl.core.models.model_info import ContextWindow
 
 Family = Literal["deepseek_v3", "deepseek_v32", "kimi_k2", "qwen3", "qwen3_moe", "glm4_moe", "qwen3_next",
                  "minimax_m2", "glm_moe_dsa", "qwen3_vl_moe", "qwen3_5_moe", "deepseek_v4"]
@@ -137,6 +138,7 @@ class ModelDescription(Frozen):
     quantization: Quantization
     params: dict[str, int]    # parameters per weight class (MTP layers under "mtp")
     weights: WeightBytes
+    context: ContextWindow | None = None   # what of config.json decides the context window (checkpoint/context.py)
     notes: tuple[str, ...] = ()
 
     @property

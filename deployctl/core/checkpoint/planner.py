@@ -100,7 +100,7 @@ def model_info(d: ModelDescription, key: str, display: str = "") -> ModelInfo:
                      heads=d.heads, routed_experts=d.routed_experts, shared_experts=d.shared_experts,
                      experts_per_token=d.experts_per_token, params_b=params_b(d), kv=kv_spec(d),
                      workspace_mb_per_prefill_token=max(0.05, REFERENCE_WORKSPACE_MB * d.hidden / REFERENCE_HIDDEN),
-                     quants=quants(d), mtp_layers=d.mtp_layers, vision=vision_spec(d))
+                     quants=quants(d), mtp_layers=d.mtp_layers, vision=vision_spec(d), context=d.context)
 
 
 def vision_spec(d: ModelDescription) -> VisionSpec | None:

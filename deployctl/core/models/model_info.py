@@ -54,6 +54,23 @@ class VisionSpec(Frozen):
     max_image_tokens: int = 16384
 
 
+class ContextWindow(Frozen):
+    """What of config.json decides a model's context window: the length keys of its text config, its rope scaling
+    (the keys that decide the length of rope_scaling, else rope_parameters; per layer type when nested) and where
+    it was read. deployctl/core/checkpoint/context.py reads it and derives the engines' lengths from it."""
+
+    keys: dict[str, float]               # VLLM_KEYS the text config sets (numbers)
+    rope: dict[str, Any] | None = None
+    original_max_position_embeddings: float | None = None   # the text config's own key (Phi-3 style)
+    model_type: str = ""
+    under: str = ""                      # "text_config" when the language model's config is nested (VL models)
+    source: str = "config.json"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} {self.under}".strip()
+
+
 class ModelInfo(Frozen):
     key: str
     display: str
@@ -73,6 +90,9 @@ class ModelInfo(Frozen):
     family: str = ""        # deployctl.core.checkpoint's family id (the engines' support matrices list families)
     arch: dict[str, Any] | None = None   # perf/arch.yaml's extras (MLA, DSA) of a model described from its checkpoint
     vision: VisionSpec | None = None     # Qwen3-VL, Qwen3.5: the vision tower
+    # config.json's length keys and rope scaling (checkpoint/context.py), for the engines' --max-model-len check;
+    # None for a catalog model without checkpoint files (no check then)
+    context: ContextWindow | None = None
 
     @property
     def moe_layers(self) -> int:

@@ -217,6 +217,10 @@ def check(plan: Plan) -> list[Finding]:
                            f"{dcp[0]}, decode DCP {dcp[1]}): {plan.model_display} uses sparse attention, whose KV "
                            "cache moves between roles only when both split it the same way", SOURCE,
                            hint="give --decode-context-parallel-size to both roles' engine.args, or to neither"))
+    from deployctl.core.engines.vllm_ascend.max_len import max_len_findings
+
+    hardware, name = plan.inventory.cluster.hardware, plan.inventory.model.name
+    out += max_len_findings(plan, lambda role, view: preset_env(hardware, role, name, view.engine.env))
     for inst in plan.instances:
         out += _layout(plan, inst)
     return out       # the driver adds the port plan's findings (ports.py) when the layout renders
