@@ -159,6 +159,7 @@ def check(plan: Plan) -> list[Finding]:
     for inst in plan.instances:
         out += layout_findings(plan, inst)
     out += deprecated_findings(plan)
+    out += context_findings(plan)
     if plan.preset == "pd-split":
         prefill, decode = plan.role("prefill"), plan.role("decode")
         if not prefill or not decode:
@@ -187,4 +188,40 @@ def deprecated_findings(plan: Plan) -> list[Finding]:
                 out.append(Finding("warning", path, f"{group[0]} is deprecated in SGLang {release} (it still "
                                    "parses, with a warning; a later release may drop it)",
                                    f"flags/sglang-{release}.json", hint=f"use {instead}"))
+    return out
+
+
+CONTEXT_SOURCE = ("sglang 0.5.23 srt/configs/model_config.py L1291-1318 (_derive_context_length), srt/environ.py "
+                  "L320; the length from srt/utils/hf_transformers/common.py L668-694")
+
+
+def context_findings(plan: Plan) -> list[Finding]:
+    """--context-length above the length SGLang derives from config.json (its first length key, times the rope
+    factor: core/checkpoint/context.py first_key_length) makes SGLang refuse to start, unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (CONTEXT_SOURCE); --json-model-override-args may change the
+    config it reads. No config.json (a catalog model without checkpoint files): no check."""
+    from deployctl.core import catalog
+    from deployctl.core.checkpoint.context import first_key_length, json_arg, with_overrides
+    from deployctl.core.input.roles import for_role
+    from deployctl.core.render.env import user_env
+
+    inv = plan.inventory
+    model = catalog.model_of(inv)
+    if model is None or model.context is None:
+        return []
+    out = []
+    for role in (("prefill", "decode") if plan.preset == "pd-split" else ("mixed",)):
+        view = for_role(inv, role) if role != "mixed" else inv
+        overrides = json_arg(list(cast(SglangSettings, view.engine).args), "--json-model-override-args")
+        derived = first_key_length(with_overrides(model.context, overrides) if overrides else model.context)
+        env = {**preset_env(inv, role), **user_env(inv, role)}
+        allowed = str(env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "")).strip().lower() in ("1", "true")
+        if view.model.max_seq_len > derived and not allowed:
+            out.append(Finding("error", "model.max_seq_len", f"--context-length {view.model.max_seq_len:,} is more "
+                               f"than the {derived:,} tokens SGLang derives from the checkpoint's config.json"
+                               + ("" if role == "mixed" else f" ({role} servers)") + ": it refuses to start",
+                               CONTEXT_SOURCE, hint=f"lower model.max_seq_len to {derived:,}, extend the rope with "
+                               "--json-model-override-args in engine.args, or set "
+                               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 in engine.env (SGLang warns that outputs "
+                               "past the derived length may be wrong)"))
     return out

@@ -173,3 +173,26 @@ def test_the_router_gets_its_own_environment():
     assert "SGLANG_DP_ROUND_ROBIN=1" in files["n0/router.env"]
     assert "SGLANG_DP_ROUND_ROBIN" not in files["n0/env"]
     assert '--env-file "$HERE/router.env"' in files["n0/start-router.sh"]
+
+
+def test_a_context_above_what_sglang_derives_from_config_json_is_refused_unless_allowed():
+    """sglang 0.5.23 srt/configs/model_config.py L1291-1318: GLM-5.2's config.json (tests/fixtures/checkpoints/
+    glm-5.2) gives 1,048,576 positions; 2,000,000 is refused, with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN it runs."""
+    from tests.core.checkpoint.quoted import FIXTURES
+
+    text = f"""
+cluster: {{name: t, hardware: a3}}
+engine: {{kind: sglang, image: 'quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16'{{env}}}}
+model: {{name: my-glm, config_path: '{FIXTURES / "glm-5.2"}', quant: w8a8, weights_path: /w, served_name: g,
+        max_seq_len: 2000000, max_input_len: 4096, max_batch_size: 1}}
+layout: {{preset: dp-ep, tp: 16, dp: 2, moe_ep: 32}}
+nodes:
+  - {{name: n0, address: 10.0.0.1, interface: eth0}}
+  - {{name: n1, address: 10.0.0.2, interface: eth0}}
+"""
+    with pytest.raises(LayoutError) as exc:
+        plan_of(text.replace("{env}", ""))
+    assert "2,000,000" in exc.value.render() and "1,048,576" in exc.value.render()
+    assert "model_config.py L1291-1318" in exc.value.render()
+    plan = plan_of(text.replace("{env}", ", env: {SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: '1'}"))
+    assert plan.instances
