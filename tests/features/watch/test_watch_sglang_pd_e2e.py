@@ -1,15 +1,17 @@
 """`deployctl watch` recovering an SGLang P/D split on the simulated cluster: one prefill server on p1, one decode
 server over d1 + d2, the real sglang-router 0.3.2 on p1. The decode server's rank 1 container (d2) is killed: its
 rank 0 on d1 loses the process group and dies too (`Scheduler hit an exception`, exit 137 on both); watch detects the
-failed decode instance within a round. deployctl has no router control for SGLang yet (router_control_gap), so watch
-reports `not-recovered` and leaves it down; `up` then restarts the decode server and the router (restart_with_engines)
-without touching the prefill server, and requests through the router answer again."""
+failed decode instance within a round, says the role is down (the only decode server: nothing to fail over to),
+restarts both its containers at once, waits for it and puts it back in the router (POST /workers when the router
+dropped it): the router and the prefill server keep running, and requests through the router answer again
+(engines/sglang/control.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+import urllib.request
 
 from conftest import run_cli
 from fakecluster import default_cluster
@@ -54,7 +56,7 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
         t0 = time.time()
         fc.ssh("d2", f"docker kill {ENGINE}", check=True)
         failed = watch.wait("instance-failed", "decode", 4 * ROUND_S)
-        gap = watch.wait("not-recovered", "decode", 30)
+        back = watch.wait("back", "decode", 240)
         detect = failed["ts"] - t0
     finally:
         watch.stop()
@@ -63,24 +65,24 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
     assert any("Scheduler hit an exception" in c for c in failed["causes"]), failed
     assert {c.split(":")[0] for c in failed["causes"] if "exited (exit 137)" in c} == {"d1", "d2"}, failed
     assert detect < 2 * ROUND_S, detect
-    # deployctl has no router control for SGLang yet (engines/sglang/__init__.py router_control_gap): watch says so
-    # and leaves the instance down; `up` brings it back, with the router restarted (restart_with_engines)
-    assert "sglang-router 0.3.2" in gap["cause"], gap
-    res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "90", "--skip-preflight",
-                  "--output", "json")
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    # the only decode server: nothing to fail over to (watch says so) and nothing to drain; restarted at once
+    kinds = [(e["event"], e["instance"]) for e in watch.all]
+    assert ("role-down", "decode") in kinds and ("restart", "decode") in kinds, kinds
     with Load(url, model="qwen3") as after:
         deadline = time.time() + 60
         while after.ok <= 5 and not after.failures and time.time() < deadline:
             time.sleep(0.5)
-    print(f"\nSGLang P/D: decode rank 1 (d2) killed: detected in {detect:.1f} s; after `up`: ok {after.ok}, "
-          f"failed {len(after.failures)}")
+    print(f"\nSGLang P/D: decode rank 1 (d2) killed: detected in {detect:.1f} s, back after "
+          f"{back['ts'] - t0:.1f} s; then ok {after.ok}, failed {len(after.failures)}")
     assert after.failures == [] and after.ok > 5, (after.ok, after.failures[:3])
     log = fc.ssh("d1", f"docker logs {ENGINE} 2>&1", check=True).stdout
     assert "The server is fired up and ready to roll!" in log
     assert started_at(fc, "d1", ENGINE) != before["d1"] and started_at(fc, "d2", ENGINE) != before["d2"]
     assert started_at(fc, "p1", ENGINE) == before["p1"]               # the prefill server never restarted
-    assert started_at(fc, "p1", ROUTER) != router_before              # the router restarted with the engines
+    assert started_at(fc, "p1", ROUTER) == router_before              # nor the router: its worker API took d out
+    with urllib.request.urlopen(f"{url}/workers", timeout=10) as answer:
+        workers = json.loads(answer.read())["workers"]
+    assert sorted(w["worker_type"] for w in workers) == ["decode", "prefill"], workers
     st = run_cli("status", "-i", str(inv), "--output", "json")
     assert st.returncode == 0 and json.loads(st.stdout)["state"] == "serving", st.stdout[-3000:]
     # the inventory's hook heard of the failure (the hooks run asynchronously: at least its first event)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from deployctl.core.engine_spec.protocol import (
         Chart, EngineVersion, Finding, MemoryInputs, MetricNames, MetricsTarget, NodeProcesses,
     )
+    from deployctl.core.engine_spec.router import RouterControl, RouterRemote
     from deployctl.core.errors import Problem
     from deployctl.core.input.raw import RawInventory
     from deployctl.core.models.artifact import Artifact
@@ -131,11 +132,11 @@ class SglangSpec(EngineSpecBase):
 
         return node_processes(plan, node)
 
-    def router_control_gap(self, plan: Plan) -> str | None:
-        if plan.preset != "pd-split":
-            return None
-        return ("sglang-router 0.3.2 learns its workers from its argv here: deployctl restarts it with the live "
-                "servers instead of removing one through its API (its /workers routes are unverified)")
+    def router_control(self, plan: Plan, remote: RouterRemote) -> RouterControl | None:
+        """P/D: the router's worker API (GET/POST /workers, DELETE /workers/<id>) takes a server out and back."""
+        from deployctl.core.engines.sglang.control import router_control
+
+        return router_control(plan, remote)
 
     @property
     def metric_names(self) -> MetricNames:

@@ -59,7 +59,9 @@ def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:
         router = router_name(plan)
         proc = Process(containers=(router,), start="start-router.sh", ready_container=router, ready_line=ROUTER_READY,
                        health_urls=(f"http://{ip}:{e.ports.router}/health",), ports=(e.ports.router,),
-                       restart_files=("router.args", "router.env", "start-router.sh"))
+                       restart_files=("router.args", "router.env", "start-router.sh"),
+                       # it takes servers out and back through its worker API (control.py): it keeps running
+                       restart_with_engines=False)
         return NodeProcesses(engine=engine, router=proc, serves=f"http://{ip}:{e.ports.router}", smoke=True,
                              smoke_words=SMOKE_WORDS)
     inst = plan.instance(node.instance)
