@@ -280,6 +280,12 @@ def check_tree(out: Path, calls: list[list[str]], case: Case, tree, marker: Path
     # env files
     user_env = engine.get("env") if isinstance(engine, dict) else None
     user_keys = {str(k) for k in user_env} if isinstance(user_env, dict) else set()
+    # a pd-split role's own env (layout.<role>.env) is the user's too: its keys are rendered into that role's nodes
+    layout = tree.get("layout") if isinstance(tree, dict) else None
+    for role in ("prefill", "decode"):
+        block = layout.get(role) if isinstance(layout, dict) else None
+        role_env = block.get("env") if isinstance(block, dict) else None
+        user_keys |= {str(k) for k in role_env} if isinstance(role_env, dict) else set()
     allowed = bench.known_env_keys | user_keys
     for env in sorted(out.glob("*/env")):
         raw = env.read_bytes()
