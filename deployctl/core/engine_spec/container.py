@@ -56,3 +56,14 @@ def source_set_env(scripts: tuple[str, ...]) -> str:
     return ('_keep=(); for _k in ${' + ENV_KEYS + ':-}; do if [ -n "${!_k+x}" ]; then _keep+=("$_k=${!_k}"); fi; '
             f'done; for f in {" ".join(scripts)}; do if [ -f "$f" ]; then source "$f"; fi; done; '
             'for _kv in "${_keep[@]}"; do export "$_kv"; done; ')
+
+
+# the start scripts every engine shares: templates/engine-start.sh.j2 (an engine's own start.sh.j2 extends it with
+# its header lines, steps before `docker run` and DEPLOYCTL_* variables) and templates/front-start.sh.j2 (the
+# container of a P/D front: vLLM-Ascend's proxy, SGLang's router)
+FRONT_TEMPLATE = f"{__package__}/templates/front-start.sh.j2"
+
+
+def args_file(argv: tuple[str, ...]) -> bytes:
+    """An argument file: one argument per line, read back in the container with ``mapfile -t ARGS``."""
+    return ("\n".join(argv) + "\n").encode()

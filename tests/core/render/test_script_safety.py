@@ -26,8 +26,9 @@ exit 0
 
 
 def test_every_template_value_in_a_script_is_quoted_or_comment_safe():
-    paths = sorted((ROOT / "deployctl" / "core" / "engines").glob("*/templates/*.sh.j2"))
-    assert len(paths) >= 4, paths          # every engine's start scripts
+    core = ROOT / "deployctl" / "core"
+    paths = sorted([*core.glob("engines/*/templates/*.sh.j2"), *core.glob("engine_spec/templates/*.sh.j2")])
+    assert len(paths) >= 6, paths          # every engine's start scripts and the shared ones they extend
     for path in paths:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             for expr in re.findall(r"\{\{(.*?)\}\}", line):

@@ -54,7 +54,7 @@ def start_script(plan: Plan, node: PlanNode) -> str:
         devices=devices(node),
         mounts=mounts, work_dir=e.work_dir, daemon=server(e),
         launcher=install(e).dp_launcher if dist else install(e).launcher,
-        dp_servers=dp_servers(plan, node) if dist else 0, dp_cpu_slices=dp_cpu_slices(plan, node))
+        dp_servers=dp_servers(plan, node) if dist else 0, dp_cpu_slices=dp_cpu_slices(plan, node), ipc_host=True)
 
 
 def dp_cpu_slices(plan: Plan, node: PlanNode) -> int:

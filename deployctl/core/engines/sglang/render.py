@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from deployctl import __version__
-from deployctl.core.engine_spec.container import devices, inventory_mounts, source_set_env, with_env_keys
+from deployctl.core.engine_spec.container import (FRONT_TEMPLATE, args_file, devices, inventory_mounts,
+                                                  source_set_env, with_env_keys)
 from deployctl.core.engines.sglang.launch import NodeLaunch, launches
 from deployctl.core.engines.sglang.support import matrix, preset_env
 from deployctl.core.models.artifact import Artifact
@@ -66,10 +67,6 @@ def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     return with_env_keys(merged)
 
 
-def _args_text(argv: tuple[str, ...]) -> bytes:
-    return ("\n".join(argv) + "\n").encode()
-
-
 def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
     inv = plan.inventory
     e = cast(SglangSettings, inv.engine)
@@ -82,7 +79,7 @@ def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
         f"{__package__}/templates/start.sh.j2", version=__version__, node=node.name, role=node.role,
         instance=node.instance, is_master=node.is_master, rank=launch.server.rank, container_name=container_name(plan),
         image=e.image, privileged=e.privileged, uid=e.run_as_uid, shm_size=e.shm_size, devices=devices(node),
-        mounts=mounts, work_dir=e.work_dir, launcher=LAUNCHER)
+        mounts=mounts, work_dir=e.work_dir, launcher=LAUNCHER, ipc_host=True)
 
 
 def render(plan: Plan) -> list[Artifact]:
@@ -95,10 +92,10 @@ def render(plan: Plan) -> list[Artifact]:
                             mode=0o600))
         out.append(Artifact(kind="start", path=f"{node.name}/start.sh",
                             content=start_script(plan, node, launch).encode(), mode=0o755))
-        out.append(Artifact(kind="args", path=f"{node.name}/server.args", content=_args_text(launch.server.argv),
+        out.append(Artifact(kind="args", path=f"{node.name}/server.args", content=args_file(launch.server.argv),
                             mode=0o640))
         if launch.router is not None:
-            out.append(Artifact(kind="args", path=f"{node.name}/router.args", content=_args_text(launch.router),
+            out.append(Artifact(kind="args", path=f"{node.name}/router.args", content=args_file(launch.router),
                                 mode=0o640))
             head = [f"deployctl {__version__}: environment of the SGLang router on node {node.name}",
                     "Use as: docker run --env-file router.env ...   Do not edit by hand: change the inventory."]
@@ -106,8 +103,9 @@ def render(plan: Plan) -> list[Artifact]:
             out.append(Artifact(kind="env", path=f"{node.name}/router.env", content=env_file(head, renv).encode(),
                                 mode=0o600))
             url = f"http://{node.container_ip}:{e.ports.router}"
-            text = render_template(f"{__package__}/templates/start-router.sh.j2", version=__version__, node=node.name,
-                                   container_name=router_name(plan), image=e.image, uid=e.run_as_uid,
-                                   work_dir=e.work_dir, launcher=ROUTER_LAUNCHER, url=url)
+            text = render_template(FRONT_TEMPLATE, version=__version__, what="the SGLang router", node=node.name,
+                                   serves="every prefill and decode server", container_name=router_name(plan),
+                                   image=e.image, uid=e.run_as_uid, work_dir=e.work_dir, router_env=True,
+                                   extra_env=[], launcher=ROUTER_LAUNCHER, url=url)
             out.append(Artifact(kind="start", path=f"{node.name}/start-router.sh", content=text.encode(), mode=0o755))
     return out

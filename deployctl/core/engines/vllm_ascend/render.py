@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from deployctl import __version__
-from deployctl.core.engine_spec.container import devices, inventory_mounts, source_set_env, with_env_keys
+from deployctl.core.engine_spec.container import (FRONT_TEMPLATE, args_file, devices, inventory_mounts,
+                                                  source_set_env, with_env_keys)
 from deployctl.core.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.core.engines.vllm_ascend.support import preset_env
 from deployctl.core.models.artifact import Artifact
@@ -85,10 +86,6 @@ def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     return with_env_keys(merged)
 
 
-def _args_text(argv: tuple[str, ...]) -> bytes:
-    return ("\n".join(argv) + "\n").encode()
-
-
 def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
     inv = plan.inventory
     e = cast(VllmAscendSettings, inv.engine)
@@ -105,7 +102,7 @@ def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
         args=[f"serve-{i}.args" for i in range(len(serves))], container_name=container_name(plan), image=e.image,
         privileged=e.privileged, uid=e.run_as_uid, shm_size=e.shm_size,
         devices=devices(node), mounts=mounts,
-        work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER)
+        work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER, ipc_host=False)
 
 
 def render(plan: Plan) -> list[Artifact]:
@@ -119,17 +116,18 @@ def render(plan: Plan) -> list[Artifact]:
         out.append(Artifact(kind="start", path=f"{node.name}/start.sh",
                             content=start_script(plan, node, launch).encode(), mode=0o755))
         for i, serve in enumerate(launch.serves):
-            out.append(Artifact(kind="args", path=f"{node.name}/serve-{i}.args", content=_args_text(serve.argv),
+            out.append(Artifact(kind="args", path=f"{node.name}/serve-{i}.args", content=args_file(serve.argv),
                                 mode=0o640))
             if serve.devices is not None:
                 out.append(Artifact(kind="args", path=f"{node.name}/serve-{i}.devices",
                                     content=(",".join(map(str, serve.devices)) + "\n").encode(), mode=0o640))
         if launch.proxy is not None:
-            out.append(Artifact(kind="args", path=f"{node.name}/proxy.args", content=_args_text(launch.proxy),
+            out.append(Artifact(kind="args", path=f"{node.name}/proxy.args", content=args_file(launch.proxy),
                                 mode=0o640))
             url = f"http://{node.container_ip}:{e.ports.proxy}"
-            text = render_template(f"{__package__}/templates/start-proxy.sh.j2", version=__version__, node=node.name,
-                                   container_name=proxy_name(plan), image=e.image, uid=e.run_as_uid,
-                                   work_dir=e.work_dir, script=PROXY, launcher=PROXY_LAUNCHER, url=url)
+            text = render_template(FRONT_TEMPLATE, version=__version__, what="the prefill/decode proxy", node=node.name,
+                                   serves="every P and D endpoint", container_name=proxy_name(plan), image=e.image,
+                                   uid=e.run_as_uid, work_dir=e.work_dir, router_env=False,
+                                   extra_env=[("DEPLOYCTL_PROXY", PROXY)], launcher=PROXY_LAUNCHER, url=url)
             out.append(Artifact(kind="start", path=f"{node.name}/start-proxy.sh", content=text.encode(), mode=0o755))
     return out
