@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 from functools import cache
+from typing import Callable
 
 from deployctl.core.engine_spec.protocol import TAG_VERSION
 from deployctl.core.packaged import packaged_text
@@ -89,14 +90,20 @@ def suggest(tab: dict, flag: str, what: str) -> str:
 
 
 def groups(release: str, args: list[str]) -> list[tuple[str | None, list[str]]]:
-    """engine.args as (canonical option, [flag, values...]) groups, read as the release's parser reads them: a
-    flag with nargs + or * takes the words up to the next flag, one that takes a value takes one word (even "-1")."""
-    tab = table(release)
+    """engine.args as (canonical option, [flag, values...]) groups, read as the release's parser reads them."""
+    return parse_groups(table(release), lambda f: option(release, f), args)
+
+
+def parse_groups(tab: dict, option_of: Callable[[str], str | None],
+                 args: list[str]) -> list[tuple[str | None, list[str]]]:
+    """args as (canonical option, [flag, values...]) groups, read as the parser of ``tab`` reads them: a flag with
+    nargs + or * takes the words up to the next flag, one that takes a value takes one word (even "-1"); a word
+    that is no known flag is a group of its own with option None."""
     out: list[tuple[str | None, list[str]]] = []
     i = 0
     while i < len(args):
         flag, eq, _ = args[i].partition("=")
-        canon = option(release, flag) if flag.startswith("-") else None
+        canon = option_of(flag) if flag.startswith("-") else None
         n = 1
         if canon is not None and not eq and tab["options"][canon]["takes_value"]:
             if tab["options"][canon].get("nargs") in ("+", "*"):

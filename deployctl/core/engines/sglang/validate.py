@@ -31,41 +31,32 @@ HINTS = {"--speculative-algorithm": "set it through model.speculative",
 
 def _check(args: list[str], path: KeyPath, raw: RawInventory, tab: dict, what: str, owned: tuple[str, ...],
            option: Callable[[str], str | None]) -> list[Problem]:
-    from deployctl.core.engines.sglang.catalog import suggest
+    """Each flag of ``args`` as the parser of ``tab`` reads it (catalog.parse_groups): known, not one deployctl
+    sets, with the values it takes."""
+    from deployctl.core.engines.sglang.catalog import parse_groups, suggest
 
     out = []
     i = 0
-    while i < len(args):
-        key = path + (i,)
-        flag, eq, _ = args[i].partition("=")
+    for canon, words in parse_groups(tab, option, args):
+        key, word = path + (i,), words[0]
+        i += len(words)
+        flag, eq, _ = word.partition("=")
         if not flag.startswith("-"):
-            out.append(raw.problem(key, f"{args[i]!r} is not a flag", "give flags and their values as separate "
+            out.append(raw.problem(key, f"{word!r} is not a flag", "give flags and their values as separate "
                                    "items, e.g. [\"--deepep-mode\", \"auto\"]"))
-            i += 1
             continue
-        canon = option(flag)
         if canon is None:
             out.append(raw.problem(key, f"{what} has no flag {flag}", suggest(tab, flag, what)))
-            i += 1
             continue
         spec = tab["options"][canon]
         if canon in owned:
             out.append(raw.problem(key, f"{flag} is set by deployctl from the inventory",
                                    HINTS.get(canon, "set it through the model, layout or engine.ports keys")))
-        i += 1
-        if spec["takes_value"] and not eq:
-            if spec.get("nargs") in ("+", "*"):
-                n = 0
-                while i < len(args) and not (args[i].startswith("--") or
-                                             (args[i].startswith("-") and args[i][1:2].isalpha())):
-                    i += 1
-                    n += 1
-                if n == 0 and spec.get("nargs") == "+":
-                    out.append(raw.problem(key, f"{flag} needs at least one value", f"add values after {flag}"))
-            elif i >= len(args):
+        if spec["takes_value"] and not eq and len(words) == 1:
+            if spec.get("nargs") == "+":
+                out.append(raw.problem(key, f"{flag} needs at least one value", f"add values after {flag}"))
+            elif spec.get("nargs") != "*":
                 out.append(raw.problem(key, f"{flag} needs a value", f"add the value after {flag}"))
-            else:
-                i += 1
     return out
 
 

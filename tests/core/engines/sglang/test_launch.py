@@ -127,6 +127,13 @@ def test_version_from_either_tag_order():
     ("[--tp-size, '16']", "--tp-size is set by deployctl"),
     ("[--no-such-flag]", "has no flag --no-such-flag"),
     ("[--mem-fraction-static, '0.8']", "engine.mem_fraction_static"),
+    ("[--deepep-mode]", "--deepep-mode needs a value"),
+    ("[--cuda-graph-bs]", "--cuda-graph-bs needs at least one value"),
+    ("[deepep-mode, auto]", "'deepep-mode' is not a flag"),
+    # the third item, after a flag and its value: the error names that item
+    ("[--deepep-mode, auto, --no-such-flag]", "engine.args[2]"),
+    # a list flag takes the words up to the next flag: the one after them is checked again
+    ("[--cuda-graph-bs, '1', '2', --tp-size, '4']", "engine.args[3]"),
 ])
 def test_engine_args_are_checked_against_the_releases_parser(args, message):
     with pytest.raises(InventoryError) as exc:
