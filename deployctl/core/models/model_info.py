@@ -57,7 +57,7 @@ class VisionSpec(Frozen):
 class ContextWindow(Frozen):
     """What of config.json decides a model's context window: the length keys of its text config, its rope scaling
     (the keys that decide the length of rope_scaling, else rope_parameters; per layer type when nested) and where
-    it was read. deployctl/core/checkpoint/context.py reads it and derives the engines' lengths from it."""
+    it was read. deployctl/core/checkpoint/context.py reads it; each engine derives its length from it."""
 
     keys: dict[str, float]               # VLLM_KEYS the text config sets (numbers)
     rope: dict[str, Any] | None = None

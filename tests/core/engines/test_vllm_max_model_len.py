@@ -1,6 +1,6 @@
 """--max-model-len above the length vLLM derives from config.json is refused, as vllm serve refuses it
 (vllm-project/vllm@0fc695fc6 vllm/config/model.py L2112-2249), unless --hf-overrides adds the rope scaling that
-raises it or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set. The derivation (deployctl/core/checkpoint/context.py) is checked
+raises it or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set. The derivation (deployctl/core/engines/vllm_ascend/derived_len.py) is checked
 on the real config.json files of tests/fixtures/checkpoints/."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deployctl.core.checkpoint.context import context_window, derived_length, first_key_length, json_arg, \
-    with_overrides
+from deployctl.core.checkpoint.context import context_window, json_arg, with_overrides
+from deployctl.core.engines.sglang.context_length import first_key_length
+from deployctl.core.engines.vllm_ascend.derived_len import derived_length
 from deployctl.core.engines.vllm_ascend.max_len import allows_long
 from deployctl.core.models.model_info import ContextWindow
 from deployctl.core.errors import LayoutError

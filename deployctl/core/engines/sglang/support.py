@@ -197,11 +197,12 @@ CONTEXT_SOURCE = ("sglang 0.5.23 srt/configs/model_config.py L1291-1318 (_derive
 
 def context_findings(plan: Plan) -> list[Finding]:
     """--context-length above the length SGLang derives from config.json (its first length key, times the rope
-    factor: core/checkpoint/context.py first_key_length) makes SGLang refuse to start, unless
+    factor: context_length.py first_key_length) makes SGLang refuse to start, unless
     SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set (CONTEXT_SOURCE); --json-model-override-args may change the
     config it reads. No config.json (a catalog model without checkpoint files): no check."""
     from deployctl.core import catalog
-    from deployctl.core.checkpoint.context import first_key_length, json_arg, with_overrides
+    from deployctl.core.checkpoint.context import json_arg, with_overrides
+    from deployctl.core.engines.sglang.context_length import first_key_length
     from deployctl.core.input.roles import for_role
     from deployctl.core.render.env import user_env
 

@@ -2,7 +2,7 @@
 
 vLLM refuses to start when it is larger, unless the rope scaling (config.json's, or one --hf-overrides adds) raises
 the derived length or VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set (vllm/config/model.py@0fc695fc6 L2222-2248; the
-derivation, shared with the other engines, is deployctl/core/checkpoint/context.py). A catalog model without
+derivation is derived_len.py, over the window deployctl/core/checkpoint/context.py reads). A catalog model without
 checkpoint files has no config.json to read: no check then.
 """
 
@@ -36,7 +36,8 @@ def max_len_findings(plan: Plan, env_of: Callable[[str, Inventory], dict]) -> li
     """An error per role (one for a mixed instance) whose --max-model-len vLLM would refuse; ``env_of(role, view)``
     is the environment the role's processes get (support.py: the presets under the role's engine.env)."""
     from deployctl.core import catalog
-    from deployctl.core.checkpoint.context import derived_length, json_arg, with_overrides
+    from deployctl.core.checkpoint.context import json_arg, with_overrides
+    from deployctl.core.engines.vllm_ascend.derived_len import derived_length
     from deployctl.core.input.roles import for_role
 
     inv = plan.inventory
