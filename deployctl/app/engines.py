@@ -15,7 +15,7 @@ from types import ModuleType
 from deployctl.core import engines as _engines_package
 from deployctl.core.engine_spec.protocol import Chart, EngineSpec
 from deployctl.core.errors import UsageError
-from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
+from deployctl.core.models.engine_settings import SETTINGS
 from deployctl.core.plugins import plugin_modules
 
 
@@ -39,7 +39,6 @@ KINDS = tuple(SPECS)
 assert set(SPECS) == set(SETTINGS), (
     f"every engine folder needs its settings model and the other way round: folders {sorted(SPECS)}, "
     f"settings {sorted(SETTINGS)} (core/models/engine_settings/)")
-assert DEFAULT_KIND in SPECS
 
 
 def resolve(kind: str) -> EngineSpec:

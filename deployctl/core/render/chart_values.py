@@ -187,9 +187,10 @@ def _values_model(blocks_of: tuple) -> type[BaseModel]:
 
     blocks: dict[str, Any] = {block: (model, model()) for _, block, model, _ in blocks_of}
     engine: Any = Literal[tuple(kind for kind, *_ in blocks_of)]   # the kinds are known at run time only
-    repository, tag = split_image(next(image for kind, _, _, image in blocks_of if kind == DEFAULT_KIND))
+    default = DEFAULT_KIND if any(kind == DEFAULT_KIND for kind, *_ in blocks_of) else blocks_of[0][0]
+    repository, tag = split_image(next(image for kind, _, _, image in blocks_of if kind == default))
     return create_model("ChartValues", __base__=CommonValues, __doc__=CommonValues.__doc__,
-                        engine=(engine, Field(DEFAULT_KIND, description="the engine whose templates "
+                        engine=(engine, Field(default, description="the engine whose templates "
                                               "render: templates/<engine>-*.yaml")),
                         image=(Image, Image(repository=repository, tag=tag)), **blocks)
 

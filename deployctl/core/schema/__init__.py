@@ -83,7 +83,8 @@ def _engine_schema(description: str) -> dict:
     from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 
     models = dict(SETTINGS)
-    chosen: dict = {"$ref": f"#/definitions/{models[DEFAULT_KIND].__name__}"}
+    chosen: dict = ({"$ref": f"#/definitions/{models[DEFAULT_KIND].__name__}"} if DEFAULT_KIND in models
+                    else {"required": ["kind"]})
     for kind, model in reversed([(k, m) for k, m in models.items() if k != DEFAULT_KIND]):
         chosen = {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
                   "then": {"$ref": f"#/definitions/{model.__name__}"}, "else": chosen}

@@ -43,7 +43,10 @@ def _discover() -> dict[str, type[EngineBase]]:
 
 # engine.kind -> the model of its block
 SETTINGS: dict[str, type[EngineBase]] = _discover()
-DEFAULT_KIND = next(iter(SETTINGS))   # an inventory without engine.kind: the first engine deployctl supported
+# an inventory without engine.kind means this one (inventory spec: MindIE), installed or not: a deployctl without it
+# refuses such an inventory rather than read it as another engine's
+DEFAULT_KIND = next((kind_of(m) for m in SETTINGS.values() if m.__module__.rsplit(".", 1)[1] == _DEFAULT_MODULE),
+                    _DEFAULT_MODULE)
 
 if TYPE_CHECKING:
     # for the type checker only: the union SETTINGS makes is open (an engine adds a module); code that reads an
