@@ -67,7 +67,10 @@ class SglangSpec(EngineSpecBase):
         return engine_problems(inv, raw)
 
     def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None:
-        return None
+        """A P/D role given only its nodes: plain TP over them (support.yaml pd.role_presets)."""
+        from deployctl.core.engines.sglang.support import matrix
+
+        return matrix()["pd"]["role_presets"].get(role) if preset == "pd-split" else None
 
     def needs_interfaces(self, inv: Inventory) -> str | None:
         from deployctl.core.engines.sglang.support import needs_interfaces

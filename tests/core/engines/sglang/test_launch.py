@@ -203,3 +203,18 @@ nodes:
     assert "model_config.py L1291-1318" in exc.value.render()
     plan = plan_of(text.replace("{env}", ", env: {SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: '1'}"))
     assert plan.instances
+
+
+def test_a_role_given_only_its_nodes_is_one_plain_tp_server_over_them():
+    """P/D roles with nodes and no degrees: SGLang's own shapes, not another engine's. A one-node server: one
+    --tp-size over its dies, no attention DP (OLD ascend_npu.md@0b1520f0 L186-225 gives each role --tp-size only);
+    a server over two nodes: attention DP, a group a node (as BP L466-481 runs one over nodes)."""
+    text = pd().replace("instances: [{nodes: [n0]}, {nodes: [n1]}], tp: 8, dp: 2, moe_ep: 16",
+                        "instances: [{nodes: [n0]}, {nodes: [n1]}]") \
+        .replace("nodes: [n2, n3], tp: 2, dp: 16, moe_ep: 32", "nodes: [n2, n3]")
+    plan = plan_of(text)
+    a, d = argv(plan, "n0"), argv(plan, "n2")
+    assert value(a, "--tp-size") == "16" and value(a, "--dp-size") is False
+    assert value(a, "--enable-dp-attention") is False
+    assert value(d, "--tp-size") == "32" and value(d, "--nnodes") == "2"
+    assert value(d, "--dp-size") == "2" and value(d, "--enable-dp-attention") is True
