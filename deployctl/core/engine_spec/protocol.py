@@ -231,6 +231,9 @@ class EngineSpec(Protocol):
 
     def chunked_prefill(self, inv: Inventory) -> bool: ...          # splits a prompt longer than its prefill batch
 
+    def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool: ...   # a prompt longer than max_prefill_tokens
+                                                                             # still runs (chunked, or alone)
+
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]: ...  # (0, ""): none
 
     def check(self, plan: Plan) -> list[Finding]: ...
@@ -273,6 +276,9 @@ class EngineSpecBase:
 
     def chunked_prefill(self, inv: Inventory) -> bool:
         return False            # prefills the longest input in one batch
+
+    def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool:
+        return self.chunked_prefill(inv)    # else its prefill batch must hold the longest input
 
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         return 0, ""

@@ -79,13 +79,14 @@ def check_model(inv: Inventory, raw: RawInventory) -> list[Problem]:
         out.append(raw.problem(("model", "max_input_len"), f"max_input_len {m.max_input_len} is more than "
                                f"max_seq_len {m.max_seq_len}",
                                "max_seq_len counts input plus output tokens: raise it, or lower max_input_len"))
-    # an engine that chunks long prompts (EngineSpec.chunked_prefill: vLLM) takes a smaller prefill batch, the role's too
+    # an engine that runs a prompt longer than its prefill batch (EngineSpec.runs_prompt_over_prefill_budget: vLLM
+    # chunks it, SGLang chunks it or prefills it alone) takes a smaller prefill batch, the role's too
 
     limits = [(("model",), m.max_prefill_tokens)] + [
         (("layout", r, "model"), getattr(getattr(inv.layout, r, None), "model", None)) for r in ("prefill", "decode")]
     for path, value in limits:
         value = getattr(value, "max_prefill_tokens", value)
-        if value is not None and value < m.max_input_len and not inv.engine_spec.chunked_prefill(inv):
+        if value is not None and value < m.max_input_len and not inv.engine_spec.runs_prompt_over_prefill_budget(inv):
             out.append(raw.problem(path + ("max_prefill_tokens",), f"max_prefill_tokens {value} is less than "
                                    f"max_input_len {m.max_input_len}", f"{inv.engine_spec.display} "
                                    "prefills the longest input in one batch (max_prefill_tokens >= max_input_len)"))

@@ -412,4 +412,36 @@ def test_corpus_coverage():
         up = d["upstream"]
         assert up["repo"] == "sgl-project/sglang" and re.fullmatch(r"[0-9a-f]{8,40}", up["commit"]), d["id"]
         assert d["inventory"]["engine"]["kind"] == "sglang"
-        assert str(d["inventory"]["engine"]["version"]) == "0.5.16", d["id"]
+        # rule 1: 0.5.16, unless the guide passes a flag 0.5.16's parser refuses (next test)
+        assert release_of(d) == "0.5.16" or up.get("release_flag"), d["id"]
+
+
+def _releases() -> list[str]:
+    names = [p.stem.removeprefix("sglang-") for p in FLAGS.glob("sglang-0.*.json")]
+    return sorted(names, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_a_release_other_than_0516_is_the_first_that_parses_it(path):
+    """README rule 1: a config leaves 0.5.16 only for a guide whose script 0.5.16's parser refuses, naming the flag
+    (upstream.release_flag); it then takes the first release whose parser takes every argv of the script."""
+    doc = load(path)
+    release = release_of(doc)
+    if release == "0.5.16":
+        return
+    flag = doc["upstream"]["release_flag"]
+    servers = expected(doc)["servers"]
+    assert any(flag in argv for argv in servers.values()), f"{flag} is not in the guide's argv"
+    assert flag not in parser("sglang-0.5.16")[0]._option_string_actions
+    earlier = _releases()[:_releases().index(release)]
+    assert earlier and earlier[0] == "0.5.16"
+    for older in earlier:
+        refused = False
+        for argv in servers.values():
+            try:
+                parse(f"sglang-{older}", argv)
+            except Rejected:
+                refused = True
+        assert refused, f"sglang {older} parses the guide's script: use it (rule 1)"
+    for argv in servers.values():
+        parse(f"sglang-{release}", argv)

@@ -91,6 +91,16 @@ class SglangSpec(EngineSpecBase):
                     return False
         return True
 
+    def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool:
+        """Always: with chunked prefill a long prompt is split into chunks; without it (--chunked-prefill-size -1)
+        SGLang admits the first request of a prefill batch whatever its length, --max-prefill-tokens bounding only
+        the requests added after it (sglang 0.5.16 srt/managers/schedule_policy.py L1064-1071, L1105-1113: "if the
+        can_run_list is empty, always accept the first prefill request"; 0.5.22 L1530-1535: "Without chunking, allow
+        the first request even above the input cap"). SGLang's DeepSeek-V3.2 guide runs
+        --max-prefill-tokens 68000 for 131,072-token prompts (sgl-project/sglang@042de61b docs/docs/hardware-
+        platforms/ascend-npus/model-deployment/best-practices/deepseek_v3_2.mdx L114-115, L220)."""
+        return True
+
     @property
     def perf_deratings(self) -> dict:
         """The step model's deratings for this engine (perf.yaml: fitted on SGLang's own published points,

@@ -11,6 +11,9 @@ model-deployment/best-practices/deepseek_r1.mdx, "BP" below):
   --enable-dp-attention (BP L470-478), or --attn-dp-size on releases where that flag replaces them (0.5.22+:
   sglang 0.5.23 server_args.py L417-424); experts over every rank with DeepEP (--moe-a2a-backend deepep, BP L430);
   a dense model's --dp-size is that many replicas of --tp-size ranks;
+* attention context parallel on a P/D prefill server: --tp-size = every rank, --attn-cp-size = the layout's cp
+  (SGLang's DeepSeek-V3.2 guide: `--nnodes 2 --tp 32 --attn-cp-size 32`, support.CP_SOURCE), its strategy
+  (--enable-prefill-cp --cp-strategy) from the role's engine.args;
 * P/D: --disaggregation-mode prefill|decode with the ascend (MemFabric) transfer backend, prefill server i on
   bootstrap port base + i (BP L419, `$((8998 + $i))`), the router told each (BP L514-523).
 """
@@ -97,9 +100,11 @@ def _server_args(plan: Plan, inst: Instance) -> list[str]:
     args = ["--model-path", m.weights_path, "--served-model-name", m.served_name, "--trust-remote-code",
             "--device", "npu", "--attention-backend", found.get("attention_backend", "ascend")]
     if moe or d.dp == 1:
-        args += ["--tp-size", str(d.tp * d.dp)] + (_dp_attention(release, d.dp) if d.dp > 1 else [])
+        args += ["--tp-size", str(d.tp * d.dp * d.cp)] + (_dp_attention(release, d.dp) if d.dp > 1 else [])
     else:   # a dense model's DP: replicas of tp ranks each
         args += ["--tp-size", str(d.tp), "--dp-size", str(d.dp)]
+    if d.cp > 1:    # a P/D prefill server's attention context parallel (support.CP_SOURCE; refused elsewhere)
+        args += ["--attn-cp-size", str(d.cp)]
     if moe and d.moe_ep > 1:
         args += ["--moe-a2a-backend", "deepep", "--deepep-mode", data["pd"]["deepep_mode"][inst.role]]
     # model.max_batch_size is per DP group, as for every engine (the plan and the estimate read it so); SGLang's

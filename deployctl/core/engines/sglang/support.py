@@ -99,26 +99,44 @@ def _path(inst: Instance, key: str) -> str:
     return f"layout.{key}" if inst.role == "mixed" else f"layout.{inst.role}.{key}"
 
 
+# SGLang's attention context parallel: --tp-size is the server's world and --attn-cp-size splits each attention group
+# over that many ranks, the attention TP being tp-size / attention DP / attn-cp-size ("The tp_size is the world size,
+# not the real tensor parallel size": sglang 0.5.16 srt/server_args.py L5554-5561, L4635-4638); a CP strategy is bound
+# only with --enable-prefill-cp and --cp-strategy (srt/layers/cp/base.py L213-224; server_args.py L5535-5538). The
+# published run: one DeepSeek-V3.2 prefill server over 2 x A3 with `--tp 32 --enable-prefill-cp --cp-strategy zigzag
+# --attn-cp-size 32`.
+CP_SOURCE = ("SG@042de61b BP/deepseek_v3_2.mdx L101-134; sglang 0.5.16 srt/server_args.py L4635-4638, L5554-5561, "
+             "srt/layers/cp/base.py L213-224")
+# ...and each CP rank keeps the whole KV cache of the sequence: the prefill all-gathers every rank's K/V into each
+# rank's pool (sglang 0.5.16 srt/layers/utils/cp_utils.py L395-425 cp_allgather_and_save_kv_cache)
+CP_KV_SOURCE = "sglang 0.5.16 srt/layers/utils/cp_utils.py L395-425"
+CP_ENABLE = ("--enable-prefill-cp", "--enable-prefill-context-parallel", "--enable-nsa-prefill-context-parallel",
+             "--enable-dsa-prefill-context-parallel")
+
+
 def layout_findings(plan: Plan, inst: Instance) -> list[Finding]:
-    """What deployctl renders for SGLang: attention TP inside DP-attention groups (--tp-size = tp x dp), experts by
-    DeepEP over every rank (--moe-a2a-backend deepep makes ep = tp-size: sglang 0.5.23 arg_groups/overrides.py
-    L1611-1620) or by TP; no pipeline or context parallel from the layout (pass SGLang's own flags in engine.args)."""
+    """What deployctl renders for SGLang: attention TP inside DP-attention groups (--tp-size = tp x dp), on a P/D
+    prefill server also inside context-parallel groups (--tp-size = tp x dp x cp, --attn-cp-size cp: CP_SOURCE),
+    experts by DeepEP over every rank (--moe-a2a-backend deepep makes ep = tp-size: sglang 0.5.23
+    arg_groups/overrides.py L1611-1620) or by TP; no pipeline parallel."""
     d, out = inst.degrees, []
-    world = d.tp * d.dp
+    world = d.tp * d.dp * d.cp
+    ranks = "tp x dp x cp" if d.cp > 1 else "tp x dp"
     if d.pp > 1:
         out.append(Finding("error", _path(inst, "pp"), "deployctl renders no pipeline parallel for SGLang",
                            hint="use tp x dp (attention DP) with experts over every rank"))
-    if d.cp > 1:
-        out.append(Finding("error", _path(inst, "cp"), "deployctl renders no context parallel from the layout for "
-                           "SGLang", hint="keep cp 1; SGLang's prefill context parallel is --attn-cp-size in "
-                           "engine.args"))
+    if d.cp > 1 and (inst.role != "prefill" or (d.dp > 1 and not is_moe(plan.inventory))):
+        out.append(Finding("error", _path(inst, "cp"), "deployctl renders SGLang's context parallel (--attn-cp-size)"
+                           " on the prefill servers of a pd-split only, as SGLang's guides run it"
+                           + ("" if inst.role == "prefill" else f", not on {inst.role} servers"), CP_SOURCE,
+                           hint="keep cp 1 here"))
     if is_moe(plan.inventory) and d.moe_ep > 1 and d.moe_ep != world:
         out.append(Finding("error", _path(inst, "moe_ep"), f"moe_ep={d.moe_ep}: SGLang's DeepEP spans every rank "
-                           f"of the server (tp x dp = {world})", "sglang 0.5.23 arg_groups/overrides.py L1611-1620",
+                           f"of the server ({ranks} = {world})", "sglang 0.5.23 arg_groups/overrides.py L1611-1620",
                            hint=f"set moe_ep: {world}"))
     if is_moe(plan.inventory) and d.moe_tp > 1 and d.moe_tp != world:
         out.append(Finding("error", _path(inst, "moe_tp"), f"moe_tp={d.moe_tp}: without expert parallel SGLang "
-                           f"splits every expert over the whole server (tp x dp = {world})",
+                           f"splits every expert over the whole server ({ranks} = {world})",
                            hint=f"set moe_tp: {world}, or moe_ep: {world}"))
     return out
 
@@ -160,6 +178,7 @@ def check(plan: Plan) -> list[Finding]:
         out += layout_findings(plan, inst)
     out += deprecated_findings(plan)
     out += context_findings(plan)
+    out += cp_findings(plan)
     if plan.preset == "pd-split":
         prefill, decode = plan.role("prefill"), plan.role("decode")
         if not prefill or not decode:
@@ -189,6 +208,42 @@ def deprecated_findings(plan: Plan) -> list[Finding]:
                                    "parses, with a warning; a later release may drop it)",
                                    f"flags/sglang-{release}.json", hint=f"use {instead}"))
     return out
+
+
+def cp_findings(plan: Plan) -> list[Finding]:
+    """Context parallel is the layout's cp (deployctl sizes attention and weights by it), its strategy the role's
+    engine.args (CP_SOURCE); each CP rank holds whole sequences' KV cache (CP_KV_SOURCE), which deployctl's memory
+    fit counts spread over the cp ranks."""
+    from deployctl.core.engines.sglang.catalog import groups, known
+    from deployctl.core.input.roles import ROLES, role_block
+
+    release = known(plan.engine.version)
+    base = list(cast(SglangSettings, plan.inventory.engine).args)
+    own: dict[str, list[str]] = {}
+    for role in ROLES:
+        block = role_block(plan.inventory, role)
+        args = (block.engine or {}).get("args") if block is not None else None
+        own[role] = list(args) if isinstance(args, list) else []
+    out = []
+    for path, args in [("engine.args", base)] + [(f"layout.{r}.engine.args", a) for r, a in own.items()]:
+        if any(c == "--attn-cp-size" for c, _ in groups(release, args)):
+            out.append(Finding("error", path, "--attn-cp-size is set by deployctl from the layout's cp (the attention"
+                               " TP it sizes weights and KV cache by is --tp-size / attention DP / --attn-cp-size)",
+                               CP_SOURCE, hint="set layout.prefill.cp (and tp: the attention TP inside each CP "
+                               "group) instead"))
+    for inst in plan.instances:
+        if inst.degrees.cp <= 1 or inst.role != "prefill":
+            continue
+        if not {c for c, _ in groups(release, base + own["prefill"])} & set(CP_ENABLE):
+            out.append(Finding("warning", _path(inst, "cp"), f"cp={inst.degrees.cp} renders --attn-cp-size "
+                               f"{inst.degrees.cp}, but SGLang binds a context-parallel strategy only with "
+                               "--enable-prefill-cp and --cp-strategy", CP_SOURCE, hint="add --enable-prefill-cp, "
+                               "--cp-strategy, zigzag (or interleave) to layout.prefill.engine.args"))
+        out.append(Finding("note", _path(inst, "cp"), "SGLang's prefill context parallel keeps every sequence's "
+                           f"whole KV cache on each of the {inst.degrees.cp} CP ranks; deployctl's memory fit counts "
+                           "it spread over them, so the prefill's KV capacity in the plan is the CP ranks' together, "
+                           "not what one holds", CP_KV_SOURCE))
+    return list(dict.fromkeys(out))
 
 
 CONTEXT_SOURCE = ("sglang 0.5.23 srt/configs/model_config.py L1291-1318 (_derive_context_length), srt/environ.py "

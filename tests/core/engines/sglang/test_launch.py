@@ -218,3 +218,80 @@ def test_a_role_given_only_its_nodes_is_one_plain_tp_server_over_them():
     assert value(a, "--enable-dp-attention") is False
     assert value(d, "--tp-size") == "32" and value(d, "--nnodes") == "2"
     assert value(d, "--dp-size") == "2" and value(d, "--enable-dp-attention") is True
+
+
+# DeepSeek-V3.2 W8A8 1P1D on 4 x A3 (sgl-project/sglang@042de61bf6848a6c9a3b7437b999586fbc06b998 docs/docs/
+# hardware-platforms/ascend-npus/model-deployment/best-practices/deepseek_v3_2.mdx L101-134, "V32" below): one prefill
+# server over 2 nodes, `--nnodes 2 --tp 32 --enable-prefill-cp --cp-strategy zigzag --attn-cp-size 32
+# --max-prefill-tokens 68000 --chunked-prefill-size -1` for 128K prompts (the benchmark's --random-input-len 131072,
+# L220); one decode server over 2 nodes, `--tp 32 --attn-dp-size 8 --ep 32`.
+def v32(prefill: str = ", tp: 1, dp: 1, cp: 32", prefill_args: str = "--enable-prefill-cp, --cp-strategy, zigzag",
+        version: str = "0.5.22") -> str:
+    return f"""
+cluster: {{name: t, hardware: a3}}
+engine: {{kind: sglang, image: 'quay.io/ascend/sglang:cann9.0.0-a3-v0.5.16', version: '{version}',
+         args: [--chunked-prefill-size, '-1', --moe-dense-tp-size, '1']}}
+model: {{name: deepseek-v3.2, quant: w8a8, weights_path: /w, served_name: v32, max_seq_len: 163840,
+        max_input_len: 131072, max_batch_size: 4, speculative: {{method: mtp, tokens: 3}}}}
+layout:
+  preset: pd-split
+  prefill: {{nodes: [n0, n1]{prefill}, model: {{max_batch_size: 1, max_prefill_tokens: 68000}},
+            engine: {{args: [{prefill_args}]}}}}
+  decode: {{nodes: [n2, n3], tp: 4, dp: 8, model: {{max_prefill_tokens: 68000}}}}
+nodes:
+{NODES}
+"""
+
+
+def test_sglang_takes_a_prefill_budget_below_the_longest_prompt():
+    """V32 L114-115 + L220: --max-prefill-tokens 68000 with --chunked-prefill-size -1 for 131,072-token prompts.
+    Without chunked prefill SGLang always admits the first request of a prefill batch, whatever its length; the
+    budget only bounds the requests added after it (sglang 0.5.16 srt/managers/schedule_policy.py L1064-1071,
+    L1105-1113: "if the can_run_list is empty, always accept the first prefill request")."""
+    plan = plan_of(v32())
+    assert value(argv(plan, "n0"), "--max-prefill-tokens") == "68000"
+    assert value(argv(plan, "n0"), "--chunked-prefill-size") == "-1"
+
+
+def test_a_prefill_server_with_context_parallel_over_two_nodes():
+    """V32 L106-125: `--tp 32` is the server's world, `--attn-cp-size 32` its attention context parallel: SGLang's
+    attention TP is tp_size / attention DP / attn_cp_size ("The tp_size is the world size, not the real tensor
+    parallel size", sglang 0.5.16 srt/server_args.py L5554-5561, L4635-4638), so layout.prefill {tp: 1, cp: 32}."""
+    plan = plan_of(v32())
+    (pre,) = plan.role("prefill")
+    assert (pre.degrees.tp, pre.degrees.dp, pre.degrees.cp, pre.degrees.moe_ep) == (1, 1, 32, 32)
+    for rank, node in enumerate(("n0", "n1")):
+        a = argv(plan, node)
+        assert value(a, "--tp-size") == "32" and value(a, "--attn-cp-size") == "32"
+        assert value(a, "--dp-size") is False and value(a, "--attn-dp-size") is False
+        assert value(a, "--nnodes") == "2" and value(a, "--node-rank") == str(rank)
+        assert value(a, "--dist-init-addr") == "10.0.0.1:5000"
+        assert value(a, "--moe-a2a-backend") == "deepep" and value(a, "--deepep-mode") == "normal"
+        assert value(a, "--enable-prefill-cp") is True and value(a, "--cp-strategy") == "zigzag"
+    d = argv(plan, "n2")
+    assert value(d, "--tp-size") == "32" and value(d, "--attn-dp-size") == "8"
+    assert value(d, "--attn-cp-size") is False
+
+
+def test_sglang_context_parallel_without_its_strategy_is_a_warning():
+    """SGLang binds a CP strategy only with --enable-prefill-cp (sglang 0.5.16 srt/layers/cp/base.py L213-224);
+    the strategy is the user's (V32 L123-124: --enable-prefill-cp --cp-strategy zigzag)."""
+    plan = plan_of(v32(prefill_args="--cp-strategy, zigzag"))
+    assert any("--enable-prefill-cp" in w for w in plan.engine.warnings), plan.engine.warnings
+    assert not any("--enable-prefill-cp" in w for w in plan_of(v32()).engine.warnings)
+
+
+def test_attn_cp_size_comes_from_the_layout_not_from_args():
+    """deployctl sizes attention and weights by the layout's tp and cp; --attn-cp-size in args would split the
+    attention behind its back (tp 16 in the layout, attention TP 1 in SGLang)."""
+    with pytest.raises(LayoutError) as exc:
+        plan_of(v32(prefill=", tp: 16, dp: 2", prefill_args="--enable-prefill-cp, --cp-strategy, zigzag, "
+                                                             "--attn-cp-size, '16'"))
+    assert "layout.prefill.cp" in exc.value.render()
+
+
+def test_sglang_context_parallel_is_a_prefill_servers():
+    with pytest.raises(LayoutError) as exc:
+        plan_of(v32().replace("decode: {nodes: [n2, n3], tp: 4, dp: 8", "decode: {nodes: [n2, n3], tp: 4, dp: 4, "
+                                                                         "cp: 2"))
+    assert "layout.decode.cp" in exc.value.render()
