@@ -102,6 +102,9 @@ class MemoryInputs:
     # the engine starts with a KV cache shorter than one max_seq_len sequence (it caps a request's length at what
     # the cache holds) instead of refusing to: the plan says so rather than failing
     starts_with_short_cache: bool = False
+    # context parallel (layout cp) spreads each sequence's KV cache over the cp ranks (MindIE's prefill CP); False:
+    # every cp rank keeps the whole sequence's (the ranks split the attention's work, not its cache)
+    kv_spread_over_cp: bool = True
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
                notes: tuple[str, ...] = (), fraction_name: str = "memory fraction",
                kv_token_split: int = 1, fraction_of_free: bool = False,
-               starts_with_short_cache: bool = False) -> MemoryFit:
+               starts_with_short_cache: bool = False, kv_spread_over_cp: bool = True) -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
     The communication buffers come out of the KV budget too (this project's choice); that is
@@ -134,7 +134,8 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     and the communication buffers), and holds the weights and the KV cache only; the workspace (activations, graphs)
     must fit in what the fraction leaves (MemoryInputs.fraction_of_free); deployctl's workspace term is an estimate,
     so a workspace larger than that rest is a note, not a refusal. ``starts_with_short_cache``: a KV cache shorter
-    than one max_seq_len sequence is a note too (MemoryInputs.starts_with_short_cache).
+    than one max_seq_len sequence is a note too (MemoryInputs.starts_with_short_cache). ``kv_spread_over_cp``
+    False: every context-parallel rank holds whole sequences, so cp does not multiply what the cache holds.
     """
     hbm = hbm_gb * GIB
     usable = hbm * fraction
@@ -156,7 +157,8 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     tokens = max(0, int(budget // per_token)) if per_token else 0
     state = state_bytes_per_seq(m, d)     # hybrid: each sequence's fixed state, as the tokens its bytes would hold
     seq_cost = max_seq_len + (math.ceil(state / per_token) if state and per_token else 0)
-    seqs = d.dp * ((tokens * d.cp) // seq_cost)
+    spread = d.cp if kv_spread_over_cp else 1     # the ranks one sequence's cache is spread over
+    seqs = d.dp * ((tokens * spread) // seq_cost)
     reason = ""
     notes = tuple(notes)
     if fraction_of_free and workspace - RUNTIME_GB * GB > left:
@@ -165,8 +167,8 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
                   "the fraction if the engine runs out of memory while it serves",)
     if budget <= 0:
         reason = "no room left for the KV cache"
-    elif tokens * d.cp < seq_cost:
-        short = (f"the KV cache holds {tokens * d.cp:,} tokens, less than one max_seq_len sequence "
+    elif tokens * spread < seq_cost:
+        short = (f"the KV cache holds {tokens * spread:,} tokens, less than one max_seq_len sequence "
                  f"({max_seq_len:,})")
         if starts_with_short_cache:
             notes += (f"{short}: the engine caps a request at what the cache holds",)

@@ -48,7 +48,8 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name, kv_token_split=mem.kv_token_split,
-                      fraction_of_free=mem.fraction_of_free, starts_with_short_cache=mem.starts_with_short_cache)
+                      fraction_of_free=mem.fraction_of_free, starts_with_short_cache=mem.starts_with_short_cache,
+                      kv_spread_over_cp=mem.kv_spread_over_cp)
 
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:

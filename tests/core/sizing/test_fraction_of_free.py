@@ -44,3 +44,16 @@ def test_a_short_cache_is_a_note_only_for_an_engine_that_starts_with_one():
     assert not refused.fits and "less than one max_seq_len" in refused.reason
     said = memory_fit(m, "w8a8", d, starts_with_short_cache=True, **kw)
     assert said.fits and any("caps a request" in n for n in said.notes)
+
+
+def test_context_parallel_multiplies_the_sequences_only_where_it_spreads_the_cache():
+    """cp ranks that split a sequence's cache hold cp times the tokens together (MindIE); ranks that each keep the
+    whole sequence (SGLang's prefill CP, MemoryInputs.kv_spread_over_cp False) hold what one rank holds."""
+    m = catalog.models()["qwen3-235b-a22b"]
+    d = Degrees(tp=2, cp=8, moe_tp=1, moe_ep=16)
+    kw = dict(hbm_gb=64, fraction=0.8, hccl_buffsize_mb=200, max_seq_len=8192, max_prefill_tokens=16384,
+              fraction_of_free=True)
+    spread, whole = memory_fit(m, "w8a8", d, **kw), memory_fit(m, "w8a8", d, kv_spread_over_cp=False, **kw)
+    assert spread.max_tokens == whole.max_tokens > 8192 * 8
+    assert spread.max_sequences == (spread.max_tokens * 8) // 8192
+    assert whole.max_sequences == whole.max_tokens // 8192

@@ -82,6 +82,7 @@ def memory_inputs(inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
     # (sglang 0.5.23 srt/managers/tp_worker.py L421-425; only an empty pool stops it)
     return MemoryInputs(fraction=e.mem_fraction_static, fraction_name="--mem-fraction-static",
                         comm_buffer_mb=int(float(buff)), fraction_of_free=True, starts_with_short_cache=True,
+                        kv_spread_over_cp=False,      # each CP rank keeps whole sequences (CP_KV_SOURCE)
                         notes=("SGLang's --mem-fraction-static is a share of the memory free before the weights "
                                f"load; weights and KV cache live in it, activations and graphs outside "
                                f"({MEMORY_SOURCE})",))
@@ -225,12 +226,6 @@ def cp_findings(plan: Plan) -> list[Finding]:
         args = (block.engine or {}).get("args") if block is not None else None
         own[role] = list(args) if isinstance(args, list) else []
     out = []
-    for path, args in [("engine.args", base)] + [(f"layout.{r}.engine.args", a) for r, a in own.items()]:
-        if any(c == "--attn-cp-size" for c, _ in groups(release, args)):
-            out.append(Finding("error", path, "--attn-cp-size is set by deployctl from the layout's cp (the attention"
-                               " TP it sizes weights and KV cache by is --tp-size / attention DP / --attn-cp-size)",
-                               CP_SOURCE, hint="set layout.prefill.cp (and tp: the attention TP inside each CP "
-                               "group) instead"))
     for inst in plan.instances:
         if inst.degrees.cp <= 1 or inst.role != "prefill":
             continue
@@ -240,9 +235,8 @@ def cp_findings(plan: Plan) -> list[Finding]:
                                "--enable-prefill-cp and --cp-strategy", CP_SOURCE, hint="add --enable-prefill-cp, "
                                "--cp-strategy, zigzag (or interleave) to layout.prefill.engine.args"))
         out.append(Finding("note", _path(inst, "cp"), "SGLang's prefill context parallel keeps every sequence's "
-                           f"whole KV cache on each of the {inst.degrees.cp} CP ranks; deployctl's memory fit counts "
-                           "it spread over them, so the prefill's KV capacity in the plan is the CP ranks' together, "
-                           "not what one holds", CP_KV_SOURCE))
+                           f"whole KV cache on each of the {inst.degrees.cp} CP ranks: the memory fit counts what one "
+                           "rank holds, and cp splits the prefill's work, not its cache", CP_KV_SOURCE))
     return list(dict.fromkeys(out))
 
 

@@ -20,13 +20,15 @@ OWNED_FLAGS = ("--model-path", "--served-model-name", "--host", "--port", "--tp-
                "--quantization", "--disaggregation-mode", "--disaggregation-transfer-backend",
                "--disaggregation-bootstrap-port", "--speculative-algorithm", "--speculative-num-steps",
                "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-draft-model-path",
-               "--enable-metrics", "--trust-remote-code", "--pp-size")
+               "--enable-metrics", "--trust-remote-code", "--pp-size", "--attn-cp-size")
 ROUTER_OWNED = ("--pd-disaggregation", "--prefill", "--decode", "--host", "--port", "--prometheus-port",
                 "--worker-urls")
 OWNED_ENV = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "ASCEND_MF_STORE_URL", "ASCEND_RT_VISIBLE_DEVICES")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 HINTS = {"--speculative-algorithm": "set it through model.speculative",
-         "--mem-fraction-static": "set engine.mem_fraction_static (or layout.<role>.engine.mem_fraction_static)"}
+         "--mem-fraction-static": "set engine.mem_fraction_static (or layout.<role>.engine.mem_fraction_static)",
+         # the attention TP deployctl sizes weights and KV cache by is --tp-size / attention DP / --attn-cp-size
+         "--attn-cp-size": "set layout.prefill.cp (and tp: the attention TP inside each CP group)"}
 
 
 def _check(args: list[str], path: KeyPath, raw: RawInventory, tab: dict, what: str, owned: tuple[str, ...],

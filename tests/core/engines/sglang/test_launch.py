@@ -283,11 +283,12 @@ def test_sglang_context_parallel_without_its_strategy_is_a_warning():
 
 def test_attn_cp_size_comes_from_the_layout_not_from_args():
     """deployctl sizes attention and weights by the layout's tp and cp; --attn-cp-size in args would split the
-    attention behind its back (tp 16 in the layout, attention TP 1 in SGLang)."""
-    with pytest.raises(LayoutError) as exc:
+    attention behind its back (tp 16 in the layout, attention TP 1 in SGLang): refused where it is written."""
+    with pytest.raises(InventoryError) as exc:
         plan_of(v32(prefill=", tp: 16, dp: 2", prefill_args="--enable-prefill-cp, --cp-strategy, zigzag, "
                                                              "--attn-cp-size, '16'"))
-    assert "layout.prefill.cp" in exc.value.render()
+    text = exc.value.render()
+    assert "layout.prefill.cp" in text and "layout.prefill.engine.args[3]" in text
 
 
 def test_sglang_context_parallel_is_a_prefill_servers():
