@@ -29,14 +29,10 @@ under method_details.stubbed_modules_missing.
 
 from __future__ import annotations
 
-import abc
 import argparse
 import ast
 import enum
 import hashlib
-import importlib
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import re
@@ -45,6 +41,13 @@ import tempfile
 import types
 import zipfile
 from pathlib import Path
+
+# scripts/stub_import.py: the stub machinery shared with scripts/vllm_flags/extract.py (its folder is on sys.path
+# for this import only: the engine's own imports see the same sys.path as before)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from stub_import import Stubs, customize_torch  # noqa: E402
+
+del sys.path[0]
 
 SCHEMA_VERSION = 1
 
@@ -195,39 +198,11 @@ STUB_CLASS_ATTRS = {
 
 
 # --------------------------------------------------------------------------
-# torch & co stubs (same machinery as scripts/vllm_flags/extract.py)
+# torch & co stubs (scripts/stub_import.py, shared with scripts/vllm_flags/extract.py)
 # --------------------------------------------------------------------------
 
-class _StubMeta(abc.ABCMeta):
-    """Metaclass: every attribute of a stub class is another stub class."""
-
-    def __getattr__(cls, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        sub = _new_stub_class(name, cls.__module__)
-        setattr(cls, name, sub)
-        return sub
-
-    def __getitem__(cls, item):
-        return cls
-
-    def __setitem__(cls, key, value):
-        pass
-
-    def __delitem__(cls, key):
-        pass
-
-    def __contains__(cls, item):
-        return False
-
-    def __call__(cls, *args, **kwargs):
-        # Used as a bare decorator (`@torch.compile`, `@triton.jit`): keep the function.
-        if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
-            return args[0]
-        return super().__call__(*args, **kwargs)
-
-    def __bool__(cls):
-        return True
+class _SglangStubMeta:
+    """Mixed into the stub metaclass: what sglang's imports ask of stub classes besides the common stubs."""
 
     def register(cls, *args, **kwargs):  # `AutoProcessor.register(Cfg, Proc)`, not ABCMeta.register
         return args[0] if args else None
@@ -240,17 +215,10 @@ class _StubMeta(abc.ABCMeta):
     def __float__(cls):
         return 0.0
 
-    def __iter__(cls):
-        return iter(())
 
-    def __len__(cls):
-        return 0
+class _SglangStub:
+    """Mixed into the stub class."""
 
-    def __mro_entries__(cls, bases):  # pragma: no cover - py3.7+ protocol
-        return (cls,)
-
-
-class _Stub(metaclass=_StubMeta):
     # transformers' PretrainedConfig.__class_validators__ (sglang >= 0.5.22 patches it at import).
     __class_validators__: tuple = ()
 
@@ -263,130 +231,21 @@ class _Stub(metaclass=_StubMeta):
 
         return core_schema.any_schema()
 
-    def __init__(self, *args, **kwargs):
-        pass
 
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _Stub()
-
-    def __call__(self, *args, **kwargs):
-        # Used as a decorator factory's result (`@torch.inference_mode()`).
-        if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
-            return args[0]
-        return _Stub()
-
-    def __getitem__(self, item):
-        return _Stub()
-
-    def __setitem__(self, key, value):
-        pass
-
-    def __delitem__(self, key):
-        pass
-
-    def __contains__(self, item):
-        return False
-
-    def __iter__(self):
-        return iter(())
-
-    def __len__(self):
-        return 0
-
-    def __bool__(self):
-        return False
-
-    def __int__(self):
-        return 0
-
-    def __index__(self):
-        return 0
-
-    def __float__(self):
-        return 0.0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def __hash__(self):
-        return id(self)
-
-    def __eq__(self, other):
-        return self is other
-
-    def __lt__(self, other):
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def __add__(self, other):
-        return self
-
-    __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __add__
-    __floordiv__ = __mod__ = __pow__ = __and__ = __or__ = __ror__ = __add__
-
-    def __str__(self):
-        return "stub"
-
-    __repr__ = __str__
-
-
-def _new_stub_class(name, module):
-    safe = name if name.isidentifier() else "Stub"
-    ns = {"__module__": module}
-    for k, v in STUB_CLASS_ATTRS.get((module.split(".")[0], name), {}).items():
-        ns[k] = dict(v) if isinstance(v, dict) else v
-    return _StubMeta(safe, (_Stub,), ns)
-
-
-class _StubModule(types.ModuleType):
-    def __init__(self, name):
-        super().__init__(name)
-        self.__path__ = []  # a package: submodules import too
-        self.__file__ = f"<stub {name}>"
-        self.__version__ = "2.10.0"  # torch.__version__ etc. compared with packaging
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        if name in HIDDEN_ATTRS.get(self.__name__, ()):
-            raise AttributeError(name)  # `hasattr(torch, "xpu")` is False, as on an NPU host
-        sub = _new_stub_class(name, self.__name__)
-        setattr(self, name, sub)
-        return sub
-
-
-
-
-def _customize_stub(module: "_StubModule") -> None:
+def _customize_stub(module, stubs) -> None:
     """The few values that sglang / the router evaluate at import time."""
     name = module.__name__
     if name == "torch":
-        def iinfo(dtype=None):
-            return types.SimpleNamespace(min=-(2**63), max=2**63 - 1, bits=64, dtype="int64")
-
-        def finfo(dtype=None):
-            return types.SimpleNamespace(min=-3.4028234663852886e38, max=3.4028234663852886e38,
-                                         eps=1.1920928955078125e-07, tiny=1.1754943508222875e-38,
-                                         bits=32, dtype="float32")
-
-        module.iinfo = iinfo
-        module.finfo = finfo
-        module.__version__ = "2.10.0"
+        customize_torch(module, "2.10.0")
         # An Ascend host as torch + torch_npu show it: torch.npu is available,
         # torch.cuda / xpu / hpu / musa are not. Only parser defaults depend on it.
-        npu = _StubModule("torch.npu")
+        npu = stubs.Module("torch.npu")
         npu.is_available = lambda: True
         npu.device_count = lambda: 16
         npu.current_device = lambda: 0
         module.npu = npu
         for other in ("cuda", "xpu", "mps"):
-            m = _StubModule(f"torch.{other}")
+            m = stubs.Module(f"torch.{other}")
             m.is_available = lambda: False
             m.device_count = lambda: 0
             setattr(module, other, m)
@@ -394,9 +253,9 @@ def _customize_stub(module: "_StubModule") -> None:
         # triton-ascend on an Ascend host: `triton.runtime.driver.active.get_current_target().backend`
         # is the string "npu". sglang 0.5.16's fla/utils.py does `getattr(torch, <that backend>)` at
         # import time, which a stub instance cannot be (TypeError: attribute name must be string).
-        runtime = _stub_submodule(module, "runtime")
-        driver = _stub_submodule(runtime, "driver")
-        active = _new_stub_class("active", driver.__name__)
+        runtime = stubs.submodule(module, "runtime")
+        driver = stubs.submodule(runtime, "driver")
+        active = stubs.new_class("active", driver.__name__)
         target = types.SimpleNamespace(backend="npu", arch="stub", warp_size=0)
         active.get_current_target = staticmethod(lambda: target)
         active.get_current_device = staticmethod(lambda: 0)
@@ -412,124 +271,11 @@ def _customize_stub(module: "_StubModule") -> None:
         module.get_verbose_version_string = lambda: "stub"
 
 
-def _stub_submodule(parent: "_StubModule", attr: str) -> "_StubModule":
-    """A stub submodule reachable both as `parent.attr` and through `import parent.attr`."""
-    full = f"{parent.__name__}.{attr}"
-    sub = sys.modules.get(full)
-    if not isinstance(sub, _StubModule):
-        sub = _StubModule(full)
-        sub.__spec__ = importlib.machinery.ModuleSpec(full, _StubLoader(), is_package=True)
-        sys.modules[full] = sub
-    setattr(parent, attr, sub)
-    return sub
-
-
-class _StubLoader(importlib.abc.Loader):
-    def create_module(self, spec):
-        return _StubModule(spec.name)
-
-    def exec_module(self, module):
-        _customize_stub(module)
-
-
 OWN_PACKAGES = ("sglang", "sglang_router")
 
-
-def _called_from_util_find_spec() -> bool:
-    f = sys._getframe(2)
-    while f is not None:
-        code = f.f_code
-        if code.co_name == "find_spec" and (
-            code.co_filename == "<frozen importlib.util>"
-            or code.co_filename.endswith(os.path.join("importlib", "util.py"))
-        ):
-            return True
-        f = f.f_back
-    return False
-
-
-def _importer_is_own() -> bool:
-    f = sys._getframe(2)
-    while f is not None and (
-        f.f_code.co_filename.startswith("<frozen importlib")
-        or f.f_globals.get("__name__", "").split(".")[0] == "importlib"
-    ):
-        f = f.f_back
-    if f is None:
-        return False
-    return f.f_globals.get("__name__", "").split(".")[0] in OWN_PACKAGES
-
-
-class _StubFinder(importlib.abc.MetaPathFinder):
-    """Stubs ALWAYS_STUB (first on meta_path) or any missing package (last)."""
-
-    def __init__(self, forced, record: set):
-        self.forced = forced
-        self.record = record
-
-    def find_spec(self, fullname, path=None, target=None):
-        if _called_from_util_find_spec():
-            # `importlib.util.find_spec(...)` probes report the truth (absent).
-            return None
-        if self.forced is not None:
-            if not any(fullname == m or fullname.startswith(m + ".") for m in self.forced):
-                return None
-        else:
-            top = fullname.split(".")[0]
-            if top in OWN_PACKAGES:
-                return None  # a missing sglang module is a real error
-            if top in sys.stdlib_module_names or top.startswith("_"):
-                return None
-            if "." in fullname and not isinstance(sys.modules.get(top), _StubModule):
-                return None
-            if not _importer_is_own():
-                return None
-        self.record.add(fullname.split(".")[0] if self.forced is None else fullname)
-        return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
-
-
-def _install_stubs(record_forced: set, record_auto: set) -> None:
-    sys.meta_path.insert(0, _StubFinder(ALWAYS_STUB, record_forced))
-    sys.meta_path.append(_StubFinder(None, record_auto))
-
-
-def _install_stub_name_guard(record: set, tree: Path) -> None:
-    """Let getattr/hasattr/setattr/delattr accept a stub *value* as the attribute name.
-
-    Import-time code such as `getattr(torch, <a device string computed from triton>)`
-    receives a stub where the real library returns a str and would die with
-    "TypeError: attribute name must be string, not '_Stub'". The stub is replaced by its
-    name ("stub" for an instance) and the call site ("sglang/...py:LINE") is recorded;
-    the JSON lists any under method_details.stub_values_used_as_attribute_names.
-    Calls with a str name take the fast path and behave exactly as before.
-    """
-    import builtins
-
-    prefix = str(tree) + os.sep
-
-    def fix(name):
-        if isinstance(name, str) or not isinstance(name, (_Stub, _StubMeta)):
-            return name
-        f = sys._getframe(2)
-        fn = f.f_code.co_filename
-        record.add(f"{fn[len(prefix):] if fn.startswith(prefix) else fn}:{f.f_lineno}")
-        return name.__name__ if isinstance(name, _StubMeta) else str(name)
-
-    o_get, o_has, o_set, o_del = builtins.getattr, builtins.hasattr, builtins.setattr, builtins.delattr
-
-    def getattr_(obj, name, *default):
-        return o_get(obj, name if type(name) is str else fix(name), *default)
-
-    def hasattr_(obj, name):
-        return o_has(obj, name if type(name) is str else fix(name))
-
-    def setattr_(obj, name, value):
-        return o_set(obj, name if type(name) is str else fix(name), value)
-
-    def delattr_(obj, name):
-        return o_del(obj, name if type(name) is str else fix(name))
-
-    builtins.getattr, builtins.hasattr, builtins.setattr, builtins.delattr = getattr_, hasattr_, setattr_, delattr_
+STUBS = Stubs(own_packages=OWN_PACKAGES, always_stub=ALWAYS_STUB, version="2.10.0", customize=_customize_stub,
+              class_attrs=STUB_CLASS_ATTRS, hidden_attrs=HIDDEN_ATTRS,
+              meta_mixins=(_SglangStubMeta,), stub_mixins=(_SglangStub,))
 
 
 # --------------------------------------------------------------------------
@@ -696,8 +442,8 @@ def _build_sglang_parser(tree: Path):
         os.environ.setdefault(k, v)
     named: set = set()
     sys.path.insert(0, str(tree))
-    _install_stubs(forced, auto)
-    _install_stub_name_guard(named, tree)
+    STUBS.install(forced, auto)
+    STUBS.install_name_guard(named, tree)
 
     import sglang  # noqa: F401
 
@@ -724,7 +470,7 @@ def _build_sglang_parser(tree: Path):
         "stubbed_modules_forced": sorted({m if m.startswith("sglang") else m.split(".")[0] for m in forced}),
         "stubbed_modules_missing": sorted(auto),
     }
-    if named:  # a stub stood in for a str attribute name (see _install_stub_name_guard)
+    if named:  # a stub stood in for a str attribute name (see stub_import.Stubs.install_name_guard)
         info["stub_values_used_as_attribute_names"] = sorted(named)
     return parser, info, sa
 
@@ -882,7 +628,7 @@ def cmd_router(args) -> int:
         forced: set = set()
         auto: set = set()
         sys.path.insert(0, str(tree))
-        _install_stubs(forced, auto)
+        STUBS.install(forced, auto)
         import sglang_router.launch_router as lr
 
         if not str(Path(lr.__file__).resolve()).startswith(str(tree.resolve())):

@@ -28,12 +28,9 @@ anything missing is stubbed automatically and listed in the JSON under
 
 from __future__ import annotations
 
-import abc
 import argparse
 import ast
 import hashlib
-import importlib.abc
-import importlib.machinery
 import inspect
 import json
 import os
@@ -41,9 +38,15 @@ import re
 import subprocess
 import sys
 import tempfile
-import types
 import zipfile
 from pathlib import Path
+
+# scripts/stub_import.py: the stub machinery shared with scripts/sglang_flags/extract.py (its folder is on sys.path
+# for this import only: the engine's own imports see the same sys.path as before)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from stub_import import Stubs, customize_torch  # noqa: E402
+
+del sys.path[0]
 
 SCHEMA_VERSION = 1
 
@@ -118,158 +121,13 @@ OPTIONS_OF_INTEREST = (
 
 
 # --------------------------------------------------------------------------
-# torch & co stubs
+# torch & co stubs (scripts/stub_import.py)
 # --------------------------------------------------------------------------
 
-class _StubMeta(abc.ABCMeta):
-    """Metaclass: every attribute of a stub class is another stub class."""
-
-    def __getattr__(cls, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        sub = _new_stub_class(name, cls.__module__)
-        setattr(cls, name, sub)
-        return sub
-
-    def __getitem__(cls, item):
-        return cls
-
-    def __setitem__(cls, key, value):
-        pass
-
-    def __delitem__(cls, key):
-        pass
-
-    def __contains__(cls, item):
-        return False
-
-    def __call__(cls, *args, **kwargs):
-        # Used as a bare decorator (`@torch.compile`, `@triton.jit`): keep the function.
-        if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
-            return args[0]
-        return super().__call__(*args, **kwargs)
-
-    def __bool__(cls):
-        return True
-
-    def __iter__(cls):
-        return iter(())
-
-    def __len__(cls):
-        return 0
-
-    def __mro_entries__(cls, bases):  # pragma: no cover - py3.7+ protocol
-        return (cls,)
-
-
-class _Stub(metaclass=_StubMeta):
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _Stub()
-
-    def __call__(self, *args, **kwargs):
-        # Used as a decorator factory's result (`@torch.inference_mode()`).
-        if len(args) == 1 and not kwargs and isinstance(args[0], (types.FunctionType, type)):
-            return args[0]
-        return _Stub()
-
-    def __getitem__(self, item):
-        return _Stub()
-
-    def __setitem__(self, key, value):
-        pass
-
-    def __delitem__(self, key):
-        pass
-
-    def __contains__(self, item):
-        return False
-
-    def __iter__(self):
-        return iter(())
-
-    def __len__(self):
-        return 0
-
-    def __bool__(self):
-        return False
-
-    def __int__(self):
-        return 0
-
-    def __index__(self):
-        return 0
-
-    def __float__(self):
-        return 0.0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def __hash__(self):
-        return id(self)
-
-    def __eq__(self, other):
-        return self is other
-
-    def __lt__(self, other):
-        return False
-
-    __le__ = __gt__ = __ge__ = __lt__
-
-    def __add__(self, other):
-        return self
-
-    __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __add__
-    __floordiv__ = __mod__ = __pow__ = __and__ = __or__ = __ror__ = __add__
-
-    def __str__(self):
-        return "stub"
-
-    __repr__ = __str__
-
-
-def _new_stub_class(name, module):
-    safe = name if name.isidentifier() else "Stub"
-    return _StubMeta(safe, (_Stub,), {"__module__": module})
-
-
-class _StubModule(types.ModuleType):
-    def __init__(self, name):
-        super().__init__(name)
-        self.__path__ = []  # a package: submodules import too
-        self.__file__ = f"<stub {name}>"
-        self.__version__ = "2.9.0"  # torch.__version__ etc. compared with packaging
-
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        sub = _new_stub_class(name, self.__name__)
-        setattr(self, name, sub)
-        return sub
-
-
-def _customize_stub(module: "_StubModule") -> None:
+def _customize_stub(module, stubs) -> None:
     """The few torch values that vllm evaluates at import time."""
     if module.__name__ == "torch":
-        def iinfo(dtype=None):
-            return types.SimpleNamespace(min=-(2**63), max=2**63 - 1, bits=64, dtype="int64")
-
-        def finfo(dtype=None):
-            return types.SimpleNamespace(min=-3.4028234663852886e38, max=3.4028234663852886e38,
-                                         eps=1.1920928955078125e-07, tiny=1.1754943508222875e-38,
-                                         bits=32, dtype="float32")
-
-        module.iinfo = iinfo
-        module.finfo = finfo
-        module.__version__ = "2.9.0"
+        customize_torch(module, "2.9.0")
     elif module.__name__ == "torch.library":
         # vllm >= 0.23 (vllm/ir/op.py) checks at import time that each provider
         # implementation of an IR op has the native one's schema, and parses the
@@ -295,81 +153,7 @@ def _customize_stub(module: "_StubModule") -> None:
         module.infer_schema = infer_schema
 
 
-class _StubLoader(importlib.abc.Loader):
-    def create_module(self, spec):
-        return _StubModule(spec.name)
-
-    def exec_module(self, module):
-        _customize_stub(module)
-
-
-def _called_from_util_find_spec() -> bool:
-    f = sys._getframe(2)
-    while f is not None:
-        code = f.f_code
-        if code.co_name == "find_spec" and (
-            code.co_filename == "<frozen importlib.util>"
-            or code.co_filename.endswith(os.path.join("importlib", "util.py"))
-        ):
-            return True
-        f = f.f_back
-    return False
-
-
-def _importer_is_vllm() -> bool:
-    f = sys._getframe(2)
-    while f is not None and (
-        f.f_code.co_filename.startswith("<frozen importlib")
-        or f.f_globals.get("__name__", "").split(".")[0] == "importlib"
-    ):
-        f = f.f_back
-    if f is None:
-        return False
-    name = f.f_globals.get("__name__", "")
-    return name == "vllm" or name.startswith("vllm.")
-
-
-class _StubFinder(importlib.abc.MetaPathFinder):
-    """Stubs ALWAYS_STUB (first on meta_path) or anything missing (last)."""
-
-    def __init__(self, forced: tuple[str, ...] | None, record: set[str]):
-        self.forced = forced
-        self.record = record
-
-    def find_spec(self, fullname, path=None, target=None):
-        if _called_from_util_find_spec():
-            # `importlib.util.find_spec(...)` is how libraries (transformers,
-            # vllm.utils) probe for optional packages: report the truth
-            # (absent) there, and stub only real `import` statements.
-            return None
-        if self.forced is not None:
-            if not any(fullname == m or fullname.startswith(m + ".") for m in self.forced):
-                return None
-        else:
-            # Fallback finder: never stub vllm itself (a missing vllm module is a
-            # real error we want to see) nor private/dunder names.
-            if fullname == "vllm" or fullname.startswith("vllm."):
-                return None
-            top = fullname.split(".")[0]
-            # Never fake the standard library or private/platform modules
-            # (`_winapi`, ...): code probes them with try/except ImportError.
-            if top in sys.stdlib_module_names or top.startswith("_"):
-                return None
-            # A missing submodule of a real package (`from regex import X` probing
-            # regex.X) is not ours to fake; only whole missing packages are.
-            if "." in fullname and not isinstance(sys.modules.get(top), _StubModule):
-                return None
-            # Only imports made by vllm's own modules: a third-party library's
-            # optional imports (requests -> chardet, ...) keep their real outcome.
-            if not _importer_is_vllm():
-                return None
-        self.record.add(fullname.split(".")[0] if self.forced is None else fullname)
-        return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
-
-
-def _install_stubs(record_forced: set[str], record_auto: set[str]):
-    sys.meta_path.insert(0, _StubFinder(ALWAYS_STUB, record_forced))
-    sys.meta_path.append(_StubFinder(None, record_auto))
+STUBS = Stubs(own_packages=("vllm",), always_stub=ALWAYS_STUB, version="2.9.0", customize=_customize_stub)
 
 
 # --------------------------------------------------------------------------
@@ -494,7 +278,7 @@ def _build_parser_with_stubs(tree: Path) -> tuple[object, str, dict]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     sys.path.insert(0, str(tree))
-    _install_stubs(forced, auto)
+    STUBS.install(forced, auto)
 
     import vllm  # noqa: F401  (the real package from `tree`)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from .spec import NodeSpec, a3_sdid
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
-STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py", "sglang_fake.py")
+STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py", "sglang_fake.py", "standin_common.py")
 # `vllm serve`'s parser tables, one per vLLM release (scripts/vllm_flags/extract.py made them from each wheel)
 VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "vllm_ascend" / "flags"
 # SGLang's: `python -m sglang.launch_server`'s per release and the router's (scripts/sglang_flags/extract.py)
@@ -457,8 +457,9 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
         sweep = _SWEEP.format(stale=stale) if tool != "docker" else ""
         _write(dst, _WRAPPER.format(tool=tool, script=script, slow=slow, ping=ping, sweep=sweep), 0o755)
     # the stand-in engines (run inside fake containers; the fake docker copies them into each one): MindIE,
-    # vLLM-Ascend (`vllm` + the P/D proxy), their shared OpenAI answers, and vLLM's own parser tables (the
-    # committed flags/vllm-<version>.json, read as files: the stand-in never imports deployctl)
+    # vLLM-Ascend (`vllm` + the P/D proxy), SGLang, their shared OpenAI answers and process plumbing
+    # (standin_common.py), and the engines' own parser tables (the committed flags/vllm-<version>.json and
+    # sglang-<release>.json, read as files: the stand-ins never import deployctl)
     for script in STANDIN_SCRIPTS:
         shutil.copyfile(FAKE_BIN / script, ul / "lib" / "fakecluster" / script)
     flags = ul / "lib" / "fakecluster" / "vllm-flags"

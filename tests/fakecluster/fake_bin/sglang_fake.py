@@ -55,7 +55,6 @@ Outside a container (unit tests) FAKE_SGLANG_SETTINGS names the settings file (`
 `flags_dir`, `engine`).
 """
 
-import argparse
 import json
 import os
 import re
@@ -70,13 +69,15 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
-                         prom_histogram, prompt_tokens, read_settings)
+from openai_fake import (JsonHandler, Timing, answer, interface_addresses, prom_histogram,  # noqa: E402
+                         prompt_tokens, read_settings)
+from standin_common import (NO_LOCAL_MODEL, NPU_OOM, STOP, Fatal, Lines, ServeParser,  # noqa: E402
+                            container_devices, exit_now, http_server, image_tag, join_master, next_hello,
+                            node_ip, out, prom_label, read_table, send, sleep_or_stop, start_group,
+                            stop_on_signals, tcp_listener, tell_all, uvicorn_bind_error, uvicorn_started,
+                            wait_stop, watch_peer)
 
 SETTINGS_PATH = os.environ.get("FAKE_SGLANG_SETTINGS", "/.fakecluster/settings.json")
-STOP = threading.Event()
-PID = os.getpid()
-_out_lock = threading.Lock()
 SERVER_READY = "The server is fired up and ready to roll!"
 RANK_READY = "Memory pool end."
 KV_WAIT_S = 60.0          # how long a decode server waits for the prefill's KV of a room
@@ -85,20 +86,8 @@ ROOM_TTL_S = 300.0
 
 # ---- logging (SGLang's: "[2026-11-29 04:29:39 TP0] message", the rank prefix on scheduler lines) ---------------
 
-def out(text):
-    with _out_lock:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-
-
 def log(msg, rank=None):
     out("[%s%s] %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), "" if rank is None else " TP%d" % rank, msg))
-
-
-class Fatal(Exception):
-    def __init__(self, code=1):
-        super().__init__(code)
-        self.code = code
 
 
 def fail(lines, rank=None):
@@ -130,44 +119,14 @@ def scheduler_died(rank, lines):
 def release_of(image):
     """The release an image tag names: `lmsysorg/sglang:v0.5.18-cann9.0.0-a3` -> (0, 5, 18); quay.io's
     `cann9.0.0-a3-v0.5.16` -> (0, 5, 16); None when there is none."""
-    last = (image or "").split("@", 1)[0].rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else ""
-    m = re.search(r"(?:^|-)v(\d+)\.(\d+)\.(\d+)", tag)
+    m = re.search(r"(?:^|-)v(\d+)\.(\d+)\.(\d+)", image_tag(image))
     return tuple(int(x) for x in m.groups()) if m else None
-
-
-def flags_dir(settings):
-    for d in (settings.get("flags_dir"), os.path.join(HERE, "sglang-flags"),
-              os.path.join(HERE, "..", "..", "..", "deployctl", "core", "engines", "sglang", "flags")):
-        if d and os.path.isdir(d):
-            return d
-    return None
 
 
 def table_for(settings):
     """SGLang's parser table for the image's release: that release, else the newest older one, else the oldest."""
-    d = flags_dir(settings)
-    tables = {}
-    for name in os.listdir(d) if d else []:
-        m = re.fullmatch(r"sglang-(\d+)\.(\d+)\.(\d+)\.json", name)
-        if m:
-            tables[tuple(int(x) for x in m.groups())] = os.path.join(d, name)
-    if not tables:
-        out("fake SGLang: no parser table (sglang-<release>.json) found")
-        raise Fatal(1)
-    want = release_of(settings.get("image")) or max(tables)
-    older = [k for k in tables if k <= want]
-    key = want if want in tables else (max(older) if older else min(tables))
-    with open(tables[key]) as f:
-        return json.load(f)
-
-
-class ServeParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        sys.stderr.write("%s: error: %s\n" % (self.prog, message))
-        sys.stderr.flush()
-        raise SystemExit(2)
+    return read_table(settings, "sglang", "sglang", 3, release_of(settings.get("image")),
+                      "fake SGLang: no parser table (sglang-<release>.json) found")
 
 
 TYPES = {"int": int, "float": float, "json.loads": json.loads}
@@ -205,21 +164,6 @@ def defaults(table):
 
 # ---- the host ------------------------------------------------------------------------------------------
 
-def container_devices(settings):
-    d = settings.get("dev_dir") or "/dev"
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
-    return sorted(int(m.group(1)) for m in (re.fullmatch(r"davinci(\d+)", n) for n in names) if m)
-
-
-def node_ip(settings, ifaces):
-    if settings.get("ip"):
-        return settings["ip"]
-    return next((a for n, a in sorted(ifaces.items()) if a and n != "lo"), "127.0.0.1")
-
-
 def split_hostport(text, flag):
     host, _, port = (text or "").rpartition(":")
     if not host or not port.isdigit():
@@ -227,47 +171,12 @@ def split_hostport(text, flag):
     return host, int(port)
 
 
-# ---- wire helpers (the rendezvous and the MemFabric store) ----------------------------------------------
+# ---- the rendezvous (standin_common) and the MemFabric store --------------------------------------------
 
-def send(conn, obj):
-    conn.sendall((json.dumps(obj) + "\n").encode())
-
-
-class Lines:
-    def __init__(self, conn):
-        self.conn, self.buf = conn, b""
-
-    def next(self, deadline):
-        while b"\n" not in self.buf:
-            remaining = deadline - time.time()
-            if remaining <= 0 or STOP.is_set():
-                raise TimeoutError()
-            self.conn.settimeout(min(remaining, 0.2))
-            try:
-                chunk = self.conn.recv(4096)
-            except socket.timeout:
-                continue
-            if not chunk:
-                raise ConnectionError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line.decode())
-
-
-def watch_peer(conn, who, rank):
+def node_gone(who, rank):
     """After the start: a peer that goes away breaks the process group (HCCL fails at the next collective)."""
-    def run():
-        conn.settimeout(None)
-        try:
-            while conn.recv(4096):
-                pass
-        except OSError:
-            pass
-        if STOP.is_set():
-            return
-        scheduler_died(rank, ["RuntimeError: HCCL function error: the connection to %s was closed by the peer "
-                              "(node gone), error code is 6" % who])
-    threading.Thread(target=run, daemon=True).start()
+    return lambda: scheduler_died(rank, ["RuntimeError: HCCL function error: the connection to %s was closed by the "
+                                         "peer (node gone), error code is 6" % who])
 
 
 def rendezvous_master(lsock, me, timeout):
@@ -276,33 +185,19 @@ def rendezvous_master(lsock, me, timeout):
         % (nnodes - 1, lsock.getsockname()[0], lsock.getsockname()[1], timeout), 0)
     joined, ranks = [], {0: me["who"]}
     deadline = time.time() + timeout
-    lsock.settimeout(0.2)
 
     def abort(reason):
-        for c, _ in joined:
-            try:
-                send(c, {"abort": reason})
-            except OSError:
-                pass
+        tell_all(joined, {"abort": reason})
         fail(["RuntimeError: " + reason], 0)
 
     while len(ranks) < nnodes:
-        if STOP.is_set():
-            raise Fatal(0)
-        if time.time() > deadline:
+        got = next_hello(lsock, deadline)
+        if got is None:
             missing = [r for r in range(nnodes) if r not in ranks]
             abort("The client socket has timed out after %gs while trying to connect to (%s, %d): node rank(s) %s "
                   "of %d never joined (is launch_server running there with the same --dist-init-addr?)"
                   % (timeout, lsock.getsockname()[0], lsock.getsockname()[1], ",".join(map(str, missing)), nnodes))
-        try:
-            conn, peer = lsock.accept()
-        except socket.timeout:
-            continue
-        try:
-            hello = Lines(conn).next(time.time() + 5)
-        except (TimeoutError, ConnectionError, ValueError):
-            conn.close()
-            continue
+        conn, peer, hello = got
         who = "%s (%s)" % (hello.get("who"), peer[0])
         joined.append((conn, who))
         if hello.get("nnodes") != nnodes or hello.get("tp") != me["tp"]:
@@ -315,12 +210,7 @@ def rendezvous_master(lsock, me, timeout):
         ranks[r] = who
         send(conn, {"ack": True})
         log("Node rank %d joined from %s (%d/%d)" % (r, who, len(ranks), nnodes), 0)
-    for c, who in joined:
-        try:
-            send(c, {"go": True})
-        except OSError:
-            pass
-        watch_peer(c, who, 0)
+    start_group(joined, lambda who: node_gone(who, 0))
     log("Init torch distributed ends. %d node(s) in the group." % nnodes, 0)
 
 
@@ -328,49 +218,27 @@ def rendezvous_worker(addr, port, me, timeout, rank):
     deadline = time.time() + timeout
     log("Init torch distributed begin: connecting to node rank 0 at tcp://%s:%d (timeout %g s)."
         % (addr, port, timeout), rank)
-    conn = None
-    while conn is None:
-        if STOP.is_set():
-            raise Fatal(0)
-        if time.time() > deadline:
-            fail(["torch.distributed.DistNetworkError: The client socket has timed out after %gs while trying to "
-                  "connect to (%s, %d)." % (timeout, addr, port)], rank)
-        try:
-            conn = socket.create_connection((addr, port), timeout=1)
-        except OSError:
-            time.sleep(0.2)
-    send(conn, me)
-    lines = Lines(conn)
-    while True:
-        try:
-            msg = lines.next(deadline)
-        except TimeoutError:
-            if STOP.is_set():
-                raise Fatal(0)
-            fail(["torch.distributed.DistStoreError: Timed out after %g seconds waiting for clients. %d/%d "
-                  "clients joined." % (timeout, 1, me["nnodes"])], rank)
-        except (ConnectionError, OSError, ValueError):
-            fail(["RuntimeError: node rank 0 at tcp://%s:%d closed the connection during the rendezvous"
-                  % (addr, port)], rank)
-        if msg.get("abort"):
-            fail(["RuntimeError: node rank 0 at tcp://%s:%d aborted the rendezvous: %s" % (addr, port, msg["abort"])],
-                 rank)
-        if msg.get("go"):
-            watch_peer(conn, "node rank 0 at %s:%d" % (addr, port), rank)
-            log("Init torch distributed ends.", rank)
-            return
+
+    def failure(what, reason):
+        fail([{"connect": "torch.distributed.DistNetworkError: The client socket has timed out after %gs while trying "
+                          "to connect to (%s, %d)." % (timeout, addr, port),
+               "timeout": "torch.distributed.DistStoreError: Timed out after %g seconds waiting for clients. %d/%d "
+                          "clients joined." % (timeout, 1, me["nnodes"]),
+               "closed": "RuntimeError: node rank 0 at tcp://%s:%d closed the connection during the rendezvous"
+                         % (addr, port),
+               "abort": "RuntimeError: node rank 0 at tcp://%s:%d aborted the rendezvous: %s" % (addr, port, reason)}
+              [what]], rank)
+
+    conn = join_master(addr, port, me, deadline, failure)
+    watch_peer(conn, node_gone("node rank 0 at %s:%d" % (addr, port), rank))
+    log("Init torch distributed ends.", rank)
 
 
 def listen(host, port, what, rank=None):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        s.bind((host, port))
-        s.listen(64)
+        return tcp_listener(host, port)
     except OSError as e:
-        s.close()
         fail(["OSError: [Errno %d] %s: %s on %s:%d" % (e.errno or 0, e.strerror or e, what, host, port)], rank)
-    return s
 
 
 def serve_store(lsock):
@@ -504,10 +372,6 @@ def fetch_kv(host, port, room, rank):
 
 
 # ---- HTTP (srt/entrypoints/http_server.py) ------------------------------------------------------------------
-
-def prom_label(value):
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
 
 def metrics_text(ctx):
     """GET /metrics (prometheus_client text) with --enable-metrics: the scheduler gauges (requests in flight =
@@ -644,29 +508,13 @@ class ApiHandler(JsonHandler):
 
 def bind_http(host, port, handler, what):
     try:
-        srv = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
-        srv.allow_reuse_address = True
-        srv.server_bind()
-        srv.server_activate()
-        return srv
+        return http_server(host, port, handler)
     except OSError as e:
         if what == "api":
-            out("ERROR:    [Errno %d] error while attempting to bind on address ('%s', %d): %s"
-                % (e.errno or 0, host, port, (e.strerror or str(e)).lower()))
+            out(uvicorn_bind_error(e, host, port))
             raise Fatal(1)
         fail(["OSError: [Errno %d] %s: the bootstrap server cannot bind %s:%d (--disaggregation-bootstrap-port)"
               % (e.errno or 0, e.strerror or e, host, port)], 0)
-
-
-def sleep_or_stop(seconds):
-    if STOP.wait(seconds):
-        raise Fatal(0)
-
-
-def wait_stop():
-    while not STOP.wait(1):
-        pass
-    raise Fatal(0)
 
 
 # ---- launch_server ------------------------------------------------------------------------------------------
@@ -711,8 +559,7 @@ def launch(argv, settings):
     # the model: a local folder (no hub is reachable from a fake node)
     cfg_path = os.path.join(model, "config.json")
     if not os.path.isfile(cfg_path):
-        fail("OSError: %s is not a local folder and is not a valid model identifier listed on "
-             "'https://huggingface.co/models' (no local config.json; the hub is not reachable)" % model)
+        fail(NO_LOCAL_MODEL % model)
     try:
         with open(cfg_path) as f:
             model_config = json.load(f)
@@ -787,9 +634,7 @@ def launch(argv, settings):
         sleep_or_stop(slow)
     if faults.get("crash"):
         sleep_or_stop(0.3)
-        msg = faults["crash"] if isinstance(faults["crash"], str) else (
-            "NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 60.97 GiB total capacity; 14.67 GiB already "
-            "allocated; 14.67 GiB current active; 22.66 MiB free; 14.71 GiB reserved in total by PyTorch)")
+        msg = faults["crash"] if isinstance(faults["crash"], str) else NPU_OOM
         scheduler_died(first, ['  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py", '
                                'in run_scheduler_process', "RuntimeError: %s" % msg])
     if nnodes > 1:
@@ -816,18 +661,14 @@ def launch(argv, settings):
     log("max_total_num_tokens=806120, chunked_prefill_size=%s, max_prefill_tokens=%s, max_running_requests=%d, "
         "context_len=%d" % (get("chunked_prefill_size"), get("max_prefill_tokens"), ctx["max_batch"], ctx["max_seq"]),
         0)
-    out("INFO:     Started server process [%d]" % PID)
-    out("INFO:     Waiting for application startup.")
-    out("INFO:     Application startup complete.")
-    out("INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (host, port))
+    uvicorn_started(host, port)
     ctx["up"].set()
     log(SERVER_READY)
     wait_stop()
 
 
 def main(argv):
-    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
-    signal.signal(signal.SIGINT, lambda *_: STOP.set())
+    stop_on_signals()
     settings = read_settings(SETTINGS_PATH)
     try:
         launch(argv, settings)
@@ -839,7 +680,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main(sys.argv[1:]))

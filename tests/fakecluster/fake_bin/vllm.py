@@ -61,7 +61,6 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
 import sys
 import threading
@@ -74,11 +73,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
                          prom_histogram, prompt_tokens, read_settings)
+from standin_common import (NO_LOCAL_MODEL, NPU_OOM, PID, STOP, Fatal, ServeParser,  # noqa: E402
+                            container_devices, exit_now, http_server, image_tag, join_master, next_hello, node_ip,
+                            out, prom_label, read_table, send, sleep_or_stop, start_group, stop_on_signals,
+                            tcp_listener, tell_all, uvicorn_bind_error, uvicorn_started, wait_stop, watch_peer)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
-STOP = threading.Event()
-PID = os.getpid()
-_out_lock = threading.Lock()
 LONG_PROMPT = 1000      # tokens from which a KV transfer spans enough blocks to hit the Mooncake fault
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 # vllm-ascend's registry (vllm_ascend/distributed/__init__.py@v0.11.0, kv_transfer/__init__.py@HEAD) + vLLM's own
@@ -90,21 +90,9 @@ CONNECTORS = {"MooncakeConnectorV1", "MooncakeLayerwiseConnector", "MooncakeHybr
 
 # ---- logging (vLLM's: "(APIServer pid=N) INFO 11-24 04:29:01 [file.py:L] message") ------------------------
 
-def out(text):
-    with _out_lock:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-
-
 def log(level, msg, src="api_server.py:0", proc="APIServer"):
     prefix = "(%s pid=%d) " % (proc, PID) if proc else ""
     out("%s%s %s [%s] %s" % (prefix, level, time.strftime("%m-%d %H:%M:%S"), src, msg))
-
-
-class Fatal(Exception):
-    def __init__(self, code=1):
-        super().__init__(code)
-        self.code = code
 
 
 def fail(lines, proc="APIServer", src="core.py:0"):
@@ -120,44 +108,14 @@ def fail(lines, proc="APIServer", src="core.py:0"):
 
 def tag_version(image):
     """major.minor of an image tag (`quay.io/ascend/vllm-ascend:v0.13.0-a3` -> (0, 13)), or None."""
-    last = (image or "").split("@", 1)[0].rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else ""
-    m = re.match(r"v?(\d+)\.(\d+)", tag)
+    m = re.match(r"v?(\d+)\.(\d+)", image_tag(image))
     return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def flags_dir(settings):
-    for d in (settings.get("flags_dir"), os.path.join(HERE, "vllm-flags"),
-              os.path.join(HERE, "..", "..", "..", "deployctl", "core", "engines", "vllm_ascend", "flags")):
-        if d and os.path.isdir(d):
-            return d
-    return None
 
 
 def table_for(settings):
     """vLLM's parser table for the image's version: same major.minor, else the newest older one, else the oldest."""
-    d = flags_dir(settings)
-    tables = {}
-    for name in os.listdir(d) if d else []:
-        m = re.fullmatch(r"vllm-(\d+)\.(\d+)\.(\d+)\.json", name)
-        if m:
-            tables[(int(m.group(1)), int(m.group(2)))] = os.path.join(d, name)
-    if not tables:
-        out("fake vLLM: no parser table (vllm-<version>.json) found")
-        raise Fatal(1)
-    want = tag_version(settings.get("image")) or max(tables)
-    older = [k for k in tables if k <= want]
-    key = want if want in tables else (max(older) if older else min(tables))
-    with open(tables[key]) as f:
-        return json.load(f)
-
-
-class ServeParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        sys.stderr.write("%s: error: %s\n" % (self.prog, message))
-        sys.stderr.flush()
-        raise SystemExit(2)
+    return read_table(settings, "vllm", "vllm_ascend", 2, tag_version(settings.get("image")),
+                      "fake vLLM: no parser table (vllm-<version>.json) found")
 
 
 def build_parser(table):
@@ -211,22 +169,7 @@ def int_opt(parser, ns, dest, flag, default=None):
         parser.error("argument %s: invalid int value: %r" % (flag, v))
 
 
-# ---- the host: devices, interfaces --------------------------------------------------------------------
-
-def container_devices(settings):
-    d = settings.get("dev_dir") or "/dev"
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
-    return sorted(int(m.group(1)) for m in (re.fullmatch(r"davinci(\d+)", n) for n in names) if m)
-
-
-def node_ip(settings, ifaces):
-    if settings.get("ip"):
-        return settings["ip"]
-    return next((a for n, a in sorted(ifaces.items()) if a and n != "lo"), "127.0.0.1")
-
+# ---- the host: interfaces ----------------------------------------------------------------------------
 
 def env_problem(environ, ip, ifaces, rank=0, size=2, master="", port=0):
     """HCCL_IF_IP / GLOO_SOCKET_IFNAME of a multi-node or P/D process: the failure lines, or None."""
@@ -294,51 +237,17 @@ def kv_problems(kv, dp, tp):
     return probs
 
 
-# ---- the DP rendezvous ---------------------------------------------------------------------------------
+# ---- the DP rendezvous (standin_common) --------------------------------------------------------------------
 
-def send(conn, obj):
-    conn.sendall((json.dumps(obj) + "\n").encode())
-
-
-class Lines:
-    """JSON lines from a socket."""
-
-    def __init__(self, conn):
-        self.conn, self.buf = conn, b""
-
-    def next(self, deadline):
-        while b"\n" not in self.buf:
-            remaining = deadline - time.time()
-            if remaining <= 0 or STOP.is_set():
-                raise TimeoutError()
-            self.conn.settimeout(min(remaining, 0.2))
-            try:
-                chunk = self.conn.recv(4096)
-            except socket.timeout:
-                continue
-            if not chunk:
-                raise ConnectionError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line.decode())
-
-
-def watch_peer(conn, who, proc):
-    def run():
-        conn.settimeout(None)
-        try:
-            while conn.recv(4096):
-                pass
-        except OSError:
-            pass
-        if STOP.is_set():
-            return
+def engine_died(who, proc):
+    """After the start: a peer of the data parallel group that goes away ends this process."""
+    def gone():
         log("ERROR", "%s died unexpectedly, shutting down: the data parallel group is broken" % who,
             "core_client.py:0", proc)
         out("RuntimeError: Engine core proc %s died unexpectedly, shutting down client." % who)
         sys.stdout.flush()
         os._exit(1)
-    threading.Thread(target=run, daemon=True).start()
+    return gone
 
 
 def rank_text(start, n):
@@ -354,34 +263,20 @@ def rendezvous_master(lsock, me, timeout, proc):
         "utils.py:0", proc)
     joined = []
     deadline = time.time() + timeout
-    lsock.settimeout(0.2)
 
     def abort(reason):
-        for c, _ in joined:
-            try:
-                send(c, {"abort": reason})
-            except OSError:
-                pass
+        tell_all(joined, {"abort": reason})
         fail(["RuntimeError: " + reason], proc, "utils.py:0")
 
     while len(owner) < dp:
-        if STOP.is_set():
-            raise Fatal(0)
-        if time.time() > deadline:
+        got = next_hello(lsock, deadline)
+        if got is None:
             missing = [r for r in range(dp) if r not in owner]
             abort("Timed out waiting for engines to send initial message on input socket: DP rank(s) %s of %d "
                   "never connected to %s:%d within %g s (is the %s running there?)"
                   % (",".join(map(str, missing)), dp, lsock.getsockname()[0], lsock.getsockname()[1], timeout,
                      "headless node" if me["kind"] == "internal" else "vllm serve of that rank"))
-        try:
-            conn, peer = lsock.accept()
-        except socket.timeout:
-            continue
-        try:
-            hello = Lines(conn).next(time.time() + 5)
-        except (TimeoutError, ConnectionError, ValueError):
-            conn.close()
-            continue
+        conn, peer, hello = got
         who = "%s (%s)" % (hello.get("who"), peer[0])
         if hello.get("dp") != dp or hello.get("kind") != me["kind"]:
             send(conn, {"abort": "mismatched parallel config"})
@@ -404,48 +299,26 @@ def rendezvous_master(lsock, me, timeout, proc):
         send(conn, {"ack": True})
         log("INFO", "DP rank(s) %s of %s joined (%d/%d)" % (rank_text(ranks.start, len(ranks)), who, len(owner), dp),
             "utils.py:0", proc)
-    for c, who in joined:
-        try:
-            send(c, {"go": True})
-        except OSError:
-            pass
-        watch_peer(c, "EngineCore of %s" % who, proc)
+    start_group(joined, lambda who: engine_died("EngineCore of %s" % who, proc))
     log("INFO", "All %d DP ranks joined the data parallel group." % dp, "utils.py:0", proc)
 
 
 def rendezvous_worker(addr, port, me, timeout, proc):
     deadline = time.time() + timeout
     log("INFO", "Connecting to the DP master at tcp://%s:%d (timeout %g s)" % (addr, port, timeout), "core.py:0", proc)
-    conn = None
-    while conn is None:
-        if STOP.is_set():
-            raise Fatal(0)
-        if time.time() > deadline:
-            fail(["TimeoutError: Timed out waiting for the DP master at tcp://%s:%d: nothing accepted within %g s "
-                  "(is the vllm serve without --headless running there?)" % (addr, port, timeout)], proc, "core.py:0")
-        try:
-            conn = socket.create_connection((addr, port), timeout=1)
-        except OSError:
-            time.sleep(0.2)
-    send(conn, me)
-    lines = Lines(conn)
-    while True:
-        try:
-            msg = lines.next(deadline)
-        except TimeoutError:
-            if STOP.is_set():
-                raise Fatal(0)
-            fail(["TimeoutError: the DP master at tcp://%s:%d did not start the data parallel group within %g s "
-                  "(some DP ranks did not join)" % (addr, port, timeout)], proc, "core.py:0")
-        except (ConnectionError, OSError, ValueError):
-            fail(["RuntimeError: the DP master at tcp://%s:%d closed the connection during the handshake"
-                  % (addr, port)], proc, "core.py:0")
-        if msg.get("abort"):
-            fail(["RuntimeError: the DP master at tcp://%s:%d aborted the handshake: %s" % (addr, port, msg["abort"])],
-                 proc, "core.py:0")
-        if msg.get("go"):
-            watch_peer(conn, "the DP master at %s:%d" % (addr, port), proc)
-            return
+
+    def failure(what, reason):
+        fail([{"connect": "TimeoutError: Timed out waiting for the DP master at tcp://%s:%d: nothing accepted within "
+                          "%g s (is the vllm serve without --headless running there?)" % (addr, port, timeout),
+               "timeout": "TimeoutError: the DP master at tcp://%s:%d did not start the data parallel group within "
+                          "%g s (some DP ranks did not join)" % (addr, port, timeout),
+               "closed": "RuntimeError: the DP master at tcp://%s:%d closed the connection during the handshake"
+                         % (addr, port),
+               "abort": "RuntimeError: the DP master at tcp://%s:%d aborted the handshake: %s" % (addr, port, reason)}
+              [what]], proc, "core.py:0")
+
+    conn = join_master(addr, port, me, deadline, failure)
+    watch_peer(conn, engine_died("the DP master at %s:%d" % (addr, port), proc))
 
 
 # ---- HTTP ----------------------------------------------------------------------------------------------
@@ -457,10 +330,6 @@ def rendezvous_worker(addr, port, me, timeout, proc):
 # --disable-log-stats turns them off). Exposed by prometheus_client on GET /metrics of the API port.
 VLLM_GAUGES = (("vllm:num_requests_running", "Number of requests in model execution batches."),
                ("vllm:num_requests_waiting", "Number of requests waiting to be processed."))
-
-
-def prom_label(value):
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 # More of vLLM 0.13's metrics (vllm 0.13.0 wheel, vllm/v1/metrics/loggers.py), those deployctl's dashboard reads:
@@ -561,14 +430,9 @@ class ApiHandler(JsonHandler):
 
 def bind_api(host, port, proc):
     try:
-        srv = ThreadingHTTPServer((host, port), ApiHandler, bind_and_activate=False)
-        srv.allow_reuse_address = True
-        srv.server_bind()
-        srv.server_activate()
-        return srv
+        return http_server(host, port, ApiHandler)
     except OSError as e:
-        out("(%s pid=%d) ERROR:    [Errno %d] error while attempting to bind on address ('%s', %d): %s"
-            % (proc, PID, e.errno or 0, host, port, (e.strerror or str(e)).lower()))
+        out("(%s pid=%d) %s" % (proc, PID, uvicorn_bind_error(e, host, port)))
         raise Fatal(1)
 
 
@@ -596,17 +460,6 @@ def bind_kv_ports(ip, ports, proc):
 
 
 # ---- vllm serve ----------------------------------------------------------------------------------------
-
-def wait_stop():
-    while not STOP.wait(1):
-        pass
-    raise Fatal(0)
-
-
-def sleep_or_stop(seconds):
-    if STOP.wait(seconds):
-        raise Fatal(0)
-
 
 def serve(argv, settings):
     faults = settings.get("engine") or {}
@@ -662,9 +515,7 @@ def serve(argv, settings):
         ranks = list(range(first, first + local))
     # the model (no hub is reachable from a fake node)
     if not os.path.isfile(os.path.join(model, "config.json")):
-        fail("OSError: %s is not a local folder and is not a valid model identifier listed on "
-             "'https://huggingface.co/models' (no local config.json; the hub is not reachable)" % model, proc,
-             "config.py:0")
+        fail(NO_LOCAL_MODEL % model, proc, "config.py:0")
     # devices
     visible_dev = container_devices(settings)
     env_dev = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
@@ -727,9 +578,7 @@ def serve(argv, settings):
         faults = dict(faults, crash="HBM ECC error while loading weights (%s)" % crash_on)
     if faults.get("crash"):
         sleep_or_stop(0.3)
-        msg = faults["crash"] if isinstance(faults["crash"], str) else (
-            "NPU out of memory. Tried to allocate 450.00 MiB (NPU 0; 60.97 GiB total capacity; 14.67 GiB already "
-            "allocated; 14.67 GiB current active; 22.66 MiB free; 14.71 GiB reserved in total by PyTorch)")
+        msg = faults["crash"] if isinstance(faults["crash"], str) else NPU_OOM
         core = "EngineCore_DP%d" % ranks[0]
         out("(%s pid=%d) ERROR %s [core.py:0] EngineCore failed to start." % (core, PID, time.strftime("%m-%d %H:%M:%S")))
         out("(%s pid=%d) RuntimeError: %s" % (core, PID, msg))
@@ -743,11 +592,8 @@ def serve(argv, settings):
         master = (external and dp_rank == 0) or (not external and not headless)
         if master:
             bind_ip = address or "127.0.0.1"
-            lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                lsock.bind((bind_ip, rpc_port))
-                lsock.listen(64)
+                lsock = tcp_listener(bind_ip, rpc_port)
             except OSError as e:
                 fail("zmq.error.ZMQError: %s (addr='tcp://%s:%d'): the DP master binds --data-parallel-address, "
                      "which must be this node's" % (e.strerror or e, bind_ip, rpc_port), proc, "utils.py:0")
@@ -1233,8 +1079,7 @@ class ProxyHandler(JsonHandler):
 
 
 def proxy_main(argv):
-    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
-    signal.signal(signal.SIGINT, lambda *_: STOP.set())
+    stop_on_signals()
     version = tag_version(read_settings(SETTINGS_PATH).get("image")) or (0, 13)
     p = argparse.ArgumentParser(prog="load_balance_proxy_server_example.py")
     p.add_argument("--port", type=int, default=8000)
@@ -1266,14 +1111,10 @@ def proxy_main(argv):
     try:
         srv = ThreadingHTTPServer((args.host, args.port), ProxyHandler)
     except OSError as e:
-        out("ERROR:    [Errno %d] error while attempting to bind on address ('%s', %d): %s"
-            % (e.errno or 0, args.host, args.port, (e.strerror or str(e)).lower()))
+        out(uvicorn_bind_error(e, args.host, args.port))
         return 1
     threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    out("INFO:     Started server process [%d]" % PID)
-    out("INFO:     Waiting for application startup.")
-    out("INFO:     Application startup complete.")
-    out("INFO:     Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (args.host, args.port))
+    uvicorn_started(args.host, args.port)
     while not STOP.wait(1):
         pass
     out("INFO:     Shutting down")
@@ -1286,8 +1127,7 @@ USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch}
 
 
 def main(argv):
-    signal.signal(signal.SIGTERM, lambda *_: STOP.set())
-    signal.signal(signal.SIGINT, lambda *_: STOP.set())
+    stop_on_signals()
     settings = read_settings(SETTINGS_PATH)
     if argv and argv[0] in ("-v", "--version"):
         out(table_for(settings).get("vllm_version", "0.0.0"))
@@ -1309,7 +1149,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main(sys.argv[1:]))
