@@ -229,10 +229,10 @@ def run_status_k8s(inventory: Path, output: str) -> None:
     from deployctl.backends.k8s.up import run_status
 
     inv = open_context(inventory).inventory
-    prog, problems, degraded = run_status(inv, inventory.parent)
+    prog, problems, degraded, gang = run_status(inv, inventory.parent)
     if output == "json":
         echo_json({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
-                  "pods": [p.__dict__ for p in prog.pods], "problems": problems})
+                  "pods": [p.__dict__ for p in prog.pods], "problems": problems, "gang": gang})
     else:
         from rich.table import Table
 
@@ -244,7 +244,7 @@ def run_status_k8s(inventory: Path, output: str) -> None:
                                          str(p.restarts), p.reason)))
         con = _console()
         con.print(t)
-        for line in problems:
+        for line in problems + gang:
             con.print(esc(line))
         if not prog.expected:
             con.print("[red]✗ not deployed: no StatefulSet or Deployment of this release[/]")

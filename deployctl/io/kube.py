@@ -180,6 +180,24 @@ class KubeApi:
     def statefulsets(self) -> list[dict]:
         return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set)
 
+    def serves(self, group_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` in ``group_version`` (discovery: GET /apis/<group>/<version>;
+        not served answers 404)."""
+        doc = self._maybe(f"discover {group_version}", (404, 503), self.client.call_api, f"/apis/{group_version}",
+                          "GET", response_type="object", auth_settings=["BearerToken"],
+                          _return_http_data_only=True)
+        resources = doc.get("resources") if isinstance(doc, dict) else None
+        return any(isinstance(r, dict) and r.get("kind") == kind for r in (resources or [])[:1000])
+
+    def custom_objects(self, group: str, version: str, plural: str) -> list[dict]:
+        """The release's objects of a custom resource (e.g. PodGroups), each with its kind."""
+        from kubernetes import client
+
+        t = self.target
+        doc = self._maybe(f"list {plural}", (404,), client.CustomObjectsApi(self.client).list_namespaced_custom_object,
+                          group, version, t.namespace, plural, label_selector=f"{RELEASE_LABEL}={t.release}")
+        return [i for i in (doc or {}).get("items", []) if isinstance(i, dict)]
+
     def ensure_namespace(self) -> bool:
         """Create the namespace if missing, labelled for Pod Security Admission's privileged level (the pods
         use hostNetwork and hostPath). Returns whether it was created. An existing one is left as it is."""

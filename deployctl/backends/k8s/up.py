@@ -21,14 +21,18 @@ def run_k8s_operation(operation: str, inv, opts: K8sOptions, reporter, confirm, 
     operation's context; else planned here)."""
     from deployctl.io.helm import HelmClient
 
+    from deployctl.backends.k8s.gang import with_gang
+
     target = kube_target(inv, opts.inventory_dir)
+    api = api or KubeApi(target)
     if operation != "up":
         plan = None
-    elif plan is None:
-        from deployctl.core.sizing.planner import plan_layout
+    else:
+        if plan is None:
+            from deployctl.core.sizing.planner import plan_layout
 
-        plan = plan_layout(inv)
-    api = api or KubeApi(target)
+            plan = plan_layout(inv)
+        plan = with_gang(plan, api)       # kubernetes.gang auto: what the cluster serves
     helm = helm or HelmClient(target)
     record = RunRecord.create(opts.run_root, f"{operation}-k8s")
     backend = K8sBackend(operation, target, api, helm, record, opts, reporter, plan=plan, to=to)
@@ -55,14 +59,20 @@ def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
 def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
     from deployctl.core.sizing.planner import plan_layout
 
+    from deployctl.backends.k8s.gang import with_gang
+
     target = kube_target(inv, inventory_dir)
-    docs = release_docs(render_release(plan if plan is not None else plan_layout(inv)))
-    live = KubeApi(target).release_objects()
+    api = KubeApi(target)
+    docs = release_docs(render_release(with_gang(plan if plan is not None else plan_layout(inv), api)))
+    live = api.release_objects()
     return diff_objects(docs, live), instance_actions(docs, live)
 
 
-def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:
-    """Pods of the live release against its live StatefulSets/Deployments (no rendering, no helm)."""
+def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, list[str]]:
+    """Pods of the live release against its live StatefulSets/Deployments (no rendering, no helm); the last item:
+    what gang scheduling the release has (gang.pod_groups)."""
+    from deployctl.backends.k8s.gang import pod_groups
+
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
     workloads = [o for o in api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
@@ -72,7 +82,13 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool]:
     stale = stale_instances([w for w in workloads if w["kind"] == "StatefulSet"], pods)
     problems += [f"instance {i}: some pods run an older revision of their StatefulSet; `deployctl up --target k8s`"
                  " restarts the instance" for i in sorted(stale)]
-    return prog, problems, not workloads or not prog.done or bool(stale)
+    servers: dict[str, int] = {}
+    for w in workloads:
+        inst = ((w.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance")
+        if isinstance(inst, str) and w["kind"] == "StatefulSet":
+            servers[inst] = servers.get(inst, 0) + int((w.get("spec") or {}).get("replicas") or 0)
+    gang = pod_groups(api, servers) if workloads else []
+    return prog, problems, not workloads or not prog.done or bool(stale), gang
 
 
 def lock_holder(inv, inventory_dir: Path):

@@ -270,6 +270,26 @@ class Node(Strict):
         return self.container_ip or self.address
 
 
+# MindCluster's fault handling keys on the pods (Ascend/mind-cluster@22bb3d98: values in docs/zh/scheduling/04_usage/
+# 09_infer_operator_best_practice/01_deploying_infer_operator_inference_job_with_vllm_proxy.md L231-275, the
+# schedule policies in docs/zh/scheduling/06_api/01_volcano.md L65-71, L155-175; Volcano's Ascend plugin reads them
+# from the pods: component/ascend-for-volcano/plugin/job.go L179-235)
+SCHEDULE_POLICY_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
+
+
+class MindClusterLabels(Strict):
+    """Opt-in MindCluster keys on every engine pod, for Volcano's Ascend plugin and ClusterD (MindCluster 26.1)."""
+
+    fault_scheduling: Literal["grace", "force", "external-grace", "external-force", "off"] | None = Field(
+        None, description="Pod label fault-scheduling: how MindCluster reschedules an instance whose NPU or node "
+        "fails (grace: stop gracefully, then reschedule the whole group; external-*: the Infer Operator does it).")
+    fault_retry_times: int | None = Field(None, ge=0, le=10000, description=(
+        "Pod label fault-retry-times: how often a business-plane fault is retried (0: never)."))
+    schedule_policy: str | None = Field(None, pattern=SCHEDULE_POLICY_PATTERN, description=(
+        "Pod annotation huawei.com/schedule_policy: the NPU topology policy, e.g. chip8-node8 (A2 server) or "
+        "chip2-node16-sp (A3 super pod)."))
+
+
 class Kubernetes(Strict):
     """`render --target helm` / `up --target k8s`: where and how the Helm release goes."""
 
@@ -285,6 +305,22 @@ class Kubernetes(Strict):
         "nodes; cluster: Ascend Operator writes hccl.json into ConfigMap rings-config-<name>."))
     scheduler_name: str | None = Field(None, pattern=NAME_PATTERN, description=(
         "The pods' scheduler, e.g. volcano (MindCluster gang scheduling)."))
+    gang: Literal["auto", "volcano", "kubernetes", "off"] = Field("auto", description=(
+        "Gang scheduling: one PodGroup per instance holding all of its pods, so that an instance is placed whole "
+        "or not at all. volcano: Volcano's PodGroup (scheduling.volcano.sh/v1beta1; the pods' schedulerName "
+        "becomes volcano); kubernetes: the Kubernetes 1.36 PodGroup (scheduling.k8s.io/v1alpha2, alpha: the "
+        "GenericWorkload and GangScheduling feature gates); off: none. auto: `up` asks the cluster (volcano if it "
+        "serves Volcano's PodGroups, else kubernetes if it serves the 1.36 ones, else off) and `status` says which; "
+        "an offline render takes volcano when scheduler_name is volcano, else off."))
+    queue: str | None = Field(None, pattern=NAME_PATTERN, max_length=63, description=(
+        "Volcano: the queue of the PodGroups (default: Volcano's own default queue)."))
+    mindcluster: MindClusterLabels | None = Field(None, description=(
+        "MindCluster's fault rescheduling and NPU topology keys on every engine pod (off unless set)."))
+
+    @field_validator("gang", mode="before")
+    @classmethod
+    def _off_is_off(cls, v: Any) -> Any:
+        return "off" if v is False else v      # YAML 1.1 reads a bare `off` as false
     values: dict[str, Any] = Field(default_factory=dict, description=(
         "Deep-merged over the rendered chart values (deployctl/charts/ascend-llm/values.yaml)."))
 

@@ -140,6 +140,23 @@ HOST_MOUNTS = (   # MindIE's bare-metal start.sh mounts (the default engine); ea
 )
 
 
+class Gang(Frozen):
+    """One PodGroup per instance (minMember / minCount = its servers) and every pod of the instance in it."""
+
+    api: Literal["", "volcano", "kubernetes"] = Field("", description=(
+        "'': none; volcano: scheduling.volcano.sh/v1beta1 PodGroup, pod annotation scheduling.k8s.io/group-name, "
+        "schedulerName volcano; kubernetes: scheduling.k8s.io/v1alpha2 PodGroup, pod schedulingGroup"))
+    queue: str = Field("", description="Volcano queue ('' = Volcano's default)")
+
+
+class MindCluster(Frozen):
+    """MindCluster's keys on every engine pod ('' / 0 = not set)."""
+
+    faultScheduling: str = Field("", description="pod label fault-scheduling")
+    faultRetryTimes: int = Field(0, ge=0, description="pod label fault-retry-times")
+    schedulePolicy: str = Field("", description="pod annotation huawei.com/schedule_policy")
+
+
 class CommonValues(Frozen):
     """The keys every engine's templates read from .Values."""
 
@@ -156,6 +173,8 @@ class CommonValues(Frozen):
     privileged: bool = Field(False, description="run the engine container privileged (securityContext ignored)")
     schedulerName: str = ""
     priorityClassName: str = ""
+    gang: Gang = Gang()
+    mindcluster: MindCluster = MindCluster()
     nodeSelector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     nodeLabel: str = Field("kubernetes.io/hostname", description="node label the pods are pinned by")
@@ -248,13 +267,26 @@ def common_values(plan: Plan, **changes: Any) -> dict[str, Any]:
         raise UsageError(f"release name '{inv.helm_release}' cannot name Kubernetes Services (they must start "
                          "with a letter)", hint="set kubernetes.release in the inventory")
     repo, tag = split_image(e.image)
+    k = inv.kubernetes
+    mc = k.mindcluster
     out = dict(engine=inv.engine.kind, image=Image(repository=repo, tag=tag),
-               schedulerName=inv.kubernetes.scheduler_name or "",
+               schedulerName=k.scheduler_name or "", gang=Gang(api=gang_api(inv), queue=k.queue or ""),
+               mindcluster=MindCluster(faultScheduling=mc.fault_scheduling or "", faultRetryTimes=mc.fault_retry_times
+                                       or 0, schedulePolicy=mc.schedule_policy or "") if mc else MindCluster(),
                npu=Npu(perPod=inv.devices_per_node, acceleratorType=accelerator_type(plan)),
                shmSize=shm_quantity(e.shm_size), workDir=e.work_dir, privileged=e.privileged,
                weightsPath=inv.model.weights_path)
     out.update(changes)
     return out
+
+
+def gang_api(inv: Inventory) -> Literal["", "volcano", "kubernetes"]:
+    """The PodGroup API of kubernetes.gang. `auto` is resolved by `up` from what the cluster serves
+    (backends/k8s/gang.py); rendered without a cluster it is volcano when the pods' scheduler is volcano, else none."""
+    gang = inv.kubernetes.gang
+    if gang == "auto":
+        return "volcano" if inv.kubernetes.scheduler_name == "volcano" else ""
+    return "" if gang == "off" else gang
 
 
 def chart_values(plan: Plan, artifacts: list[Artifact]) -> BaseModel:

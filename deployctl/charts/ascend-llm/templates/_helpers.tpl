@@ -56,6 +56,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-%s" (include "chart.fullname" .root) .inst.name }}
 {{- end }}
 
+{{/* The PodGroup of an instance (gang: templates/podgroup.yaml). Call with (dict "root" $ "inst" $inst). */}}
+{{- define "chart.podGroupName" -}}
+{{- include "chart.instanceName" . }}
+{{- end }}
+
+{{/* MindCluster's labels on an engine pod (mindcluster; '' / 0: left out). */}}
+{{- define "chart.mindclusterLabels" -}}
+{{- with .Values.mindcluster.faultScheduling }}
+fault-scheduling: {{ . | quote }}
+{{- end }}
+{{- with .Values.mindcluster.faultRetryTimes }}
+fault-retry-times: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* An engine pod's gang and MindCluster annotations. Call with (dict "root" $ "inst" $inst). */}}
+{{- define "chart.gangAnnotations" -}}
+{{- if eq .root.Values.gang.api "volcano" }}
+scheduling.k8s.io/group-name: {{ include "chart.podGroupName" . }}
+{{- end }}
+{{- with .root.Values.mindcluster.schedulePolicy }}
+huawei.com/schedule_policy: {{ . | quote }}
+{{- end }}
+{{- end }}
+
 {{/* Resource quantities are strings ("8"): clients validate them as such. */}}
 {{- define "chart.quantities" -}}
 {{- range $k, $v := . }}
@@ -80,8 +105,14 @@ automountServiceAccountToken: false
 enableServiceLinks: false
 serviceAccountName: {{ include "chart.serviceAccountName" $ }}
 terminationGracePeriodSeconds: 30
-{{- with $.Values.schedulerName }}
-schedulerName: {{ . }}
+{{- if $.Values.schedulerName }}
+schedulerName: {{ $.Values.schedulerName }}
+{{- else if eq $.Values.gang.api "volcano" }}
+schedulerName: volcano
+{{- end }}
+{{- if and .inst (eq $.Values.gang.api "kubernetes") }}
+schedulingGroup:
+  podGroupName: {{ include "chart.podGroupName" (dict "root" $ "inst" .inst) }}
 {{- end }}
 {{- with $.Values.priorityClassName }}
 priorityClassName: {{ . }}
