@@ -125,26 +125,31 @@ def test_bad_gang_settings_name_their_key(bad, key, tmp_path):
 
 # ------------------------------------------------------------------------------------------ the real API server
 
-def install_volcano_crd(cluster) -> None:
+@pytest.fixture
+def volcano_crd(k8s_cluster):
+    """Volcano's PodGroup CRD for one test, removed after it: with it installed, `kubernetes.gang: auto` means
+    Volcano for every later test of the shared control plane, whose pods no Volcano scheduler would place."""
+    cluster = k8s_cluster
     crd = yaml.safe_load(VOLCANO_CRD.read_text())
-    name = crd["metadata"]["name"]
-    if cluster.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") is None:
+    path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+    if cluster.get(path) is None:
         cluster.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     cluster.wait_for("the PodGroup CRD established", lambda: any(
-        c["type"] == "Established" and c["status"] == "True" for c in
-        (cluster.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {})
-        .get("status", {}).get("conditions", [])))
+        c["type"] == "Established" and c["status"] == "True"
+        for c in (cluster.get(path) or {}).get("status", {}).get("conditions", [])))
+    yield
+    cluster.delete(path)
+    cluster.wait_for("the PodGroup CRD gone", lambda: cluster.get(path) is None, timeout=120)
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("gang", ["volcano", "kubernetes"])
-def test_the_api_server_accepts_every_podgroup_as_rendered(gang, k8s_cluster, k8s_ns, tmp_path):
+def test_the_api_server_accepts_every_podgroup_as_rendered(gang, k8s_cluster, k8s_ns, volcano_crd, tmp_path):
     """helm install of each engine's example with PodGroups: accepted, and read back equal to the rendered ones
     (no field pruned by the CRD's schema or the built-in API's validation)."""
     from deployctl.backends.k8s.backend import manifest_docs
 
     cluster = k8s_cluster
-    install_volcano_crd(cluster)
     cluster.create_namespace(k8s_ns)
     for stem in PER_ENGINE:
         out = render(stem, tmp_path, {"gang": gang})

@@ -56,9 +56,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-%s" (include "chart.fullname" .root) .inst.name }}
 {{- end }}
 
-{{/* The PodGroup of an instance (gang: templates/podgroup.yaml). Call with (dict "root" $ "inst" $inst). */}}
+{{/* The PodGroup of an instance (gang: templates/podgroup.yaml), named with its size: the Kubernetes PodGroup's
+policy cannot change, so an instance resized gets a new one (and its pods, whose template names it, restart).
+Call with (dict "root" $ "inst" $inst). */}}
 {{- define "chart.podGroupName" -}}
-{{- include "chart.instanceName" . }}
+{{- printf "%s-gang%d" (include "chart.instanceName" .) (int .inst.servers) }}
 {{- end }}
 
 {{/* MindCluster's labels on an engine pod (mindcluster; '' / 0: left out). */}}
