@@ -271,13 +271,14 @@ class KubeCluster:
 
 
 def start_cluster(bin_dir: Path | None = None, *, build: bool = True, watch_pid: int | None = None,
-                  timeout: float = 300) -> KubeCluster:
+                  timeout: float = 300, gang_gates: bool = False) -> KubeCluster:
     """Build if needed, then `scripts/k8s-test-cluster up` in a new temporary directory."""
     if build:
         bin_dir = build_binaries(bin_dir)
     d = Path(tempfile.mkdtemp(prefix="deployctl-k8s-"))
     r = _script("up", "--dir", str(d), "--json", "--timeout", str(timeout),
-                *(["--watch-pid", str(watch_pid)] if watch_pid else []), timeout=timeout * 6 + 120, bin_dir=bin_dir)
+                *(["--watch-pid", str(watch_pid)] if watch_pid else []), *(["--gang-gates"] if gang_gates else []),
+                timeout=timeout * 6 + 120, bin_dir=bin_dir)
     if r.returncode != 0:
         logs = ""
         if (d / "logs").is_dir():

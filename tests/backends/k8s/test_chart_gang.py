@@ -17,6 +17,9 @@ import yaml
 
 from conftest import EXAMPLES, ROOT, run_cli
 
+# the module starts a control plane of its own (gang_cluster): e2e
+pytestmark = pytest.mark.e2e
+
 VOLCANO_CRD = ROOT / "tests" / "fixtures" / "crds" / "volcano-v1.15.1-podgroups.yaml"
 EXAMPLE_STEMS = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 # one example per engine (MindIE master + worker StatefulSets, vLLM-Ascend and SGLang one per server)
@@ -125,6 +128,22 @@ def test_bad_gang_settings_name_their_key(bad, key, tmp_path):
 
 # ------------------------------------------------------------------------------------------ the real API server
 
+@pytest.fixture(scope="module")
+def gang_cluster():
+    """A control plane of its own with Kubernetes 1.36's gang scheduling on (alpha gates: scripts/k8s-test-cluster
+    up --gang-gates); the shared one runs without, as most clusters do."""
+    import os
+    import secrets
+
+    from k8scluster import start_cluster
+
+    cluster = start_cluster(watch_pid=os.getpid(), gang_gates=True)
+    cluster.ns_suffix = secrets.token_hex(2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
 @pytest.fixture
 def volcano_crd(k8s_cluster):
     """Volcano's PodGroup CRD for one test, removed after it: with it installed, `kubernetes.gang: auto` means
@@ -142,14 +161,12 @@ def volcano_crd(k8s_cluster):
     cluster.wait_for("the PodGroup CRD gone", lambda: cluster.get(path) is None, timeout=120)
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("gang", ["volcano", "kubernetes"])
-def test_the_api_server_accepts_every_podgroup_as_rendered(gang, k8s_cluster, k8s_ns, volcano_crd, tmp_path):
+def accepted_as_rendered(cluster, ns: str, gang: str, tmp_path: Path) -> None:
     """helm install of each engine's example with PodGroups: accepted, and read back equal to the rendered ones
     (no field pruned by the CRD's schema or the built-in API's validation)."""
     from deployctl.backends.k8s.backend import manifest_docs
 
-    cluster = k8s_cluster
+    k8s_ns = ns
     cluster.create_namespace(k8s_ns)
     for stem in PER_ENGINE:
         out = render(stem, tmp_path, {"gang": gang})
@@ -171,15 +188,26 @@ def test_the_api_server_accepts_every_podgroup_as_rendered(gang, k8s_cluster, k8
 
 
 @pytest.mark.e2e
-def test_an_instance_that_cannot_be_placed_whole_binds_no_pod(k8s_cluster, k8s_ns, tmp_path):
+def test_the_api_server_accepts_volcano_podgroups_as_rendered(k8s_cluster, k8s_ns, volcano_crd, tmp_path):
+    accepted_as_rendered(k8s_cluster, k8s_ns, "volcano", tmp_path)
+
+
+@pytest.mark.e2e
+def test_the_api_server_accepts_kubernetes_podgroups_as_rendered(gang_cluster, tmp_path):
+    accepted_as_rendered(gang_cluster, f"gang-accept-{gang_cluster.ns_suffix}", "kubernetes", tmp_path)
+
+
+@pytest.mark.e2e
+def test_an_instance_that_cannot_be_placed_whole_binds_no_pod(gang_cluster, tmp_path):
     """The real kube-scheduler (1.36, GangScheduling) with the chart's Kubernetes PodGroups: a two-server instance
     whose second server is missing stays wholly unbound; without the gang its first pod would be bound alone (the
     control half of the test); once the second server exists, both are bound."""
-    cluster = k8s_cluster
+    cluster = gang_cluster
     stem = "a2-2x8-tp-pp"                     # one MindIE instance over node1 + node2, pods pinned to them
+    suffix = cluster.ns_suffix
+    k8s_ns = f"gang-whole-{suffix}"
     cluster.create_namespace(k8s_ns)
     inventory = with_kubernetes(stem, tmp_path, {"gang": "kubernetes"})
-    suffix = k8s_ns[-4:]
     nodes = cluster.nodes_from_inventory(inventory)
     for n in nodes:                           # node names of their own: other tests' nodes stay out of it
         n["name"] += f"-{suffix}"
