@@ -183,10 +183,12 @@ class KubeApi:
     def serves(self, group_version: str, kind: str) -> bool:
         """Whether the API server serves ``kind`` in ``group_version`` (discovery: GET /apis/<group>/<version>;
         not served answers 404)."""
-        doc = self._maybe(f"discover {group_version}", (404, 503), self.client.call_api, f"/apis/{group_version}",
-                          "GET", response_type="object", auth_settings=["BearerToken"],
-                          _return_http_data_only=True)
-        resources = doc.get("resources") if isinstance(doc, dict) else None
+        from kubernetes import client
+
+        group, _, version = group_version.partition("/")
+        found = self._maybe(f"discover {group_version}", (404, 503),
+                            client.CustomObjectsApi(self.client).get_api_resources, group, version)
+        resources = self._plain(found).get("resources") if found is not None else None
         return any(isinstance(r, dict) and r.get("kind") == kind for r in (resources or [])[:1000])
 
     def custom_objects(self, group: str, version: str, plural: str) -> list[dict]:

@@ -155,7 +155,7 @@ def volcano_crd(k8s_cluster):
         cluster.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     cluster.wait_for("the PodGroup CRD established", lambda: any(
         c["type"] == "Established" and c["status"] == "True"
-        for c in (cluster.get(path) or {}).get("status", {}).get("conditions", [])))
+        for c in ((cluster.get(path) or {}).get("status") or {}).get("conditions") or []))
     yield
     cluster.delete(path)
     cluster.wait_for("the PodGroup CRD gone", lambda: cluster.get(path) is None, timeout=120)
