@@ -445,3 +445,35 @@ def test_a_release_other_than_0516_is_the_first_that_parses_it(path):
         assert refused, f"sglang {older} parses the guide's script: use it (rule 1)"
     for argv in servers.values():
         parse(f"sglang-{release}", argv)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_the_chart_runs_on_each_node_what_bare_metal_runs(path, tmp_path):
+    """The published deployment in the chart (`render --target helm`): each node's pod carries the server.args and
+    env of that node's bare-metal render, byte for byte and key for key (the bare-metal render is what the test
+    above holds against the guide), and the router the same arguments and env on the same node."""
+    doc = load(path)
+    inv = _inventory(doc)
+    src = tmp_path / "inventory.yaml"
+    src.write_text(yaml.safe_dump(inv, sort_keys=False))
+    bare = rendered(doc, tmp_path)
+    r = run_cli("render", "--target", "helm", "-i", str(src), "-o", str(tmp_path / "helm"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    values = yaml.safe_load((tmp_path / "helm" / "values.yaml").read_text())
+    pods = {p["node"]: p for i in values["instances"] for p in i["pods"]}
+    assert set(pods) == set(bare["servers"])
+    for node, argv in bare["servers"].items():
+        assert _args_text(pods[node]["files"]["server.args"]) == argv, node
+        env = {k: v for k, v in pods[node]["env"].items() if not k.startswith("DEPLOYCTL_")}
+        assert env == bare["env"][node], node
+    if bare["router"] is not None:
+        node, argv, env = bare["router"]
+        router = values["sglang"]["router"]
+        assert router["node"] == node
+        assert _args_text(router["files"]["router.args"]) == argv
+        assert {k: str(v) for k, v in router.get("env", {}).items()} == env
+
+
+def _args_text(text: str) -> list[str]:
+    assert text.endswith("\n")
+    return text[:-1].split("\n") if text != "\n" else []
