@@ -252,5 +252,13 @@ def test_an_instance_that_cannot_be_placed_whole_binds_no_pod(gang_cluster, tmp_
         cluster.add_nodes([second])
         cluster.wait_for("both pods bound together", lambda: all(bound("app.kubernetes.io/instance=gang").values())
                          and len(bound("app.kubernetes.io/instance=gang")) == 2, timeout=180)
+        # `status` names the instance's gang as the API server holds it
+        doc["kubernetes"].update(namespace=k8s_ns, kubeconfig=str(cluster.kubeconfig), release="gang")
+        inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
+        res = run_cli("status", "--target", "k8s", "-i", str(inventory), "--output", "json", cwd=tmp_path,
+                      env={"HOME": str(tmp_path / "home"), **cluster.env()})
+        gang = json.loads(res.stdout)["gang"]
+        assert gang and gang[0].startswith("gang (kubernetes): instance mixed placed whole or not at all: "
+                                           "PodGroup minimum 2 of its 2 pods"), gang
     finally:
         cluster.remove_nodes([n["name"] for n in nodes])

@@ -55,6 +55,8 @@ def test_up_creates_exactly_the_rendered_objects_then_status_diff_rerun_down(k8s
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
     assert doc["degraded"] is False and doc["ready"] == {"mixed": 2}
+    # a cluster serving no PodGroup API: status says the pods are scheduled one by one
+    assert len(doc["gang"]) == 1 and doc["gang"][0].startswith("gang: none")
 
     # the objects as the API server stores them (defaults, managedFields, status) are the rendered ones
     res = cli(tmp_path, cluster, "diff", "-t", "k8s", "-i", str(inv), "--output", "json")
