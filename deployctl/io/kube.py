@@ -24,6 +24,12 @@ KINDS = (
     ("Deployment", "apps", "list_namespaced_deployment"),
     ("PodDisruptionBudget", "policy", "list_namespaced_pod_disruption_budget"),
 )
+# ...and of custom resources, where the cluster serves them: (kind, group, version, plural) - the PodGroups of
+# gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's)
+CUSTOM_KINDS = (
+    ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
+    ("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups"),
+)
 
 
 @dataclass(frozen=True)
@@ -173,16 +179,28 @@ class KubeApi:
         return self._items("list nodes", self.core.list_node)
 
     def release_objects(self) -> list[dict]:
-        """Every object of the release's kinds in the namespace, labelled with the release."""
-        return [{"kind": kind, **item} for kind, api, method in KINDS
-                for item in self._namespaced(f"list {kind}s", getattr(getattr(self, api), method))]
+        """Every object of the release's kinds in the namespace, labelled with the release (the custom kinds
+        the cluster serves included)."""
+        out = [{"kind": kind, **item} for kind, api, method in KINDS
+               for item in self._namespaced(f"list {kind}s", getattr(getattr(self, api), method))]
+        for kind, group, version, plural in CUSTOM_KINDS:
+            if self.serves(f"{group}/{version}", kind):
+                out += [{**item, "kind": kind} for item in self.custom_objects(group, version, plural)]
+        return out
 
     def statefulsets(self) -> list[dict]:
         return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set)
 
     def serves(self, group_version: str, kind: str) -> bool:
         """Whether the API server serves ``kind`` in ``group_version`` (discovery: GET /apis/<group>/<version>;
-        not served answers 404)."""
+        not served answers 404); asked once per client."""
+        key = (group_version, kind)
+        cache = self.__dict__.setdefault("_served", {})
+        if key not in cache:
+            cache[key] = self._discover(group_version, kind)
+        return cache[key]
+
+    def _discover(self, group_version: str, kind: str) -> bool:
         from kubernetes import client
 
         group, _, version = group_version.partition("/")

@@ -262,3 +262,38 @@ def test_an_instance_that_cannot_be_placed_whole_binds_no_pod(gang_cluster, tmp_
                                            "PodGroup minimum 2 of its 2 pods"), gang
     finally:
         cluster.remove_nodes([n["name"] for n in nodes])
+
+
+@pytest.mark.e2e
+def test_up_with_gang_auto_places_the_instance_as_a_gang_and_a_rerun_changes_nothing(gang_cluster, tmp_path):
+    """`up --target k8s` with kubernetes.gang left at auto on a cluster serving the 1.36 PodGroup: the instance's
+    PodGroup is created with the release and read back by diff and the rerun (nothing to do), named by status,
+    and gone after down."""
+    from kube_e2e import READY, cli, inventory, servers
+
+    cluster, stem = gang_cluster, "a2-2x8-tp-pp"
+    ns = f"gang-up-{cluster.ns_suffix}"
+    servers(cluster, stem)
+    inv = inventory(tmp_path, stem, cluster, ns)
+    groups = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups"
+    try:
+        res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", READY)
+        assert res.returncode == 0, res.stdout + res.stderr
+        (group,) = cluster.get(groups)["items"]
+        assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+        pods = cluster.pods(ns, "app.kubernetes.io/component=engine")
+        assert len(pods) == 2 and all(p["spec"]["schedulingGroup"]["podGroupName"] == group["metadata"]["name"]
+                                      and p["spec"].get("nodeName") for p in pods)
+        res = cli(tmp_path, cluster, "diff", "-t", "k8s", "-i", str(inv), "--output", "json")
+        assert res.returncode == 0, res.stderr
+        changes = {(o["kind"], o["change"]) for o in json.loads(res.stdout)["objects"]}
+        assert ("PodGroup", "unchanged") in changes and {c for _, c in changes} == {"unchanged"}
+        res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y")
+        assert res.returncode == 0 and "nothing to do" in res.stdout, res.stdout + res.stderr
+        res = cli(tmp_path, cluster, "status", "-t", "k8s", "-i", str(inv), "--output", "json")
+        assert json.loads(res.stdout)["gang"][0].startswith("gang (kubernetes): instance mixed")
+        res = cli(tmp_path, cluster, "down", "-t", "k8s", "-i", str(inv))
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert cluster.get(groups)["items"] == []
+    finally:
+        cluster.remove_nodes([n["name"] for n in cluster.nodes_from_inventory(EXAMPLES / f"{stem}.yaml")])
