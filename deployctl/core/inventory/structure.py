@@ -67,6 +67,8 @@ PATTERN_HINTS = {  # key -> (what the value must be, hint) for the models' strin
                 "or digit"),
     "scheduler_name": ("a scheduler name", "lower-case letters, digits and '-', starting and ending with a "
                        "letter or digit"),
+    "priority_class": ("a PriorityClass name", "lower-case letters, digits, '-' and '.', starting and ending with "
+                       "a letter or digit"),
     "queue": ("a Volcano queue name", "lower-case letters, digits and '-', starting and ending with a letter or "
               "digit"),
     "schedule_policy": ("a MindCluster schedule policy", "e.g. chip8-node8 or chip2-node16-sp (MindCluster's "

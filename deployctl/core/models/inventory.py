@@ -314,6 +314,8 @@ class Kubernetes(Strict):
         "an offline render takes volcano when scheduler_name is volcano, else off."))
     queue: str | None = Field(None, pattern=NAME_PATTERN, max_length=63, description=(
         "Volcano: the queue of the PodGroups (default: Volcano's own default queue)."))
+    priority_class: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253, description=(
+        "The PriorityClass of every pod and of Volcano's PodGroups (it must exist in the cluster)."))
     mindcluster: MindClusterLabels | None = Field(None, description=(
         "MindCluster's fault rescheduling and NPU topology keys on every engine pod (off unless set)."))
 

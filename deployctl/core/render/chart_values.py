@@ -271,6 +271,7 @@ def common_values(plan: Plan, **changes: Any) -> dict[str, Any]:
     mc = k.mindcluster
     out = dict(engine=inv.engine.kind, image=Image(repository=repo, tag=tag),
                schedulerName=k.scheduler_name or "", gang=Gang(api=gang_api(inv), queue=k.queue or ""),
+               priorityClassName=k.priority_class or "",
                mindcluster=MindCluster(faultScheduling=mc.fault_scheduling or "", faultRetryTimes=mc.fault_retry_times
                                        or 0, schedulePolicy=mc.schedule_policy or "") if mc else MindCluster(),
                npu=Npu(perPod=inv.devices_per_node, acceleratorType=accelerator_type(plan)),

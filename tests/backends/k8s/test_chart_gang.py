@@ -64,7 +64,7 @@ def engine_pod_templates(manifests: list[dict]) -> list[tuple[str, dict]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("stem", EXAMPLE_STEMS)
 def test_volcano_a_podgroup_per_instance_holding_its_pods(stem, tmp_path):
-    out = render(stem, tmp_path, {"gang": "volcano", "queue": "llm"})
+    out = render(stem, tmp_path, {"gang": "volcano", "queue": "llm", "priority_class": "llm-serving"})
     manifests = docs(out / "manifests.yaml")
     groups = {d["metadata"]["name"]: d for d in manifests if d["kind"] == "PodGroup"}
     servers = instance_servers(out)
@@ -72,13 +72,14 @@ def test_volcano_a_podgroup_per_instance_holding_its_pods(stem, tmp_path):
     assert set(by_instance) == set(servers)
     for inst, group in by_instance.items():
         assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
-        assert group["spec"] == {"minMember": servers[inst], "queue": "llm"}
+        assert group["spec"] == {"minMember": servers[inst], "queue": "llm", "priorityClassName": "llm-serving"}
     templates = engine_pod_templates(manifests)
     pods = {}
     for inst, template in templates:
         name = template["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
         assert name == by_instance[inst]["metadata"]["name"]
         assert template["spec"]["schedulerName"] == "volcano"
+        assert template["spec"]["priorityClassName"] == "llm-serving"
         pods[inst] = pods.get(inst, 0) + next(d for d in manifests if d["kind"] == "StatefulSet"
                                               and d["spec"]["template"] is template)["spec"]["replicas"]
     assert pods == servers            # the group's pods are exactly the instance's
