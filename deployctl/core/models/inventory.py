@@ -311,7 +311,10 @@ class Kubernetes(Strict):
         "becomes volcano); kubernetes: the Kubernetes 1.36 PodGroup (scheduling.k8s.io/v1alpha2, alpha: the "
         "GenericWorkload and GangScheduling feature gates); off: none. auto: `up` asks the cluster (volcano if it "
         "serves Volcano's PodGroups, else kubernetes if it serves the 1.36 ones, else off) and `status` says which; "
-        "an offline render takes volcano when scheduler_name is volcano, else off."))
+        "an offline render takes volcano when scheduler_name is volcano, else off."),
+        # YAML 1.1 (editors, PyYAML) reads a bare `off` as false, which the model takes as "off" too
+        json_schema_extra=lambda s: s.update(anyOf=[{"enum": s.pop("enum"), "type": s.pop("type")},
+                                                    {"const": False}]))
     queue: str | None = Field(None, pattern=NAME_PATTERN, max_length=63, description=(
         "Volcano: the queue of the PodGroups (default: Volcano's own default queue)."))
     priority_class: str | None = Field(None, pattern=K8S_NODE_PATTERN, max_length=253, description=(

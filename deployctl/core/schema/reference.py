@@ -76,8 +76,8 @@ def _type(node: dict, defs: dict) -> str:
         kind = alt.get("type")
         if "enum" in alt:
             names.append("one of " + ", ".join(f"`{v}`" for v in alt["enum"]))
-        elif "const" in alt:
-            names.append(f"`{alt['const']}`")
+        elif "const" in alt:       # as YAML spells it (false, not Python's False)
+            names.append(f"`{json.dumps(alt['const']) if not isinstance(alt['const'], str) else alt['const']}`")
         elif isinstance(kind, list):
             names.append(" or ".join(k for k in kind if k != "null") + _limits(alt))
         elif kind == "array":
