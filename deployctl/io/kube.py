@@ -26,6 +26,7 @@ KINDS = (
 )
 # ...and of custom resources, where the cluster serves them: (kind, group, version, plural) - the PodGroups of
 # gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's)
+MAX_CUSTOM = 4096      # custom objects read of one kind: a release has one per instance
 CUSTOM_KINDS = (
     ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
     ("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups"),
@@ -143,6 +144,7 @@ class KubeApi:
         self.apps = client.AppsV1Api(self.client)
         self.policy = client.PolicyV1Api(self.client)
         self.coordination = client.CoordinationV1Api(self.client)
+        self._served: dict[tuple[str, str], bool] = {}     # discovery answers (serves)
 
     def _call(self, what: str, fn, *args, **kwargs):
         return self._maybe(what, (), fn, *args, **kwargs)
@@ -195,10 +197,9 @@ class KubeApi:
         """Whether the API server serves ``kind`` in ``group_version`` (discovery: GET /apis/<group>/<version>;
         not served answers 404); asked once per client."""
         key = (group_version, kind)
-        cache = self.__dict__.setdefault("_served", {})
-        if key not in cache:
-            cache[key] = self._discover(group_version, kind)
-        return cache[key]
+        if key not in self._served:
+            self._served[key] = self._discover(group_version, kind)
+        return self._served[key]
 
     def _discover(self, group_version: str, kind: str) -> bool:
         from kubernetes import client
@@ -216,7 +217,8 @@ class KubeApi:
         t = self.target
         doc = self._maybe(f"list {plural}", (404,), client.CustomObjectsApi(self.client).list_namespaced_custom_object,
                           group, version, t.namespace, plural, label_selector=f"{RELEASE_LABEL}={t.release}")
-        return [i for i in (doc or {}).get("items", []) if isinstance(i, dict)]
+        items = (doc or {}).get("items") if isinstance(doc, dict) else None
+        return [i for i in (items if isinstance(items, list) else [])[:MAX_CUSTOM] if isinstance(i, dict)]
 
     def ensure_namespace(self) -> bool:
         """Create the namespace if missing, labelled for Pod Security Admission's privileged level (the pods

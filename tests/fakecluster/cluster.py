@@ -616,6 +616,11 @@ Host *
             raise FakeClusterError(f"ssh {self.node(node)} {cmd!r}: exit {r.returncode}: {r.stderr.strip()}")
         return r
 
+    def container_started(self, node: str | FakeNode | NodeSpec, name: str) -> str:
+        """When the container ``name`` on ``node`` last started (docker inspect .State.StartedAt): a restart
+        changes it."""
+        return self.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
+
     def update_node(self, node: str | FakeNode | NodeSpec, **changes) -> NodeSpec:
         """Change a running node's spec (faults, versions, images, weights, device IPs...) and rewrite its
         files; takes effect on the next command. Not for name/ip/ports/reachability/host keys."""

@@ -27,10 +27,6 @@ def inventory(fc, path: Path, level: str) -> Path:
     return on_cluster(fc, path, level=level, replicas=3, router=True)
 
 
-def started_at(fc, node: str, name: str) -> str:
-    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
-
-
 def up(inv: Path, runs: Path, *extra: str):
     res = run_cli("up", "-i", str(inv), "-y", "--run-dir", str(runs), "--ready-timeout", "90",
                   "--skip-preflight", "--output", "json", *extra)
@@ -183,7 +179,7 @@ def test_rolling_update_of_three_replicas_drops_no_request(fake_cluster_factory,
     assert "different revisions" in st["note"]
 
     # the replica on the router's node fails: it is restored, and the router (same node) keeps running throughout
-    router_started = started_at(fc, "node1", ROUTER)
+    router_started = fc.container_started("node1", ROUTER)
     fc.update_node("node3", engine_crash_on="")
     fc.update_node("node1", engine_crash_on="MINDIE_LOG_LEVEL=error")
     inv4 = inventory(fc, tmp_path / "inv4.yaml", "error")
@@ -192,6 +188,6 @@ def test_rolling_update_of_three_replicas_drops_no_request(fake_cluster_factory,
     assert res.returncode == 1 and doc["failure"].startswith("node1"), res.stdout
     assert load.failures == [], load.failures[:5]
     assert sorted(doc["restored"]) == ["node1", "node2"]
-    assert started_at(fc, "node1", ROUTER) == router_started
+    assert fc.container_started("node1", ROUTER) == router_started
     st = json.loads(run_cli("status", "-i", str(inv4), "--output", "json").stdout)
     assert {(i["state"], i["router"]) for i in st["instances"]} == {("serving", "UP")}, st["instances"]

@@ -33,10 +33,6 @@ def up(inv: Path, runs: Path):
     return res, (json.loads(res.stdout) if res.stdout.strip().startswith("{") else {})
 
 
-def started_at(fc, node: str, name: str) -> str:
-    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
-
-
 def test_a_decode_only_change_rolls_the_decode_servers_through_the_router_without_a_failed_request(
         fake_cluster_factory, tmp_path):
     require_router()
@@ -47,8 +43,8 @@ def test_a_decode_only_change_rolls_the_decode_servers_through_the_router_withou
     inv = sglang_inventory(fc, tmp_path / "inv.yaml", name=CLUSTER, layout=layout())
     res, _ = up(inv, runs)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
-    before = {n: started_at(fc, n, ENGINE) for n in ("p1", "d1", "d2")}
-    router_before = started_at(fc, "p1", ROUTER)
+    before = {n: fc.container_started(n, ENGINE) for n in ("p1", "d1", "d2")}
+    router_before = fc.container_started("p1", ROUTER)
     url = f"http://{fc.node('p1').ip}:6688"
 
     inv2 = sglang_inventory(fc, tmp_path / "inv2.yaml", name=CLUSTER, layout=layout({"TEST_DECODE_SETTING": "2"}))
@@ -60,8 +56,8 @@ def test_a_decode_only_change_rolls_the_decode_servers_through_the_router_withou
     assert load.ok > 20, load.ok
     actions = {h["node"]: h["action"] for h in doc["changes"]["hosts"]}
     assert actions == {"p1": "keep", "d1": "restart", "d2": "restart"}, actions
-    assert started_at(fc, "p1", ENGINE) == before["p1"] and started_at(fc, "p1", ROUTER) == router_before
-    assert all(started_at(fc, n, ENGINE) != before[n] for n in ("d1", "d2"))
+    assert fc.container_started("p1", ENGINE) == before["p1"] and fc.container_started("p1", ROUTER) == router_before
+    assert all(fc.container_started(n, ENGINE) != before[n] for n in ("d1", "d2"))
     # the router lists both decode servers again (added back through POST /workers), healthy
     with urllib.request.urlopen(f"{url}/workers", timeout=10) as answer:
         listed = json.loads(answer.read())["workers"]

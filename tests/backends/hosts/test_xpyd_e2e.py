@@ -33,10 +33,6 @@ def up(inv: Path, runs: Path):
     return res, (json.loads(res.stdout) if res.stdout.strip().startswith("{") else {})
 
 
-def started_at(fc, node: str, name: str) -> str:
-    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
-
-
 def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(fake_cluster_factory, tmp_path):
     specs = default_cluster(3, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
                             engine_timing=TIMING, images=(IMAGE,))
@@ -49,8 +45,8 @@ def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(
     assert [(i["name"], i["role"]) for i in plan["instances"]] == [
         ("prefill", "prefill"), ("decode-0", "decode"), ("decode-1", "decode")]
     engine, proxy = "deployctl_qwen3-xpyd_vllm", "deployctl_qwen3-xpyd_vllm-proxy"
-    before = {n: started_at(fc, n, engine) for n in ("p1", "d1", "d2")}
-    proxy_before = started_at(fc, "p1", proxy)
+    before = {n: fc.container_started(n, engine) for n in ("p1", "d1", "d2")}
+    proxy_before = fc.container_started("p1", proxy)
 
     inv2 = inventory(fc, tmp_path / "inv2.yaml", decode_env={"TEST_DECODE_SETTING": "2"})
     with Load(f"http://{fc.node('p1').ip}:1999", model="qwen3") as load:
@@ -62,8 +58,8 @@ def test_decode_only_change_rolls_the_decode_instances_without_a_failed_request(
     actions = {h["node"]: h["action"] for h in doc["changes"]["hosts"]}
     assert actions == {"p1": "keep", "d1": "restart", "d2": "restart"}, actions
     # prefill and the proxy were never restarted; each decode instance was
-    assert started_at(fc, "p1", engine) == before["p1"] and started_at(fc, "p1", proxy) == proxy_before
-    assert all(started_at(fc, n, engine) != before[n] for n in ("d1", "d2"))
+    assert fc.container_started("p1", engine) == before["p1"] and fc.container_started("p1", proxy) == proxy_before
+    assert all(fc.container_started(n, engine) != before[n] for n in ("d1", "d2"))
     # one at a time: d2 was restarted only after d1 was back (the proxy log names each removal and addition)
     log = fc.ssh("p1", f"docker logs {proxy} 2>&1", check=True).stdout
     # a removal while requests are being dispatched taints the servers first (0.15+: "Start to taint decode

@@ -70,10 +70,6 @@ def inventory(fc, path: Path, hook_log: Path) -> Path:
                              "hooks": {"command": ["python3", "-c", HOOK, str(hook_log)]}}})
 
 
-def started_at(fc, node: str, name: str) -> str:
-    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
-
-
 def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_cluster_factory, tmp_path):
     specs = default_cluster(4, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
                             engine_timing=TIMING, images=(IMAGE,))
@@ -89,8 +85,8 @@ def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_
                      "decode-0": ("decode", ["d1"]), "decode-1": ("decode", ["d2"])}, where
     once = run_cli("watch", "-i", str(inv), "--once", "--output", "json", "--run-dir", str(runs))
     assert once.returncode == 0, once.stdout + once.stderr
-    before = {n: started_at(fc, n, ENGINE) for n in ("p1", "p2", "d1", "d2")}
-    proxy_before = started_at(fc, "p1", PROXY)
+    before = {n: fc.container_started(n, ENGINE) for n in ("p1", "p2", "d1", "d2")}
+    proxy_before = fc.container_started("p1", PROXY)
     url = f"http://{fc.node('p1').ip}:1999"        # the proxy's default port (engine.ports.proxy)
 
     watch = Events(inv, runs, "--allow-hook-command")      # the inventory's hook command: the operator opts in
@@ -142,9 +138,9 @@ def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_
           f"failed {len(during.failures)}; total ok {load.ok}", sorted({f[1] for f in load.failed_at})[:4])
     assert p_detect < KILL_DETECT_S and d_detect < HANG_DETECT_S, (p_detect, d_detect)
     # the proxy and the instances that did not fail were never restarted
-    assert started_at(fc, "p1", PROXY) == proxy_before
-    assert started_at(fc, "p1", ENGINE) == before["p1"] and started_at(fc, "d1", ENGINE) == before["d1"]
-    assert started_at(fc, "p2", ENGINE) != before["p2"] and started_at(fc, "d2", ENGINE) != before["d2"]
+    assert fc.container_started("p1", PROXY) == proxy_before
+    assert fc.container_started("p1", ENGINE) == before["p1"] and fc.container_started("d1", ENGINE) == before["d1"]
+    assert fc.container_started("p2", ENGINE) != before["p2"] and fc.container_started("d2", ENGINE) != before["d2"]
     # the proxy was told: each failed instance's servers removed (or tainted) and added back
     log = fc.ssh("p1", f"docker logs {PROXY} 2>&1", check=True).stdout
     p2, d2 = fc.node("p2").ip, fc.node("d2").ip

@@ -24,10 +24,6 @@ ENGINE = f"deployctl_{CLUSTER}_sglang"
 ROUTER = f"{ENGINE}-router"
 
 
-def started_at(fc, node: str, name: str) -> str:
-    return fc.ssh(node, f"docker inspect --format '{{{{.State.StartedAt}}}}' {name}", check=True).stdout.strip()
-
-
 def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_cluster_factory, tmp_path):
     require_router()
     specs = default_cluster(3, "a3", weights_dir=WEIGHTS, engine_join_timeout=20,
@@ -42,8 +38,8 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     once = run_cli("watch", "-i", str(inv), "--once", "--output", "json", "--run-dir", str(runs))
     assert once.returncode == 0, once.stdout[-3000:] + once.stderr[-3000:]
-    before = {n: started_at(fc, n, ENGINE) for n in PD_NODES}
-    router_before = started_at(fc, "p1", ROUTER)
+    before = {n: fc.container_started(n, ENGINE) for n in PD_NODES}
+    router_before = fc.container_started("p1", ROUTER)
     url = f"http://{fc.node('p1').ip}:6688"
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None
     watch = Events(inv, runs, "--allow-hook-command", env=env)
@@ -77,9 +73,9 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
     assert after.failures == [] and after.ok > 5, (after.ok, after.failures[:3])
     log = fc.ssh("d1", f"docker logs {ENGINE} 2>&1", check=True).stdout
     assert "The server is fired up and ready to roll!" in log
-    assert started_at(fc, "d1", ENGINE) != before["d1"] and started_at(fc, "d2", ENGINE) != before["d2"]
-    assert started_at(fc, "p1", ENGINE) == before["p1"]               # the prefill server never restarted
-    assert started_at(fc, "p1", ROUTER) == router_before              # nor the router: its worker API took d out
+    assert fc.container_started("d1", ENGINE) != before["d1"] and fc.container_started("d2", ENGINE) != before["d2"]
+    assert fc.container_started("p1", ENGINE) == before["p1"]               # the prefill server never restarted
+    assert fc.container_started("p1", ROUTER) == router_before              # nor the router: its worker API took d out
     with urllib.request.urlopen(f"{url}/workers", timeout=10) as answer:
         workers = json.loads(answer.read())["workers"]
     assert sorted(w["worker_type"] for w in workers) == ["decode", "prefill"], workers

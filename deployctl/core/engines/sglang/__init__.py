@@ -67,7 +67,8 @@ class SglangSpec(EngineSpecBase):
         return engine_problems(inv, raw)
 
     def role_preset(self, inv: Inventory, preset: str, role: str) -> dict | None:
-        """A P/D role given only its nodes: plain TP over them (support.yaml pd.role_presets)."""
+        """A P/D role given only its nodes: SGLang's shape (support.yaml pd.role_presets: plain TP on one node,
+        attention DP a group a node over several)."""
         from deployctl.core.engines.sglang.support import matrix
 
         return matrix()["pd"]["role_presets"].get(role) if preset == "pd-split" else None
