@@ -84,9 +84,9 @@ def deployed(path: Path) -> Context:
 
 
 def planned(path: Path, facts_path: Path | None = None, run_root: Path | None = None, *,
-            gaps: bool = True) -> Context:
+            gaps: bool = True, raw=None) -> Context:
     """``offline``, with the plan made (``ctx.plan``); a refusal points into the inventory (``ctx.located``)."""
-    ctx = offline(path, facts_path, run_root, gaps=gaps)
+    ctx = offline(path, facts_path, run_root, gaps=gaps, raw=raw)
     ctx.plan                              # noqa: B018 - made now: a refusal is said before anything is written
     return ctx
 

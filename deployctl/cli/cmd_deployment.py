@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._app import app
-from deployctl.cli._options import (AllowExecOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt, InventoryOpt,
+from deployctl.cli._options import (K8S_TARGETS, AllowExecOpt, DeployTarget, DeployTargetOpt, Strategy, FactsOpt,
+                                    InventoryOpt, workload_of,
                                     OutputFormat, OutputOpt, RunDirOpt, BreakLockOpt, ReadyTimeoutOpt)
 from deployctl.core.docs_url import doc
 
@@ -96,11 +97,11 @@ def up(
     restarts only the instances whose files or env changed (all their pods together), and follows the
     pods until every one is ready; a failure rolls the release back to its previous revision.
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_up_k8s
 
         run_up_k8s(inventory, output.value, dry_run, yes, skip_preflight, ready_timeout, run_dir,
-                   break_lock=break_lock, strategy=strategy.value)
+                   break_lock=break_lock, strategy=strategy.value, workload=workload_of(target))
         return
     from deployctl.cli.deploy import run_operation
 
@@ -136,10 +137,11 @@ def rollback(
 
     With --target k8s: the helm revision (`deployctl history --target k8s` lists them).
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_rollback_k8s
 
-        run_rollback_k8s(inventory, output.value, to, yes, dry_run, ready_timeout, run_dir, break_lock=break_lock)
+        run_rollback_k8s(inventory, output.value, to, yes, dry_run, ready_timeout, run_dir, break_lock=break_lock,
+                         workload=workload_of(target))
         return
     from deployctl.cli.deploy import run_operation
 
@@ -155,10 +157,10 @@ def history(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
 
     Example: deployctl history -i my.yaml --output json
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_history_k8s
 
-        run_history_k8s(inventory, output.value)
+        run_history_k8s(inventory, output.value, workload=workload_of(target))
         return
     from deployctl.cli.history_output import run_history
 
@@ -182,10 +184,10 @@ def down(
     Locked like `up`; success is read back (no engine container left). `status` then says "down"
     (exit 0) instead of "degraded". With --target k8s: `helm uninstall` the release.
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_down_k8s
 
-        run_down_k8s(inventory, output.value, break_lock=break_lock, run_root=run_dir)
+        run_down_k8s(inventory, output.value, break_lock=break_lock, run_root=run_dir, workload=workload_of(target))
         return
     from deployctl.cli.deploy import run_operation
 
@@ -206,10 +208,10 @@ def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     serving / draining / down / degraded, and what the router says of it (HAProxy UP, DOWN, DRAIN).
     With --target k8s: every pod of the release, its node, readiness, restarts and why it is not ready.
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_status_k8s
 
-        run_status_k8s(inventory, output.value)
+        run_status_k8s(inventory, output.value, workload=workload_of(target))
         return
     from deployctl.cli.deploy import run_status
 
@@ -247,10 +249,10 @@ def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     files, the keys that change (`env HCCL_BUFFSIZE: 120 → 1050`); whether its engine would start,
     restart (its whole instance) or stay. k8s: per object of the Helm release, the differing fields.
     """
-    if target == DeployTarget.k8s:
+    if target in K8S_TARGETS:
         from deployctl.cli.k8s import run_diff
 
-        run_diff(inventory, output.value, "k8s")
+        run_diff(inventory, output.value, "k8s", workload=workload_of(target))
         return
     from deployctl.cli.deploy import run_diff_hosts
 

@@ -137,7 +137,7 @@ def render(inventory: InventoryOpt, out: OutputDirOpt, force: ForceOpt = False,
 
     With --target k8s (or helm): values.yaml for the ascend-llm chart, the chart itself (DIR/chart) and
     DIR/manifests.yaml from `helm template`. The rank tables and config.json in its ConfigMaps are the
-    same bytes as the bare-metal files.
+    same bytes as the bare-metal files. --target lws: the same chart with one LeaderWorkerSet per instance.
 
     Byte-stable: the same inventory always gives the same bytes. The tree is replaced atomically;
     a non-empty directory not written by deployctl is refused unless --force. Device IPs the inventory

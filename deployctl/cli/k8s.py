@@ -11,6 +11,15 @@ from deployctl.cli._output import run_console as _console
 from deployctl.app.context import open_context
 
 
+def _open(inventory: Path, workload: str | None = None):
+    """The inventory's context; ``workload`` (--target lws) is kubernetes.workload over the file's own."""
+    if workload is None:
+        return open_context(inventory)
+    from deployctl.io.inventory_file import load_inventory, with_workload
+
+    return open_context(inventory, raw=with_workload(load_inventory(inventory), workload))
+
+
 def _changes_table(changes, actions):
     from rich.table import Table
 
@@ -127,13 +136,13 @@ def _print_failed(con, operation: str, out, backend) -> None:
 
 
 def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_checks: bool, ready_timeout: int,
-               run_root: Path, break_lock: bool = False, strategy: str = "rolling") -> None:
+               run_root: Path, break_lock: bool = False, strategy: str = "rolling", workload: str | None = None) -> None:
     """up --target k8s. Prints the changes, the steps, the read back and one result line (or, with --output
     json, {status, run, failure, restored, revision, objects, instances, verification, after_undo, stages});
     exit 0 (successful, nothing to do, dry run, declined) or 1 (failed, canceled, lock held)."""
     from deployctl.backends.k8s.up import K8sOptions, run_up
 
-    ctx = open_context(inventory)
+    ctx = _open(inventory, workload)
     inv = ctx.inventory
     reporter = K8sReporter(output == "json")
     if break_lock and not dry_run:
@@ -158,13 +167,13 @@ def run_up_k8s(inventory: Path, output: str, dry_run: bool, yes: bool, skip_chec
 
 
 def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
-                 run_root: Path = Path(".deployctl")) -> None:
+                 run_root: Path = Path(".deployctl"), workload: str | None = None) -> None:
     """down --target k8s: `helm uninstall`, then read back that no pod or workload is left. Prints
     "✓ release R in namespace N: uninstalled" (or "not installed"); JSON {status: uninstalled | not-installed |
     failed | canceled, run, failure, verification}. Exit 0, or 1 when something is left or the lock is held."""
     from deployctl.backends.k8s.up import K8sOptions, run_down
 
-    inv = open_context(inventory).inventory
+    inv = _open(inventory, workload).inventory
     reporter = K8sReporter(output == "json")
     if break_lock:
         _confirm_break_lock(inv, inventory, True, reporter)
@@ -182,25 +191,25 @@ def run_down_k8s(inventory: Path, output: str, break_lock: bool = False,
     raise typer.Exit(out.exit_code)
 
 
-def run_history_k8s(inventory: Path, output: str) -> None:
+def run_history_k8s(inventory: Path, output: str, workload: str | None = None) -> None:
     """history --target k8s: the release's helm revisions, oldest first, the live one marked, with the
     deployctl run and user that made each (deployctl.cli.history_output.print_history). Exit 0."""
     from deployctl.cli.history_output import print_history
     from deployctl.backends.k8s.history import k8s_history
 
-    inv = open_context(inventory).inventory
+    inv = _open(inventory, workload).inventory
     rows = k8s_history(inv, inventory.parent)
     print_history(rows, output, f"history of release {inv.helm_release} (namespace {inv.kubernetes.namespace})")
 
 
 def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dry_run: bool, ready_timeout: int,
-                     run_root: Path, break_lock: bool = False) -> None:
+                     run_root: Path, break_lock: bool = False, workload: str | None = None) -> None:
     """rollback --target k8s [--to N]: the objects of revision N (default: the last revision before the live
     one that deployctl made and that served) vs live, `helm rollback`, restart the stale instances, read back.
     Prints like up; JSON as up's plus target_revision. Exit 0 / 1 (failed, lock held) / 2 (no such revision)."""
     from deployctl.backends.k8s.up import K8sOptions, run_rollback
 
-    ctx = open_context(inventory)
+    ctx = _open(inventory, workload)
     inv = ctx.inventory
     reporter = K8sReporter(output == "json")
     if break_lock and not dry_run:
@@ -225,14 +234,15 @@ def run_rollback_k8s(inventory: Path, output: str, to: int | None, yes: bool, dr
     raise typer.Exit(out.exit_code)
 
 
-def run_status_k8s(inventory: Path, output: str) -> None:
+def run_status_k8s(inventory: Path, output: str, workload: str | None = None) -> None:
     from deployctl.backends.k8s.up import run_status
 
-    inv = open_context(inventory).inventory
-    prog, problems, degraded, gang = run_status(inv, inventory.parent)
+    inv = _open(inventory, workload).inventory
+    prog, problems, degraded, gang, groups = run_status(inv, inventory.parent)
     if output == "json":
         echo_json({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
-                  "pods": [p.__dict__ for p in prog.pods], "problems": problems, "gang": gang})
+                  "pods": [p.__dict__ for p in prog.pods], "problems": problems, "gang": gang,
+                  "leader_worker_sets": groups})
     else:
         from rich.table import Table
 
@@ -244,21 +254,21 @@ def run_status_k8s(inventory: Path, output: str) -> None:
                                          str(p.restarts), p.reason)))
         con = _console()
         con.print(t)
-        for line in problems + gang:
+        for line in problems + groups + gang:
             con.print(esc(line))
         if not prog.expected:
-            con.print("[red]✗ not deployed: no StatefulSet or Deployment of this release[/]")
+            con.print("[red]✗ not deployed: no StatefulSet, LeaderWorkerSet or Deployment of this release[/]")
         else:
             con.print("[red]✗ degraded[/]" if degraded else "[green]✓ every pod is up and ready[/]")
             con.print(esc(f"  ready: {prog.line()}"))
     raise typer.Exit(1 if degraded else 0)
 
 
-def run_diff(inventory: Path, output: str, target: str = "k8s") -> None:
+def run_diff(inventory: Path, output: str, target: str = "k8s", workload: str | None = None) -> None:
     """`diff --target k8s` (the hosts' diff is cli/deploy.py run_diff_hosts)."""
     from deployctl.backends.k8s.up import run_diff as diff_k8s
 
-    ctx = open_context(inventory)
+    ctx = _open(inventory, workload)
     changes, actions = diff_k8s(ctx.inventory, inventory.parent, plan=ctx.plan)
     if output == "json":
         echo_json({"objects": [c.__dict__ for c in changes],

@@ -41,6 +41,19 @@ def load_inventory(path: str | Path) -> RawInventory:
     return parse_yaml(text, str(path), p.parent)
 
 
+def with_workload(raw: RawInventory, workload: str) -> RawInventory:
+    """``raw`` with kubernetes.workload set (`--target lws`: the operator's choice over the file's); a kubernetes
+    key that is not a mapping is left for validation to report."""
+    data = raw.data if isinstance(raw.data, dict) else None
+    if data is not None:
+        k = data.setdefault("kubernetes", {})
+        if k is None:
+            k = data["kubernetes"] = {}
+        if isinstance(k, dict):
+            k["workload"] = workload
+    return raw
+
+
 def read_local_files(raw: RawInventory, read_text=None) -> LocalFiles:
     """The files the inventory names on this machine, read before validation (the core never opens them):
     every nodes[].hccn_conf copy (relative to the inventory file) and model.config_path's checkpoint.

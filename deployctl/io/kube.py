@@ -25,11 +25,12 @@ KINDS = (
     ("PodDisruptionBudget", "policy", "list_namespaced_pod_disruption_budget"),
 )
 # ...and of custom resources, where the cluster serves them: (kind, group, version, plural) - the PodGroups of
-# gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's)
+# gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's), the LeaderWorkerSets of workload lws
 MAX_CUSTOM = 4096      # custom objects read of one kind: a release has one per instance
 CUSTOM_KINDS = (
     ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
     ("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups"),
+    ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),     # kubernetes.workload lws
 )
 
 
@@ -188,7 +189,9 @@ class KubeApi:
         for kind, group, version, plural in CUSTOM_KINDS:
             if self.serves(f"{group}/{version}", kind):
                 out += [{**item, "kind": kind} for item in self.custom_objects(group, version, plural)]
-        return out
+        # what a controller made from them (a LeaderWorkerSet's StatefulSets and Service) is not the release's own
+        return [o for o in out if not any(isinstance(r, dict) and r.get("controller")
+                                          for r in (o.get("metadata") or {}).get("ownerReferences") or [])]
 
     def statefulsets(self) -> list[dict]:
         return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set)

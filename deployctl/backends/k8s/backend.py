@@ -38,13 +38,14 @@ from deployctl.backends.common.pipeline import Applied, Outcome, UnitCheck, Veri
 from deployctl.io.records import RunRecord
 from deployctl.core.errors import ExecutionError
 from deployctl.backends.k8s import history as hist
+from deployctl.backends.k8s import lws
 from deployctl.io.kube import KubeTarget
 from deployctl.backends.k8s.diff import ObjectChange, diff_objects, instance_actions
 from deployctl.backends.k8s.follow import follow, instance_docs, restart_stale
 from deployctl.backends.k8s.lease import LeaseLock
 from deployctl.core.render.k8s_nodes import check_nodes
 from deployctl.backends.k8s.render import Release, render_release
-from deployctl.backends.k8s.rollout import check_gone, check_pods, check_release
+from deployctl.backends.k8s.rollout import WORKLOADS, check_gone, check_pods, check_release
 from deployctl.backends.k8s.state import (OPERATIONS, K8sChanges, K8sDesired, K8sOptions, K8sState, _settling, manifest_docs,
                                  release_docs)
 from deployctl.core.models.plan import Plan
@@ -94,6 +95,9 @@ class K8sBackend:
         if self.operation != "up" or self.plan is None:
             return
         problems = check_nodes(self.plan, self.api.nodes(), self.release.values)
+        if self.release.values.workload == "lws" and not self.api.serves(f"{lws.GROUP}/{lws.VERSION}", lws.KIND):
+            problems.append(f"the cluster does not serve {lws.KIND} ({lws.GROUP}/{lws.VERSION}), which "
+                            f"kubernetes.workload lws renders: {lws.HINT}")
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-preflight")
@@ -233,7 +237,7 @@ class K8sBackend:
     def _check(self, docs: list[dict], revision: int | None) -> Verification:
         deadline = time.monotonic() + self.opts.verify_settle
         while True:
-            workloads = [o for o in self.api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
+            workloads = [o for o in self.api.release_objects() if o["kind"] in WORKLOADS]
             units = check_pods(docs, workloads, self.api.replicasets(), self.api.pods())
             units.append(check_release(self.name, self.helm.status(), revision))
             result = Verification(units)

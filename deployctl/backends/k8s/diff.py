@@ -229,12 +229,23 @@ def diff_objects(rendered: list[dict], live: list[dict]) -> list[ObjectChange]:
     return out
 
 
+INSTANCE_KINDS = ("StatefulSet", "LeaderWorkerSet")     # what runs an instance's pods (kubernetes.workload)
+
+
+def _template(d: dict) -> dict:
+    """The pod template of an instance's workload (a LeaderWorkerSet: its leader's)."""
+    if d["kind"] == "LeaderWorkerSet":
+        lwt = d["spec"].get("leaderWorkerTemplate") or {}
+        return lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
+    return d["spec"]["template"]
+
+
 def _checksums(docs: list[dict]) -> dict[str, str]:
     out = {}
     for d in docs:
-        if d["kind"] == "StatefulSet":
+        if d["kind"] in INSTANCE_KINDS:
             inst = d["metadata"].get("labels", {}).get(INSTANCE_LABEL)
-            ann = d["spec"]["template"]["metadata"].get("annotations") or {}
+            ann = (_template(d).get("metadata") or {}).get("annotations") or {}
             if inst:
                 out[inst] = ann.get(CHECKSUM, "")
     return out
@@ -243,16 +254,16 @@ def _checksums(docs: list[dict]) -> dict[str, str]:
 def instance_actions(rendered: list[dict], live: list[dict]) -> list[InstanceAction]:
     """Which instances start (new), restart (files, env or pod spec changed) or stay as they are."""
     want, have = _checksums(rendered), _checksums(live)
-    changes = {c.name: c for c in diff_objects(rendered, live) if c.kind == "StatefulSet"}
+    changes = {c.name: c for c in diff_objects(rendered, live) if c.kind in INSTANCE_KINDS}
     out = []
     for inst, checksum in want.items():
-        sets = [d["metadata"]["name"] for d in rendered if d["kind"] == "StatefulSet"
+        sets = [d["metadata"]["name"] for d in rendered if d["kind"] in INSTANCE_KINDS
                 and d["metadata"]["labels"].get(INSTANCE_LABEL) == inst]
         if inst not in have:
             out.append(InstanceAction(inst, "start", "new instance"))
         elif have[inst] != checksum:
             out.append(InstanceAction(inst, "restart", "files or env changed"))
-        elif any(f.startswith("spec.template") for s in sets for f in changes[s].fields):
+        elif any(f.startswith(("spec.template", "spec.leaderWorkerTemplate")) for s in sets for f in changes[s].fields):
             out.append(InstanceAction(inst, "restart", "pod spec changed"))
         else:
             out.append(InstanceAction(inst, "keep", "up to date"))

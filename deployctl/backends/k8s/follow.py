@@ -52,10 +52,10 @@ def restart_stale(api, release: str, reporter, opts):
     ``opts.strategy`` rolling and every stale instance's role keeping another instance (the Service sends to
     its ready pods), one instance per batch; else one batch of all of them."""
     deadline = time.monotonic() + 60
-    sets = api.statefulsets()
+    sets = _own(api.statefulsets())
     while not settled(sets) and time.monotonic() < deadline:   # the controller catches up with the upgrade
         time.sleep(min(opts.poll, 1.0))
-        sets = api.statefulsets()
+        sets = _own(api.statefulsets())
     stale = sorted(stale_instances(sets, api.pods()), key=_instance_order)
     roles = Counter(role for _, role in {(_labels(s).get(INSTANCE_LABEL), _role(s)) for s in sets})
     rolling = getattr(opts, "strategy", "rolling") == "rolling" and stale and all(
@@ -66,6 +66,11 @@ def restart_stale(api, release: str, reporter, opts):
             how = "one instance at a time" if rolling else "all its pods together"
             reporter.step(f"  instance {inst}: restarting its {len(gone)} pod(s) ({how}, new revision)")
         yield batch
+
+
+def _own(sets: list[dict]) -> list[dict]:
+    """The release's own StatefulSets: not those a LeaderWorkerSet made (it rolls and restarts them itself)."""
+    return [s for s in sets if not (s.get("metadata") or {}).get("ownerReferences")]
 
 
 def _instance_order(name: str):

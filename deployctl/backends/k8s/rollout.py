@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from deployctl.backends.k8s import lws
 from deployctl.backends.k8s.diff import INSTANCE_LABEL
 
 FATAL_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                  "CreateContainerError", "InvalidImageName", "RunContainerError")
 COMPONENT = "app.kubernetes.io/component"
+WORKLOADS = ("StatefulSet", "Deployment", lws.KIND)      # what makes a release's pods
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,19 @@ def expected_pods(rendered: list[dict]) -> tuple[dict[str, int], dict[str, str]]
     counts: dict[str, int] = {}
     checksums: dict[str, str] = {}
     for d in rendered:
-        if d["kind"] not in ("StatefulSet", "Deployment"):
+        if d["kind"] in ("StatefulSet", "Deployment"):
+            made = [(d["spec"]["template"], int(d["spec"].get("replicas", 1)))]
+        elif d["kind"] == lws.KIND:
+            made = lws.pod_templates(d)
+        else:
             continue
-        template = d["spec"]["template"]["metadata"]
-        group = group_of(template["labels"])
-        counts[group] = counts.get(group, 0) + int(d["spec"].get("replicas", 1))
-        for key, value in (template.get("annotations") or {}).items():
-            if key.startswith("checksum/"):
-                checksums[group] = f"{key}={value}"
+        for template, n in made:
+            meta = template["metadata"]
+            group = group_of(meta["labels"])
+            counts[group] = counts.get(group, 0) + n
+            for key, value in (meta.get("annotations") or {}).items():
+                if key.startswith("checksum/"):
+                    checksums[group] = f"{key}={value}"
     return counts, checksums
 
 
@@ -155,7 +162,7 @@ def _pod_unit(pod: dict, intended: str, template: str, current: str, template_ca
 
 
 def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[dict], pods: list[dict]) -> list:
-    """Every pod the rendered StatefulSets/Deployments want exists, runs its workload's current template
+    """Every pod the rendered StatefulSets/Deployments/LeaderWorkerSets want exists, runs its workload's current template
     (StatefulSet status.updateRevision / the newest ReplicaSet's pod-template-hash), whose pod template is
     the rendered one (checksum annotation), and is Ready."""
     from deployctl.backends.common.pipeline import UnitCheck
@@ -165,6 +172,9 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
     out = []
     for doc in rendered:
         kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind == lws.KIND:
+            out += check_lws(doc, live.get((kind, name)), by_name)
+            continue
         if kind not in ("StatefulSet", "Deployment"):
             continue
         replicas = int(doc["spec"].get("replicas", 1))
@@ -209,6 +219,33 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
     return out
 
 
+def check_lws(doc: dict, have: dict | None, pods: dict[str, dict]) -> list:
+    """One UnitCheck per pod the rendered LeaderWorkerSet ``doc`` wants (``have``: the live one, ``pods``: by
+    name): it exists, is not being deleted, carries the rendered template's checksum and is Ready."""
+    from deployctl.backends.common.pipeline import UnitCheck
+
+    name = doc["metadata"]["name"]
+    group = group_of((doc.get("metadata") or {}).get("labels") or {})
+    if have is None:
+        replicas, size, _ = lws.spec(doc)
+        return [UnitCheck(f"{lws.KIND} {name} ({group})", f"{replicas * size} pod(s) Ready", "missing", False,
+                          f"the {lws.KIND} does not exist")]
+    cause = "" if lws.checksum(lws.pod_templates(have)[0][0]) == lws.checksum(lws.pod_templates(doc)[0][0]) else (
+        f"{lws.KIND} {name} does not carry the rendered pod template (its checksum differs)")
+    out = []
+    for pod_name, template in lws.pod_names(doc):
+        want = lws.checksum(template).partition("=")[2][:12]
+        intended = f"Ready, template {want or '?'}"
+        pod = pods.get(pod_name)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            out.append(UnitCheck(f"pod {pod_name} ({group})", intended, "terminating" if pod else "missing", False,
+                                 "the pod is being deleted (the group is recreated)" if pod else "no such pod"))
+            continue
+        got = lws.checksum({"metadata": pod.get("metadata") or {}}).partition("=")[2][:12]
+        out.append(_pod_unit(pod, intended, got, want, cause))
+    return out
+
+
 def check_release(release: str, status: dict | None, revision: int | None):
     """helm's view: the release is `deployed`, at the revision this run made (None: any)."""
     from deployctl.backends.common.pipeline import UnitCheck
@@ -233,7 +270,7 @@ def check_gone(release: str, status: dict | None, objects: list[dict], pods: lis
 
     out = []
     for o in objects:
-        if o["kind"] in ("StatefulSet", "Deployment"):
+        if o["kind"] in WORKLOADS:
             out.append(UnitCheck(f"{o['kind']} {o['metadata']['name']}", "gone", "still present", False,
                                  "the uninstall left it"))
     for p in pods:

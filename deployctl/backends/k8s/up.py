@@ -68,14 +68,16 @@ def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], l
     return diff_objects(docs, live), instance_actions(docs, live)
 
 
-def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, list[str]]:
-    """Pods of the live release against its live StatefulSets/Deployments (no rendering, no helm); the last item:
-    what gang scheduling the release has (gang.pod_groups)."""
+def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, list[str], list[str]]:
+    """Pods of the live release against its live StatefulSets/Deployments/LeaderWorkerSets (no rendering, no helm);
+    the last items: what gang scheduling the release has (gang.pod_groups), what its LeaderWorkerSets report."""
+    from deployctl.backends.k8s import lws
     from deployctl.backends.k8s.gang import pod_groups
+    from deployctl.backends.k8s.rollout import WORKLOADS
 
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
-    workloads = [o for o in api.release_objects() if o["kind"] in ("StatefulSet", "Deployment")]
+    workloads = [o for o in api.release_objects() if o["kind"] in WORKLOADS]
     pods = api.pods()
     prog = progress(workloads, pods)
     problems = [describe(p, api.pod_events(p.name)) for p in prog.pods if not p.ready]
@@ -87,8 +89,10 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
         inst = ((w.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance")
         if isinstance(inst, str) and w["kind"] == "StatefulSet":
             servers[inst] = servers.get(inst, 0) + int((w.get("spec") or {}).get("replicas") or 0)
+        elif isinstance(inst, str) and w["kind"] == lws.KIND:
+            servers[inst] = sum(n for _, n in lws.pod_templates(w))
     gang = pod_groups(api, servers) if workloads else []
-    return prog, problems, not workloads or not prog.done or bool(stale), gang
+    return prog, problems, not workloads or not prog.done or bool(stale), gang, lws.status_lines(workloads)
 
 
 def lock_holder(inv, inventory_dir: Path):

@@ -171,6 +171,9 @@ class CommonValues(Frozen):
     podSecurityContext: dict[str, Any] = Field(default_factory=dict)
     securityContext: dict[str, Any] = Field(default_factory=lambda: dict(SECURITY_CONTEXT))
     privileged: bool = Field(False, description="run the engine container privileged (securityContext ignored)")
+    workload: Literal["statefulset", "lws"] = Field("statefulset", description=(
+        "statefulset: StatefulSets (OnDelete, restarted by deployctl); lws: one LeaderWorkerSet an instance "
+        "(leaderworkerset.x-k8s.io/v1, the LWS controller must run in the cluster)"))
     schedulerName: str = ""
     priorityClassName: str = ""
     gang: Gang = Gang()
@@ -269,7 +272,7 @@ def common_values(plan: Plan, **changes: Any) -> dict[str, Any]:
     repo, tag = split_image(e.image)
     k = inv.kubernetes
     mc = k.mindcluster
-    out = dict(engine=inv.engine.kind, image=Image(repository=repo, tag=tag),
+    out = dict(engine=inv.engine.kind, image=Image(repository=repo, tag=tag), workload=k.workload,
                schedulerName=k.scheduler_name or "", gang=Gang(api=gang_api(inv), queue=k.queue or ""),
                priorityClassName=k.priority_class or "",
                mindcluster=MindCluster(faultScheduling=mc.fault_scheduling or "", faultRetryTimes=mc.fault_retry_times

@@ -20,3 +20,19 @@ periodSeconds: {{ .probe.periodSeconds }}
 timeoutSeconds: {{ .probe.timeoutSeconds }}
 failureThreshold: {{ .probe.failureThreshold }}
 {{- end }}
+
+{{/* What chart.serverPod needs of SGLang. Call with the root context. */}}
+{{- define "sglang.server" -}}
+{{- toJson (dict "container" "sglang" "launcher" .Values.sglang.launcher "env" "" "probe" "sglang.probe") }}
+{{- end }}
+
+{{/* A probe of an SGLang server (chart.serverPod): /health to start and be ready, /v1/models to live (above). */}}
+{{- define "sglang.probe" -}}
+{{- include "sglang.httpProbe" (dict "path" (ternary "/v1/models" "/health" (eq .which "liveness")) "port" .port "probe" .probe) }}
+{{- end }}
+
+{{/* A LeaderWorkerSet's pod template (templates/lws.yaml): node rank 0's (.leader) or the other ranks'. */}}
+{{- define "sglang.pod" -}}
+{{- $e := include "sglang.server" .root | fromJson }}
+{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}
+{{- end }}

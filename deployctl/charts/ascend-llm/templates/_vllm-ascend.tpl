@@ -11,3 +11,24 @@ periodSeconds: {{ .probe.periodSeconds }}
 timeoutSeconds: {{ .probe.timeoutSeconds }}
 failureThreshold: {{ .probe.failureThreshold }}
 {{- end }}
+
+{{/* What chart.serverPod needs of vLLM-Ascend. Call with the root context. */}}
+{{- define "vllm.server" -}}
+{{- $env := "" }}
+{{- if .Values.vllm.mooncake }}
+{{- $env = "- name: DEPLOYCTL_MOONCAKE\n  value: \"1\"" }}
+{{- end }}
+{{- toJson (dict "container" "vllm" "launcher" .Values.vllm.launcher "env" $env "probe" "vllm.probe"
+                 "sum" (dict "mooncake" .Values.vllm.mooncake)) }}
+{{- end }}
+
+{{/* A probe of a vLLM-Ascend server: /health on its first API port (chart.serverPod). */}}
+{{- define "vllm.probe" -}}
+{{- include "vllm.healthProbe" (dict "port" .port "probe" .probe) }}
+{{- end }}
+
+{{/* A LeaderWorkerSet's pod template (templates/lws.yaml): the master server's (.leader) or the workers'. */}}
+{{- define "vllm-ascend.pod" -}}
+{{- $e := include "vllm.server" .root | fromJson }}
+{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}
+{{- end }}

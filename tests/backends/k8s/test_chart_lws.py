@@ -1,0 +1,164 @@
+"""kubernetes.workload lws (`--target lws`): the chart renders one LeaderWorkerSet per instance, for every example
+inventory, with the same files and env as the StatefulSet chart (hence as bare metal), and a worker of an engine
+whose servers each run their own files starts the server of the node it runs on (files/pick-server.sh, run here
+by bash over a tree laid out as the pod's mounts).
+
+Field names and defaults: kubernetes-sigs/lws@v0.9.0 (f056f611) api/leaderworkerset/v1/leaderworkerset_types.go
+(size includes the leader, restartPolicy RecreateGroupOnPodRestart, rolloutStrategy RollingUpdate with
+maxUnavailable/maxSurge); the API server's acceptance with the upstream CRD and the real controller are in
+test_up_k8s_lws.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES, ROOT, run_cli
+
+CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+PICK = ROOT / "deployctl" / "charts" / "ascend-llm" / "files" / "pick-server.sh"
+
+
+def _docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory) -> dict[str, tuple[list[dict], list[dict], dict]]:
+    """Each example rendered as StatefulSets (--target k8s) and as LeaderWorkerSets (--target lws), and its plan."""
+    import json
+
+    out = {}
+    for stem in CASES:
+        base = tmp_path_factory.mktemp("lws") / stem
+        sts = run_cli("render", "--target", "k8s", "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(base / "sts"))
+        lws = run_cli("render", "--target", "lws", "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(base / "lws"))
+        assert sts.returncode == 0 and lws.returncode == 0, sts.stderr + lws.stderr
+        out[stem] = (_docs(base / "sts" / "manifests.yaml"), _docs(base / "lws" / "manifests.yaml"),
+                     json.loads((base / "lws" / "plan.json").read_text()))
+    return out
+
+
+def _nodes_of(template: dict) -> list[str]:
+    terms = (((template["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    return [v for t in terms for e in t["matchExpressions"] for v in e["values"]]
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_one_leaderworkerset_per_instance_sized_to_its_servers(stem, both):
+    sts, lws, plan = both[stem]
+    sets = {d["metadata"]["labels"]["deployctl.io/instance"]: d for d in lws if d["kind"] == "LeaderWorkerSet"}
+    assert not [d for d in lws if d["kind"] == "StatefulSet"]
+    assert set(sets) == {i["name"] for i in plan["instances"]}
+    for inst in plan["instances"]:
+        spec = sets[inst["name"]]["spec"]
+        lwt = spec["leaderWorkerTemplate"]
+        assert spec["replicas"] == 1
+        assert lwt["size"] == len(inst["nodes"])
+        assert lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
+        assert spec["rolloutStrategy"] == {"type": "RollingUpdate",
+                                           "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0}}
+        leader = lwt.get("leaderTemplate") or lwt["workerTemplate"]
+        assert _nodes_of(leader) == [inst["master"]]          # the master's IP is what the other servers name
+        assert leader["metadata"]["labels"]["deployctl.io/rank-role"] == "master"
+        if len(inst["nodes"]) > 1:
+            assert sorted(_nodes_of(lwt["workerTemplate"])) == sorted(n for n in inst["nodes"] if n != inst["master"])
+            assert lwt["workerTemplate"]["metadata"]["labels"]["deployctl.io/rank-role"] == "worker"
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_the_same_files_env_and_other_objects_as_the_statefulset_chart(stem, both):
+    """Every ConfigMap of the StatefulSet chart (the bare-metal files and env byte for byte: test_chart.py) is in
+    the LWS chart unchanged; the per-instance governing Services are the LWS controller's; the rest is equal."""
+    sts, lws, _ = both[stem]
+    key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
+    have = {key(d): d for d in lws}
+    for d in sts:
+        if d["kind"] == "StatefulSet":
+            continue
+        if d["kind"] == "Service" and d["spec"].get("clusterIP") == "None":
+            assert key(d) not in have              # made by the LWS controller, of the same name
+            continue
+        assert have.get(key(d)) == d, key(d)
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_pods_are_the_statefulset_pods(stem, both):
+    """The leader's pod template is the master StatefulSet's; a MindIE worker template is the worker StatefulSet's;
+    a per-server engine's worker differs only in how it finds its files (every worker's ConfigMaps, pick-server.sh)."""
+    sts, lws, plan = both[stem]
+    sets = {d["metadata"]["name"]: d for d in sts if d["kind"] == "StatefulSet"}
+    for d in (d for d in lws if d["kind"] == "LeaderWorkerSet"):
+        name, lwt = d["metadata"]["name"], d["spec"]["leaderWorkerTemplate"]
+        master = sets.get(f"{name}-master") or sets[f"{name}-0"]
+        assert (lwt.get("leaderTemplate") or lwt["workerTemplate"]) == master["spec"]["template"]
+        if lwt["size"] == 1:
+            continue
+        worker = lwt["workerTemplate"]
+        if f"{name}-worker" in sets:                       # MindIE: one template for every worker already
+            assert worker == sets[f"{name}-worker"]["spec"]["template"]
+            continue
+        mounts = {m["name"]: m["mountPath"] for m in worker["spec"]["containers"][0]["volumeMounts"]}
+        volumes = {v["name"]: v.get("configMap", {}).get("name") for v in worker["spec"]["volumes"]}
+        for k in range(1, lwt["size"]):
+            assert mounts[f"files-{k}"] == f"/opt/deployctl/servers/{k}/files"
+            assert volumes[f"files-{k}"] == f"{name}-{k}-files" and volumes[f"env-{k}"] == f"{name}-{k}-env"
+        assert worker["spec"]["containers"][0]["command"][:2] == ["/bin/bash", "/opt/deployctl/pick-server.sh"]
+        nodes = next(x for x in lws if x["kind"] == "ConfigMap" and x["metadata"]["name"] == f"{name}-nodes")
+        inst = next(i for i in plan["instances"] if name.endswith(f"-{i['name']}"))
+        assert nodes["data"] == {n: str(k) for k, n in enumerate(inst["nodes"]) if k > 0}
+
+
+def _tree(root: Path, servers: dict[str, dict], nodes: dict[str, str]) -> None:
+    """The pod's mounts of pick-server.sh: servers/<k>/{files,env} and servers/nodes, as the kubelet lays out a
+    ConfigMap volume (one file per key, the value's bytes)."""
+    for k, env in servers.items():
+        (root / k / "files").mkdir(parents=True)
+        (root / k / "files" / "serve-0.args").write_text(f"--server\n{k}\n")
+        (root / k / "env").mkdir()
+        for name, value in env.items():
+            (root / k / "env" / name).write_text(value)
+    (root / "nodes").mkdir()
+    for node, k in nodes.items():
+        (root / "nodes" / node).write_text(k)
+
+
+def _pick(root: Path, node: str | None, worker_index: str | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "DEPLOYCTL_SERVERS": str(root)}
+    if node is not None:
+        env["NODE_NAME"] = node
+    if worker_index is not None:
+        env["LWS_WORKER_INDEX"] = worker_index
+    launcher = 'printf "%s|%s|%s|%s" "$DEPLOYCTL_WORK" "$HCCL_IF_IP" "$ODD" "$(cat "$DEPLOYCTL_WORK"/serve-0.args)"'
+    return subprocess.run(["bash", str(PICK), launcher], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_a_worker_runs_the_server_of_its_node_with_its_env_verbatim(tmp_path):
+    odd = "a b\t$(touch PWNED) `id` 'q' \"d\"\n\n"            # values are exported as they are, never run
+    _tree(tmp_path, {"1": {"HCCL_IF_IP": "10.0.0.2", "ODD": odd}, "2": {"HCCL_IF_IP": "10.0.0.3", "ODD": "x"}},
+          {"node2": "1", "node3": "2"})
+    r = _pick(tmp_path, "node3", worker_index="1")          # the node decides, not the worker index
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{tmp_path}/2/files|10.0.0.3|x|--server\n2"
+    r = _pick(tmp_path, "node2", worker_index="2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{tmp_path}/1/files|10.0.0.2|{odd}|--server\n1"
+    assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()
+
+
+def test_without_nodes_the_worker_index_picks_and_a_stranger_node_is_refused(tmp_path):
+    _tree(tmp_path, {"1": {"HCCL_IF_IP": "10.0.0.2"}}, {})
+    r = _pick(tmp_path, "anywhere", worker_index="1")
+    assert r.returncode == 0 and r.stdout.startswith(f"{tmp_path}/1/files|10.0.0.2|"), r.stderr
+    r = _pick(tmp_path, "anywhere", worker_index="7")       # no such server
+    assert r.returncode == 2 and "no files for server 7" in r.stderr
+    r = _pick(tmp_path, "anywhere")
+    assert r.returncode == 2 and "runs no server of this instance" in r.stderr
+    r = _pick(tmp_path, "anywhere", worker_index="../1")
+    assert r.returncode == 2
