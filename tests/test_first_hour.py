@@ -437,7 +437,7 @@ def test_render_target_hosts_is_bare_metal(tmp_path):
 def test_help_lists_both_spellings_canonical_first(cmd):
     r = run_cli(cmd, "--help")
     assert r.returncode == 0
-    assert "<hosts|k8s|lws|bare-metal|helm>" in r.stdout
+    assert "<hosts|k8s|lws|infer-operator|bare-metal|helm>" in r.stdout
     assert "old names" in " ".join(r.stdout.split())
 
 

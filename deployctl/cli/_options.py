@@ -44,6 +44,7 @@ class Target(str, Enum):
     hosts = "hosts"             # canonical spelling, normalised to bare_metal
     k8s = "k8s"                 # canonical spelling, normalised to helm
     lws = "lws"                 # helm with kubernetes.workload lws (workload_of)
+    infer_operator = "infer-operator"     # helm with kubernetes.workload infer-operator
     bare_metal = "bare-metal"
     helm = "helm"
 
@@ -59,16 +60,19 @@ class DeployTarget(str, Enum):
     hosts = "hosts"
     k8s = "k8s"
     lws = "lws"                 # k8s with kubernetes.workload lws (workload_of)
+    infer_operator = "infer-operator"     # k8s with kubernetes.workload infer-operator
     bare_metal = "bare-metal"   # render's old name, normalised to hosts
     helm = "helm"               # render's old name, normalised to k8s
 
 
-K8S_TARGETS = (DeployTarget.k8s, DeployTarget.lws)
+K8S_TARGETS = (DeployTarget.k8s, DeployTarget.lws, DeployTarget.infer_operator)
 
 
 def workload_of(target) -> str | None:
-    """The kubernetes.workload a --target sets over the inventory's (lws), None for the inventory's own."""
-    return "lws" if target in (Target.lws, DeployTarget.lws) else None
+    """The kubernetes.workload a --target sets over the inventory's (lws, infer-operator), None for the
+    inventory's own (k8s)."""
+    value = getattr(target, "value", target)
+    return value if value in ("lws", "infer-operator") else None
 
 
 def _render_target(value: Target) -> Target:
@@ -84,13 +88,14 @@ _TARGET_NAMES = "(bare-metal and helm are the old names of hosts and k8s and sti
 TargetOpt = Annotated[Target, typer.Option(
     "--target", "-t", callback=_render_target, show_default="hosts",
     help="hosts: per-node files for docker on the servers; k8s: values.yaml for the engine's Helm chart, the "
-    "chart, and the manifests helm renders from them; lws: the same with a LeaderWorkerSet per instance "
-    f"(kubernetes.workload lws) {_TARGET_NAMES}.")]
+    "chart, and the manifests helm renders from them; lws: the same with a LeaderWorkerSet per instance; "
+    f"infer-operator: with MindCluster's InferServiceSet (kubernetes.workload) {_TARGET_NAMES}.")]
 DeployTargetOpt = Annotated[DeployTarget, typer.Option(
     "--target", "-t", callback=_deploy_target, show_default="hosts",
     help="hosts: the servers over SSH/Ansible; k8s: the Helm release in the inventory's kubernetes.namespace "
     "(kubeconfig from kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config); lws: the same release with a "
-    f"LeaderWorkerSet per instance (kubernetes.workload lws; the LWS controller must run) {_TARGET_NAMES}.")]
+    "LeaderWorkerSet per instance (the LWS controller must run); infer-operator: with one InferServiceSet "
+    f"(MindCluster's Infer Operator must run) (kubernetes.workload) {_TARGET_NAMES}.")]
 
 
 def _allow_exec(value: bool) -> bool:

@@ -256,8 +256,9 @@ def print_render_helm(plan, out: Path, artifacts) -> None:
         con.print(esc(f"  instance {inst.name} ({inst.role}): {len(inst.nodes)} pod(s), master on {inst.master}"))
     con.print(esc(f"  install: helm upgrade --install {release} {out}/chart --namespace {k.namespace} "
                   f"--create-namespace --values {out}/values.yaml"))
-    if plan.inventory.kubernetes.workload == "lws":
-        con.print(esc("  or: deployctl up --target lws -i INV (the LWS controller recreates and rolls the groups)"))
+    workload = plan.inventory.kubernetes.workload
+    if workload != "statefulset":
+        con.print(esc(f"  or: deployctl up --target {workload} -i INV (its controller makes and rolls the pods)"))
     else:
         con.print(esc("  or: deployctl up --target k8s -i INV (also restarts only the instances that changed)"))
 

@@ -63,10 +63,10 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
 
     check_target(out, force, keep=(path,))
     raw = None
-    if target == "lws":                   # the chart with kubernetes.workload lws over the inventory's
+    if target in ("lws", "infer-operator"):       # the chart with this kubernetes.workload over the inventory's
         from deployctl.io.inventory_file import load_inventory, with_workload
 
-        raw, target = with_workload(load_inventory(path), "lws"), "helm"
+        raw, target = with_workload(load_inventory(path), target), "helm"
     ctx = planned(path, facts, run_root, gaps=False, raw=raw)        # rank tables need every device IP
     if ctx.facts_note and output != "json":
         typer.echo(f"note: {ctx.facts_note}", err=True)

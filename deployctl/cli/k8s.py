@@ -242,7 +242,7 @@ def run_status_k8s(inventory: Path, output: str, workload: str | None = None) ->
     if output == "json":
         echo_json({"degraded": degraded, "expected": prog.expected, "ready": prog.ready,
                   "pods": [p.__dict__ for p in prog.pods], "problems": problems, "gang": gang,
-                  "leader_worker_sets": groups})
+                  "workloads": groups})
     else:
         from rich.table import Table
 

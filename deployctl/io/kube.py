@@ -25,12 +25,14 @@ KINDS = (
     ("PodDisruptionBudget", "policy", "list_namespaced_pod_disruption_budget"),
 )
 # ...and of custom resources, where the cluster serves them: (kind, group, version, plural) - the PodGroups of
-# gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's), the LeaderWorkerSets of workload lws
+# gang scheduling (kubernetes.gang: Volcano's, Kubernetes 1.36's), the workloads of kubernetes.workload lws and
+# infer-operator
 MAX_CUSTOM = 4096      # custom objects read of one kind: a release has one per instance
 CUSTOM_KINDS = (
     ("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups"),
     ("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups"),
     ("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),     # kubernetes.workload lws
+    ("InferServiceSet", "mindcluster.huawei.com", "v1", "inferservicesets"),       # ... infer-operator
 )
 
 

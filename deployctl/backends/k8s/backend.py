@@ -38,7 +38,7 @@ from deployctl.backends.common.pipeline import Applied, Outcome, UnitCheck, Veri
 from deployctl.io.records import RunRecord
 from deployctl.core.errors import ExecutionError
 from deployctl.backends.k8s import history as hist
-from deployctl.backends.k8s import lws
+from deployctl.backends.k8s import infer_operator, lws
 from deployctl.io.kube import KubeTarget
 from deployctl.backends.k8s.diff import ObjectChange, diff_objects, instance_actions
 from deployctl.backends.k8s.follow import follow, instance_docs, restart_stale
@@ -95,9 +95,10 @@ class K8sBackend:
         if self.operation != "up" or self.plan is None:
             return
         problems = check_nodes(self.plan, self.api.nodes(), self.release.values)
-        if self.release.values.workload == "lws" and not self.api.serves(f"{lws.GROUP}/{lws.VERSION}", lws.KIND):
-            problems.append(f"the cluster does not serve {lws.KIND} ({lws.GROUP}/{lws.VERSION}), which "
-                            f"kubernetes.workload lws renders: {lws.HINT}")
+        kind = {"lws": lws, "infer-operator": infer_operator}.get(self.release.values.workload)
+        if kind is not None and not self.api.serves(f"{kind.GROUP}/{kind.VERSION}", kind.KIND):
+            problems.append(f"the cluster does not serve {kind.KIND} ({kind.GROUP}/{kind.VERSION}), which "
+                            f"kubernetes.workload {self.release.values.workload} renders: {kind.HINT}")
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-preflight")

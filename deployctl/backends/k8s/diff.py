@@ -229,26 +229,45 @@ def diff_objects(rendered: list[dict], live: list[dict]) -> list[ObjectChange]:
     return out
 
 
-INSTANCE_KINDS = ("StatefulSet", "LeaderWorkerSet")     # what runs an instance's pods (kubernetes.workload)
+# what runs an instance's pods (kubernetes.workload): its own StatefulSets or LeaderWorkerSet, or the release's
+# InferServiceSet (a role per rank role of each instance)
+INSTANCE_KINDS = ("StatefulSet", "LeaderWorkerSet", "InferServiceSet")
 
 
-def _template(d: dict) -> dict:
-    """The pod template of an instance's workload (a LeaderWorkerSet: its leader's)."""
+def _templates(d: dict) -> list[dict]:
+    """The pod templates of a workload (a LeaderWorkerSet: its leader's; an InferServiceSet: every role's)."""
     if d["kind"] == "LeaderWorkerSet":
         lwt = d["spec"].get("leaderWorkerTemplate") or {}
-        return lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
-    return d["spec"]["template"]
+        return [lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}]
+    if d["kind"] == "InferServiceSet":
+        roles = ((d["spec"].get("template") or {}).get("roles") or [])[:64]
+        return [(r.get("spec") or {}).get("template") or {} for r in roles if isinstance(r, dict)]
+    return [d["spec"]["template"]]
 
 
 def _checksums(docs: list[dict]) -> dict[str, str]:
     out = {}
     for d in docs:
-        if d["kind"] in INSTANCE_KINDS:
-            inst = d["metadata"].get("labels", {}).get(INSTANCE_LABEL)
-            ann = (_template(d).get("metadata") or {}).get("annotations") or {}
+        if d["kind"] not in INSTANCE_KINDS:
+            continue
+        for t in _templates(d):
+            meta = t.get("metadata") or {}
+            inst = (meta.get("labels") or {}).get(INSTANCE_LABEL) or d["metadata"].get("labels", {}).get(INSTANCE_LABEL)
             if inst:
-                out[inst] = ann.get(CHECKSUM, "")
+                out[inst] = (meta.get("annotations") or {}).get(CHECKSUM, "")
     return out
+
+
+def _role_of(field: str, rendered: list[dict], name: str) -> str | None:
+    """The instance of an InferServiceSet role a changed field path (spec.template.roles[i]...) is in."""
+    head, _, rest = field.partition("spec.template.roles[")
+    index = rest.partition("]")[0]
+    doc = next((d for d in rendered if d["kind"] == "InferServiceSet" and d["metadata"]["name"] == name), None)
+    if head or not index.isdigit() or doc is None:
+        return None
+    roles = (doc["spec"].get("template") or {}).get("roles") or []
+    role = roles[int(index)] if int(index) < len(roles) else {}
+    return ((role.get("metadata") or {}).get("labels") or {}).get(INSTANCE_LABEL)
 
 
 def instance_actions(rendered: list[dict], live: list[dict]) -> list[InstanceAction]:
@@ -258,12 +277,14 @@ def instance_actions(rendered: list[dict], live: list[dict]) -> list[InstanceAct
     out = []
     for inst, checksum in want.items():
         sets = [d["metadata"]["name"] for d in rendered if d["kind"] in INSTANCE_KINDS
-                and d["metadata"]["labels"].get(INSTANCE_LABEL) == inst]
+                and d["metadata"]["labels"].get(INSTANCE_LABEL, inst) == inst]
         if inst not in have:
             out.append(InstanceAction(inst, "start", "new instance"))
         elif have[inst] != checksum:
             out.append(InstanceAction(inst, "restart", "files or env changed"))
-        elif any(f.startswith(("spec.template", "spec.leaderWorkerTemplate")) for s in sets for f in changes[s].fields):
+        elif any(f.startswith(("spec.template", "spec.leaderWorkerTemplate")) and (
+                 changes[s].kind != "InferServiceSet" or _role_of(f, rendered, s) == inst)
+                 for s in sets for f in changes[s].fields):
             out.append(InstanceAction(inst, "restart", "pod spec changed"))
         else:
             out.append(InstanceAction(inst, "keep", "up to date"))

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deployctl.backends.k8s import lws
+from deployctl.backends.k8s import infer_operator, lws
 from deployctl.backends.k8s.diff import INSTANCE_LABEL
 
 FATAL_WAITING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
                  "CreateContainerError", "InvalidImageName", "RunContainerError")
 COMPONENT = "app.kubernetes.io/component"
-WORKLOADS = ("StatefulSet", "Deployment", lws.KIND)      # what makes a release's pods
+WORKLOADS = ("StatefulSet", "Deployment", lws.KIND, infer_operator.KIND)      # what makes a release's pods
+# the kinds whose pods a controller names from the template (pod_templates, pod_names)
+TEMPLATED = {lws.KIND: lws, infer_operator.KIND: infer_operator}
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,8 @@ def expected_pods(rendered: list[dict]) -> tuple[dict[str, int], dict[str, str]]
     for d in rendered:
         if d["kind"] in ("StatefulSet", "Deployment"):
             made = [(d["spec"]["template"], int(d["spec"].get("replicas", 1)))]
-        elif d["kind"] == lws.KIND:
-            made = lws.pod_templates(d)
+        elif d["kind"] in TEMPLATED:
+            made = TEMPLATED[d["kind"]].pod_templates(d)
         else:
             continue
         for template, n in made:
@@ -172,8 +174,8 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
     out = []
     for doc in rendered:
         kind, name = doc["kind"], doc["metadata"]["name"]
-        if kind == lws.KIND:
-            out += check_lws(doc, live.get((kind, name)), by_name)
+        if kind in TEMPLATED:
+            out += check_templated(doc, live.get((kind, name)), by_name)
             continue
         if kind not in ("StatefulSet", "Deployment"):
             continue
@@ -219,27 +221,29 @@ def check_pods(rendered: list[dict], workloads: list[dict], replicasets: list[di
     return out
 
 
-def check_lws(doc: dict, have: dict | None, pods: dict[str, dict]) -> list:
-    """One UnitCheck per pod the rendered LeaderWorkerSet ``doc`` wants (``have``: the live one, ``pods``: by
-    name): it exists, is not being deleted, carries the rendered template's checksum and is Ready."""
+def check_templated(doc: dict, have: dict | None, pods: dict[str, dict]) -> list:
+    """One UnitCheck per pod a rendered LeaderWorkerSet or InferServiceSet ``doc`` wants (``have``: the live one,
+    ``pods``: by name): it exists, is not being deleted, carries its template's checksum and is Ready."""
     from deployctl.backends.common.pipeline import UnitCheck
 
-    name = doc["metadata"]["name"]
+    kind, name = doc["kind"], doc["metadata"]["name"]
+    how = TEMPLATED[kind]
     group = group_of((doc.get("metadata") or {}).get("labels") or {})
     if have is None:
-        replicas, size, _ = lws.spec(doc)
-        return [UnitCheck(f"{lws.KIND} {name} ({group})", f"{replicas * size} pod(s) Ready", "missing", False,
-                          f"the {lws.KIND} does not exist")]
-    cause = "" if lws.checksum(lws.pod_templates(have)[0][0]) == lws.checksum(lws.pod_templates(doc)[0][0]) else (
-        f"{lws.KIND} {name} does not carry the rendered pod template (its checksum differs)")
+        return [UnitCheck(f"{kind} {name} ({group})", f"{sum(n for _, n in how.pod_templates(doc))} pod(s) Ready",
+                          "missing", False, f"the {kind} does not exist")]
+    cause = "" if [lws.checksum(t) for t, _ in how.pod_templates(have)] == [
+        lws.checksum(t) for t, _ in how.pod_templates(doc)] else (
+        f"{kind} {name} does not carry the rendered pod templates (a checksum differs)")
     out = []
-    for pod_name, template in lws.pod_names(doc):
+    for pod_name, template in how.pod_names(doc):
         want = lws.checksum(template).partition("=")[2][:12]
         intended = f"Ready, template {want or '?'}"
+        unit = f"pod {pod_name} ({group_of((template.get('metadata') or {}).get('labels') or {})})"
         pod = pods.get(pod_name)
         if pod is None or pod["metadata"].get("deletionTimestamp"):
-            out.append(UnitCheck(f"pod {pod_name} ({group})", intended, "terminating" if pod else "missing", False,
-                                 "the pod is being deleted (the group is recreated)" if pod else "no such pod"))
+            out.append(UnitCheck(unit, intended, "terminating" if pod else "missing", False,
+                                 "the pod is being deleted" if pod else "no such pod"))
             continue
         got = lws.checksum({"metadata": pod.get("metadata") or {}}).partition("=")[2][:12]
         out.append(_pod_unit(pod, intended, got, want, cause))

@@ -71,7 +71,7 @@ def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], l
 def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, list[str], list[str]]:
     """Pods of the live release against its live StatefulSets/Deployments/LeaderWorkerSets (no rendering, no helm);
     the last items: what gang scheduling the release has (gang.pod_groups), what its LeaderWorkerSets report."""
-    from deployctl.backends.k8s import lws
+    from deployctl.backends.k8s import infer_operator, lws
     from deployctl.backends.k8s.gang import pod_groups
     from deployctl.backends.k8s.rollout import WORKLOADS
 
@@ -91,8 +91,14 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
             servers[inst] = servers.get(inst, 0) + int((w.get("spec") or {}).get("replicas") or 0)
         elif isinstance(inst, str) and w["kind"] == lws.KIND:
             servers[inst] = sum(n for _, n in lws.pod_templates(w))
+        elif w["kind"] == infer_operator.KIND:
+            for template, n in infer_operator.pod_templates(w):
+                name = ((template.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance")
+                if isinstance(name, str):
+                    servers[name] = servers.get(name, 0) + n
     gang = pod_groups(api, servers) if workloads else []
-    return prog, problems, not workloads or not prog.done or bool(stale), gang, lws.status_lines(workloads)
+    return prog, problems, not workloads or not prog.done or bool(stale), gang, \
+        lws.status_lines(workloads) + infer_operator.status_lines(workloads)
 
 
 def lock_holder(inv, inventory_dir: Path):

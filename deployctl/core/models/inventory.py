@@ -303,11 +303,13 @@ class Kubernetes(Strict):
     rank_table: Literal["deployctl", "cluster"] = Field("deployctl", description=(
         "deployctl: the rendered rank table (byte-identical to bare metal), pods pinned to the inventory's "
         "nodes; cluster: Ascend Operator writes hccl.json into ConfigMap rings-config-<name>."))
-    workload: Literal["statefulset", "lws"] = Field("statefulset", description=(
+    workload: Literal["statefulset", "lws", "infer-operator"] = Field("statefulset", description=(
         "What runs an instance's pods. statefulset: StatefulSets the chart owns, restarted by deployctl when their "
         "files or env change; lws: one LeaderWorkerSet per instance (leaderworkerset.x-k8s.io/v1: leader = the "
         "instance's master server, size = its servers, the whole group recreated when one pod fails, rolling "
-        "updates by the LWS controller), which must be installed in the cluster. `--target lws` sets it."))
+        "updates by the LWS controller), which must be installed in the cluster; infer-operator: one "
+        "InferServiceSet (mindcluster.huawei.com/v1, MindCluster 26.1's Infer Operator) whose roles are the "
+        "instances' master and worker servers. `--target lws` / `--target infer-operator` set it."))
     scheduler_name: str | None = Field(None, pattern=NAME_PATTERN, description=(
         "The pods' scheduler, e.g. volcano (MindCluster gang scheduling)."))
     gang: Literal["auto", "volcano", "kubernetes", "off"] = Field("auto", description=(

@@ -171,9 +171,10 @@ class CommonValues(Frozen):
     podSecurityContext: dict[str, Any] = Field(default_factory=dict)
     securityContext: dict[str, Any] = Field(default_factory=lambda: dict(SECURITY_CONTEXT))
     privileged: bool = Field(False, description="run the engine container privileged (securityContext ignored)")
-    workload: Literal["statefulset", "lws"] = Field("statefulset", description=(
+    workload: Literal["statefulset", "lws", "infer-operator"] = Field("statefulset", description=(
         "statefulset: StatefulSets (OnDelete, restarted by deployctl); lws: one LeaderWorkerSet an instance "
-        "(leaderworkerset.x-k8s.io/v1, the LWS controller must run in the cluster)"))
+        "(leaderworkerset.x-k8s.io/v1, the LWS controller must run in the cluster); infer-operator: one "
+        "InferServiceSet (mindcluster.huawei.com/v1, MindCluster's Infer Operator must run in the cluster)"))
     schedulerName: str = ""
     priorityClassName: str = ""
     gang: Gang = Gang()

@@ -37,12 +37,12 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{- end }}
 
 {{/* The pod template of a MindIE server: the instance's master (rank table's first server) or one of its workers,
-the same for every worker (templates/mindie-statefulset.yaml, templates/lws.yaml). Call with (dict "root" $
-"inst" $inst "rankRole" "master|worker"). */}}
+the same for every worker (templates/mindie-statefulset.yaml, and as every engine's <engine>.pod: lws.yaml,
+inferserviceset.yaml). Call with (dict "root" $ "inst" $inst "rankRole" "master|worker") or (... "leader" bool). */}}
 {{- define "mindie.pod" -}}
 {{- $ := .root }}
 {{- $inst := .inst }}
-{{- $rankRole := .rankRole }}
+{{- $rankRole := .rankRole | default (ternary "master" "worker" (default false .leader)) }}
 {{- $name := include "chart.instanceName" (dict "root" $ "inst" $inst) }}
 {{- $checksum := include "mindie.checksum" (dict "root" $ "inst" $inst) }}
 {{- /* pd-split decode (distributed DP): one server per DP rank of the pod, config1..N.json, ports from distBase */}}
@@ -185,9 +185,4 @@ spec:
 {{- $sum := dict "files" .inst.files "env" .inst.env "boot" (.root.Files.Get "files/mindie-boot.sh") }}
 {{- if .root.Values.secretEnv.keys }}{{- $_ := set $sum "secretEnv" .root.Values.secretEnv }}{{- end }}
 {{- toJson $sum | sha256sum }}
-{{- end }}
-
-{{/* A LeaderWorkerSet's pod template (templates/lws.yaml): the master's (.leader) or the workers'. */}}
-{{- define "mindie.pod-lws" -}}
-{{- include "mindie.pod" (dict "root" .root "inst" .inst "rankRole" (ternary "master" "worker" .leader)) }}
 {{- end }}

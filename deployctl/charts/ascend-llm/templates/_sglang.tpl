@@ -31,7 +31,7 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{- include "sglang.httpProbe" (dict "path" (ternary "/v1/models" "/health" (eq .which "liveness")) "port" .port "probe" .probe) }}
 {{- end }}
 
-{{/* A LeaderWorkerSet's pod template (templates/lws.yaml): node rank 0's (.leader) or the other ranks'. */}}
+{{/* The pod template of one rank role of an instance (templates/lws.yaml, inferserviceset.yaml): node rank 0's (.leader) or the other ranks'. */}}
 {{- define "sglang.pod" -}}
 {{- $e := include "sglang.server" .root | fromJson }}
 {{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}

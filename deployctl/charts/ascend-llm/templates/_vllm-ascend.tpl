@@ -27,7 +27,7 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{- include "vllm.healthProbe" (dict "port" .port "probe" .probe) }}
 {{- end }}
 
-{{/* A LeaderWorkerSet's pod template (templates/lws.yaml): the master server's (.leader) or the workers'. */}}
+{{/* The pod template of one rank role of an instance (templates/lws.yaml, inferserviceset.yaml): the master server's (.leader) or the workers'. */}}
 {{- define "vllm-ascend.pod" -}}
 {{- $e := include "vllm.server" .root | fromJson }}
 {{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}

@@ -1,12 +1,15 @@
-"""kubernetes.workload lws (`--target lws`): the chart renders one LeaderWorkerSet per instance, for every example
-inventory, with the same files and env as the StatefulSet chart (hence as bare metal), and a worker of an engine
-whose servers each run their own files starts the server of the node it runs on (files/pick-server.sh, run here
-by bash over a tree laid out as the pod's mounts).
+"""kubernetes.workload lws and infer-operator (`--target lws|infer-operator`): for every example inventory the chart
+renders one LeaderWorkerSet per instance, or one InferServiceSet whose roles are the instances' master and worker
+servers, with the same files and env as the StatefulSet chart (hence as bare metal) and the same pods, and a worker
+of an engine whose servers each run their own files starts the server of the node it runs on
+(files/pick-server.sh, run here by bash over a tree laid out as the pod's mounts).
 
 Field names and defaults: kubernetes-sigs/lws@v0.9.0 (f056f611) api/leaderworkerset/v1/leaderworkerset_types.go
 (size includes the leader, restartPolicy RecreateGroupOnPodRestart, rolloutStrategy RollingUpdate with
 maxUnavailable/maxSurge); the API server's acceptance with the upstream CRD and the real controller are in
-test_up_k8s_lws.py.
+test_up_k8s_lws.py. InferServiceSet: Ascend/mind-cluster@22bb3d98 (v26.1.0)
+component/infer-operator/pkg/api/v1/instanceset_types.go (roles[].replicas = workloads, roles[].spec = the workload's
+spec, spec.replicas its pods); the API server and the operator's behaviour: test_up_k8s_infer_operator.py.
 """
 
 from __future__ import annotations
@@ -29,19 +32,25 @@ def _docs(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory) -> dict[str, tuple[list[dict], list[dict], dict]]:
-    """Each example rendered as StatefulSets (--target k8s) and as LeaderWorkerSets (--target lws), and its plan."""
+def rendered(tmp_path_factory) -> dict[str, dict]:
+    """Each example rendered with --target k8s (StatefulSets), lws and infer-operator, and its plan."""
     import json
 
     out = {}
     for stem in CASES:
-        base = tmp_path_factory.mktemp("lws") / stem
-        sts = run_cli("render", "--target", "k8s", "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(base / "sts"))
-        lws = run_cli("render", "--target", "lws", "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(base / "lws"))
-        assert sts.returncode == 0 and lws.returncode == 0, sts.stderr + lws.stderr
-        out[stem] = (_docs(base / "sts" / "manifests.yaml"), _docs(base / "lws" / "manifests.yaml"),
-                     json.loads((base / "lws" / "plan.json").read_text()))
+        base = tmp_path_factory.mktemp("workloads") / stem
+        out[stem] = {}
+        for target in ("k8s", "lws", "infer-operator"):
+            res = run_cli("render", "--target", target, "-i", str(EXAMPLES / f"{stem}.yaml"), "-o", str(base / target))
+            assert res.returncode == 0, res.stderr
+            out[stem][target] = _docs(base / target / "manifests.yaml")
+        out[stem]["plan"] = json.loads((base / "lws" / "plan.json").read_text())
     return out
+
+
+@pytest.fixture(scope="module")
+def both(rendered) -> dict[str, tuple[list[dict], list[dict], dict]]:
+    return {stem: (r["k8s"], r["lws"], r["plan"]) for stem, r in rendered.items()}
 
 
 def _nodes_of(template: dict) -> list[str]:
@@ -72,13 +81,15 @@ def test_one_leaderworkerset_per_instance_sized_to_its_servers(stem, both):
             assert lwt["workerTemplate"]["metadata"]["labels"]["deployctl.io/rank-role"] == "worker"
 
 
+@pytest.mark.parametrize("target", ["lws", "infer-operator"])
 @pytest.mark.parametrize("stem", CASES)
-def test_the_same_files_env_and_other_objects_as_the_statefulset_chart(stem, both):
+def test_the_same_files_env_and_other_objects_as_the_statefulset_chart(stem, target, rendered):
     """Every ConfigMap of the StatefulSet chart (the bare-metal files and env byte for byte: test_chart.py) is in
-    the LWS chart unchanged; the per-instance governing Services are the LWS controller's; the rest is equal."""
-    sts, lws, _ = both[stem]
+    the LWS and InferServiceSet charts unchanged; the per-instance governing Services are the controller's; the
+    rest is equal."""
+    sts = rendered[stem]["k8s"]
     key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
-    have = {key(d): d for d in lws}
+    have = {key(d): d for d in rendered[stem][target]}
     for d in sts:
         if d["kind"] == "StatefulSet":
             continue
@@ -113,6 +124,40 @@ def test_pods_are_the_statefulset_pods(stem, both):
         nodes = next(x for x in lws if x["kind"] == "ConfigMap" and x["metadata"]["name"] == f"{name}-nodes")
         inst = next(i for i in plan["instances"] if name.endswith(f"-{i['name']}"))
         assert nodes["data"] == {n: str(k) for k, n in enumerate(inst["nodes"]) if k > 0}
+
+
+@pytest.mark.parametrize("stem", CASES)
+def test_one_inferserviceset_whose_roles_are_the_statefulset_pods(stem, rendered):
+    """A role per rank role of each instance (<instance>: the master, <instance>-w: the other servers), one
+    workload of the master StatefulSet's pod count and pod template, or of the workers' (the LWS worker
+    template: MindIE's worker StatefulSet's, a per-server engine's picking its node's files)."""
+    plan, sts, lws, iss = (rendered[stem][k] for k in ("plan", "k8s", "lws", "infer-operator"))
+    sets = {d["metadata"]["name"]: d for d in sts if d["kind"] == "StatefulSet"}
+    groups = {d["metadata"]["labels"]["deployctl.io/instance"]: d["spec"]["leaderWorkerTemplate"]
+              for d in lws if d["kind"] == "LeaderWorkerSet"}
+    [doc] = [d for d in iss if d["kind"] == "InferServiceSet"]
+    assert not [d for d in iss if d["kind"] in ("StatefulSet", "LeaderWorkerSet")]
+    assert doc["apiVersion"] == "mindcluster.huawei.com/v1" and doc["spec"]["replicas"] == 1
+    roles = {r["name"]: r for r in doc["spec"]["template"]["roles"]}
+    want = {}
+    for inst in plan["instances"]:
+        want[inst["name"]] = 1
+        if len(inst["nodes"]) > 1:
+            want[f"{inst['name']}-w"] = len(inst["nodes"]) - 1
+    assert {n: r["spec"]["replicas"] for n, r in roles.items()} == want
+    for name, role in roles.items():
+        assert role["replicas"] == 1 and role["workload"] == {"apiVersion": "apps/v1", "kind": "StatefulSet"}
+        assert role["spec"]["podManagementPolicy"] == "Parallel"
+        labels = role["spec"]["template"]["metadata"]["labels"]
+        assert role["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        inst = labels["deployctl.io/instance"]
+        lwt = groups[inst]
+        if name == inst:
+            master = next(d for n, d in sets.items() if n.endswith((f"-{inst}-master", f"-{inst}-0")))
+            assert role["spec"]["template"] == master["spec"]["template"]
+        else:
+            assert role["spec"]["template"] == lwt["workerTemplate"]
+        assert "infer.huawei.com/gang-schedule" not in role["metadata"]["labels"]    # one PodGroup an instance
 
 
 def _tree(root: Path, servers: dict[str, dict], nodes: dict[str, str]) -> None:

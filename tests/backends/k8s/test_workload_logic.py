@@ -22,8 +22,8 @@ def _lws(checksum: str = "aaa", size: int = 3) -> dict:
                                                              "workerTemplate": _template("worker", checksum)}}}
 
 
-def _pod(name: str, checksum: str, ready: bool = True, deleting: bool = False) -> dict:
-    meta = {"name": name, "labels": {"deployctl.io/instance": "mixed"}, "annotations": {SUM: checksum}}
+def _pod(name: str, checksum: str, ready: bool = True, deleting: bool = False, inst: str = "mixed") -> dict:
+    meta = {"name": name, "labels": {"deployctl.io/instance": inst}, "annotations": {SUM: checksum}}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-29T10:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": "n"},
@@ -63,3 +63,44 @@ def test_a_changed_instance_restarts_and_deployctl_leaves_the_lws_statefulsets_a
 def test_status_says_groups_ready_and_available():
     live = {**_lws(), "status": {"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]}}
     assert lws.status_lines([live]) == ["LeaderWorkerSet r-mixed: 1/1 group(s) of 3 ready, Available=True"]
+
+
+def _iss(a: str = "aaa", b: str = "bbb") -> dict:
+    def role(name: str, inst: str, role_: str, pods: int, checksum: str) -> dict:
+        t = {"metadata": {"labels": {"deployctl.io/instance": inst, "deployctl.io/rank-role": role_},
+                          "annotations": {SUM: checksum}}, "spec": {}}
+        return {"name": name, "replicas": 1, "metadata": {"labels": {"deployctl.io/instance": inst}},
+                "spec": {"replicas": pods, "template": t}}
+    return {"kind": "InferServiceSet", "metadata": {"name": "r", "labels": {}},
+            "spec": {"replicas": 1, "template": {"roles": [role("p", "p", "master", 1, a), role("d", "d", "master", 1, b),
+                                                           role("d-w", "d", "worker", 2, b)]}}}
+
+
+def test_an_inferserviceset_wants_the_operators_pods_per_role():
+    """Names as MindCluster's Infer Operator gives them: <iss>-<i>-<role>-<idx>, a StatefulSet's pods -<k>
+    (Ascend/mind-cluster@22bb3d98 pkg/common/utils.go L80-82)."""
+    from deployctl.backends.k8s import infer_operator
+
+    assert [n for n, _ in infer_operator.pod_names(_iss())] == ["r-0-p-0-0", "r-0-d-0-0", "r-0-d-w-0-0", "r-0-d-w-0-1"]
+    assert expected_pods([_iss()])[0] == {"p": 1, "d": 3}
+    pods = [_pod("r-0-p-0-0", "aaa", inst="p")]
+    units = {u.unit: u for u in check_pods([_iss()], [_iss()], [], pods)}
+    assert units["pod r-0-p-0-0 (p)"].ok and units["pod r-0-d-w-0-1 (d)"].observed == "missing"
+
+
+def test_a_role_change_restarts_only_its_instance():
+    actions = {a.instance: a.action for a in instance_actions([_iss("aaa", "new")], [_iss("aaa", "old")])}
+    assert actions == {"p": "keep", "d": "restart"}
+    changed = _iss()
+    changed["spec"]["template"]["roles"][0]["spec"]["template"]["spec"] = {"hostNetwork": True}
+    assert {a.instance: a.action for a in instance_actions([changed], [_iss()])} == {"p": "restart", "d": "keep"}
+
+
+def test_status_says_inferservices_ready_and_the_condition():
+    from deployctl.backends.k8s import infer_operator
+
+    live = {**_iss(), "status": {"readyReplicas": 1, "conditions": [
+        {"type": "Ready", "status": "True", "reason": "AllInferServicesReady"}]}}
+    assert infer_operator.status_lines([live]) == ["InferServiceSet r: 1/1 InferService(s) ready, Ready=True "
+                                                   "(AllInferServicesReady)"]
+    assert "is the Infer Operator running" in infer_operator.status_lines([_iss()])[0]
