@@ -72,7 +72,40 @@ PATHS = {"ConfigMap": "/api/v1/namespaces/{ns}/configmaps", "Secret": "/api/v1/n
          "Pod": "/api/v1/namespaces/{ns}/pods", "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
          "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
          "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
-         "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"}
+         "Lease": "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+         "LeaderWorkerSet": "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",
+         "InferServiceSet": "/apis/mindcluster.huawei.com/v1/namespaces/{ns}/inferservicesets",
+         "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"}
+
+
+def contains(live, want, path: str = "") -> list[str]:
+    """Where ``live`` (what the API server returned) differs from ``want`` (what was rendered), fields the server
+    added aside: a field pruned or changed is a difference."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return [f"{path}: {live!r} is not a mapping"]
+        return [d for k, v in want.items() for d in contains(live.get(k, ...), v, f"{path}.{k}")]
+    if isinstance(want, list):
+        if not isinstance(live, list) or len(live) != len(want):
+            return [f"{path}: {live!r} != {want!r}"]
+        return [d for i, (a, b) in enumerate(zip(live, want)) for d in contains(a, b, f"{path}[{i}]")]
+    return [] if live == want else [f"{path}: {live!r} != {want!r}"]
+
+
+def accepted(cluster: KubeCluster, ns: str, docs: list[dict]) -> list[str]:
+    """Each rendered object sent to the API server as a server-side dry run with strict field validation (admission
+    webhooks included): the problems, empty when every object is accepted and comes back with every rendered field
+    as rendered."""
+    problems = []
+    for doc in docs:
+        path = PATHS[doc["kind"]].format(ns=ns) + "?dryRun=All&fieldValidation=Strict"
+        status, body = cluster.request("POST", path, doc)
+        name = f"{doc['kind']} {doc['metadata']['name']}"
+        if status not in (200, 201):
+            problems.append(f"{name}: HTTP {status}: {str(body)[:600]}")
+            continue
+        problems += [f"{name}{d}" for d in contains(body, {k: v for k, v in doc.items() if k != "status"})]
+    return problems
 
 
 def objects(cluster: KubeCluster, kind: str, ns: str) -> list[dict]:
