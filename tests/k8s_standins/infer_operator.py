@@ -240,21 +240,30 @@ class _Api:
         self.client = config.new_client_from_config(config_file=str(kubeconfig))
 
     def request(self, method: str, path: str, body=None, content_type: str = "application/json"):
-        from kubernetes.client.exceptions import ApiException
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if hasattr(self.client, "param_serialize"):       # kubernetes >= 35 (openapi-generator 7)
+            m, url, hdrs, data, _ = self.client.param_serialize(method, path, header_params=headers, body=body,
+                                                                auth_settings=["BearerToken"])
+            resp = self.client.call_api(m, url, header_params=hdrs, body=data, _request_timeout=30)
+            resp.read()
+            status, raw = resp.status, resp.data
+        else:
+            from kubernetes.client.exceptions import ApiException
 
-        try:
-            resp = self.client.call_api(path, method, header_params={"Content-Type": content_type,
-                                                                      "Accept": "application/json"},
-                                        body=body, auth_settings=["BearerToken"], _preload_content=False,
-                                        _return_http_data_only=True, _request_timeout=30)
-        except ApiException as e:
             try:
-                detail = json.loads(e.body)
-            except (TypeError, ValueError):
-                detail = e.body
-            raise ApiError(e.status, detail) from None
-        data = resp.data
-        return json.loads(data) if data else None
+                resp = self.client.call_api(path, method, header_params=headers, body=body,
+                                            auth_settings=["BearerToken"], _preload_content=False,
+                                            _return_http_data_only=True, _request_timeout=30)
+                status, raw = resp.status, resp.data
+            except ApiException as e:
+                status, raw = e.status, e.body
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = raw
+        if not 200 <= status < 300:
+            raise ApiError(status, decoded)
+        return decoded
 
     def get(self, path: str) -> dict | None:
         try:
