@@ -67,7 +67,6 @@ import json
 import re
 import secrets
 import threading
-import time
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote

@@ -214,11 +214,59 @@ def test_an_inferserviceset_gets_its_children_ready_pods_and_status(infer_cluste
         assert not [e for e in op.errors if "requeue" not in e], op.errors
 
 
+def test_gang_schedule_needs_volcano_and_then_gets_a_podgroup_per_instance(infer_cluster, ns):
+    """IST L239-247: gang-schedule "true" without Volcano's PodGroup CRD at the operator's start is a ValidateError
+    event and no workload; with it, a PodGroup pg-<is>-<role>-<idx> per instance with minMember = the pods of the
+    instance (WR L75-96, PG L109-138) and the pods' group-name annotation (STS L186-189)."""
+    cluster = infer_cluster
+    apps = f"/apis/apps/v1/namespaces/{ns}"
+    with InferOperator(cluster, ns) as op:
+        assert not op.support_podgroup
+        cluster.create(MC.format(ns=ns, plural="inferservicesets"), iss_manifest("nogang", gang="true"))
+        events = cluster.wait_for("the ValidateError event", lambda: cluster.events_for(ns, "nogang-0-prefill",
+                                                                                        "InstanceSet"))
+        assert [(e["type"], e["reason"], e["message"]) for e in events] == [(
+            "Warning", "ValidateError",
+            "label gang-schedule is true, but PodGroup not supported now, please check if volcano installed in k8s")]
+        cluster.wait_for("the router's Deployment", lambda: cluster.get(f"{apps}/deployments/nogang-0-router-0"))
+        assert not cluster.get(f"{apps}/statefulsets")["items"]
+        assert not (cluster.get(MC.format(ns=ns, plural="instancesets") + "/nogang-0-prefill").get("status") or {})
+        iss = cluster.get(MC.format(ns=ns, plural="inferservicesets") + "/nogang")
+        assert _ready(iss)["status"] == "False" and _ready(iss)["message"] == "0 of 1 InferService replicas are ready"
+
+    volcano = _install_crds(cluster, VOLCANO_CRD)
+    try:
+        with InferOperator(cluster, ns) as op:
+            assert op.support_podgroup
+            cluster.create(MC.format(ns=ns, plural="inferservicesets"), iss_manifest("gang", gang="true"))
+            pgs = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
+            # the InstanceSet refused before now goes on too: the CRD is checked when the operator starts (IST L480)
+            cluster.wait_for("a PodGroup per instance of both", lambda: {p["metadata"]["name"] for p in cluster.get(
+                pgs)["items"]} == {f"pg-{iss}-0-prefill-{i}" for iss in ("gang", "nogang") for i in (0, 1)})
+            pg = cluster.get(f"{pgs}/pg-gang-0-prefill-1")
+            assert pg["spec"]["minMember"] == 2
+            assert pg["spec"]["minResources"] == {"cpu": "1", "memory": "2Gi"}
+            assert pg["metadata"]["labels"][INSTANCE_INDEX_LABEL] == "1"
+            assert pg["metadata"]["labels"][GANG_SCHEDULE_LABEL] == "true"
+            assert _owner(pg)["name"] == "gang-0-prefill"
+            sts = cluster.wait_for("the StatefulSet", lambda: cluster.get(f"{apps}/statefulsets/gang-0-prefill-1"))
+            assert sts["spec"]["template"]["metadata"]["annotations"] == {GROUP_NAME_ANNOTATION: "pg-gang-0-prefill-1"}
+            cluster.wait_for("the pods carry the group name", lambda: sorted(
+                p["metadata"]["annotations"].get(GROUP_NAME_ANNOTATION, "") for p in cluster.pods(
+                    ns, f"{INFERSERVICE_NAME_LABEL}=gang-0,{INSTANCESET_NAME_LABEL}=prefill")) == [
+                "pg-gang-0-prefill-0", "pg-gang-0-prefill-0", "pg-gang-0-prefill-1", "pg-gang-0-prefill-1"])
+            # no wait for the garbage collector here: it sees a new CRD's objects only after its next discovery
+            # (kube-controller-manager resyncs every 30 s); the namespace's deletion removes the PodGroups
+    finally:
+        _remove_crds(cluster, volcano)
+
+
 def test_a_role_change_reaches_the_instanceset_new_instances_only_and_deleting_the_iss_removes_everything(
         infer_cluster, ns):
     """Upstream updates the InstanceSet's spec (IS L369-405) but never an existing workload (STS L111-155 only
     creates): a changed pod template reaches instances created afterwards; role.replicas adds and removes instances
-    (STS L268-306); deleting the InferServiceSet removes every child through the garbage collector."""
+    (STS L268-306); deleting the InferServiceSet removes every child through the garbage collector (last in the
+    module: the collector follows owners of a new CRD's kinds only after its next discovery, every 30 s)."""
     cluster = infer_cluster
     iss_path = MC.format(ns=ns, plural="inferservicesets") + "/demo"
     ist_path = MC.format(ns=ns, plural="instancesets") + "/demo-0-prefill"
@@ -261,51 +309,3 @@ def test_a_role_change_reaches_the_instanceset_new_instances_only_and_deleting_t
         gone = [MC.format(ns=ns, plural="inferservices"), MC.format(ns=ns, plural="instancesets"),
                 f"{apps}/statefulsets", f"{apps}/deployments", f"{core}/services", f"{core}/pods"]
         cluster.wait_for("every child gone", lambda: all(not cluster.get(p)["items"] for p in gone), timeout=120)
-
-
-def test_gang_schedule_needs_volcano_and_then_gets_a_podgroup_per_instance(infer_cluster, ns):
-    """IST L239-247: gang-schedule "true" without Volcano's PodGroup CRD at the operator's start is a ValidateError
-    event and no workload; with it, a PodGroup pg-<is>-<role>-<idx> per instance with minMember = the pods of the
-    instance (WR L75-96, PG L109-138) and the pods' group-name annotation (STS L186-189)."""
-    cluster = infer_cluster
-    apps = f"/apis/apps/v1/namespaces/{ns}"
-    with InferOperator(cluster, ns) as op:
-        assert not op.support_podgroup
-        cluster.create(MC.format(ns=ns, plural="inferservicesets"), iss_manifest("nogang", gang="true"))
-        events = cluster.wait_for("the ValidateError event", lambda: cluster.events_for(ns, "nogang-0-prefill",
-                                                                                        "InstanceSet"))
-        assert [(e["type"], e["reason"], e["message"]) for e in events] == [(
-            "Warning", "ValidateError",
-            "label gang-schedule is true, but PodGroup not supported now, please check if volcano installed in k8s")]
-        cluster.wait_for("the router's Deployment", lambda: cluster.get(f"{apps}/deployments/nogang-0-router-0"))
-        assert not cluster.get(f"{apps}/statefulsets")["items"]
-        assert not (cluster.get(MC.format(ns=ns, plural="instancesets") + "/nogang-0-prefill").get("status") or {})
-        iss = cluster.get(MC.format(ns=ns, plural="inferservicesets") + "/nogang")
-        assert _ready(iss)["status"] == "False" and _ready(iss)["message"] == "0 of 1 InferService replicas are ready"
-
-    volcano = _install_crds(cluster, VOLCANO_CRD)
-    try:
-        with InferOperator(cluster, ns) as op:
-            assert op.support_podgroup
-            cluster.create(MC.format(ns=ns, plural="inferservicesets"), iss_manifest("gang", gang="true"))
-            pgs = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"
-            # the InstanceSet refused before now goes on too: the CRD is checked when the operator starts (IST L480)
-            cluster.wait_for("a PodGroup per instance of both", lambda: {p["metadata"]["name"] for p in cluster.get(
-                pgs)["items"]} == {f"pg-{iss}-0-prefill-{i}" for iss in ("gang", "nogang") for i in (0, 1)})
-            pg = cluster.get(f"{pgs}/pg-gang-0-prefill-1")
-            assert pg["spec"]["minMember"] == 2
-            assert pg["spec"]["minResources"] == {"cpu": "1", "memory": "2Gi"}
-            assert pg["metadata"]["labels"][INSTANCE_INDEX_LABEL] == "1"
-            assert pg["metadata"]["labels"][GANG_SCHEDULE_LABEL] == "true"
-            assert _owner(pg)["name"] == "gang-0-prefill"
-            sts = cluster.wait_for("the StatefulSet", lambda: cluster.get(f"{apps}/statefulsets/gang-0-prefill-1"))
-            assert sts["spec"]["template"]["metadata"]["annotations"] == {GROUP_NAME_ANNOTATION: "pg-gang-0-prefill-1"}
-            cluster.wait_for("the pods carry the group name", lambda: sorted(
-                p["metadata"]["annotations"].get(GROUP_NAME_ANNOTATION, "") for p in cluster.pods(
-                    ns, f"{INFERSERVICE_NAME_LABEL}=gang-0,{INSTANCESET_NAME_LABEL}=prefill")) == [
-                "pg-gang-0-prefill-0", "pg-gang-0-prefill-0", "pg-gang-0-prefill-1", "pg-gang-0-prefill-1"])
-            cluster.delete(MC.format(ns=ns, plural="inferservicesets") + "/gang")
-            cluster.delete(MC.format(ns=ns, plural="inferservicesets") + "/nogang")
-            cluster.wait_for("the PodGroups collected", lambda: not cluster.get(pgs)["items"], timeout=120)
-    finally:
-        _remove_crds(cluster, volcano)
