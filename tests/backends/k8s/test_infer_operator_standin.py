@@ -213,6 +213,19 @@ def test_an_inferserviceset_gets_its_children_ready_pods_and_status(infer_cluste
             "status": "True", "reason": "AllInferServicesReady", "message": "All InferService replicas are ready"}
         assert not [e for e in op.errors if "requeue" not in e], op.errors
 
+        # the operator sets no selector of its own (STS L157-226): a role without one gets a workload the API server
+        # refuses (a RequeueError, STS L220-224), and its InstanceSet stays not ready
+        bad = iss_manifest("nosel", prefill_instances=1)
+        bad["spec"]["template"]["roles"] = bad["spec"]["template"]["roles"][:1]
+        del bad["spec"]["template"]["roles"][0]["spec"]["selector"]
+        cluster.create(MC.format(ns=ns, plural="inferservicesets"), bad)
+        ist = cluster.wait_for("the InstanceSet's status", lambda: _ready(cluster.get(
+            MC.format(ns=ns, plural="instancesets") + "/nosel-0-prefill")))
+        assert {k: ist[k] for k in ("status", "reason", "message")} == {
+            "status": "False", "reason": "ReplicasNotReady", "message": "0 of 1 InferService replicas are ready"}
+        assert cluster.get(f"{apps}/statefulsets/nosel-0-prefill-0") is None
+        assert any("nosel-0-prefill (requeue)" in e and "selector" in e for e in op.errors), op.errors
+
 
 def test_gang_schedule_needs_volcano_and_then_gets_a_podgroup_per_instance(infer_cluster, ns):
     """IST L239-247: gang-schedule "true" without Volcano's PodGroup CRD at the operator's start is a ValidateError
