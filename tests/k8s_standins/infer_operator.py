@@ -56,7 +56,14 @@ Not done (the tests do not need them; upstream does them):
     only those two, so nothing is missing here).
 Like upstream, existing workloads, PodGroups and Services are never updated: a changed role reaches the InstanceSet's
 spec (IS L369-405) but a workload that exists is left as it is (STS L111-155, DEP L120-151 only create); only new
-instances (a higher role.replicas, or a deleted workload) are created from the new spec.
+instances (a higher role.replicas, or a deleted workload) are created from the new spec. Likewise an InstanceSet's
+labels and annotations are set when it is created (IS L478-527) and never updated, and a role's services are created
+once (IST L190-237) and removed only with their InstanceSet. The operator sets no spec.selector and no
+podManagementPolicy: both come from the role's spec unchanged (a role without a selector gets a workload the API
+server refuses, retried); it does overwrite a StatefulSet's serviceName (STS L190).
+
+Differences of form: upstream reacts to watch events, this polls (the same level-triggered result); upstream's event
+recorder aggregates repeated events into one Event's count, this sends each (object, reason, message) once.
 """
 
 from __future__ import annotations
@@ -679,7 +686,7 @@ class InferOperator:
 
     def _get_or_create_podgroup(self, ist: dict, service: str, role: str, index: str) -> None:
         """WR L75-96, PG L91-138 (Volcano scheduling.volcano.sh/v1beta1, written as volcano.sh/apis v1.7.0 does:
-        minMember and minResources only, go.mod L9)."""
+        minMember and minResources only, go.mod L14)."""
         name = podgroup_name(service, role, index)
         path = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{self.ns}/podgroups"
         try:
