@@ -259,6 +259,14 @@ class KubeApi:
             self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, self.target.namespace)
         return names
 
+    def delete_statefulset(self, name: str) -> bool:
+        """Delete a StatefulSet and, first, its pods (foreground): False when it was already gone."""
+        from kubernetes import client
+
+        body = client.V1DeleteOptions(propagation_policy="Foreground")
+        return self._maybe(f"delete StatefulSet {name}", (404,), self.apps.delete_namespaced_stateful_set, name,
+                           self.target.namespace, body=body) is not None
+
     def replicasets(self) -> list[dict]:
         return self._namespaced("list ReplicaSets", self.apps.list_namespaced_replica_set)
 

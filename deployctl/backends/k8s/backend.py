@@ -41,7 +41,7 @@ from deployctl.backends.k8s import history as hist
 from deployctl.backends.k8s import infer_operator, lws
 from deployctl.io.kube import KubeTarget
 from deployctl.backends.k8s.diff import ObjectChange, diff_objects, instance_actions
-from deployctl.backends.k8s.follow import follow, instance_docs, restart_stale
+from deployctl.backends.k8s.follow import follow, instance_docs, replace_stale_roles, restart_stale
 from deployctl.backends.k8s.lease import LeaseLock
 from deployctl.core.render.k8s_nodes import check_nodes
 from deployctl.backends.k8s.render import Release, render_release
@@ -209,6 +209,7 @@ class K8sBackend:
 
     def _roll(self, docs: list[dict], cancel: threading.Event, record_name: str) -> Applied:
         """Restart the stale instances and follow the pods of ``docs`` until ready, failing or canceled."""
+        replace_stale_roles(self.api, docs, self.reporter, self.opts)
         for batch in restart_stale(self.api, self.name, self.reporter, self.opts):
             # rolling: the instances restart one at a time; the Service keeps sending to the others' ready pods
             prog, failing, canceled = follow(self.api, instance_docs(docs, batch), self.opts, self.reporter, cancel)

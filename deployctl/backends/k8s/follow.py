@@ -68,6 +68,28 @@ def restart_stale(api, release: str, reporter, opts):
         yield batch
 
 
+def replace_stale_roles(api, docs: list[dict], reporter, opts) -> list[str]:
+    """kubernetes.workload infer-operator: delete the operator's StatefulSets of every instance whose pod template
+    changed (infer_operator.stale_workloads), wait until they are gone (the operator then makes them again from the
+    new spec); the instances replaced."""
+    from deployctl.backends.k8s.infer_operator import stale_workloads
+
+    stale = stale_workloads(docs, api.statefulsets())
+    for inst, sets in stale.items():
+        for s in sets:
+            api.delete_statefulset(s["metadata"]["name"])
+        reporter.step(f"  instance {inst}: replacing its {len(sets)} StatefulSet(s) (the Infer Operator makes them "
+                      "again from the new pod template)")
+    gone = {s["metadata"].get("uid") for sets in stale.values() for s in sets}
+    deadline = time.monotonic() + opts.ready_timeout
+    while gone and time.monotonic() < deadline:
+        live = {s["metadata"].get("uid") for s in api.statefulsets()}
+        if not gone & live:
+            break
+        time.sleep(min(opts.poll, 1.0))
+    return list(stale)
+
+
 def _own(sets: list[dict]) -> list[dict]:
     """The release's own StatefulSets: not those a LeaderWorkerSet made (it rolls and restarts them itself)."""
     return [s for s in sets if not (s.get("metadata") or {}).get("ownerReferences")]

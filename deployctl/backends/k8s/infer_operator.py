@@ -46,6 +46,40 @@ def pod_names(doc: dict) -> Iterator[tuple[str, dict]]:
                     yield f"{name}-{i}-{role.get('name')}-{idx}-{k}", spec.get("template") or {}
 
 
+TEMPLATE_HASH = "deployctl.io/pod-template"      # the chart's hash of a role's pod template (inferserviceset.yaml)
+_OP = "infer.huawei.com/"
+
+
+def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str, list[dict]]:
+    """The operator's StatefulSets to replace, by instance: the operator never updates a workload it made
+    (Ascend/mind-cluster@22bb3d98 pkg/controller/workload/statefulset_handler.go L111-155: it creates the missing
+    ones only), so an instance with a role whose workload runs another pod template than the rendered one is
+    restarted by deleting all of its workloads, which the operator makes again from the new spec."""
+    want: dict[tuple[str, str], tuple[str, str]] = {}     # (InferService, role) -> (instance, template hash)
+    for doc in rendered:
+        if doc.get("kind") != KIND:
+            continue
+        for i in range(int((doc.get("spec") or {}).get("replicas", 1))):
+            for role in _roles(doc):
+                template = (role.get("spec") or {}).get("template") or {}
+                inst = ((role.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance", "")
+                digest = ((template.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH, "")
+                want[(f"{doc['metadata']['name']}-{i}", str(role.get("name")))] = (inst, digest)
+    mine: dict[str, list[dict]] = {}
+    stale: set[str] = set()
+    for sts in statefulsets:
+        labels = (sts.get("metadata") or {}).get("labels") or {}
+        key = (labels.get(f"{_OP}inferservice-name", ""), labels.get(f"{_OP}instanceset-name", ""))
+        if key not in want:
+            continue
+        inst, digest = want[key]
+        mine.setdefault(inst, []).append(sts)
+        template = ((sts.get("spec") or {}).get("template") or {}).get("metadata") or {}
+        if (template.get("annotations") or {}).get(TEMPLATE_HASH) != digest:
+            stale.add(inst)
+    return {inst: mine[inst] for inst in sorted(stale)}
+
+
 def status_lines(objects: list[dict]) -> list[str]:
     """What `status` says of the release's InferServiceSet: InferServices ready of desired, its Ready condition."""
     from deployctl.backends.k8s.gang import _text

@@ -68,6 +68,9 @@ metadata:
     ring-controller.atlas: {{ $.Values.npu.ringController }}
   annotations:
     checksum/instance: {{ $checksum }}
+    {{- with .templateHash }}
+    deployctl.io/pod-template: {{ . }}
+    {{- end }}
     {{- with include "chart.gangAnnotations" (dict "root" $ "inst" $inst) }}
     {{- . | nindent 4 }}
     {{- end }}

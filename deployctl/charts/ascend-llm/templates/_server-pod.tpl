@@ -50,6 +50,9 @@ metadata:
     {{- end }}
   annotations:
     checksum/instance: {{ $checksum }}
+    {{- with .templateHash }}
+    deployctl.io/pod-template: {{ . }}
+    {{- end }}
     {{- with include "chart.gangAnnotations" (dict "root" $ "inst" $inst) }}
     {{- . | nindent 4 }}
     {{- end }}

@@ -34,5 +34,6 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{/* The pod template of one rank role of an instance (templates/lws.yaml, inferserviceset.yaml): node rank 0's (.leader) or the other ranks'. */}}
 {{- define "sglang.pod" -}}
 {{- $e := include "sglang.server" .root | fromJson }}
-{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}
+{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e
+                                   "templateHash" .templateHash) }}
 {{- end }}

@@ -30,5 +30,6 @@ failureThreshold: {{ .probe.failureThreshold }}
 {{/* The pod template of one rank role of an instance (templates/lws.yaml, inferserviceset.yaml): the master server's (.leader) or the workers'. */}}
 {{- define "vllm-ascend.pod" -}}
 {{- $e := include "vllm.server" .root | fromJson }}
-{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e) }}
+{{- include "chart.serverPod" (dict "root" .root "inst" .inst "k" 0 "workers" (not .leader) "engine" $e
+                                   "templateHash" .templateHash) }}
 {{- end }}
