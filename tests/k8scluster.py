@@ -21,9 +21,10 @@ the cluster by itself if the test process dies without tearing down.
 
 The yielded KubeCluster has: kubeconfig (Path, admin user, system:masters), server (https URL), helm (Path),
 version ("v1.36.3"), lws (the LeaderWorkerSet release, e.g. "v0.9.0", when started with lws=True; else
-None), dir, bin_dir; add_nodes(), remove_nodes(), nodes_from_inventory(), create_namespace(), delete_namespace(), request()/get()/create()/patch()/delete() on the API (JSON, stdlib), wait_for(),
-pod(), pods(), events_for(), helm_run(), env(), and audit_mark()/writes(): the admin's writes from the API
-server's audit log (what a command created, changed or deleted).
+None), dir, bin_dir; add_nodes(), remove_nodes(), nodes_from_inventory(), create_namespace(),
+delete_namespace(), request()/get()/create()/patch()/delete() on the API (JSON, stdlib), wait_for(), pod(),
+pods(), events_for(), helm_run(), env(), and audit_mark()/writes(): the admin's writes from the API server's
+audit log (what a command created, changed or deleted).
 """
 
 from __future__ import annotations
@@ -295,8 +296,12 @@ def start_cluster(bin_dir: Path | None = None, *, build: bool = True, watch_pid:
 
 def cluster_fixture(**options) -> Iterator[KubeCluster]:
     """Generator for a pytest fixture of any scope: yields a started KubeCluster, tears it down after.
-    Keyword options go to start_cluster(): for a cluster with the LeaderWorkerSet controller,
-    ``pytest.fixture(scope="module")(functools.partial(cluster_fixture, lws=True))``."""
+    Keyword options go to start_cluster(); a module-scoped cluster with the LeaderWorkerSet controller:
+
+        @pytest.fixture(scope="module")
+        def cluster():
+            yield from cluster_fixture(lws=True)
+    """
     cluster = start_cluster(watch_pid=os.getpid(), **options)
     try:
         yield cluster
