@@ -6,34 +6,14 @@
 // v0.10.0's .info and .mod but answers 403 for its .zip, so v0.10.0 cannot be built from modules.
 // v0.9.0 already ships both APIs (leaderworkerset.x-k8s.io/v1 and disaggregatedset.x-k8s.io/v1).
 //
-// The k8s.io libraries are raised to the cluster's release, v0.36.3 (LWS v0.10.0 moved to it as well).
-// The replace block pins the modules that LWS's go.mod asks a few minor versions higher than the kube
-// module does (golang.org/x/{net,sync,sys,term,text}, OpenTelemetry, structured-merge-diff, jsonreference;
-// LWS's own code imports none of them) to the kube module's versions: every package the two builds have
-// in common then has the same Go build-cache entry, so building lws-manager after the kube binaries
-// compiles little more than LWS, controller-runtime and their own dependencies. When either module moves,
-// regenerate the block from ../kube/go.mod (a replace line is only needed where this module's version
-// would be higher).
+// The k8s.io libraries are raised from LWS v0.9.0's v0.36.2 to the cluster's release, v0.36.3 (LWS v0.10.0
+// moved to it as well); everything else is what minimal version selection picks for LWS v0.9.0.
 
 module deployctl.test/k8s-cluster/lws
 
 go 1.26.0
 
 tool sigs.k8s.io/lws/cmd
-
-replace (
-	github.com/go-openapi/jsonreference => github.com/go-openapi/jsonreference v0.20.2
-	go.opentelemetry.io/otel => go.opentelemetry.io/otel v1.41.0
-	go.opentelemetry.io/otel/metric => go.opentelemetry.io/otel/metric v1.41.0
-	go.opentelemetry.io/otel/sdk => go.opentelemetry.io/otel/sdk v1.40.0
-	go.opentelemetry.io/otel/trace => go.opentelemetry.io/otel/trace v1.41.0
-	golang.org/x/net => golang.org/x/net v0.49.0
-	golang.org/x/sync => golang.org/x/sync v0.19.0
-	golang.org/x/sys => golang.org/x/sys v0.40.0
-	golang.org/x/term => golang.org/x/term v0.39.0
-	golang.org/x/text => golang.org/x/text v0.33.0
-	sigs.k8s.io/structured-merge-diff/v6 => sigs.k8s.io/structured-merge-diff/v6 v6.3.3
-)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
