@@ -20,10 +20,11 @@ teardown stops every process and removes the directory (it fails if something is
 the cluster by itself if the test process dies without tearing down.
 
 The yielded KubeCluster has: kubeconfig (Path, admin user, system:masters), server (https URL), helm (Path),
-version ("v1.36.3"), dir, bin_dir; add_nodes(), remove_nodes(), nodes_from_inventory(), create_namespace(),
-delete_namespace(), request()/get()/create()/patch()/delete() on the API (JSON, stdlib), wait_for(),
-pod(), pods(), events_for(), helm_run(), env(), and audit_mark()/writes(): the admin's writes from the API
-server's audit log (what a command created, changed or deleted).
+version ("v1.36.3"), lws (the LeaderWorkerSet release, e.g. "v0.9.0", when started with lws=True; else
+None), dir, bin_dir; add_nodes(), remove_nodes(), nodes_from_inventory(), create_namespace(),
+delete_namespace(), request()/get()/create()/patch()/delete() on the API (JSON, stdlib), wait_for(), pod(),
+pods(), events_for(), helm_run(), env(), and audit_mark()/writes(): the admin's writes from the API server's
+audit log (what a command created, changed or deleted).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class KubeCluster:
         self.bin_dir = Path(state["bin"])
         self.version: str = state["kubernetes_version"]
         self.startup_seconds: float = state["startup_seconds"]
+        self.lws: str | None = state.get("lws")
         self.api = tool.Api(self.server, self.dir / "pki")
         self._stopped = False
 
@@ -271,13 +273,15 @@ class KubeCluster:
 
 
 def start_cluster(bin_dir: Path | None = None, *, build: bool = True, watch_pid: int | None = None,
-                  timeout: float = 300, gang_gates: bool = False) -> KubeCluster:
-    """Build if needed, then `scripts/k8s-test-cluster up` in a new temporary directory."""
+                  timeout: float = 300, gang_gates: bool = False, lws: bool = False) -> KubeCluster:
+    """Build if needed, then `scripts/k8s-test-cluster up` in a new temporary directory (gang_gates: with
+    `--gang-gates`; lws: with `--lws`, the LeaderWorkerSet controller and its webhooks)."""
     if build:
         bin_dir = build_binaries(bin_dir)
     d = Path(tempfile.mkdtemp(prefix="deployctl-k8s-"))
     r = _script("up", "--dir", str(d), "--json", "--timeout", str(timeout),
                 *(["--watch-pid", str(watch_pid)] if watch_pid else []), *(["--gang-gates"] if gang_gates else []),
+                *(["--lws"] if lws else []),
                 timeout=timeout * 6 + 120, bin_dir=bin_dir)
     if r.returncode != 0:
         logs = ""
@@ -290,9 +294,15 @@ def start_cluster(bin_dir: Path | None = None, *, build: bool = True, watch_pid:
     return KubeCluster(json.loads(r.stdout))
 
 
-def cluster_fixture() -> Iterator[KubeCluster]:
-    """Generator for a pytest fixture of any scope: yields a started KubeCluster, tears it down after."""
-    cluster = start_cluster(watch_pid=os.getpid())
+def cluster_fixture(**options) -> Iterator[KubeCluster]:
+    """Generator for a pytest fixture of any scope: yields a started KubeCluster, tears it down after.
+    Keyword options go to start_cluster(); a module-scoped cluster with the LeaderWorkerSet controller:
+
+        @pytest.fixture(scope="module")
+        def cluster():
+            yield from cluster_fixture(lws=True)
+    """
+    cluster = start_cluster(watch_pid=os.getpid(), **options)
     try:
         yield cluster
     finally:
