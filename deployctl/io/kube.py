@@ -195,8 +195,9 @@ class KubeApi:
         return [o for o in out if not any(isinstance(r, dict) and r.get("controller")
                                           for r in (o.get("metadata") or {}).get("ownerReferences") or [])]
 
-    def statefulsets(self) -> list[dict]:
-        return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set)
+    def statefulsets(self, selector: str | None = None) -> list[dict]:
+        """The release's StatefulSets (or those matching a label selector)."""
+        return self._namespaced("list StatefulSets", self.apps.list_namespaced_stateful_set, selector)
 
     def serves(self, group_version: str, kind: str) -> bool:
         """Whether the API server serves ``kind`` in ``group_version`` (discovery: GET /apis/<group>/<version>;

@@ -36,7 +36,7 @@ from deployctl.core.render.chart_values import CHART_NAME
 from deployctl.backends.common.lockinfo import LockOwner
 from deployctl.backends.common.pipeline import Applied, Outcome, UnitCheck, Verification
 from deployctl.io.records import RunRecord
-from deployctl.core.errors import ExecutionError
+from deployctl.core.errors import ExecutionError, Problem
 from deployctl.backends.k8s import history as hist
 from deployctl.backends.k8s import infer_operator, lws
 from deployctl.io.kube import KubeTarget
@@ -97,8 +97,9 @@ class K8sBackend:
         problems = check_nodes(self.plan, self.api.nodes(), self.release.values)
         kind = {"lws": lws, "infer-operator": infer_operator}.get(self.release.values.workload)
         if kind is not None and not self.api.serves(f"{kind.GROUP}/{kind.VERSION}", kind.KIND):
-            problems.append(f"the cluster does not serve {kind.KIND} ({kind.GROUP}/{kind.VERSION}), which "
-                            f"kubernetes.workload {self.release.values.workload} renders: {kind.HINT}")
+            problems.append(Problem(f"the cluster does not serve {kind.KIND} ({kind.GROUP}/{kind.VERSION}), which "
+                                    f"kubernetes.workload {self.release.values.workload} renders",
+                                    path="kubernetes.workload", hint=kind.HINT))
         if problems:
             raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-preflight")

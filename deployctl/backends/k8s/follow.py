@@ -72,9 +72,11 @@ def replace_stale_roles(api, docs: list[dict], reporter, opts) -> list[str]:
     """kubernetes.workload infer-operator: delete the operator's StatefulSets of every instance whose pod template
     changed (infer_operator.stale_workloads), wait until they are gone (the operator then makes them again from the
     new spec); the instances replaced."""
-    from deployctl.backends.k8s.infer_operator import stale_workloads
+    from deployctl.backends.k8s.infer_operator import MADE_BY_OPERATOR, stale_workloads
 
-    stale = stale_workloads(docs, api.statefulsets())
+    if not any(d.get("kind") == "InferServiceSet" for d in docs):
+        return []
+    stale = stale_workloads(docs, api.statefulsets(MADE_BY_OPERATOR))
     for inst, sets in stale.items():
         for s in sets:
             api.delete_statefulset(s["metadata"]["name"])
@@ -83,7 +85,7 @@ def replace_stale_roles(api, docs: list[dict], reporter, opts) -> list[str]:
     gone = {s["metadata"].get("uid") for sets in stale.values() for s in sets}
     deadline = time.monotonic() + opts.ready_timeout
     while gone and time.monotonic() < deadline:
-        live = {s["metadata"].get("uid") for s in api.statefulsets()}
+        live = {s["metadata"].get("uid") for s in api.statefulsets(MADE_BY_OPERATOR)}
         if not gone & live:
             break
         time.sleep(min(opts.poll, 1.0))

@@ -48,6 +48,8 @@ def pod_names(doc: dict) -> Iterator[tuple[str, dict]]:
 
 TEMPLATE_HASH = "deployctl.io/pod-template"      # the chart's hash of a role's pod template (inferserviceset.yaml)
 _OP = "infer.huawei.com/"
+# on every workload the operator makes (pkg/common/constant.go, utils.go L63-70); the release's own label is not
+MADE_BY_OPERATOR = f"{_OP}ascend-infer-operator=true"
 
 
 def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str, list[dict]]:

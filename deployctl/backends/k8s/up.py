@@ -84,7 +84,8 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     stale = stale_instances([w for w in workloads if w["kind"] == "StatefulSet"], pods)
     problems += [f"instance {i}: some pods run an older revision of their StatefulSet; `deployctl up --target k8s`"
                  " restarts the instance" for i in sorted(stale)]
-    old = infer_operator.stale_workloads([w for w in workloads if w["kind"] == infer_operator.KIND], api.statefulsets())
+    sets = [w for w in workloads if w["kind"] == infer_operator.KIND]
+    old = infer_operator.stale_workloads(sets, api.statefulsets(infer_operator.MADE_BY_OPERATOR)) if sets else {}
     problems += [f"instance {i}: the Infer Operator's StatefulSets run an older pod template (it never updates them); "
                  "`deployctl up --target infer-operator` replaces them" for i in old]
     stale |= set(old)

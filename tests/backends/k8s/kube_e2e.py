@@ -134,3 +134,34 @@ def resource_versions(cluster: KubeCluster, ns: str) -> dict[tuple[str, str], tu
         for o in objects(cluster, kind, ns):
             out[(kind, o["metadata"]["name"])] = (o["metadata"]["resourceVersion"], o["metadata"].get("generation"))
     return out
+
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def install_crds(cluster: KubeCluster, path: Path) -> list[str]:
+    """Create the CRDs of a file that are missing, wait until they are established and served: their names."""
+    names = []
+    for crd in yaml.safe_load_all(path.read_text()):
+        name = crd["metadata"]["name"]
+        if cluster.get(f"{CRD_PATH}/{name}") is None:
+            cluster.create(CRD_PATH, crd)
+        names.append(name)
+    for name in names:
+        cluster.wait_for(f"CRD {name} established", lambda name=name: any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in ((cluster.get(f"{CRD_PATH}/{name}") or {}).get("status") or {}).get("conditions") or []),
+            timeout=60)
+    for crd in yaml.safe_load_all(path.read_text()):      # served: a new CRD's storage answers 429 for a moment
+        spec = crd["spec"]
+        url = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{spec['names']['plural']}"
+        cluster.wait_for(f"{url} served", lambda url=url: cluster.request("GET", url)[0] == 200, timeout=60)
+    return names
+
+
+def remove_crds(cluster: KubeCluster, names: list[str]) -> None:
+    """Delete these CRDs and wait until they are gone."""
+    for name in names:
+        cluster.delete(f"{CRD_PATH}/{name}")
+    for name in names:
+        cluster.wait_for(f"CRD {name} gone", lambda name=name: cluster.get(f"{CRD_PATH}/{name}") is None, timeout=120)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from kube_e2e import install_crds, remove_crds
 from k8s_standins.infer_operator import (GANG_SCHEDULE_LABEL, GROUP_NAME_ANNOTATION, INFERSERVICE_INDEX_LABEL,
                                          INFERSERVICE_NAME_LABEL, INFERSERVICESET_NAME_LABEL, INSTANCE_INDEX_LABEL,
                                          INSTANCESET_NAME_LABEL, OPERATOR_LABEL, SCHEDULING_STRATEGY_LABEL,
@@ -24,34 +25,7 @@ pytestmark = pytest.mark.e2e
 
 CRDS = ROOT / "tests" / "fixtures" / "crds" / "mindcluster-infer-operator-v26.1-crds.yaml"
 VOLCANO_CRD = ROOT / "tests" / "fixtures" / "crds" / "volcano-v1.15.1-podgroups.yaml"
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 MC = "/apis/mindcluster.huawei.com/v1/namespaces/{ns}/{plural}"
-
-
-def _install_crds(cluster, path) -> list[str]:
-    names = []
-    for crd in yaml.safe_load_all(path.read_text()):
-        name = crd["metadata"]["name"]
-        if cluster.get(f"{CRD_PATH}/{name}") is None:
-            cluster.create(CRD_PATH, crd)
-        names.append(name)
-    for name in names:
-        cluster.wait_for(f"CRD {name} established", lambda name=name: any(
-            c["type"] == "Established" and c["status"] == "True"
-            for c in ((cluster.get(f"{CRD_PATH}/{name}") or {}).get("status") or {}).get("conditions") or []),
-            timeout=60)
-    for crd in yaml.safe_load_all(path.read_text()):      # served: a new CRD's storage answers 429 for a moment
-        spec = crd["spec"]
-        url = f"/apis/{spec['group']}/{spec['versions'][0]['name']}/{spec['names']['plural']}"
-        cluster.wait_for(f"{url} served", lambda url=url: cluster.request("GET", url)[0] == 200, timeout=60)
-    return names
-
-
-def _remove_crds(cluster, names) -> None:
-    for name in names:
-        cluster.delete(f"{CRD_PATH}/{name}")
-    for name in names:
-        cluster.wait_for(f"CRD {name} gone", lambda name=name: cluster.get(f"{CRD_PATH}/{name}") is None, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +33,14 @@ def infer_cluster(k8s_cluster):
     """The session's control plane with the Infer Operator's CRDs and two simulated nodes of this module."""
     cluster = k8s_cluster
     suffix = secrets.token_hex(2)
-    crds = _install_crds(cluster, CRDS)
+    crds = install_crds(cluster, CRDS)
     nodes = [f"iop-node1-{suffix}", f"iop-node2-{suffix}"]
     cluster.add_nodes([{"name": nodes[0], "ip": "10.239.0.2"}, {"name": nodes[1], "ip": "10.239.0.3"}])
     try:
         yield cluster
     finally:
         cluster.remove_nodes(nodes)
-        _remove_crds(cluster, crds)
+        remove_crds(cluster, crds)
 
 
 @pytest.fixture
@@ -247,7 +221,7 @@ def test_gang_schedule_needs_volcano_and_then_gets_a_podgroup_per_instance(infer
         iss = cluster.get(MC.format(ns=ns, plural="inferservicesets") + "/nogang")
         assert _ready(iss)["status"] == "False" and _ready(iss)["message"] == "0 of 1 InferService replicas are ready"
 
-    volcano = _install_crds(cluster, VOLCANO_CRD)
+    volcano = install_crds(cluster, VOLCANO_CRD)
     try:
         with InferOperator(cluster, ns) as op:
             assert op.support_podgroup
@@ -271,7 +245,7 @@ def test_gang_schedule_needs_volcano_and_then_gets_a_podgroup_per_instance(infer
             # no wait for the garbage collector here: it sees a new CRD's objects only after its next discovery
             # (kube-controller-manager resyncs every 30 s); the namespace's deletion removes the PodGroups
     finally:
-        _remove_crds(cluster, volcano)
+        remove_crds(cluster, volcano)
 
 
 def test_a_role_change_reaches_the_instanceset_new_instances_only_and_deleting_the_iss_removes_everything(

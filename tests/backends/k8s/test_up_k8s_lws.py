@@ -112,7 +112,7 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
     res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
     assert res.returncode == 0, res.stderr
     diff = json.loads(res.stdout)
-    assert {c["status"] for c in diff["objects"]} == {"unchanged"}, diff["objects"]
+    assert {c["change"] for c in diff["objects"]} == {"unchanged"}, diff["objects"]
     assert [(a["instance"], a["action"]) for a in diff["instances"]] == [("mixed", "keep")]
     res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
     assert res.returncode == 0 and "nothing to do" in res.stdout, res.stdout + res.stderr
