@@ -211,3 +211,39 @@ def test_without_nodes_the_worker_index_picks_and_a_stranger_node_is_refused(tmp
     assert r.returncode == 2 and "runs no server of this instance" in r.stderr
     r = _pick(tmp_path, "anywhere", worker_index="../1")
     assert r.returncode == 2
+
+
+@pytest.mark.parametrize("target", ["lws", "infer-operator"])
+def test_gang_scheduling_holds_every_pod_of_an_instance_in_its_podgroup(target, tmp_path):
+    """kubernetes.gang volcano with the new workloads: one PodGroup per instance whose minMember is the instance's
+    servers as the plan lists them, and every pod template of the instance (leader and workers) names it."""
+    import json
+
+    for stem in ("a2-2x8-tp-pp", "vllm-a3-2p1d-qwen3", "sglang-a3-2p1d-deepseek-r1"):
+        doc = yaml.safe_load((EXAMPLES / f"{stem}.yaml").read_text())
+        doc["kubernetes"] = {"gang": "volcano"}
+        for node in doc["nodes"]:
+            if node.get("hccn_conf"):
+                node["hccn_conf"] = str(EXAMPLES / node["hccn_conf"])
+        inv = tmp_path / f"{stem}.yaml"
+        inv.write_text(yaml.safe_dump(doc, sort_keys=False))
+        out = tmp_path / f"{target}-{stem}"
+        res = run_cli("render", "--target", target, "-i", str(inv), "-o", str(out))
+        assert res.returncode == 0, res.stderr
+        plan = json.loads((out / "plan.json").read_text())
+        docs = _docs(out / "manifests.yaml")
+        groups = {d["metadata"]["labels"]["deployctl.io/instance"]: d for d in docs if d["kind"] == "PodGroup"}
+        assert {i: g["spec"]["minMember"] for i, g in groups.items()} == {
+            i["name"]: len(i["nodes"]) for i in plan["instances"]}
+        templates = []
+        for d in docs:
+            if d["kind"] == "LeaderWorkerSet":
+                lwt = d["spec"]["leaderWorkerTemplate"]
+                templates += [lwt[k] for k in ("leaderTemplate", "workerTemplate") if k in lwt]
+            elif d["kind"] == "InferServiceSet":
+                templates += [r["spec"]["template"] for r in d["spec"]["template"]["roles"]]
+        assert templates
+        for t in templates:
+            inst = t["metadata"]["labels"]["deployctl.io/instance"]
+            assert t["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == groups[inst]["metadata"]["name"]
+            assert t["spec"]["schedulerName"] == "volcano"
