@@ -62,7 +62,7 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
     from deployctl.app.plan import planned
 
     check_target(out, force, keep=(path,))
-    raw = None
+    raw, asked = None, target
     if target in ("lws", "infer-operator"):       # the chart with this kubernetes.workload over the inventory's
         from deployctl.io.inventory_file import load_inventory, with_workload
 
@@ -85,7 +85,7 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
         artifacts = render_artifacts(plan)
     write_tree(out, artifacts, force=force, keep=(path,))
     if output == "json":
-        typer.echo(json.dumps({"out": str(out), "target": target, "files": [a.path for a in artifacts]}, indent=2))
+        typer.echo(json.dumps({"out": str(out), "target": asked, "files": [a.path for a in artifacts]}, indent=2))
     elif target == "helm":
         _output.print_render_helm(plan, out, artifacts)
     else:

@@ -757,40 +757,35 @@ class InferOperator:
 
     def _check_or_create_statefulset(self, ist: dict, service: str, role: str, index: str) -> None:
         """STS L111-155: the headless Service, then the StatefulSet if none has the indexer labels."""
-        sname = instance_service_name(service, role, index)
-        try:
-            if self.api.get(self._core("services", sname)) is None:
-                sel = add_labels_from_indexer({}, service, role, index)      # STS L228-266
-                obj = {"apiVersion": "v1", "kind": "Service",
-                       "metadata": {"name": sname, "namespace": self.ns, "labels": sel,
-                                    "ownerReferences": [controller_ref(ist)]},
-                       "spec": {"clusterIP": "None", "selector": dict(sel),
-                                "ports": [{"name": DEFAULT_PORT_NAME, "port": DEFAULT_PORT}]}}
-                if ist["metadata"].get("annotations"):
-                    obj["metadata"]["annotations"] = dict(ist["metadata"]["annotations"])
-                self.api.request("POST", self._core("services"), obj)
-        except ApiError as e:
-            raise RequeueError(str(e)) from None
+        self._ensure_instance_service(ist, service, role, index, headless=True)      # STS L228-266
         self._check_or_create_workload(ist, service, role, index)
 
     def _check_or_create_deployment(self, ist: dict, service: str, role: str, index: str) -> None:
         """DEP L120-177: the per-instance Service only when the role has no services, then the Deployment."""
         if not ist["spec"].get("services"):
-            sname = instance_service_name(service, role, index)
-            try:
-                if self.api.get(self._core("services", sname)) is None:
-                    sel = add_labels_from_indexer({}, service, role, index)  # DEP L244-277
-                    obj = {"apiVersion": "v1", "kind": "Service",
-                           "metadata": {"name": sname, "namespace": self.ns, "labels": sel,
-                                        "ownerReferences": [controller_ref(ist)]},
-                           "spec": {"selector": dict(sel), "ports": [{"name": DEFAULT_PORT_NAME, "port": DEFAULT_PORT,
-                                                                      "targetPort": DEFAULT_PORT}]}}
-                    if ist["metadata"].get("annotations"):
-                        obj["metadata"]["annotations"] = dict(ist["metadata"]["annotations"])
-                    self.api.request("POST", self._core("services"), obj)
-            except ApiError as e:
-                raise RequeueError(str(e)) from None
+            self._ensure_instance_service(ist, service, role, index, headless=False)  # DEP L244-277
         self._check_or_create_workload(ist, service, role, index)
+
+    def _ensure_instance_service(self, ist: dict, service: str, role: str, index: str, headless: bool) -> None:
+        """The Service service-<is>-<role>-<idx> selecting the instance's pods by the indexer labels, created when
+        missing and never updated: headless for a StatefulSet (STS L228-266), a ClusterIP with targetPort for a
+        Deployment (DEP L244-277); the InstanceSet's annotations copied."""
+        sname = instance_service_name(service, role, index)
+        try:
+            if self.api.get(self._core("services", sname)) is not None:
+                return
+            sel = add_labels_from_indexer({}, service, role, index)
+            port = {"name": DEFAULT_PORT_NAME, "port": DEFAULT_PORT}
+            spec = {"clusterIP": "None", "selector": dict(sel), "ports": [port]} if headless else \
+                {"selector": dict(sel), "ports": [{**port, "targetPort": DEFAULT_PORT}]}
+            obj = {"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": sname, "namespace": self.ns, "labels": sel,
+                                "ownerReferences": [controller_ref(ist)]}, "spec": spec}
+            if ist["metadata"].get("annotations"):
+                obj["metadata"]["annotations"] = dict(ist["metadata"]["annotations"])
+            self.api.request("POST", self._core("services"), obj)
+        except ApiError as e:
+            raise RequeueError(str(e)) from None
 
     def _check_or_create_workload(self, ist: dict, service: str, role: str, index: str) -> None:
         """STS L135-149, DEP L131-145: list by the four indexer labels, create when there is none; an existing

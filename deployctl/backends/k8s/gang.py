@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deployctl.backends.k8s.readback import text
+
 if TYPE_CHECKING:
     from deployctl.core.models.plan import Plan
 
@@ -31,13 +33,6 @@ def with_gang(plan: Plan, api) -> Plan:
     return plan.model_copy(update={"inventory": inv})
 
 
-def _text(value: object) -> str:
-    """A value the API server returned, as one short printable word."""
-    from deployctl.core.textsafe import clean
-
-    return clean(str(value if value is not None else ""), multiline=False)[:63]
-
-
 def pod_groups(api, servers: dict[str, int]) -> list[str]:
     """What `status` says about gang scheduling: the release's PodGroups (API, minimum, phase or condition) against
     its instances (``servers``: instance -> pods), or that there are none."""
@@ -47,11 +42,11 @@ def pod_groups(api, servers: dict[str, int]) -> list[str]:
             continue
         for pg in api.custom_objects(group, version, "podgroups"):
             meta, spec, status = pg.get("metadata") or {}, pg.get("spec") or {}, pg.get("status") or {}
-            inst = _text((meta.get("labels") or {}).get("deployctl.io/instance", "?"))
-            minimum = _text(spec.get("minMember") if name == "volcano" else
+            inst = text((meta.get("labels") or {}).get("deployctl.io/instance", "?"))
+            minimum = text(spec.get("minMember") if name == "volcano" else
                             ((spec.get("schedulingPolicy") or {}).get("gang") or {}).get("minCount"))
-            state = _text(status.get("phase")) if name == "volcano" else next(
-                (f"{_text(c.get('type'))}={_text(c.get('status'))}" for c in (status.get("conditions") or [])[:16]
+            state = text(status.get("phase")) if name == "volcano" else next(
+                (f"{text(c.get('type'))}={text(c.get('status'))}" for c in (status.get("conditions") or [])[:16]
                  if isinstance(c, dict)), "")
             want = servers.get(inst)
             lines.append(f"gang ({name}): instance {inst} placed whole or not at all: PodGroup minimum {minimum}"

@@ -84,17 +84,13 @@ def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str,
 
 def status_lines(objects: list[dict]) -> list[str]:
     """What `status` says of the release's InferServiceSet: InferServices ready of desired, its Ready condition."""
-    from deployctl.backends.k8s.gang import _text
+    from deployctl.backends.k8s.readback import condition, count_line, text
 
     out = []
-    for o in objects:
-        if o.get("kind") != KIND:
-            continue
-        status = o.get("status") or {}
-        cond = next((c for c in (status.get("conditions") or [])[:16]
-                     if isinstance(c, dict) and c.get("type") == "Ready"), {})
-        out.append(f"InferServiceSet {_text(o['metadata'].get('name'))}: {_text(status.get('readyReplicas') or 0)}/"
-                   f"{_text((o.get('spec') or {}).get('replicas', 1))} InferService(s) ready"
-                   + (f", Ready={_text(cond.get('status'))} ({_text(cond.get('reason'))})" if cond else
+    for o in (o for o in objects if o.get("kind") == KIND):
+        cond = condition(o, "Ready")
+        out.append(count_line(o, "InferService(s)", (o.get("status") or {}).get("readyReplicas"),
+                              (o.get("spec") or {}).get("replicas", 1))
+                   + (f", Ready={text(cond.get('status'))} ({text(cond.get('reason'))})" if cond else
                       " (no Ready condition: is the Infer Operator running?)"))
     return out

@@ -55,17 +55,12 @@ def checksum(template: dict) -> str:
 
 def status_lines(objects: list[dict]) -> list[str]:
     """What `status` says of the release's LeaderWorkerSets: groups ready of desired, and the Available condition."""
-    from deployctl.backends.k8s.gang import _text
+    from deployctl.backends.k8s.readback import condition, count_line, text
 
     out = []
-    for o in objects:
-        if o.get("kind") != KIND:
-            continue
-        status = o.get("status") or {}
+    for o in (o for o in objects if o.get("kind") == KIND):
         replicas, size, _ = spec(o)
-        cond = next((c for c in (status.get("conditions") or [])[:16]
-                     if isinstance(c, dict) and c.get("type") == "Available"), {})
-        out.append(f"LeaderWorkerSet {_text(o['metadata'].get('name'))}: {_text(status.get('readyReplicas') or 0)}/"
-                   f"{replicas} group(s) of {size} ready"
-                   + (f", Available={_text(cond.get('status'))}" if cond else ""))
+        cond = condition(o, "Available")
+        out.append(count_line(o, f"group(s) of {size}", (o.get("status") or {}).get("readyReplicas"), replicas)
+                   + (f", Available={text(cond.get('status'))}" if cond else ""))
     return out

@@ -165,3 +165,15 @@ def remove_crds(cluster: KubeCluster, names: list[str]) -> None:
         cluster.delete(f"{CRD_PATH}/{name}")
     for name in names:
         cluster.wait_for(f"CRD {name} gone", lambda name=name: cluster.get(f"{CRD_PATH}/{name}") is None, timeout=120)
+
+
+def engine_pods(cluster: KubeCluster, ns: str) -> dict[str, dict]:
+    """The engine pods of the namespace (not the router, proxy or MindIE-MS), by name."""
+    return {p["metadata"]["name"]: p for p in objects(cluster, "Pod", ns)
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "engine"}
+
+
+def is_ready(pod: dict) -> bool:
+    """Ready, and not being deleted."""
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from conftest import EXAMPLES, ROOT
-from kube_e2e import READY, WAIT, accepted, cli, contains, get, install_crds, inventory, objects, remove_crds, servers
+from kube_e2e import (READY, WAIT, accepted, cli, contains, engine_pods, get, install_crds, inventory, is_ready, objects,
+                      remove_crds, servers)
 from k8s_standins.infer_operator import InferOperator
 
 # uses the session's control plane (k8s_cluster): e2e
@@ -62,16 +63,6 @@ def test_every_example_renders_objects_and_role_specs_the_api_server_accepts(iop
     assert not problems, "\n".join(problems)
 
 
-def _pods(cluster, ns: str) -> dict[str, dict]:
-    return {p["metadata"]["name"]: p for p in objects(cluster, "Pod", ns)
-            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "engine"}
-
-
-def _ready(pod: dict) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and any(
-        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 def test_up_status_change_and_down_through_the_operator(iop_cluster, k8s_ns, tmp_path):
     cluster, ns = iop_cluster, k8s_ns
     servers(cluster, STEM)
@@ -81,7 +72,7 @@ def test_up_status_change_and_down_through_the_operator(iop_cluster, k8s_ns, tmp
         res = cli(tmp_path, cluster, "up", "-t", "infer-operator", "-i", str(inv), "-y", "--ready-timeout", READY)
         assert res.returncode == 0, res.stdout + res.stderr + str(op.errors)
         assert "✓ serving through" in res.stdout
-        pods = _pods(cluster, ns)
+        pods = engine_pods(cluster, ns)
         master, worker = f"{ISS}-0-mixed-0-0", f"{ISS}-0-mixed-w-0-0"
         assert set(pods) == {master, worker}
         assert (pods[master]["spec"]["nodeName"], pods[worker]["spec"]["nodeName"]) == (nodes[0], nodes[1])
@@ -116,9 +107,9 @@ def test_up_status_change_and_down_through_the_operator(iop_cluster, k8s_ns, tmp
         assert "replacing its 2 StatefulSet(s)" in res.stdout, res.stdout
         now = {s["metadata"]["name"]: s["metadata"]["uid"] for s in objects(cluster, "StatefulSet", ns)}
         assert set(now) == set(sets) and all(now[n] != sets[n] for n in sets)
-        after = _pods(cluster, ns)
+        after = engine_pods(cluster, ns)
         assert set(after) == {master, worker}
-        assert all(p["metadata"]["annotations"].get("example.com/revision") == "2" and _ready(p) for p in after.values())
+        assert all(p["metadata"]["annotations"].get("example.com/revision") == "2" and is_ready(p) for p in after.values())
         res = cli(tmp_path, cluster, "status", "-t", "infer-operator", "-i", str(changed), "--output", "json")
         assert res.returncode == 0 and json.loads(res.stdout)["degraded"] is False, res.stdout
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import EXAMPLES
-from kube_e2e import READY, WAIT, accepted, cli, get, inventory, objects, servers
+from kube_e2e import READY, WAIT, accepted, cli, engine_pods, get, inventory, is_ready, objects, servers
 
 # the module starts a control plane of its own (with the LWS controller): e2e
 pytestmark = pytest.mark.e2e
@@ -68,16 +68,6 @@ def test_every_example_renders_objects_the_api_server_and_lws_webhooks_accept(lw
     cluster.delete_namespace(ns)
 
 
-def _pods(cluster, ns: str) -> dict[str, dict]:
-    return {p["metadata"]["name"]: p for p in objects(cluster, "Pod", ns)
-            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "engine"}
-
-
-def _ready(pod: dict) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and any(
-        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or [])
-
-
 def _env(pod: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env") or []}
 
@@ -92,7 +82,7 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
     res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "✓ serving through" in res.stdout
-    pods = _pods(cluster, ns)
+    pods = engine_pods(cluster, ns)
     leader, worker = pods[f"{VLLM_LWS}-0"], pods[f"{VLLM_LWS}-0-1"]
     assert set(pods) == {f"{VLLM_LWS}-0", f"{VLLM_LWS}-0-1"}
     assert (leader["spec"]["nodeName"], worker["spec"]["nodeName"]) == (nodes[0], nodes[1])
@@ -119,13 +109,13 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
 
     # one pod deleted: the controller recreates the whole group (an HCCL world cannot take a rank back)
     for _ in range(2):
-        before = {n: p["metadata"]["uid"] for n, p in _pods(cluster, ns).items()}
+        before = {n: p["metadata"]["uid"] for n, p in engine_pods(cluster, ns).items()}
         status, body = cluster.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{VLLM_LWS}-0-1")
         assert status == 200, body
 
         def recreated():
-            now = _pods(cluster, ns)
-            return set(now) == set(before) and all(now[n]["metadata"]["uid"] != before[n] and _ready(now[n])
+            now = engine_pods(cluster, ns)
+            return set(now) == set(before) and all(now[n]["metadata"]["uid"] != before[n] and is_ready(now[n])
                                                    for n in before)
         cluster.wait_for("the group recreated and ready", recreated, timeout=WAIT)
     res = cli(tmp_path, cluster, "status", "-t", "lws", "-i", str(inv), "--output", "json")
@@ -136,13 +126,13 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
                         name="changed")
     res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(changed), "--output", "json")
     assert [(a["instance"], a["action"]) for a in json.loads(res.stdout)["instances"]] == [("mixed", "restart")]
-    before = {n: p["metadata"]["uid"] for n, p in _pods(cluster, ns).items()}
+    before = {n: p["metadata"]["uid"] for n, p in engine_pods(cluster, ns).items()}
     res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(changed), "-y", "--ready-timeout", READY)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "restarting its" not in res.stdout
-    after = _pods(cluster, ns)
+    after = engine_pods(cluster, ns)
     assert set(after) == set(before) and all(after[n]["metadata"]["uid"] != before[n] for n in before)
-    assert all(p["metadata"]["annotations"].get("example.com/revision") == "2" and _ready(p) for p in after.values())
+    assert all(p["metadata"]["annotations"].get("example.com/revision") == "2" and is_ready(p) for p in after.values())
 
     res = cli(tmp_path, cluster, "down", "-t", "lws", "-i", str(changed), "--output", "json")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -159,8 +149,8 @@ def test_mindie_instance_comes_up_as_one_group(lws_cluster, tmp_path):
     inv = inventory(tmp_path, MINDIE, cluster, ns)
     res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
     assert res.returncode == 0, res.stdout + res.stderr
-    pods = _pods(cluster, ns)
-    assert len(pods) == 2 and all(_ready(p) for p in pods.values())
+    pods = engine_pods(cluster, ns)
+    assert len(pods) == 2 and all(is_ready(p) for p in pods.values())
     roles = sorted(p["metadata"]["labels"]["deployctl.io/rank-role"] for p in pods.values())
     assert roles == ["master", "worker"]
     res = cli(tmp_path, cluster, "down", "-t", "lws", "-i", str(inv))
