@@ -19,8 +19,9 @@ import yaml
 from conftest import EXAMPLES
 from kube_e2e import READY, WAIT, accepted, cli, engine_pods, get, inventory, is_ready, objects, servers
 
-# the module starts a control plane of its own (with the LWS controller): e2e
-pytestmark = pytest.mark.e2e
+# the module starts a control plane of its own (with the LWS controller): e2e; one worker runs all of the module's
+# tests (--dist loadgroup), so the control plane is started once
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("lws-up")]
 
 CASES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
 VLLM = "vllm-a2-2x8-v32-dp-ep"        # one instance over two servers: a leader and a worker with its own files
