@@ -61,8 +61,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 
 
 # ------------------------------------------------------------------ Kubernetes: a real control plane
-# tests/k8scluster.py, docs/dev/k8s-test-cluster.md: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-# and kwok built from Go modules (the first run builds them: about 10 minutes on 2 cores), and helm v3.22.
+# tests/k8scluster.py, docs/dev/k8s-test-cluster.md: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kwok and the LeaderWorkerSet controller built from Go modules (the first run builds them: about 14 minutes on 2
+# cores), and helm v3.22.
 
 
 _K8S: dict = {}

@@ -15,7 +15,7 @@ Use it as a pytest fixture (the function is a plain generator, so the scope is t
         subprocess.run(["deployctl", ..., ], env={**os.environ, **k8s_cluster.env()})
 
 The fixture builds the binaries if needed (under a second when they are already built; a cold build takes
-about 10 minutes on 2 cores), starts a cluster in a new temporary directory on free 127.0.0.1 ports, and on
+about 14 minutes on 2 cores), starts a cluster in a new temporary directory on free 127.0.0.1 ports, and on
 teardown stops every process and removes the directory (it fails if something is left). A watchdog stops
 the cluster by itself if the test process dies without tearing down.
 
