@@ -46,7 +46,7 @@ def pod_names(doc: dict) -> Iterator[tuple[str, dict]]:
                     yield f"{name}-{i}-{role.get('name')}-{idx}-{k}", spec.get("template") or {}
 
 
-TEMPLATE_HASH = "deployctl.io/pod-template"      # the chart's hash of a role's pod template (inferserviceset.yaml)
+from deployctl.backends.k8s.lws import TEMPLATE_HASH      # the chart's hash of a role's pod template
 _OP = "infer.huawei.com/"
 # on every workload the operator makes (pkg/common/constant.go, utils.go L63-70); the release's own label is not
 MADE_BY_OPERATOR = f"{_OP}ascend-infer-operator=true"

@@ -47,9 +47,15 @@ def pod_names(doc: dict) -> Iterator[tuple[str, dict]]:
             yield f"{name}-{g}-{i}", lwt.get("workerTemplate") or {}
 
 
+TEMPLATE_HASH = "deployctl.io/pod-template"      # the chart's hash of a whole pod template (lws.yaml, inferserviceset.yaml)
+
+
 def checksum(template: dict) -> str:
-    """The checksum annotation a pod template carries (key=value; '' when none)."""
+    """What identifies a pod template (key=value; '' when none): its hash where the chart gives one, else its
+    checksum annotation (files and env)."""
     ann = (template.get("metadata") or {}).get("annotations") or {}
+    if ann.get(TEMPLATE_HASH):
+        return f"{TEMPLATE_HASH}={ann[TEMPLATE_HASH]}"
     return next((f"{k}={v}" for k, v in sorted(ann.items()) if k.startswith("checksum/")), "")
 
 

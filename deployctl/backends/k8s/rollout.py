@@ -52,10 +52,12 @@ def group_of(labels: dict) -> str:
     return labels.get(INSTANCE_LABEL) or labels.get(COMPONENT, "?")
 
 
-def expected_pods(rendered: list[dict]) -> tuple[dict[str, int], dict[str, str]]:
-    """Pods per group, and the checksum annotation the pods of each group must carry."""
+def expected_pods(rendered: list[dict]) -> tuple[dict[str, int], dict[str, set[str]]]:
+    """Pods per group, and the annotations (key=value) one of which each pod of the group must carry: its
+    checksum, or where the chart hashes whole pod templates (LeaderWorkerSet, InferServiceSet: their controllers,
+    not deployctl, replace the pods) the hash of one of the group's templates."""
     counts: dict[str, int] = {}
-    checksums: dict[str, str] = {}
+    checksums: dict[str, set[str]] = {}
     for d in rendered:
         if d["kind"] in ("StatefulSet", "Deployment"):
             made = [(d["spec"]["template"], int(d["spec"].get("replicas", 1)))]
@@ -67,9 +69,9 @@ def expected_pods(rendered: list[dict]) -> tuple[dict[str, int], dict[str, str]]
             meta = template["metadata"]
             group = group_of(meta["labels"])
             counts[group] = counts.get(group, 0) + n
-            for key, value in (meta.get("annotations") or {}).items():
-                if key.startswith("checksum/"):
-                    checksums[group] = f"{key}={value}"
+            mark = lws.checksum(template)
+            if mark:
+                checksums.setdefault(group, set()).add(mark)
     return counts, checksums
 
 
@@ -106,11 +108,10 @@ def progress(rendered: list[dict], pods: list[dict]) -> Progress:
         if meta.get("deletionTimestamp"):
             continue
         state = pod_state(pod)
-        want = checksums.get(state.group)
-        if want:
-            key, value = want.split("=", 1)
-            if (meta.get("annotations") or {}).get(key) != value:
-                continue        # an old pod of a restarted instance
+        wants = checksums.get(state.group)
+        annotations = meta.get("annotations") or {}
+        if wants and not any(annotations.get(k) == v for k, _, v in (w.partition("=") for w in wants)):
+            continue            # an old pod of a restarted instance
         out.pods.append(state)
         if state.ready:
             out.ready[state.group] = out.ready.get(state.group, 0) + 1

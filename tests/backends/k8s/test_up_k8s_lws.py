@@ -135,6 +135,16 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
     assert set(after) == set(before) and all(after[n]["metadata"]["uid"] != before[n] for n in before)
     assert all(p["metadata"]["annotations"].get("example.com/revision") == "2" and is_ready(p) for p in after.values())
 
+    # history and rollback: helm's revisions; the controller rolls the group back to the first template
+    res = cli(tmp_path, cluster, "history", "-t", "lws", "-i", str(changed), "--output", "json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert len(json.loads(res.stdout)["revisions"]) == 2, res.stdout
+    res = cli(tmp_path, cluster, "rollback", "-t", "lws", "-i", str(changed), "-y", "--ready-timeout", READY)
+    assert res.returncode == 0, res.stdout + res.stderr
+    back = engine_pods(cluster, ns)
+    assert set(back) == set(after) and all(back[n]["metadata"]["uid"] != after[n]["metadata"]["uid"] for n in after)
+    assert all("example.com/revision" not in p["metadata"]["annotations"] and is_ready(p) for p in back.values())
+
     res = cli(tmp_path, cluster, "down", "-t", "lws", "-i", str(changed), "--output", "json")
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["status"] == "uninstalled"

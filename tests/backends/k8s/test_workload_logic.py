@@ -35,7 +35,7 @@ def test_pods_of_a_group_are_its_leader_and_workers():
     one = _lws(size=1)
     del one["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
     assert [n for n, _ in lws.pod_names(one)] == ["r-mixed-0"]
-    assert expected_pods([_lws()]) == ({"mixed": 3}, {"mixed": f"{SUM}=aaa"})
+    assert expected_pods([_lws()]) == ({"mixed": 3}, {"mixed": {f"{SUM}=aaa"}})
 
 
 def test_every_pod_must_run_the_rendered_template_and_be_ready():
