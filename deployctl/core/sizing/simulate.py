@@ -82,7 +82,11 @@ class Result:
     first_wave_ttft: list[float] = field(default_factory=list)
 
     def dist(self, name: str) -> dict[str, float]:
-        return {f"p{q}": percentile(getattr(self, name), q) for q in PERCENTILES}
+        """p50/p90/p99 and the mean (what most sources publish) of one latency over the requests."""
+        xs = getattr(self, name)
+        out = {f"p{q}": percentile(xs, q) for q in PERCENTILES}
+        out["mean"] = sum(xs) / len(xs) if xs else 0.0
+        return out
 
 
 def percentile(xs: list[float], q: float) -> float:

@@ -199,3 +199,14 @@ def test_which_engines_chunk_prefill_into_decode_steps():
     assert chunked("vllm-a2-2x8-v32-dp-ep.yaml")
     assert not chunked("a2-2x8-tp-pp.yaml")
     assert not chunked("vllm-a2-2x8-v32-dp-ep.yaml", ["--no-enable-chunked-prefill"])
+
+
+def test_each_distribution_carries_the_mean_beside_its_percentiles():
+    """Sources publish means as often as medians (issue 40): the mean is of the simulated requests themselves."""
+    from deployctl.core.sizing.simulate import Result
+
+    res = Result(ttft=[1.0, 2.0, 9.0], tpot=[0.02, 0.02, 0.05], e2e=[3.0, 4.0, 11.0], throughput=10.0, duration=11.0,
+                 steps=30, preemptions=0)
+    assert res.dist("ttft") == pytest.approx({"p50": 2.0, "p90": 7.6, "p99": 8.86, "mean": 4.0})
+    assert abs(res.dist("tpot")["mean"] - 0.03) < 1e-12
+    assert Result(ttft=[], tpot=[], e2e=[], throughput=0.0, duration=0.0, steps=0, preemptions=0).dist("e2e")["mean"] == 0.0
