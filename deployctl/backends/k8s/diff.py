@@ -235,14 +235,11 @@ INSTANCE_KINDS = ("StatefulSet", "LeaderWorkerSet", "InferServiceSet")
 
 
 def _templates(d: dict) -> list[dict]:
-    """The pod templates of a workload (a LeaderWorkerSet: its leader's; an InferServiceSet: every role's)."""
-    if d["kind"] == "LeaderWorkerSet":
-        lwt = d["spec"].get("leaderWorkerTemplate") or {}
-        return [lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}]
-    if d["kind"] == "InferServiceSet":
-        roles = ((d["spec"].get("template") or {}).get("roles") or [])[:64]
-        return [(r.get("spec") or {}).get("template") or {} for r in roles if isinstance(r, dict)]
-    return [d["spec"]["template"]]
+    """The pod templates of a workload (a LeaderWorkerSet's leader and workers, an InferServiceSet's roles)."""
+    from deployctl.backends.k8s import infer_operator, lws
+
+    how = {lws.KIND: lws, infer_operator.KIND: infer_operator}.get(d["kind"])
+    return [t for t, _ in how.pod_templates(d)] if how else [d["spec"]["template"]]
 
 
 def _checksums(docs: list[dict]) -> dict[str, str]:

@@ -89,19 +89,7 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     problems += [f"instance {i}: the Infer Operator's StatefulSets run an older pod template (it never updates them); "
                  "`deployctl up --target infer-operator` replaces them" for i in old]
     stale |= set(old)
-    servers: dict[str, int] = {}
-    for w in workloads:
-        inst = ((w.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance")
-        if isinstance(inst, str) and w["kind"] == "StatefulSet":
-            servers[inst] = servers.get(inst, 0) + int((w.get("spec") or {}).get("replicas") or 0)
-        elif isinstance(inst, str) and w["kind"] == lws.KIND:
-            servers[inst] = sum(n for _, n in lws.pod_templates(w))
-        elif w["kind"] == infer_operator.KIND:
-            for template, n in infer_operator.pod_templates(w):
-                name = ((template.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance")
-                if isinstance(name, str):
-                    servers[name] = servers.get(name, 0) + n
-    gang = pod_groups(api, servers) if workloads else []
+    gang = pod_groups(api, prog.expected) if workloads else []      # pods per instance, whatever makes them
     return prog, problems, not workloads or not prog.done or bool(stale), gang, \
         lws.status_lines(workloads) + infer_operator.status_lines(workloads)
 
