@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 POINTS = Path(__file__).with_name("points.yaml")
+MORE_POINTS = Path(__file__).with_name("points.d")     # later collections, one file each, same schema and rules
 ROOT = Path(__file__).resolve().parents[3]       # a point's config_path is relative to the repository
 IMAGES = {"vllm-ascend": {"a2": "quay.io/ascend/vllm-ascend:v0.13.0", "a3": "quay.io/ascend/vllm-ascend:v0.13.0-a3"},
           # SGLang's Ascend tutorials name these images ("validated and written based on SGLang v0.5.16":
@@ -36,7 +37,13 @@ METRICS = (("tpot_ms", "TPOT"), ("ttft_ms", "TTFT"), ("throughput", "throughput"
 
 @cache
 def points() -> dict:
-    return yaml.safe_load(POINTS.read_text())
+    """points.yaml and every points.d/*.yaml (in name order): their `points` and `unexpressed` lists joined."""
+    out = yaml.safe_load(POINTS.read_text())
+    for f in sorted(MORE_POINTS.glob("*.yaml")):
+        more = yaml.safe_load(f.read_text()) or {}
+        for key in ("points", "unexpressed"):
+            out.setdefault(key, []).extend(more.get(key) or [])
+    return out
 
 
 def engine_of(p: dict) -> str:
@@ -148,8 +155,11 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     client = Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
                     concurrency=c["concurrency"], rate=rate, requests=c.get("requests"))
     served = simulate_plan(context(plan, consts=consts or engine_consts(engine=engine_of(p))), client)
-    row.estimated = {"ttft_ms": served.ttft["p50"] * 1e3, "tpot_ms": served.tpot["p50"] * 1e3,
-                     "throughput": served.throughput}
+    # each source's own statistic (`statistic: {ttft_ms: mean}`; the median when the point does not say)
+    stat = {"median": "p50", "mean": "mean", "p50": "p50"}
+    which = {k: stat[v] for k, v in (p.get("statistic") or {}).items()}
+    row.estimated = {"ttft_ms": served.ttft[which.get("ttft_ms", "p50")] * 1e3,
+                     "tpot_ms": served.tpot[which.get("tpot_ms", "p50")] * 1e3, "throughput": served.throughput}
     return row
 
 

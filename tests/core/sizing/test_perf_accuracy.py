@@ -28,6 +28,8 @@ def test_points_are_complete_and_split_by_the_declared_rule():
         assert p["id"] not in fitted
         assert re.search(r"@[0-9a-f]{8}|https?://", p["source"]), p["id"]     # repo@commit:path or a URL
         assert p["measured"] and set(p["measured"]) <= {"ttft_ms", "tpot_ms", "throughput"}
+        stat = p.get("statistic") or {}           # the statistic the source publishes (the median if not said)
+        assert set(stat) <= {"ttft_ms", "tpot_ms"} and set(stat.values()) <= {"mean", "median"}, p["id"]
         assert {"input", "output", "concurrency"} <= set(p["client"])
         assert p["hardware"] in ("a2", "a3") and p["servers"] >= 1
         # the rules (points.yaml header): vLLM-Ascend: tests/e2e/weekly/ -> fit, everything else -> check;
