@@ -139,17 +139,33 @@ def _engine_accepts(ctx: Context) -> None:
         raise ctx.located(exc) from None
 
 
-def estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None):
-    """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds)."""
+def workload_load(input_len: int, load: dict | None) -> dict:
+    """request_rate, arrival and prefix_hit of a workload from plan/recommend's load flags (a shared prefix of
+    TOKENS becomes the hit rate TOKENS / input length)."""
+    from deployctl.core.sizing.clients import from_shared_prefix
+
+    load = load or {}
+    out = {k: load[k] for k in ("request_rate", "arrival") if load.get(k) is not None}
+    if load.get("shared_prefix"):
+        out["prefix_hit"] = round(from_shared_prefix(load["shared_prefix"], input_len), 6)
+    elif load.get("prefix_hit") is not None:
+        out["prefix_hit"] = load["prefix_hit"]
+    return out
+
+
+def estimate(plan, input_len=None, output_len=None, concurrency=None, sku=None, load=None):
+    """The performance estimate of a plan for a workload (defaults: the model limits, what the KV cache holds;
+    `load`: plan's --request-rate, --arrival, --prefix-hit, --shared-prefix)."""
     from deployctl.core.errors import UsageError
-    from deployctl.io.calibration_store import load
+    from deployctl.io.calibration_store import load as load_calibration
     from deployctl.core.sizing.estimate import default_workload, estimate_plan
 
     w = default_workload(plan)
     w = w.model_copy(update={k: v for k, v in (("input_len", input_len), ("output_len", output_len),
                                                 ("concurrency", concurrency)) if v is not None})
+    w = w.model_copy(update=workload_load(w.input_len, load))
     try:
-        return estimate_plan(plan, w, sku=sku, calibration=load(plan.inventory.cluster.name))
+        return estimate_plan(plan, w, sku=sku, calibration=load_calibration(plan.inventory.cluster.name))
     except ValueError as exc:          # an unknown SKU name
         raise UsageError(str(exc), hint="name a SKU of the cluster's hardware (deployctl/core/sizing/hardware.yaml)") \
             from None

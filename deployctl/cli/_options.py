@@ -118,6 +118,28 @@ InputLenOpt = Annotated[Optional[int], typer.Option(
 OutputLenOpt = Annotated[Optional[int], typer.Option(
     "--output-len", min=1, metavar="TOKENS",
     help="Output tokens per request (default: model.max_seq_len - model.max_input_len).")]
+RequestRateOpt = Annotated[Optional[float], typer.Option(
+    "--request-rate", min=0.0001, metavar="REQ/S",
+    help="Estimate an open loop: requests per second arriving (with --concurrency as a ceiling), instead of "
+         "clients sending back to back.")]
+
+
+class Arrival(str, Enum):
+    poisson = "poisson"
+    fixed = "fixed"
+
+
+ArrivalOpt = Annotated[Arrival, typer.Option(
+    "--arrival", help="With --request-rate: poisson (exponential gaps, the benchmarks' default) or fixed (equal "
+                      "gaps).")]
+PrefixHitOpt = Annotated[Optional[float], typer.Option(
+    "--prefix-hit", min=0.0, max=0.99, metavar="SHARE",
+    help="Share of each prompt the engine finds in its prefix cache (0-0.99; e.g. vLLM's prefix cache hit rate): "
+         "not computed again.")]
+SharedPrefixOpt = Annotated[Optional[int], typer.Option(
+    "--shared-prefix", min=1, metavar="TOKENS",
+    help="Prompts share their first TOKENS tokens (a system prompt): the prefix hit rate is TOKENS / input "
+         "length.")]
 SkuOpt = Annotated[Optional[str], typer.Option(
     "--sku", metavar="SKU", help="NPU SKU for the estimate, e.g. 910B3, 910B4, 800I-A3 (default: cluster.sku, "
                                  "preflight's npu-smi chip name with --facts, else the hardware's default).")]

@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._app import app
-from deployctl.cli._options import (FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat, OutputOpt, Target,
-                                    TargetOpt, InputLenOpt, OutputLenOpt, RunDirOpt, SkuOpt)
+from deployctl.cli._options import (Arrival, ArrivalOpt, FactsOpt, ForceOpt, InventoryOpt, OutputDirOpt, OutputFormat,
+                                    OutputOpt, PrefixHitOpt, RequestRateOpt, SharedPrefixOpt, Target, TargetOpt,
+                                    InputLenOpt, OutputLenOpt, RunDirOpt, SkuOpt)
 from deployctl.core.docs_url import doc
 
 
@@ -50,6 +51,8 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
          concurrency: Annotated[Optional[int], typer.Option(
              "--concurrency", min=1, help="Concurrent requests for the estimate (default: what the KV cache "
                                           "holds).")] = None,
+         request_rate: RequestRateOpt = None, arrival: ArrivalOpt = Arrival.poisson,
+         prefix_hit: PrefixHitOpt = None, shared_prefix: SharedPrefixOpt = None,
          sku: SkuOpt = None,
          compare: Annotated[bool, typer.Option(
              "--compare", help="Also rank every layout of these servers for this workload (as `recommend`).")]
@@ -68,17 +71,32 @@ def plan(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, facts: 
     \b
       deployctl plan -i my.yaml
       deployctl plan -i my.yaml --input-len 3500 --output-len 1500 --concurrency 32
+      deployctl plan -i my.yaml --request-rate 4 --shared-prefix 2048    # 4 req/s, a 2K system prompt
       deployctl plan -i my.yaml --compare --output json
     """
     from deployctl.cli.commands import run_plan
 
+    load = _load(request_rate, arrival, prefix_hit, shared_prefix)
     run_plan(inventory, output.value, facts, input_len=input_len, output_len=output_len, concurrency=concurrency,
-             sku=sku, run_root=run_dir)
+             sku=sku, run_root=run_dir, load=load)
     if compare:
         from deployctl.cli.recommend import run_recommend
 
         run_recommend(inventory, input_len=input_len, output_len=output_len, output=output.value, sku=sku,
-                      facts=facts, run_root=run_dir, notes=False)
+                      facts=facts, run_root=run_dir, notes=False, load=load)
+
+
+def _load(request_rate: float | None, arrival: Arrival, prefix_hit: float | None,
+          shared_prefix: int | None) -> dict:
+    """The open-loop and prefix-cache settings of plan and recommend (shared_prefix becomes a hit rate once the
+    input length is known)."""
+    if prefix_hit is not None and shared_prefix is not None:
+        from deployctl.core.errors import UsageError
+
+        raise UsageError("--prefix-hit and --shared-prefix both set the prefix hit rate",
+                         hint="give one: --prefix-hit 0.5, or --shared-prefix TOKENS (hit = TOKENS / input length)")
+    return {"request_rate": request_rate, "arrival": arrival.value, "prefix_hit": prefix_hit,
+            "shared_prefix": shared_prefix}
 
 
 @app.command()
@@ -95,6 +113,8 @@ def recommend(
     maximize: Annotated[str, typer.Option(
         "--maximize", help="throughput_per_die (default) or throughput (of the whole deployment).")]
     = "throughput_per_die",
+    request_rate: RequestRateOpt = None, arrival: ArrivalOpt = Arrival.poisson,
+    prefix_hit: PrefixHitOpt = None, shared_prefix: SharedPrefixOpt = None,
     apply_to: Annotated[Optional[Path], typer.Option(
         "--apply", metavar="FILE", help="Write the best layout into FILE: a copy of the inventory with only "
                                         "its layout replaced (never the inventory itself).")] = None,
@@ -121,7 +141,8 @@ def recommend(
     code = run_recommend(inventory, input_len=input_len, output_len=output_len,
                          slo_tpot_ms=_duration_ms(slo_tpot, "--slo-tpot"),
                          slo_ttft_ms=_duration_ms(slo_ttft, "--slo-ttft"), top=top, apply_to=apply_to,
-                         output=output.value, sku=sku, maximize=maximize, facts=facts, run_root=run_dir)
+                         output=output.value, sku=sku, maximize=maximize, facts=facts, run_root=run_dir,
+                         load=_load(request_rate, arrival, prefix_hit, shared_prefix))
     if code:
         raise typer.Exit(code)
 

@@ -32,12 +32,12 @@ def run_validate(path: Path, output: str, facts: Path | None = None, run_root: P
 
 def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: int | None = None,
              output_len: int | None = None, concurrency: int | None = None, sku: str | None = None,
-             run_root: Path | None = None) -> None:
+             run_root: Path | None = None, load: dict | None = None) -> None:
     from deployctl.app.plan import estimate, planned
 
     ctx = planned(path, facts, run_root)
     plan = ctx.plan
-    est = estimate(plan, input_len, output_len, concurrency, sku)
+    est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
     if output == "json":
         from pydantic_core import to_json
 

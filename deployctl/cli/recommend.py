@@ -12,18 +12,20 @@ import typer
 from deployctl.cli._output import esc
 
 
-def _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize):
+def _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize, load=None):
     """The objective; lengths default to the model limits (max_input_len in, max_seq_len - max_input_len out)."""
     from pydantic import ValidationError
 
+    from deployctl.app.plan import workload_load
     from deployctl.core.errors import UsageError
     from deployctl.core.sizing.recommend import Objective
 
     m = inv.model
+    input_len = input_len or m.max_input_len
     try:
-        return Objective(input_len=input_len or m.max_input_len,
-                         output_len=output_len or max(1, m.max_seq_len - m.max_input_len),
-                         slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms, maximize=maximize)
+        return Objective(input_len=input_len, output_len=output_len or max(1, m.max_seq_len - m.max_input_len),
+                         slo_tpot_ms=slo_tpot_ms, slo_ttft_ms=slo_ttft_ms, maximize=maximize,
+                         **workload_load(input_len, load))
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UsageError(f"invalid objective: {'.'.join(map(str, err['loc']))}: {err['msg']}",
@@ -101,7 +103,7 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
                   slo_tpot_ms: float | None = None, slo_ttft_ms: float | None = None, top: int = 5,
                   apply_to: Path | None = None, output: str = "text", sku: str | None = None,
                   maximize: str = "throughput_per_die", facts: Path | None = None,
-                  run_root: Path | None = None, notes: bool = True) -> int:
+                  run_root: Path | None = None, notes: bool = True, load: dict | None = None) -> int:
     """Print the ranked layouts (text table or JSON); with ``apply_to`` write the best into that copy.
 
     Returns 0 when the best layout meets the SLO (or no SLO was given), 1 when none does. Raises LayoutError
@@ -117,7 +119,7 @@ def run_recommend(inventory_path: Path, input_len: int | None = None, output_len
         from deployctl.cli._output import print_offline_notes
 
         print_offline_notes(ctx)
-    obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize)
+    obj = _objective(inv, input_len, output_len, slo_tpot_ms, slo_ttft_ms, maximize, load)
     try:
         from deployctl.io.calibration_store import load
 

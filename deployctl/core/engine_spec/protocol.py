@@ -234,6 +234,8 @@ class EngineSpec(Protocol):
 
     def chunked_prefill(self, inv: Inventory) -> bool: ...          # splits a prompt longer than its prefill batch
 
+    def prefix_caching(self, inv: Inventory) -> tuple[bool, str]: ...   # (reuses cached prompt prefixes, source)
+
     def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool: ...   # a prompt longer than max_prefill_tokens
                                                                              # still runs (chunked, or alone)
 
@@ -282,6 +284,9 @@ class EngineSpecBase:
 
     def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool:
         return self.chunked_prefill(inv)    # else its prefill batch must hold the longest input
+
+    def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
+        return False, "no prefix cache known for this engine"
 
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         return 0, ""

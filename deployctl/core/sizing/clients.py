@@ -7,9 +7,15 @@ Two client models, as the benchmark tools send load:
   around every request; with the default ``--request-rate inf`` every request is released at once and the
   semaphore admits N), AIPerf's ``--concurrency`` mode and AISBench's ``batch_size`` (the fixed number of
   concurrent requests). The first wave's N prompts arrive in the same instant, so prefill queues in a burst.
-* ``rate``: an open loop, Poisson arrivals at ``rate`` requests/s (vLLM ``--request-rate`` with burstiness 1,
-  AIPerf ``--request-rate`` with its Poisson arrival pattern), optionally gated by a concurrency ceiling
-  (AIPerf's sleep-then-gate when both are given).
+* ``rate``: an open loop at ``rate`` requests/s, Poisson arrivals (vLLM ``--request-rate`` with burstiness 1,
+  AIPerf ``--request-rate`` with its Poisson arrival pattern) or evenly spaced ones (``arrival="fixed"``: AIPerf's
+  constant rate, vLLM's burstiness -> infinity), optionally gated by a concurrency ceiling (AIPerf's
+  sleep-then-gate when both are given).
+
+``prefix_hit`` is the share of each prompt's tokens the engine finds in its prefix cache (a shared system prompt,
+a multi-turn history): those tokens are not computed again, their KV is in the cache. It is the engine's own
+"prefix cache hit rate" (vLLM's ``vllm:prefix_cache_hits`` / ``vllm:prefix_cache_queries``), or a dataset's shared
+prefix over its prompt length (``from_shared_prefix``).
 
 Lengths are fixed, or uniform within ``input_len x (1 ± spread)`` as vLLM's random dataset draws them
 (``--random-range-ratio``). Everything is drawn from ``random.Random(seed)``: the same client gives the same
@@ -38,6 +44,8 @@ class Client:
     spread: float = 0.0                   # lengths uniform in len x (1 ± spread); 0: fixed
     requests: int | None = None           # requests measured (default: as deployctl bench does)
     seed: int = 0
+    arrival: Literal["poisson", "fixed"] = "poisson"   # rate mode: exponential or equal gaps
+    prefix_hit: float = 0.0               # share of each prompt found in the prefix cache (not computed again)
 
     def __post_init__(self) -> None:
         if self.mode not in ("concurrency", "rate"):
@@ -48,6 +56,10 @@ class Client:
             raise ValueError("a concurrency client needs concurrency >= 1")
         if not 0 <= self.spread < 1:
             raise ValueError("spread must be in [0, 1)")
+        if self.arrival not in ("poisson", "fixed"):
+            raise ValueError(f"arrival {self.arrival!r}: expected poisson or fixed")
+        if not 0 <= self.prefix_hit < 1:
+            raise ValueError("prefix_hit must be in [0, 1)")
 
     @property
     def total_requests(self) -> int:
@@ -64,9 +76,14 @@ class Client:
         d["semantics"] = ("closed loop: every client starts at once and sends its next request when the previous "
                           "one finishes (AIPerf --concurrency, AISBench batch_size, the engines' own serving benchmarks' "
                           "--max-concurrency)" if self.mode == "concurrency" else
-                          "open loop: Poisson arrivals (AIPerf --request-rate, the serving benchmarks' --request-rate)"
+                          ("open loop: Poisson arrivals (AIPerf --request-rate, the serving benchmarks' --request-rate)"
+                           if self.arrival == "poisson" else
+                           "open loop: evenly spaced arrivals (AIPerf --request-rate with a constant rate)")
                           + (f", at most {self.concurrency} in flight" if self.concurrency else ""))
         d["lengths"] = "fixed" if not self.spread else f"uniform within ±{self.spread:.0%}"
+        if self.prefix_hit:
+            d["prefix_cache"] = (f"{self.prefix_hit:.0%} of each prompt found in the prefix cache: not computed "
+                                 "again (its KV still counted per request)")
         return d
 
 
@@ -77,7 +94,19 @@ def share(client: Client, groups: float) -> Client:
     rate = client.rate / groups
     req = max(3 * max(conc, 1), round(client.total_requests / groups), 5)
     return Client(input_len=client.input_len, output_len=client.output_len, mode=client.mode, concurrency=conc,
-                  rate=rate, spread=client.spread, requests=req, seed=client.seed)
+                  rate=rate, spread=client.spread, requests=req, seed=client.seed, arrival=client.arrival,
+                  prefix_hit=client.prefix_hit)
+
+
+def from_shared_prefix(shared: int, input_len: int) -> float:
+    """The prefix hit rate of a dataset whose prompts of ``input_len`` tokens share their first ``shared`` tokens
+    (AIPerf's prompt prefix, a common system prompt): every prompt after the first finds them cached."""
+    return min(max(shared, 0), input_len - 1) / input_len if input_len > 1 else 0.0
+
+
+def cached(client: Client, input_len: int) -> int:
+    """Tokens of a prompt of ``input_len`` the prefix cache already holds (whole tokens; at least one computed)."""
+    return min(int(input_len * client.prefix_hit), input_len - 1) if client.prefix_hit else 0
 
 
 def lengths(client: Client, rng: random.Random) -> tuple[int, int]:
@@ -92,9 +121,9 @@ def lengths(client: Client, rng: random.Random) -> tuple[int, int]:
 
 
 def arrivals(client: Client, n: int, rng: random.Random) -> list[float]:
-    """Arrival times of an open-loop (rate) client: exponential gaps (a Poisson process), starting at 0."""
+    """Arrival times of an open-loop (rate) client from 0: exponential gaps (a Poisson process), or equal ones."""
     out, t = [], 0.0
     for _ in range(n):
         out.append(t)
-        t += rng.expovariate(client.rate)
+        t += rng.expovariate(client.rate) if client.arrival == "poisson" else 1.0 / client.rate
     return out

@@ -188,9 +188,24 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
                             "estimated at concurrency 1")
     w = workload.model_copy(update={"concurrency": conc})
     n = evaluate(ctx, w.input_len, w.output_len, conc)
-    from deployctl.core.sizing.serving import ASSUMPTION as SIM_ASSUMPTION, apply as simulate_serving
+    from deployctl.core.sizing.serving import ASSUMPTION as SIM_ASSUMPTION, apply as simulate_serving, client_of
 
-    served = simulate_serving(ctx, n, w.input_len, w.output_len)    # issue 27: the simulated serving loop
+    extra = []
+    if w.prefix_hit:
+        caches, why = plan.engine_spec.prefix_caching(plan.inventory)
+        if caches:
+            extra.append(f"prefix cache: {w.prefix_hit:.0%} of each prompt is found cached and not computed again "
+                         f"({why}); its KV is still counted per request (shared blocks not deduplicated)")
+        else:
+            warnings.append(f"a prefix hit rate of {w.prefix_hit:.0%} was given but {plan.engine_spec.display} "
+                            f"runs without a prefix cache here ({why}): estimated as if nothing were cached")
+            w = w.model_copy(update={"prefix_hit": 0.0})
+    if w.request_rate:
+        extra.append(f"open loop: {w.request_rate:g} requests/s, {w.arrival} arrivals"
+                     + (f", at most {conc} in flight" if workload.concurrency else
+                        "; the steady-state terms below are at the concurrency the engine allows"))
+    # issue 27: the simulated serving loop
+    served = simulate_serving(ctx, n, client_of(w, conc, ceiling=workload.concurrency is not None))
     if n.limited_by == "prefill":
         warnings.append("the prefill instance cannot keep up: throughput is its capacity, TTFT grows with the queue")
     instances = [_instance(ctx, inst, w, n) for inst in plan.instances]
@@ -201,7 +216,7 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
     else:
         binding = cast(StepEstimate, dec.decode).binding   # a mixed or decode instance has its decode step
     c = ctx.consts
-    from deployctl.core.sizing.accuracy import accuracy
+    from deployctl.core.sizing.accuracy import accuracy, band
 
     user = ctx.calibration.get("source")
     error = accuracy(plan.engine_spec.kind if plan.engine_spec.perf_deratings else None, bool(plan.role("prefill")),
@@ -214,10 +229,11 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
         tpot_ms=round(n.tpot * 1e3, 3), tpot_floor_ms=round(n.tpot_floor * 1e3, 3),
         output_tokens_per_s=round(n.throughput, 2), per_die_tokens_per_s=round(n.throughput / ctx.dies, 3),
         ttft_terms=ttft_terms, binding=binding, limited_by=n.limited_by, mtp=ctx.mtp, instances=instances,
-        assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION], warnings=warnings,
+        assumptions=_assumptions(ctx, w, note) + [SIM_ASSUMPTION] + extra, warnings=warnings,
         calibration={"k_hbm": c.k_hbm, "k_compute": c.k_compute, "k_prefill": c.k_prefill, "k_fixed": c.k_fixed,
                      "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration},
-        accuracy=error, **served)
+        accuracy=dict(error, band=band(error, {"ttft_ms": n.ttft * 1e3, "tpot_ms": n.tpot * 1e3,
+                                              "output_tokens_per_s": n.throughput}, ctx.calibration)), **served)
 
 
 def _fit_record(ctx: EstimateInputs, fitted_for: Callable[[EngineSpec], Consts],

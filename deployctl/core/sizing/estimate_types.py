@@ -20,6 +20,10 @@ class Workload(Frozen):
     input_len: int = Field(gt=0, le=4_194_304)
     output_len: int = Field(gt=0, le=4_194_304)
     concurrency: int | None = Field(None, ge=1, le=10_000_000)
+    # an open-loop client (`--request-rate`): requests per second arriving, concurrency then a ceiling
+    request_rate: float | None = Field(None, gt=0, le=1_000_000)
+    arrival: Literal["poisson", "fixed"] = "poisson"
+    prefix_hit: float = Field(0.0, ge=0, lt=1)   # share of each prompt found in the engine's prefix cache
 
 
 class Term(Frozen):

@@ -135,6 +135,9 @@ def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, ca
         consts = Consts(**calibration["consts"])
         user = {"source": f"{label(calibration)} ({calibration['file']}; `deployctl calibrate --remove` drops it)",
                 "user_rms_error": calibration.get("rms_error", 0.0)}
+        from deployctl.core.sizing.accuracy import user_mape
+
+        user.update(user_mape(calibration.get("points") or []))
     where = user.get("source") or ("deratings given by the caller" if consts is not None
                                    else fitted_source(inv.engine_spec))
     consts = consts or fitted_for(inv.engine_spec)     # else the engine's own deratings (or the CloudMatrix fit)

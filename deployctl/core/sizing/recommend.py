@@ -31,6 +31,9 @@ class Objective(Frozen):
     slo_tpot_ms: float | None = Field(None, gt=0)
     slo_ttft_ms: float | None = Field(None, gt=0)
     maximize: Literal["throughput_per_die", "throughput"] = "throughput_per_die"
+    request_rate: float | None = Field(None, gt=0)      # an open-loop load instead of the closed-loop search
+    arrival: Literal["poisson", "fixed"] = "poisson"
+    prefix_hit: float = Field(0.0, ge=0, lt=1)
 
 
 class Candidate(Frozen):
@@ -159,12 +162,23 @@ SLO_PERCENTILE = "p90"      # the SLO holds when the simulated p90 TTFT and p90 
 
 def _operating_point(ctx: EstimateInputs, obj: Objective, cmax: int) -> tuple[int, bool, float]:
     """The largest concurrency <= cmax meeting the SLO (TPOT and TTFT grow with concurrency), else 1; judged on
-    the simulated serving loop under the benchmark's closed-loop client (deployctl.core.sizing.serving)."""
+    the simulated serving loop under the benchmark's closed-loop client (deployctl.core.sizing.serving). With a
+    request rate: the rate's open loop with cmax (what the KV cache holds) as its ceiling, judged once."""
     from deployctl.core.sizing.clients import Client
     from deployctl.core.sizing.serving import simulate_plan
 
+    if obj.request_rate:
+        s = simulate_plan(ctx, Client(input_len=obj.input_len, output_len=obj.output_len, mode="rate",
+                                      rate=obj.request_rate, concurrency=cmax, arrival=obj.arrival,
+                                      prefix_hit=obj.prefix_hit))
+        # an open loop the layout cannot keep up with has no steady state: its waits grow without bound
+        keeps_up = s.throughput >= 0.9 * obj.request_rate * obj.output_len
+        r = _ratio(obj, s.ttft[SLO_PERCENTILE], s.tpot[SLO_PERCENTILE])
+        return cmax, keeps_up and r <= 1, r if keeps_up else max(r, 1.0 + 1e-9)
+
     def ratio(c: int) -> float:
-        s = simulate_plan(ctx, Client(input_len=obj.input_len, output_len=obj.output_len, concurrency=c))
+        s = simulate_plan(ctx, Client(input_len=obj.input_len, output_len=obj.output_len, concurrency=c,
+                                      prefix_hit=obj.prefix_hit))
         return _ratio(obj, s.ttft[SLO_PERCENTILE], s.tpot[SLO_PERCENTILE])
 
     top = ratio(cmax)
@@ -234,7 +248,8 @@ def recommend_report(inv: Inventory, objective: Objective, sku: str | None = Non
             continue
         conc, meets, ratio = _operating_point(ctx, objective, held)
         est = estimate_plan(plan, Workload(input_len=objective.input_len, output_len=objective.output_len,
-                                           concurrency=conc), ctx=ctx)
+                                           concurrency=conc, request_rate=objective.request_rate,
+                                           arrival=objective.arrival, prefix_hit=objective.prefix_hit), ctx=ctx)
         notes = []
         if conc > batch_limit(ctx):
             dp = plan.instance(ctx.decoder.name).degrees.dp
@@ -246,7 +261,11 @@ def recommend_report(inv: Inventory, objective: Objective, sku: str | None = Non
         (lambda s: s.est.output_tokens_per_s)
     scored.sort(key=lambda s: (not s.meets, -metric(s) if s.meets else s.ratio, -metric(s)))
     notes = [f"SLO judged on the simulated {SLO_PERCENTILE} of TTFT and TPOT under a closed-loop client "
-             "(clients start together, back-to-back requests)"]
+             "(clients start together, back-to-back requests)" if not objective.request_rate else
+             f"SLO judged on the simulated {SLO_PERCENTILE} of TTFT and TPOT at {objective.request_rate:g} "
+             f"requests/s ({objective.arrival} arrivals); a layout that cannot sustain the rate misses it"]
+    if objective.prefix_hit:
+        notes.append(f"{objective.prefix_hit:.0%} of each prompt from the prefix cache (not computed again)")
     if calibrated:
         notes.append(f"deratings {calibrated}")
     if scored and not scored[0].meets:

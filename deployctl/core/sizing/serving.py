@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from deployctl.core.models.plan import Instance
-    from deployctl.core.sizing.estimate_types import PlanEstimate
+    from deployctl.core.sizing.estimate_types import PlanEstimate, Workload
     from deployctl.core.sizing.perf_context import EstimateInputs
     from deployctl.core.sizing.step import Consts, Setup
 
@@ -188,16 +188,24 @@ def _prefill_side(ctx: EstimateInputs, client: Client, used: int) -> PrefillSide
 
 ASSUMPTION = ("TTFT, TPOT and throughput are the p50s and throughput of a simulated serving loop per DP scheduler "
               "(deployctl.core.sizing.simulate) under a closed-loop client at this concurrency, all clients starting "
-              "together as the benchmark tools do; the load is spread evenly over the DP groups; the queueing terms "
+              "together as the benchmark tools do (or an open loop at --request-rate); the load is spread evenly over the DP groups; the queueing terms "
               "above are replaced by it (distribution.steady_state keeps them)")
 
 
-def apply(ctx: EstimateInputs, n: SteadyState, input_len: int, output_len: int) -> dict:
+def client_of(w: Workload, concurrency: int, ceiling: bool) -> Client:
+    """The simulated client of a workload: closed loop at `concurrency`, or its request rate (Poisson or evenly
+    spaced) with `concurrency` as a ceiling when the user gave one (`ceiling`)."""
+    if w.request_rate:
+        return Client(input_len=w.input_len, output_len=w.output_len, mode="rate", rate=w.request_rate,
+                      concurrency=concurrency if ceiling else 0, arrival=w.arrival, prefix_hit=w.prefix_hit)
+    return Client(input_len=w.input_len, output_len=w.output_len, concurrency=concurrency, prefix_hit=w.prefix_hit)
+
+
+def apply(ctx: EstimateInputs, n: SteadyState, client: Client) -> dict:
     """Replace the steady-state TTFT, TPOT and throughput of `n` (deployctl.core.sizing.estimate.Numbers) by the simulated
-    medians and throughput under the benchmark's client (closed loop at n.concurrency, simultaneous start); the
-    TTFT parts keep the analytical prefill / transfer / first step and the rest becomes the simulated wait.
-    Returns {"distribution", "client"} for the estimate."""
-    client = Client(input_len=input_len, output_len=output_len, concurrency=n.concurrency)
+    medians and throughput under the benchmark's client (`client_of`: closed loop at n.concurrency with a
+    simultaneous start, or an open loop at the request rate); the TTFT parts keep the analytical prefill /
+    transfer / first step and the rest becomes the simulated wait. Returns {"distribution", "client"}."""
     s = simulate_plan(ctx, client)
     if len(s.result.e2e) < s.per_group.total_requests:
         # a request the KV cache cannot hold never completes: keep the steady-state numbers, say why
@@ -232,9 +240,13 @@ def describe_line(est: PlanEstimate) -> list[str]:
         out.append(str(d.get("note", "")))
     elif d and c:
         who = (f"{c['concurrency']} clients starting together, back to back" if c["mode"] == "concurrency" else
-               f"Poisson arrivals at {c['rate']:g}/s")
+               f"{'Poisson' if c['arrival'] == 'poisson' else 'evenly spaced'} arrivals at {c['rate']:g}/s"
+               + (f", at most {c['concurrency']} in flight" if c["concurrency"] else ""))
+        if c.get("prefix_hit"):
+            who += f", {c['prefix_hit']:.0%} of each prompt from the prefix cache"
         out.append(f"simulated serving loop ({who}, {c['requests']} requests): TTFT p50 {d['ttft_ms']['p50']:,.0f} / "
-                   f"p99 {d['ttft_ms']['p99']:,.0f} ms, TPOT p50 {d['tpot_ms']['p50']:.1f} / p99 "
+                   f"mean {d['ttft_ms']['mean']:,.0f} / p99 {d['ttft_ms']['p99']:,.0f} ms, TPOT p50 "
+                   f"{d['tpot_ms']['p50']:.1f} / mean {d['tpot_ms']['mean']:.1f} / p99 "
                    f"{d['tpot_ms']['p99']:.1f} ms, E2E p50 {d['e2e_ms']['p50'] / 1e3:,.1f} / p99 "
                    f"{d['e2e_ms']['p99'] / 1e3:,.1f} s" + (f", {d['preemptions']} preemptions (KV cache full)"
                                                           if d["preemptions"] else ""))

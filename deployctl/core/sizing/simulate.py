@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from deployctl.core.sizing.clients import Client, arrivals, lengths
+from deployctl.core.sizing.clients import Client, arrivals, cached, lengths
 
 PERCENTILES = (50, 90, 99)
 
@@ -109,6 +109,7 @@ class _Loop:
         self.out: tuple[int, ...]
         self.inp, self.out = zip(*(lengths(client, rng) for _ in range(n))) if n else ((), ())
         self.n = n
+        self.hit = [cached(client, x) for x in self.inp]    # prompt tokens the prefix cache holds: not computed
         self.arr = [math.inf] * n
         if client.mode == "rate":
             self.arr = arrivals(client, n, rng)
@@ -150,7 +151,7 @@ class _Loop:
         if self.p:
             self.pq.append(i)
         else:
-            self.rem[i] = self.inp[i]
+            self.rem[i] = self.inp[i] - self.hit[i]
             self.waiting.append(i)
 
     def _arrive_until(self, now: float) -> None:
@@ -180,11 +181,11 @@ class _Loop:
                 return
             batch: list[int] = []
             tokens = 0
-            while self.pq and self.arr[self.pq[0]] <= start and (not batch or tokens + self.inp[self.pq[0]] <=
-                                                                   p.sched.token_budget):
+            while self.pq and self.arr[self.pq[0]] <= start and (
+                    not batch or tokens + self.inp[self.pq[0]] - self.hit[self.pq[0]] <= p.sched.token_budget):
                 i = self.pq.popleft()
                 batch.append(i)
-                tokens += self.inp[i]
+                tokens += self.inp[i] - self.hit[i]        # a cached prefix is not computed; its KV is sent
             took = p.steps.prefill(tokens)
             # a server shared with other decode groups runs their batches of this round too (as many as ours, by
             # symmetry); ours takes a uniformly drawn place among them
@@ -217,7 +218,7 @@ class _Loop:
         """Whether the next step could admit waiting request i (else decode steps can be jumped over)."""
         if not (self.s.chunked and not self.p):
             return self._fits(i)
-        need = min(self.inp[i] + self.gen[i], self.s.token_budget) + self.s.drafts
+        need = min(self.inp[i] + self.gen[i] - self.hit[i], self.s.token_budget) + self.hit[i] + self.s.drafts
         return (len(self.active) < self.s.max_batch and self.kv_used + need <= self.s.kv_tokens
                 and self.inp[i] + self.out[i] <= self.s.kv_tokens)
 
@@ -227,7 +228,8 @@ class _Loop:
         self.kv[i] = self.inp[i] + self.gen[i]
         self.kv_used += self.kv[i]
         if not self.p:
-            self.rem[i] = self.kv[i]              # a preempted request recomputes prompt + what it emitted
+            # a preempted request recomputes prompt + what it emitted, less the prefix the cache still holds
+            self.rem[i] = self.kv[i] - self.hit[i]
 
     def _preempt(self) -> None:
         i = self.active.pop()
@@ -303,15 +305,19 @@ class _Loop:
             idx += 1
         while not preempted and self.waiting and budget > 0 and len(self.active) < self.s.max_batch:
             i = self.waiting[0]
-            n = min(self.inp[i] + self.gen[i], budget)
-            if n + self.s.drafts > free or self.inp[i] + self.out[i] > self.s.kv_tokens:
+            hit = self.hit[i]                     # the cached prefix: its KV is taken at once, not computed
+            n = min(self.inp[i] + self.gen[i] - hit, budget)
+            if n + hit + self.s.drafts > free or self.inp[i] + self.out[i] > self.s.kv_tokens:
                 break
             self.waiting.popleft()
             self.active.append(i)
-            self.rem[i] = self.inp[i] + self.gen[i]   # a preempted request recomputes prompt + what it emitted
+            # a preempted request recomputes prompt + what it emitted (less the prefix the cache still holds)
+            self.rem[i] = self.inp[i] + self.gen[i] - hit
+            self.kv[i] = hit
+            self.kv_used += hit
             chunks[i] = n
             budget -= n
-            free -= n + self.s.drafts
+            free -= n + hit + self.s.drafts
         return dec, chunks
 
     def run(self) -> Result:

@@ -104,12 +104,13 @@ def points(summaries: list[Path], model: str | None = None, dies: int | None = N
 def predict(ctx, consts: Consts, m: Measured) -> dict:
     """The plan's estimate of one point with these deratings (ms, tokens/s)."""
     from deployctl.core.sizing.estimate import evaluate
+    from deployctl.core.sizing.clients import Client
     from deployctl.core.sizing.serving import apply
 
     ctx.consts = consts
     ctx.cache.clear()
     n = evaluate(ctx, m.input_len, m.output_len, m.concurrency)
-    apply(ctx, n, m.input_len, m.output_len)
+    apply(ctx, n, Client(input_len=m.input_len, output_len=m.output_len, concurrency=m.concurrency))
     return {"ttft_ms": n.ttft * 1e3, "tpot_ms": n.tpot * 1e3, "tokens_per_s": n.throughput}
 
 

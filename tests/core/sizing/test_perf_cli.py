@@ -23,7 +23,8 @@ def test_json_output(capsys):
     assert len(doc["candidates"]) == 3 and doc["total_candidates"] >= 3
     assert doc["candidates"][0]["layout"]["preset"] == "dp-ep"
     assert doc["objective"] == {"input_len": 3500, "output_len": 1500, "slo_tpot_ms": 100.0, "slo_ttft_ms": None,
-                                "maximize": "throughput_per_die"}
+                                "maximize": "throughput_per_die", "request_rate": None, "arrival": "poisson",
+                                "prefix_hit": 0.0}
 
 
 def test_text_output_and_defaults(capsys):

@@ -85,6 +85,12 @@ class MindieSpec(EngineSpecBase):
 
         return memory_inputs(inv, role, degrees)
 
+    def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
+        """MindIE caches prefixes only with the prefix_cache plugin (ModelConfig plugin_params
+        {"plugin_type": "prefix_cache"}; off by default: MindIE-LLM docs, unverified in source here), which
+        deployctl does not render: its plugin_params carry MTP only (config.py)."""
+        return False, "MindIE's prefix_cache plugin is off by default and deployctl does not render it"
+
     def render(self, plan: Plan) -> list[Artifact]:
         from deployctl.core.engines.mindie.config import render_configs
         from deployctl.core.engines.mindie.env import render_envs

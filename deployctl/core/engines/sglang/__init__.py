@@ -78,6 +78,17 @@ class SglangSpec(EngineSpecBase):
 
         return needs_interfaces(inv)
 
+    def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
+        """SGLang's radix cache reuses prompt prefixes unless --disable-radix-cache (server_args.py
+        disable_radix_cache, default False; line unverified)."""
+        from deployctl.core.input.roles import ROLES, role_block
+
+        blocks: list[list[Any]] = [list(inv.engine.model_dump().get("args", []))]
+        blocks += [list((b.engine or {}).get("args", [])) for b in (role_block(inv, r) for r in ROLES) if b]
+        if any("--disable-radix-cache" in args for args in blocks):
+            return False, "--disable-radix-cache in the engine args"
+        return True, "SGLang's radix cache (on unless --disable-radix-cache)"
+
     def chunked_prefill(self, inv: Inventory) -> bool:
         """SGLang chunks prompts longer than --chunked-prefill-size unless it is -1 (the P/D guides' prefill:
         BP/deepseek_r1.mdx@40946a20 L428)."""

@@ -103,6 +103,18 @@ class VllmAscendSpec(EngineSpecBase):
                 return False
         return True
 
+    def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
+        """vLLM's V1 engine caches prompt prefixes by default (CacheConfig.enable_prefix_caching, None -> True for
+        the V1 engine: vllm-project/vllm@01230b40 vllm/config/cache.py, line unverified); off with
+        --no-enable-prefix-caching in engine.args or a role's."""
+        from deployctl.core.input.roles import ROLES, role_block
+
+        e = cast("VllmAscendSettings", inv.engine)
+        blocks = [e.args] + [(b.engine or {}).get("args") for b in (role_block(inv, r) for r in ROLES) if b]
+        if any("--no-enable-prefix-caching" in (args or []) for args in blocks):
+            return False, "--no-enable-prefix-caching in the engine args"
+        return True, "vLLM's V1 engine caches prompt prefixes by default (enable_prefix_caching)"
+
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         """(decode token threshold, where it is set) when the settings turn on two-microbatch overlap, else (0, "")."""
         from deployctl.core.engines.vllm_ascend.overlap import overlap_of
