@@ -98,6 +98,25 @@ def inventory_of(p: dict) -> dict:
                        **({"super_pod_id": 1} if hw == "a3" else {})} for i, n in enumerate(names)]}
 
 
+def client_of(p: dict):
+    """The point's client: closed loop, or its request rate (`arrival` poisson, the default, or fixed), with the
+    prefix hit rate its workload has (`prefix_hit`, 0 when not given)."""
+    from deployctl.core.sizing.clients import Client
+
+    c = p["client"]
+    rate = c.get("rate") or 0.0
+    return Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
+                  concurrency=c["concurrency"], rate=rate, requests=c.get("requests"),
+                  arrival=c.get("arrival", "poisson"), prefix_hit=c.get("prefix_hit", 0.0))
+
+
+def statistic_of(p: dict) -> dict[str, str]:
+    """Which simulated statistic each published latency is compared with: the source's own (`statistic: {ttft_ms:
+    mean}`), the median when the point does not say."""
+    names = {"median": "p50", "mean": "mean"}
+    return {k: names[v] for k, v in (p.get("statistic") or {}).items()}
+
+
 @dataclass
 class Row:
     id: str
@@ -136,7 +155,6 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     """The point's row; `plan_of(inventory_dict)` gives (plan, None) or (None, why deployctl refuses it) — the
     inventory is validated above this layer (tests/core/sizing/accuracy_report.py does it); `consts` default to
     the point's engine's deratings."""
-    from deployctl.core.sizing.clients import Client
     from deployctl.core.sizing.estimate import context
     from deployctl.core.sizing.serving import simulate_plan
 
@@ -151,13 +169,8 @@ def estimate(p: dict, plan_of, consts=None) -> Row:
     if why:
         row.refused = why
         return row
-    rate = c.get("rate") or 0.0
-    client = Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
-                    concurrency=c["concurrency"], rate=rate, requests=c.get("requests"))
-    served = simulate_plan(context(plan, consts=consts or engine_consts(engine=engine_of(p))), client)
-    # each source's own statistic (`statistic: {ttft_ms: mean}`; the median when the point does not say)
-    stat = {"median": "p50", "mean": "mean", "p50": "p50"}
-    which = {k: stat[v] for k, v in (p.get("statistic") or {}).items()}
+    served = simulate_plan(context(plan, consts=consts or engine_consts(engine=engine_of(p))), client_of(p))
+    which = statistic_of(p)
     row.estimated = {"ttft_ms": served.ttft[which.get("ttft_ms", "p50")] * 1e3,
                      "tpot_ms": served.tpot[which.get("tpot_ms", "p50")] * 1e3, "throughput": served.throughput}
     return row

@@ -13,12 +13,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from accuracy import in_set, inventory_of
+from accuracy import client_of, in_set, inventory_of, statistic_of
 from accuracy_report import plan_of
 
 from deployctl.features.bench.calibrate import _search
 from deployctl.core.sizing.calibration import FITTED
-from deployctl.core.sizing.clients import Client
 from deployctl.core.sizing.estimate import context
 from deployctl.core.sizing.serving import simulate_plan
 
@@ -42,19 +41,16 @@ def _cases(engine: str = "vllm-ascend"):
         plan, why = plan_of(inventory_of(p))
         if why:
             continue
-        c = p["client"]
-        rate = c.get("rate") or 0.0
-        out.append((plan, Client(input_len=c["input"], output_len=c["output"], mode="rate" if rate else "concurrency",
-                                 concurrency=c["concurrency"], rate=rate, requests=c.get("requests")), p["measured"]))
+        out.append((plan, client_of(p), p["measured"], statistic_of(p)))
     return out
 
 
 def errors(consts, cases) -> list[float]:
     errs = []
-    for plan, client, measured in cases:
+    for plan, client, measured, stat in cases:
         s = simulate_plan(context(plan, consts=consts), client)
         for key, meas in measured.items():
-            est = s.throughput if key == "throughput" else getattr(s, KEYS[key])["p50"] * 1e3
+            est = s.throughput if key == "throughput" else getattr(s, KEYS[key])[stat.get(key, "p50")] * 1e3
             errs.append((est - meas) / meas)
     return errs
 
