@@ -58,6 +58,7 @@ def for_role(inv: Inventory, role: str) -> Inventory:
     model = inv.model
     if block.model is not None:
         limits = {k: v for k, v in block.model.model_dump().items() if v is not None}
+        limits.pop("prefill_budget_tokens", None)          # memory sizing only: limits.workspace_tokens reads it
         tokens = limits.pop("speculative_tokens", None)
         if tokens is not None and model.speculative is not None:      # without model.speculative: refused
             limits["speculative"] = model.speculative.model_copy(update={"tokens": tokens})

@@ -70,6 +70,9 @@ def suggestions(inv: Inventory) -> list[tuple[str, Inventory]]:
     servers = len(inv.nodes)
     if inv.layout.replicas and inv.layout.replicas > 1:
         return []                         # a fleet's replicas: recommend handles one replica's layouts
+    budget = _decode_budget(inv)
+    if budget is not None:
+        return [budget]
     same = _first_accepted(inv)
     if same is not None:
         return [(f"use layout {_describe(same)} on these {servers} server{'s' if servers > 1 else ''}",
@@ -95,6 +98,32 @@ def suggestions(inv: Inventory) -> list[tuple[str, Inventory]]:
                 tips.append((f"quant {q} {where} ({_describe(plan)})", plan.inventory))
                 break
     return tips
+
+
+def _decode_budget(inv: Inventory) -> tuple[str, Inventory] | None:
+    """A pd-split decode role of an engine that prefills whole prompts (MindIE), memory-sized for a prompt batch
+    it never runs: the same layout with layout.decode.model.prefill_budget_tokens at its decode step
+    (max_batch_size x (1 + speculative tokens)), when that plans (sizing/limits.py workspace_tokens says why)."""
+    from deployctl.core.input.roles import for_role, role_block
+    from deployctl.core.models.inventory import RoleModel
+    from deployctl.core.sizing.limits import workspace_tokens
+    from deployctl.core.sizing.recommend import _plan
+
+    block = role_block(inv, "decode")
+    if block is None or inv.engine_spec.chunked_prefill(inv):
+        return None
+    m = for_role(inv, "decode").model
+    step = m.max_batch_size * (1 + (m.speculative.tokens if m.speculative is not None else 0))
+    if workspace_tokens(inv, "decode") <= 4 * step:
+        return None
+    model = (block.model or RoleModel()).model_copy(update={"prefill_budget_tokens": step})
+    layout = inv.layout.model_copy(update={"decode": block.model_copy(update={"model": model})})
+    plan, _ = _plan(inv, layout.model_dump(exclude_none=True))
+    if plan is None:
+        return None
+    return (f"size the decode role for the decode steps it runs, not a {workspace_tokens(inv, 'decode'):,}-token "
+            f"prefill: layout.decode.model.prefill_budget_tokens: {step} (its max_batch_size x (1 + speculative "
+            "tokens))", plan.inventory)
 
 
 def with_verified_hint(exc: LayoutError, inv: Inventory) -> LayoutError:

@@ -11,7 +11,7 @@ from deployctl.core.models.inventory import Device, Inventory, Router as RouterS
 from deployctl.core.models.plan import Degrees, EngineInfo, FleetRouter, Instance, MemoryFit, Plan, PlanNode, Rank
 from deployctl.core.sizing.instances import router_node
 from deployctl.core.sizing.layout import effective_preset, resolve_instances
-from deployctl.core.sizing.limits import max_prefill_tokens
+from deployctl.core.sizing.limits import workspace_tokens
 from deployctl.core.sizing.memory import memory_fit, with_kv_cache
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
     split = deg.model_copy(update={"o_proj_tp": mem.o_proj_tp, "lm_head_tp": mem.lm_head_tp})
     return memory_fit(with_kv_cache(catalog.served_model(inv), quant, mem), quant, split, hbm_gb=inv.cluster.hbm_gb,
                       fraction=mem.fraction, hccl_buffsize_mb=mem.comm_buffer_mb,
-                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=max_prefill_tokens(inv, role),
+                      max_seq_len=inv.model.max_seq_len, max_prefill_tokens=workspace_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name, kv_token_split=mem.kv_token_split,
                       fraction_of_free=mem.fraction_of_free, starts_with_short_cache=mem.starts_with_short_cache,
                       kv_spread_over_cp=mem.kv_spread_over_cp)
