@@ -236,6 +236,8 @@ class EngineSpec(Protocol):
 
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]: ...   # (reuses cached prompt prefixes, source)
 
+    def graph_mode(self, inv: Inventory) -> str: ...     # how the role's decode steps run ("": the engine has one)
+
     def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool: ...   # a prompt longer than max_prefill_tokens
                                                                              # still runs (chunked, or alone)
 
@@ -287,6 +289,9 @@ class EngineSpecBase:
 
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
         return False, "no prefix cache known for this engine"
+
+    def graph_mode(self, inv: Inventory) -> str:
+        return ""               # one way of running decode steps: its deratings cover it
 
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         return 0, ""

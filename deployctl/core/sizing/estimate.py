@@ -165,7 +165,7 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
     from deployctl.core.sizing.calibration import fitted_for, fitted_record
 
     ctx = ctx or context(plan, sku, calibration=calibration)
-    warnings = list(ctx.notes)
+    warnings = list(ctx.notes) + _graph_mode_note(ctx)
     for role in ("mixed", "prefill", "decode"):
         shapes = {(len(i.nodes), i.degrees) for i in plan.role(role)}
         if len(shapes) > 1:
@@ -234,6 +234,27 @@ def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: E
                      "host_ms": c.host_ms, **_fit_record(ctx, fitted_for, fitted_record), **ctx.calibration},
         accuracy=dict(error, band=band(error, {"ttft_ms": n.ttft * 1e3, "tpot_ms": n.tpot * 1e3,
                                               "output_tokens_per_s": n.throughput}, ctx.calibration)), **served)
+
+
+# the graph modes whose decode steps run as one captured graph (vLLM's FULL_AND_PIECEWISE captures uniform decode
+# batches in full, as FULL_DECODE_ONLY does: CUDAGraphMode in vllm/config/compilation.py, line unverified)
+FULL_DECODE = {"full_decode", "full_decode_only", "full_and_piecewise", "full"}
+
+
+def _graph_mode_note(ctx: EstimateInputs) -> list[str]:
+    """A warning when the decode role runs another graph mode than the engine's fit points did (no user
+    calibration): its host terms were not measured on that mode."""
+    from deployctl.core.input.roles import for_role
+
+    spec = ctx.plan.engine_spec
+    fitted = str((spec.perf_fit_record or {}).get("graph_mode") or "")
+    mode = spec.graph_mode(for_role(ctx.plan.inventory, ctx.decoder.role))
+    if not fitted or not mode or ctx.calibration or (mode in FULL_DECODE) == (fitted in FULL_DECODE):
+        return []
+    return [f"decode runs {mode} here, while {spec.display}'s host-side step costs were fitted on {fitted} runs only "
+            "(every published fit point): the per-step cost of this mode is not measured and the estimate is likely "
+            "optimistic (vllm-project/vllm-ascend issue #7723: Qwen3-Coder-480B at 256K input, TPOT 171 ms eager "
+            "against 56 ms with graphs); `deployctl bench` then `deployctl calibrate` measures it"]
 
 
 def _fit_record(ctx: EstimateInputs, fitted_for: Callable[[EngineSpec], Consts],

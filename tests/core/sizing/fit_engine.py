@@ -77,7 +77,12 @@ def fit(rounds: int = 3, steps: int | None = None, engine: str = "vllm-ascend"):
             for n, (lo, hi) in BOUNDS.items()}
     best = min((dict(zip(axes, vals)) for vals in itertools.product(*axes.values())),
                key=lambda kw: rms(replace(FITTED, **kw), cases))
-    c = replace(FITTED, **best)
+    c = refine(replace(FITTED, **best), cases, steps, rounds)
+    return c, rms(c, cases)
+
+
+def refine(c, cases, steps: int, rounds: int = 1):
+    """Coordinate refinement: each constant in turn searched within one grid cell of its value."""
     for _ in range(rounds):
         for name, (lo, hi) in BOUNDS.items():
             cell = (hi / lo) ** (1 / (steps - 1))
@@ -85,7 +90,7 @@ def fit(rounds: int = 3, steps: int | None = None, engine: str = "vllm-ascend"):
             pick = _search(lambda x: rms(replace(c, **{name: x}), cases), max(lo, v / cell), min(hi, v * cell),
                            steps=10, rounds=2)
             c = replace(c, **{name: round(pick, 3)})
-    return c, rms(c, cases)
+    return c
 
 
 if __name__ == "__main__":

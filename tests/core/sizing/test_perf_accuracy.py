@@ -140,14 +140,19 @@ def test_an_sglang_estimate_runs_with_sglangs_own_fit_and_says_so():
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("engine", ["vllm-ascend", "sglang"])
-def test_the_engine_fit_reproduces_perf_yaml(engine):
-    """tests/core/sizing/fit_engine.py on the engine's fit set gives its perf.yaml's values (slow: a grid over the
-    deratings)."""
+def test_perf_yaml_is_fitted_on_the_current_fit_set(engine):
+    """The engine's perf.yaml is the optimum of its fit set: one round of fit_engine.py's coordinate refinement
+    from perf.yaml's constants improves the RMS error on the fit points by less than half a point (a fit set that
+    gained or lost points, or a step model that changed, moves the optimum and fails this: rerun
+    `fit_engine.py --engine <kind> --write`). The whole grid search (minutes per engine) is not rerun here."""
     import fit_engine
 
     from deployctl.core.sizing.calibration import fitted_for
 
-    assert fit_engine.fit(engine=engine)[0] == fitted_for(resolve(engine))
+    cases = fit_engine._cases(engine)
+    stored = fitted_for(resolve(engine))
+    refined = fit_engine.refine(stored, cases, fit_engine.STEPS[engine])
+    assert fit_engine.rms(refined, cases) > fit_engine.rms(stored, cases) - 0.005
 
 
 @pytest.mark.slow

@@ -103,6 +103,29 @@ class VllmAscendSpec(EngineSpecBase):
                 return False
         return True
 
+    def graph_mode(self, inv: Inventory) -> str:
+        """How a role's decode steps run (pass the role's view, roles.for_role): "eager" with --enforce-eager,
+        else the --compilation-config's cudagraph_mode in lower case ("full_decode_only", "piecewise", ...), else
+        vLLM's default "full_and_piecewise" (CompilationConfig.cudagraph_mode; vllm-ascend's ACLGraph runs it:
+        VA docs, unverified line)."""
+        import json
+
+        e = cast("VllmAscendSettings", inv.engine)
+        args = [str(a) for a in e.args]
+        if "--enforce-eager" in args:
+            return "eager"
+        for i, a in enumerate(args):
+            flag, eq, value = a.partition("=")
+            if flag in ("--compilation-config", "-O"):
+                value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+                try:
+                    mode = json.loads(value).get("cudagraph_mode")
+                except (ValueError, AttributeError):
+                    mode = None
+                if isinstance(mode, str) and mode:
+                    return mode.lower()
+        return "full_and_piecewise"
+
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
         """vLLM's V1 engine caches prompt prefixes by default (CacheConfig.enable_prefix_caching, None -> True for
         the V1 engine: vllm-project/vllm@01230b40 vllm/config/cache.py, line unverified); off with

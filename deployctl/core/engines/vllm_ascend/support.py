@@ -26,7 +26,8 @@ def perf_deratings() -> dict:
 
 def perf_fit_record() -> dict:
     """perf.yaml's largest error on its fit points (written by tests/core/sizing/fit_engine.py) and the file itself."""
-    return {"max_error_on_points": read_data(__package__, "perf.yaml")["max_error_on_fit_points"],
+    doc = read_data(__package__, "perf.yaml")
+    return {"max_error_on_points": doc["max_error_on_fit_points"], "graph_mode": doc.get("graph_mode", ""),
             "source": "deployctl/core/engines/vllm_ascend/perf.yaml (tests/core/sizing/fit_engine.py)"}
 
 
