@@ -245,6 +245,8 @@ def markdown(plan_of) -> str:
         out += ["", f"**{name}, check set** (never fitted on; {len(scored)} scored"
                 + (": too few points for a firm figure, read each row" if len(scored) < 8 else "") + "):", ""]
         out += _table(check_rows)
+        out += ["", f"**{name}: which fit points pin which term** (each term +25 % alone):", ""]
+        out += pins(plan_of, engine)
         out += ["", f"| set | metric | MAPE, CloudMatrix deratings (before) | MAPE, {name} deratings (after) | points "
                 "| target |", "|---|---|---|---|---|---|"]
         for which in ("fit", "check"):
@@ -264,6 +266,38 @@ def markdown(plan_of) -> str:
         out += [f"* {r.id}: deployctl refuses it as expressed: {r.refused}" for r in refused]
         out += [f"* {u['id']} ({u['source']}): {u['why']}" for u in unexpressed]
     return "\n".join(out).rstrip()
+
+
+TERMS = ("k_hbm", "k_compute", "k_prefill", "k_fixed", "host_ms", "host_draft_ms")
+
+
+def pins(plan_of, engine: str) -> list[str]:
+    """Which fit points pin which term of the engine's deratings: each term raised by 25 % alone, the fit points
+    whose first published metric (TPOT, else throughput, else TTFT) moves most, and how many move by more than 5 %.
+    A term no point moves is not determined by the fit set (its value is the search's bound or start)."""
+    from dataclasses import replace
+
+    base = engine_consts(engine=engine)
+    pts = {p["id"]: p for p in in_set("fit", engine)}
+    rows = {r.id: r for r in report(plan_of, "fit", engine=engine)[0] if not r.refused}
+    plans = {pid: plan_of(inventory_of(pts[pid])) for pid in rows}
+    out = [f"| term | value | fit points it moves most (change of the estimate at +25 %) | points moved > 5 % |",
+           "|---|---|---|---|"]
+    for term in TERMS:
+        v = getattr(base, term)
+        if not v:
+            out.append(f"| `{term}` | 0 | – (not used) | 0 of {len(rows)} |")
+            continue
+        moved = []
+        for pid, r in rows.items():
+            key = next(k for k in ("tpot_ms", "throughput", "ttft_ms") if k in r.measured)
+            other = estimate(pts[pid], lambda _inv, pid=pid: plans[pid], replace(base, **{term: v * 1.25}))
+            d = (other.estimated[key] - r.estimated[key]) / r.estimated[key]
+            moved.append((abs(d), pid, d, "TPOT" if key == "tpot_ms" else "tok/s" if key == "throughput" else "TTFT"))
+        moved.sort(reverse=True)
+        top = ", ".join(f"{pid} ({name} {d:+.0%})" for a, pid, d, name in moved[:3] if a >= 0.005) or "none"
+        out.append(f"| `{term}` | {v:g} | {top} | {sum(a > 0.05 for a, *_ in moved)} of {len(rows)} |")
+    return out
 
 
 def kind_of(point_id: str) -> str:
