@@ -238,6 +238,8 @@ class EngineSpec(Protocol):
 
     def graph_mode(self, inv: Inventory) -> str: ...     # how the role's decode steps run ("": the engine has one)
 
+    def redundant_experts(self, inv: Inventory) -> tuple[int, str]: ...  # EPLB's extra expert slots, where set
+
     def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool: ...   # a prompt longer than max_prefill_tokens
                                                                              # still runs (chunked, or alone)
 
@@ -292,6 +294,9 @@ class EngineSpecBase:
 
     def graph_mode(self, inv: Inventory) -> str:
         return ""               # one way of running decode steps: its deratings cover it
+
+    def redundant_experts(self, inv: Inventory) -> tuple[int, str]:
+        return 0, ""            # no redundant experts in its settings
 
     def microbatch_overlap(self, engine: EngineBase, env: dict | None = None) -> tuple[int, str]:
         return 0, ""

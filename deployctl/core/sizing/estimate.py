@@ -136,7 +136,7 @@ def _assumptions(ctx: EstimateInputs, w: Workload, conc_note: str) -> list[str]:
         f"decode context = input + output/2 = {w.input_len + w.output_len / 2:g} tokens (mean KV length while "
         "generating)",
         f"MTP: {ctx.mtp.source}",
-        *(["routing uniform over the experts, no redundant experts or EPLB (deployctl has no setting for them); "
+        *([_routing(ctx) + "; "
            "tokens spread evenly over DP groups; EP groups laid out server by server",
            "EP dispatch/combine as CANN's fused operators, timed on A3 UB (CloudMatrix384 Table 7, DeepEP-Ascend; "
            "HCCS inside an A2 server assumed the same); "
@@ -157,6 +157,22 @@ def _assumptions(ctx: EstimateInputs, w: Workload, conc_note: str) -> list[str]:
                    f"{ctx.prefill_batch_tokens} prompt tokens per DP group; TTFT = one prompt alone on its DP group "
                    "+ half a decode step + M/D/1 queueing")
     return out
+
+
+def _routing(ctx: EstimateInputs) -> str:
+    """How the expert terms treat routing: uniform, with the redundant expert slots the engine's EPLB settings add."""
+    from deployctl.core.input.roles import for_role
+
+    spec = ctx.plan.engine_spec
+    slots = {inst.role: spec.redundant_experts(for_role(ctx.plan.inventory, inst.role)) for inst in ctx.plan.instances}
+    set_ = {role: (n, where) for role, (n, where) in slots.items() if n}
+    if not set_:
+        return ("routing uniform over the experts, no redundant experts (the engine settings set no EPLB; "
+                "docs/performance-model.md names the keys read)")
+    which = ", ".join(f"{role} {n} ({where})" for role, (n, where) in sorted(set_.items()))
+    return (f"redundant expert slots per MoE layer from the engine's EPLB settings: {which}; they add expert "
+            "weights to each die's memory and step, while routing is still taken as uniform (EPLB's rebalancing of "
+            "hot experts is not modelled: no published Ascend figure of the imbalance it removes was found)")
 
 
 def estimate_plan(plan: Plan, workload: Workload, sku: str | None = None, ctx: EstimateInputs | None = None,

@@ -32,7 +32,7 @@ def with_kv_cache(m: ModelInfo, quant: str, mem: object) -> ModelInfo:
     return m.model_copy(update={"quants": {**m.quants, quant: own}})
 
 
-def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
+def weights_per_die(m: ModelInfo, quant: str, d: Degrees, redundant_experts: int = 0) -> dict[str, float]:
     """Bytes of weights resident on the most loaded die, by component.
 
     Pipeline stages are cut by layers; the first stage also holds the dense layers and the
@@ -46,7 +46,8 @@ def weights_per_die(m: ModelInfo, quant: str, d: Degrees) -> dict[str, float]:
     head_tp = d.lm_head_tp or d.tp
     emb = p.embedding * q.embedding / d.tp
     head = p.lm_head * q.embedding / head_tp
-    experts_per_rank = math.ceil(m.routed_experts / d.moe_ep)
+    # redundant experts (EPLB) add slots to the EP group: the most loaded rank holds the ceiling of its share
+    experts_per_rank = math.ceil((m.routed_experts + (redundant_experts if m.routed_experts else 0)) / d.moe_ep)
     # o_proj can have its own local TP (decode); the rest of attention follows tp
     attn = (p.attention_per_layer - p.o_proj_per_layer) / d.tp + p.o_proj_per_layer / (d.o_proj_tp or d.tp)
     return {
@@ -123,7 +124,8 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
                hccl_buffsize_mb: int, max_seq_len: int, max_prefill_tokens: int,
                notes: tuple[str, ...] = (), fraction_name: str = "memory fraction",
                kv_token_split: int = 1, fraction_of_free: bool = False,
-               starts_with_short_cache: bool = False, kv_spread_over_cp: bool = True) -> MemoryFit:
+               starts_with_short_cache: bool = False, kv_spread_over_cp: bool = True,
+               redundant_experts: int = 0) -> MemoryFit:
     """kv = HBM x memory fraction - weights - workspace, minus the HCCL buffers (MindIE mindie_log_0202, hiascend.com).
 
     The communication buffers come out of the KV budget too (this project's choice); that is
@@ -139,7 +141,7 @@ def memory_fit(m: ModelInfo, quant: str, d: Degrees, *, hbm_gb: int, fraction: f
     """
     hbm = hbm_gb * GIB
     usable = hbm * fraction
-    parts = weights_per_die(m, quant, d)
+    parts = weights_per_die(m, quant, d, redundant_experts)
     weights = sum(parts.values())
     workspace = RUNTIME_GB * GB + max_prefill_tokens / d.cp * m.workspace_mb_per_prefill_token * 1e6 \
         + vision_workspace(m, d, max_prefill_tokens)

@@ -100,7 +100,9 @@ def _setup(plan: Plan, inst: Instance, sku: Sku, drafts: int, accept: float, pas
                  super_pod=inv.cluster.super_pod and len(pods) <= 1,
                  mtp_drafts=drafts if inst.role != "prefill" else 0, mtp_accept=accept,
                  draft_passes=passes if inst.role != "prefill" else 0,
-                 microbatches=2 if dbo else 1, dbo_decode_tokens=dbo)
+                 microbatches=2 if dbo else 1, dbo_decode_tokens=dbo,
+                 extra_expert_slots=inv.engine_spec.redundant_experts(for_role(inv, inst.role))[0]
+                 if info.routed_experts else 0)
 
 
 def context(plan: Plan, sku: str | None = None, consts: Consts | None = None, calibration: dict | None = None) -> EstimateInputs:

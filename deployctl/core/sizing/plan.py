@@ -49,7 +49,8 @@ def _fits(inv: Inventory, quant: str, deg: Degrees, role: str) -> MemoryFit:
                       max_seq_len=inv.model.max_seq_len, max_prefill_tokens=workspace_tokens(inv, role),
                       notes=mem.notes, fraction_name=mem.fraction_name, kv_token_split=mem.kv_token_split,
                       fraction_of_free=mem.fraction_of_free, starts_with_short_cache=mem.starts_with_short_cache,
-                      kv_spread_over_cp=mem.kv_spread_over_cp)
+                      kv_spread_over_cp=mem.kv_spread_over_cp,
+                      redundant_experts=inv.engine_spec.redundant_experts(inv)[0])
 
 
 def _suggestions(inv: Inventory, failing: list[Instance]) -> str:

@@ -78,6 +78,19 @@ class SglangSpec(EngineSpecBase):
 
         return needs_interfaces(inv)
 
+    def redundant_experts(self, inv: Inventory) -> tuple[int, str]:
+        """--ep-num-redundant-experts N (supported on A2/A3: sgl-project/sglang@041ddabd
+        docs/platforms/ascend/ascend_npu_support_features.md, "Expert parallelism"). Pass a role's view
+        (roles.for_role): its flags come after the engine's, so the last one wins."""
+        args = [str(a) for a in inv.engine.model_dump().get("args", [])]
+        found = 0
+        for i, a in enumerate(args):
+            flag, eq, value = a.partition("=")
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if flag == "--ep-num-redundant-experts" and value.isdigit():
+                found = int(value)
+        return (found, "--ep-num-redundant-experts") if found else (0, "")
+
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
         """SGLang's radix cache reuses prompt prefixes unless --disable-radix-cache (server_args.py
         disable_radix_cache, default False; line unverified)."""

@@ -126,6 +126,18 @@ class VllmAscendSpec(EngineSpecBase):
                     return mode.lower()
         return "full_and_piecewise"
 
+    def redundant_experts(self, inv: Inventory) -> tuple[int, str]:
+        """EPLB's redundant expert slots per MoE layer in the (role's) settings: Model Runner V1's
+        additional_config.eplb_config.num_redundant_experts, counted when its dynamic_eplb is on
+        (vllm-project/vllm-ascend@182b75ea vllm_ascend/ascend_config.py L343, L990-1008), 0.11's flat
+        init_redundancy_expert (v0.11.0 ascend_config.py L54-66), or Model Runner V2's upstream flags
+        --enable-eplb with --eplb-config {"num_redundant_experts": N} / --eplb-config.num_redundant_experts N
+        (docs/source/user_guide/feature_guide/expert_parallelism_load_balancer.md L78-100 there)."""
+        from deployctl.core.engines.vllm_ascend.eplb import redundant_experts
+
+        e = cast("VllmAscendSettings", inv.engine)
+        return redundant_experts(e.additional_config or {}, [str(a) for a in e.args])
+
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
         """vLLM's V1 engine caches prompt prefixes by default (CacheConfig.enable_prefix_caching, None -> True for
         the V1 engine: vllm-project/vllm@01230b40 vllm/config/cache.py, line unverified); off with
