@@ -379,3 +379,23 @@ def test_a_matplotlibrc_in_the_working_directory_runs_no_program(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "2" and not marker.exists()
+
+
+def test_calibrate_leaves_out_points_with_a_load(tmp_path):
+    """calibrate fits closed-loop points over unrelated prompts: an open loop or a shared prefix is left out,
+    named; a summary from before the load keys reads as closed loops."""
+    from deployctl.features.bench.calibrate import points
+
+    def pt(name, **load):
+        return dict({"point": name, "input_len": 1024, "output_len": 64, "concurrency": 4, "ok": 8,
+                     "failure": None, "ttft_ms": {"p50": 500.0}, "tpot_ms": {"p50": 30.0},
+                     "output_tokens_per_s": 100.0}, **load)
+
+    f = tmp_path / "summary.json"
+    f.write_text(json.dumps({"run_id": "r1", "target": {"model": "m", "dies": 8}, "points": [
+        pt("old"), pt("closed", request_rate=None, shared_prefix=0), pt("open", request_rate=2, arrival="poisson"),
+        pt("cached", shared_prefix=512)]}))
+    got, skipped = points([f], model="m", dies=8)
+    assert [m.point for m in got] == ["old", "closed"]
+    assert len(skipped) == 2 and "r1 open: an open loop" in skipped[0] and "r1 cached: a shared prompt prefix" in \
+        skipped[1]
