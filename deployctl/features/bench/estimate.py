@@ -11,6 +11,7 @@ or layout it does not model), the comparison shows "-" and says why once.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 KEYS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "per_die_tokens_per_s")
 # measured summary value compared with each estimate key: latencies at the median, throughput of the whole point
@@ -26,7 +27,7 @@ class Estimator:
         self.note: str | None = None
         self._fn = None
         self._loaded = False
-        self._inputs = None                # the plan's EstimateInputs, for the points with a load
+        self._inputs: Any = None           # the plan's EstimateInputs, for the points with a load
 
     def _load(self):
         if not self._loaded:
