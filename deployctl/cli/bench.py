@@ -74,7 +74,8 @@ def _target(inventory: Path, url: str | None):
 def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None, inputs: str | None = None,
               output_len: str | None = None, concurrency: str | None = None, requests: int | None = None,
               warmup: int | None = None, duration_limit: float | None = None, url: str | None = None,
-              ignore_eos: bool = True, run_root: Path = Path(".deployctl")) -> None:
+              ignore_eos: bool = True, run_root: Path = Path(".deployctl"), request_rate: float | None = None,
+              arrival: str | None = None, shared_prefix: int | None = None) -> None:
     """Run the benchmark and print it; exit 0 when every point measured without a failed request, 1 otherwise,
     2 for bad input (inventory, flags, suite file)."""
     from deployctl.features.bench.extra import require
@@ -84,7 +85,7 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
     from deployctl.features.bench.suites import resolve
     from deployctl.core.errors import UsageError
 
-    chosen = resolve(suite, inputs, output_len, concurrency, requests)
+    chosen = resolve(suite, inputs, output_len, concurrency, requests, request_rate, arrival, shared_prefix)
     if warmup is not None and warmup < 0:
         raise UsageError(f"--warmup {warmup}: must be 0 or more")
     if duration_limit is not None and duration_limit <= 0:
@@ -111,7 +112,7 @@ def run_bench(inventory: Path, output: str = "text", *, suite: str | None = None
 def print_bench(res) -> None:
     from rich.table import Table
 
-    from deployctl.features.bench.report import fmt, ratio, triple
+    from deployctl.features.bench.report import fmt, load_text, ratio, triple
 
     doc = res.doc
     con = _console()
@@ -121,10 +122,14 @@ def print_bench(res) -> None:
                        ("TTFT ms", True), ("TPOT ms", True), ("E2E s", True), ("out tok/s", True),
                        ("tok/s/die", True)):
         t.add_column(col, justify="right" if right else "left")
-    for p in doc["points"]:
+    loads = [load_text(p) for p in doc["points"]]
+    if any(loads):
+        t.add_column("load")
+    for p, load in zip(doc["points"], loads):
         t.add_row(esc(p["point"]), str(p["concurrency"]), f"{p['input_len']} / {p['output_len']}",
                   f"{p['ok']} / {p['errors']}", triple(p["ttft_ms"]), triple(p["tpot_ms"]),
-                  triple(p["e2e_ms"], 0.001, 2), fmt(p["output_tokens_per_s"]), fmt(p["per_die_tokens_per_s"], 2))
+                  triple(p["e2e_ms"], 0.001, 2), fmt(p["output_tokens_per_s"]), fmt(p["per_die_tokens_per_s"], 2),
+                  *([esc(load or "closed loop")] if any(loads) else []))
     con.print(t)
     e = Table(title="Against the plan's estimate (ratio = measured / estimated)", title_justify="left")
     for col in ("point", "TTFT p50", "est. TTFT", "ratio", "TPOT p50", "est. TPOT", "ratio", "out tok/s",

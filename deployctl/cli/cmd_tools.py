@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from deployctl.cli._app import app
-from deployctl.cli._options import (InventoryOpt, OutputFormat, OutputOpt, RunDirOpt)
+from deployctl.cli._options import (Arrival, InventoryOpt, OutputFormat, OutputOpt, RunDirOpt)
 from deployctl.core.docs_url import doc
 
 
@@ -37,6 +37,20 @@ def bench(
         "--duration-limit", metavar="SECONDS", min=1,
         help="Seconds of measurement per point at most: then no new request is sent and those in flight "
              "get 60 s more (default 300).")] = None,
+    request_rate: Annotated[Optional[float], typer.Option(
+        "--request-rate", metavar="REQ/S", min=0.0001,
+        help="An open loop: send REQ/S requests per second whether or not the earlier ones were answered (as users "
+             "arrive), with --concurrency as the ceiling on requests in flight; throughput then follows the rate "
+             "(about REQ/S x output tokens) until the engine saturates. Default: a closed loop, each of "
+             "--concurrency clients sending its next request when its answer is complete.")] = None,
+    arrival: Annotated[Optional[Arrival], typer.Option(
+        "--arrival", help="With --request-rate: poisson (exponential gaps, bursts as real traffic has; the "
+                          "default) or fixed (equal gaps).")] = None,
+    shared_prefix: Annotated[Optional[int], typer.Option(
+        "--shared-prefix", metavar="TOKENS", min=1,
+        help="Every prompt starts with the same TOKENS tokens (a system prompt) and differs after them, so an "
+             "engine's prefix cache computes them once: TTFT drops for the cached share (TOKENS / input). "
+             "Default: prompts share nothing.")] = None,
     url: Annotated[Optional[str], typer.Option(
         "--url", metavar="URL", help="Measure this http(s)://HOST:PORT instead of the deployment's entry point "
                                      "(e.g. a load balancer in front of it).")] = None,
@@ -49,7 +63,9 @@ def bench(
     point (p50/p90/p99), compared with the plan's estimate.
 
     Sends to the deployment's entry point (instance master, MindIE-MS coordinator or vLLM proxy) one
-    smoke request, then each point of the suite (a warm-up, then the measured requests, streamed). Records
+    smoke request, then each point of the suite (a warm-up, then the measured requests, streamed). The load
+    flags (--request-rate, --arrival, --shared-prefix) apply to every point, and each point's estimate is
+    made for the same load (a suite file sets them per point: request_rate, arrival, shared_prefix). Records
     every request, summary.json, PNG plots and report.md under --run-dir/runs/<id>-bench/. Exit 0 when
     every point measured without a failed request, 1 otherwise, 2 for a bad inventory, flag or suite file.
 
@@ -65,13 +81,16 @@ def bench(
       deployctl bench -i my.yaml                                  # the built-in suites: long-context, concurrency
       deployctl bench -i my.yaml --suite long-context
       deployctl bench -i my.yaml --input 2048 --output-len 256 --concurrency 1,8,32
+      deployctl bench -i my.yaml --input 2048 --output-len 256 --concurrency 64 --request-rate 2
+      deployctl bench -i my.yaml --input 2048 --output-len 256 --concurrency 8 --shared-prefix 1536
       deployctl bench -i my.yaml --suite my-suite.yaml --output json
     """
     from deployctl.cli.bench import run_bench
 
     run_bench(inventory, output.value, suite=suite, inputs=input_len, output_len=output_len,
               concurrency=concurrency, requests=requests, warmup=warmup, duration_limit=duration_limit,
-              url=url, ignore_eos=ignore_eos, run_root=run_dir)
+              url=url, ignore_eos=ignore_eos, run_root=run_dir, request_rate=request_rate,
+              arrival=arrival.value if arrival is not None else None, shared_prefix=shared_prefix)
 
 
 from deployctl.cli.calibrate import calibrate as _calibrate  # noqa: E402 - listed after bench in --help

@@ -95,11 +95,11 @@ def stream(port: int, words: int, max_tokens: int, model: str = "m", sse_media: 
             "text": "".join(text), "usage": usage, "done": done}
 
 
-def serve_answer(fake, timing: dict | None, model: str = "m"):
+def serve_answer(fake, timing: dict | None, model: str = "m", prefix_cache=None):
     """openai_fake.answer behind a threaded HTTP server, as the stand-ins serve it."""
     class H(fake.JsonHandler):
         ctx = {"model": model, "max_input": 100000, "max_seq": 100000, "describe": lambda s: "The stand-in says.",
-               "timing": fake.Timing(timing)}
+               "timing": fake.Timing(timing), "prefix_cache": prefix_cache}
 
         def do_POST(self):
             req = self._body()
@@ -254,15 +254,116 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
                     pytest.fail("the stand-ins did not serve: " + "\n".join(p.communicate(timeout=15)[0]
                                                                             for p in procs))
                 time.sleep(0.3)
-        got = stream(ports["proxy"], 400, 16, sse_media=False)
-        assert got["done"] and len(got["text"].split()) == 16 and "kv_consumer" in got["text"]
-        assert near(got["ttft_ms"], expected_ttft(404)), got            # prefilled once, on P
-        assert near(got["tpot_ms"], expected_tpot(1)), got
+        fresh = stream(ports["proxy"], 400, 16, sse_media=False, messages=[{"role": "user", "content": text(400)}])
+        assert fresh["done"] and len(fresh["text"].split()) == 16 and "kv_consumer" in fresh["text"]
+        assert near(fresh["ttft_ms"], expected_ttft(404)), fresh        # prefilled once, on P
+        assert near(fresh["tpot_ms"], expected_tpot(1)), fresh
+        # the same prompt again: P's prefix cache (on by default) holds its 25 full blocks of 16 tokens
+        again = stream(ports["proxy"], 400, 16, sse_media=False, messages=[{"role": "user", "content": text(400)}])
+        assert near(again["ttft_ms"], expected_ttft(404 - 400)), again
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['p']}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        hits = [ln for ln in metrics.splitlines() if ln.startswith("vllm:prefix_cache_hits_total{")]
+        assert len(hits) == 1 and float(hits[0].rsplit(" ", 1)[1]) >= 400, metrics
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.communicate(timeout=15)
+
+
+def text(n: int, seed: int = 7) -> str:
+    """n words that differ from other seeds' from the first word on."""
+    import random
+
+    rng = random.Random(seed)
+    return " ".join("w%d" % rng.randrange(10**6) for _ in range(n))
+
+
+def test_prefix_cache_keeps_full_blocks_as_a_chain(fake):
+    cache = fake.PrefixCache(block=16, capacity=1000)
+    a = text(100).split()
+    assert cache.lookup(a) == 0 and (cache.queries, cache.hits) == (100, 0)     # cold: nothing cached yet
+    cache.store(a)
+    assert len(cache) == 6                                       # 6 full blocks of 16; the 4-token tail is not kept
+    assert cache.lookup(a) == 96                                 # the whole prompt again: its full blocks
+    assert cache.lookup(a[:96]) == 80                            # 96 tokens: the last token is always computed
+    assert cache.lookup(a[:40] + text(60, seed=8).split()) == 32   # shares 40 tokens: 2 whole blocks
+    assert cache.lookup(a[:15]) == 0                             # less than a block
+    # a block matches only behind the same prefix: the same second block after another first one is a miss
+    assert cache.lookup(text(16, seed=9).split() + a[16:]) == 0
+    assert (cache.queries, cache.hits) == (100 + 100 + 96 + 100 + 15 + 100, 96 + 80 + 32)
+
+
+def test_prefix_cache_forgets_the_least_recently_used_blocks(fake):
+    cache = fake.PrefixCache(block=4, capacity=6)
+    a, b, c = (text(13, seed=s).split() for s in (1, 2, 3))   # 3 full blocks each
+    cache.store(a)
+    cache.store(b)
+    assert cache.lookup(a) == 12                                 # a used again: b is now the oldest
+    cache.store(c)
+    assert len(cache) == 6 and cache.lookup(b) == 0 and cache.lookup(a) == 12 and cache.lookup(c) == 12
+
+
+def test_a_cached_prefix_is_not_prefilled_again(fake):
+    srv, port = serve_answer(fake, TIMING, prefix_cache=fake.PrefixCache())
+    shared = text(500)
+    try:
+        def ask(tail_seed):
+            return stream(port, 0, 4, messages=[{"role": "user", "content": shared + " " + text(100, tail_seed)}])
+
+        first, second = ask(1), ask(2)
+        assert first["usage"]["prompt_tokens"] == 604
+        assert near(first["ttft_ms"], expected_ttft(604)), first                 # cold
+        # the 4 template tokens + 500 shared words = 504: 31 full blocks (496 tokens) found cached
+        assert near(second["ttft_ms"], expected_ttft(604 - 496)), second
+    finally:
+        srv.shutdown()
+    srv, port = serve_answer(fake, TIMING)                       # no prefix cache (MindIE's, SGLang's stand-ins)
+    try:
+        for seed in (1, 2):
+            got = stream(port, 0, 4, messages=[{"role": "user", "content": shared + " " + text(100, seed)}])
+            assert near(got["ttft_ms"], expected_ttft(604)), got
+    finally:
+        srv.shutdown()
+
+
+def test_vllm_stand_in_without_prefix_caching(tmp_path):
+    """`--no-enable-prefix-caching`: every prompt is prefilled whole, no prefix cache counters."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    (dev / "davinci0").touch()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}\n")
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"dev_dir": str(dev), "ip": "127.0.0.1", "node": "unit",
+                                    "image": "quay.io/ascend/vllm-ascend:v0.13.0", "engine": {"timing": TIMING}}))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(FAKE_BIN / "vllm.py"), "serve", str(model), "--served-model-name",
+                             "m", "--no-enable-prefix-caching", "--host", "127.0.0.1", "--port", str(port)],
+                            env={**ENV, "FAKE_VLLM_SETTINGS": str(settings)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        msgs = [{"role": "user", "content": text(400)}]
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                first = stream(port, 0, 2, messages=msgs)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.terminate()
+                    pytest.fail("the stand-in did not serve: " + proc.communicate(timeout=15)[0])
+                time.sleep(0.3)
+        again = stream(port, 0, 2, messages=msgs)
+        assert near(first["ttft_ms"], expected_ttft(404)) and near(again["ttft_ms"], expected_ttft(404)), again
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        assert "vllm:prompt_tokens_total" in metrics and "prefix_cache" not in metrics
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
 
 
 def test_spec_timing_reaches_the_engine_settings(tmp_path):

@@ -67,6 +67,9 @@ class BenchPoint(_RunDoc):
     ttft_ms: Distribution
     tpot_ms: Distribution
     output_tokens_per_s: Measure | None
+    # the point's load (`bench --request-rate / --shared-prefix`): absent in runs before it, a closed loop
+    request_rate: Measure | None = None
+    shared_prefix: int = Field(0, ge=0, le=MAX_TOKENS)
 
 
 class BenchTarget(_RunDoc):

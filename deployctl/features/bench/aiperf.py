@@ -6,6 +6,8 @@ the prompts of this point as a single_turn JSONL dataset (prompts.py), the serve
 (--use-server-token-count: `stream_options.include_usage`), `max_tokens` (MindIE reads that, not
 max_completion_tokens), `ignore_eos` so every answer is as long as asked, the concurrency, a request count, a
 warm-up, and a bound on the measurement time (--benchmark-duration + a grace period for requests in flight).
+A point with a request rate runs an open loop: --request-rate and --arrival-pattern poisson|constant, the
+concurrency then AIPerf's ceiling on the requests in flight. A shared prefix is in the dataset itself (prompts.py).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def argv(point, url: str, model: str, dataset: Path, tokenizer: Path, artifacts:
             "--dataset-sampling-strategy", "sequential",
             "--use-server-token-count", "--use-legacy-max-tokens",
             "--concurrency", str(point.concurrency), "--request-count", str(point.requests),
+            *rate_args(point),
             "--request-timeout-seconds", f"{duration_limit + GRACE_S:g}",    # no request outlives the bound
             "--artifact-dir", str(artifacts), "--ui-type", "none",
             "--no-server-metrics", "--no-gpu-telemetry"]
@@ -68,6 +71,17 @@ def argv(point, url: str, model: str, dataset: Path, tokenizer: Path, artifacts:
     if ignore_eos:
         args += ["--extra-inputs", "ignore_eos:true"]
     return args
+
+
+ARRIVAL_PATTERN = {"poisson": "poisson", "fixed": "constant"}     # ours -> AIPerf's --arrival-pattern
+
+
+def rate_args(point) -> list[str]:
+    """An open loop's AIPerf flags (none for a closed loop)."""
+    rate = getattr(point, "request_rate", None)
+    if not rate:
+        return []
+    return ["--request-rate", f"{rate:g}", "--arrival-pattern", ARRIVAL_PATTERN[point.arrival or "poisson"]]
 
 
 def child_env() -> dict[str, str]:

@@ -11,6 +11,7 @@ What is fitted to what:
   suites): there the TTFT is one prefill, without queueing, so it isolates the prefill step;
 * k_hbm, k_compute and k_fixed (the per-step fixed kernel costs, 1 in the published fit) to the median TPOT and
   the output throughput of every point.
+Points with a load of their own (an open loop's request rate, a shared prompt prefix) are left out, named.
 
 Each estimate is the one `plan` makes (the simulated serving loop under the point's closed-loop client), with
 the trial deratings; the fit minimises the RMS relative error by coordinate search (each k in [0.25, 8]).
@@ -85,6 +86,11 @@ def points(summaries: list[Path], model: str | None = None, dies: int | None = N
             continue
         for p in doc.points:
             if not p.ok or p.failure:
+                continue
+            if p.request_rate or p.shared_prefix:
+                skipped.append(f"{doc.run_id} {p.point}: "
+                               + ("an open loop (--request-rate)" if p.request_rate else "a shared prompt prefix")
+                               + "; the fit takes closed-loop points over unrelated prompts")
                 continue
             if max_seq_len and p.input_len + p.output_len > max_seq_len:
                 skipped.append(f"{doc.run_id} {p.point}: {p.input_len} + {p.output_len} tokens, more than this "

@@ -1,5 +1,8 @@
 """The plan's estimate for a measured point: `deployctl.core.sizing.estimate.estimate_point(plan, input_len, output_len,
 concurrency)` -> {ttft_ms, tpot_ms, output_tokens_per_s, per_die_tokens_per_s}, imported when first needed.
+A point with a load of its own (an open loop's request rate and arrival, a shared prefix) is estimated for that
+same load: `estimate_plan(plan, Workload(..., request_rate=, arrival=, prefix_hit=from_shared_prefix(shared,
+input_len)))`, the plan's estimate inputs made once.
 
 Nothing here fails a benchmark: without the performance model, or when it has no estimate for a point (an engine
 or layout it does not model), the comparison shows "-" and says why once.
@@ -8,6 +11,7 @@ or layout it does not model), the comparison shows "-" and says why once.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 KEYS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "per_die_tokens_per_s")
 # measured summary value compared with each estimate key: latencies at the median, throughput of the whole point
@@ -23,6 +27,7 @@ class Estimator:
         self.note: str | None = None
         self._fn = None
         self._loaded = False
+        self._inputs: Any = None           # the plan's EstimateInputs, for the points with a load
 
     def _load(self):
         if not self._loaded:
@@ -37,8 +42,11 @@ class Estimator:
                 self._fn = estimate_point
         return self._fn
 
-    def point(self, input_len: int, output_len: int, concurrency: int) -> dict | None:
-        """The estimate's four numbers (None for a key it lacks), or None when there is no estimate."""
+    def point(self, input_len: int, output_len: int, concurrency: int, request_rate: float | None = None,
+              arrival: str | None = None, shared_prefix: int = 0) -> dict | None:
+        """The estimate's four numbers (None for a key it lacks), or None when there is no estimate.
+        `request_rate` (requests/s, an open loop with `concurrency` as its ceiling), `arrival` (poisson | fixed)
+        and `shared_prefix` (tokens every prompt starts with): the point's load, estimated as such."""
         fn = self._load()
         if fn is None or self.plan is None:
             if self.plan is None and self.note is None:
@@ -46,7 +54,10 @@ class Estimator:
             return None
         try:
             extra = {"calibration": self.calibration} if self.calibration is not None else {}
-            got = fn(self.plan, input_len, output_len, concurrency, **extra)
+            if request_rate or shared_prefix:
+                got = self._with_load(input_len, output_len, concurrency, request_rate, arrival, shared_prefix)
+            else:
+                got = fn(self.plan, input_len, output_len, concurrency, **extra)
         except Exception as e:  # noqa: BLE001 - an estimate that cannot be made is "-", never a failed benchmark
             self.note = self.note or f"no estimate for some points: {type(e).__name__}: {e}"
             return None
@@ -58,6 +69,20 @@ class Estimator:
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
             out[k] = float(v) if ok else None
         return out if any(v is not None for v in out.values()) else None
+
+    def _with_load(self, input_len: int, output_len: int, concurrency: int, request_rate: float | None,
+                   arrival: str | None, shared_prefix: int) -> dict:
+        from deployctl.core.sizing.clients import from_shared_prefix
+        from deployctl.core.sizing.estimate import context, estimate_plan
+        from deployctl.core.sizing.estimate_types import Workload
+
+        if self._inputs is None:
+            self._inputs = context(self.plan, calibration=self.calibration)
+        w = Workload(input_len=input_len, output_len=output_len, concurrency=concurrency, request_rate=request_rate,
+                     arrival=arrival or "poisson",
+                     prefix_hit=from_shared_prefix(shared_prefix, input_len) if shared_prefix else 0.0)
+        est = estimate_plan(self.plan, w, ctx=self._inputs)
+        return {k: getattr(est, k, None) for k in KEYS}
 
 
 def compare(summary: dict, est: dict | None) -> dict:

@@ -8,6 +8,11 @@ servers). Instead:
   real engine counts about one token per word; the chat template adds a few tokens per message (role markers),
   CHAT_TEMPLATE_TOKENS for the one user message;
 * every prompt starts differently (seeded per request), so a prefix cache cannot make later requests cheaper;
+  unless the point asks for a shared prefix of T tokens (`--shared-prefix`): then every prompt of the point
+  starts with the same T - CHAT_TEMPLATE_TOKENS words (the chat template's tokens come first and are shared too)
+  and differs after them. The prefix is written into the dataset here: AIPerf's own --prompt-prefix-pool-size /
+  --prompt-prefix-length apply to its synthetic prompts only (AIPerf 0.13 drops them for an --input-file
+  dataset, aiperf/config/flags/_converter_dataset.py _apply_dataset_type);
 * the numbers in the results are the server's own (`usage.prompt_tokens` / `usage.completion_tokens`, AIPerf's
   --use-server-token-count), so the input length measured is the engine's count, whatever the prompt became;
 * AIPerf still wants a tokenizer to load its dataset: it gets a word-level one built here (`write_tokenizer`,
@@ -61,11 +66,24 @@ def make_prompt(input_tokens: int, seed: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(prompt_words(input_tokens)))
 
 
-def write_dataset(path: Path, input_tokens: int, output_tokens: int, count: int, seed: int) -> Path:
-    """AIPerf's single_turn JSONL: `count` different prompts, each asking for `output_tokens` tokens."""
+def shared_words(input_tokens: int, shared_prefix: int) -> int:
+    """Words every prompt starts with for a shared prefix of `shared_prefix` tokens (the chat template's tokens
+    first), leaving at least one word that differs."""
+    if shared_prefix <= 0:
+        return 0
+    return max(0, min(int(shared_prefix) - CHAT_TEMPLATE_TOKENS, prompt_words(input_tokens) - 1))
+
+
+def write_dataset(path: Path, input_tokens: int, output_tokens: int, count: int, seed: int,
+                  shared_prefix: int = 0) -> Path:
+    """AIPerf's single_turn JSONL: `count` different prompts, each asking for `output_tokens` tokens; with
+    `shared_prefix`, all starting with the same words (`shared_words`)."""
+    n = shared_words(input_tokens, shared_prefix)
+    prefix = make_prompt(n + CHAT_TEMPLATE_TOKENS, seed * 100003 - 1).split() if n else []
     with path.open("w") as f:
         for i in range(count):
-            f.write(json.dumps({"text": make_prompt(input_tokens, seed * 100003 + i),
+            rest = make_prompt(input_tokens - n, seed * 100003 + i)
+            f.write(json.dumps({"text": " ".join(prefix + [rest]) if prefix else rest,
                                 "output_length": int(output_tokens)}) + "\n")
     return path
 

@@ -24,6 +24,17 @@ def ratio(r) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
+def load_text(p: dict) -> str:
+    """A point's load when it is not the default closed loop over unrelated prompts, else ''."""
+    parts = []
+    if p.get("request_rate"):
+        parts.append(f"{p['request_rate']:g} req/s {p.get('arrival') or 'poisson'} (at most {p['concurrency']} "
+                     "in flight)")
+    if p.get("shared_prefix"):
+        parts.append(f"{p['shared_prefix']}-token shared prefix")
+    return ", ".join(parts)
+
+
 def _esc(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -54,6 +65,10 @@ def write_report(path: Path, doc: dict) -> Path:
             f"{p['output_len']} | {p['ok']} / {p['errors']} | {triple(p['ttft_ms'])} | {triple(p['tpot_ms'])} | "
             f"{triple(p['e2e_ms'], 0.001, 2)} | {fmt(p['output_tokens_per_s'])} | "
             f"{fmt(p['per_die_tokens_per_s'], 2)} |")
+    loads = [(p["point"], load_text(p)) for p in doc["points"]]
+    if any(text for _, text in loads):
+        lines += ["", "Load (the estimate is made for the same load): "
+                  + "; ".join(f"{_esc(name)}: {text or 'closed loop'}" for name, text in loads) + "."]
     lines += ["", "## Against the plan's estimate (measured / estimated)", "",
               "| point | TTFT p50 ms | est. | ratio | TPOT p50 ms | est. | ratio | out tok/s | est. | ratio |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -134,9 +134,11 @@ def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
                 work = rec.path / "points" / f"{i:02d}-{safe_name(point.name)}"
                 work.mkdir(parents=True, exist_ok=True)
                 dataset = prompts.write_dataset(work / "input.jsonl", point.input_len, point.output_len,
-                                                point.requests + opts.warmup, seed=i)
+                                                point.requests + opts.warmup, seed=i,
+                                                shared_prefix=point.shared_prefix)
+                load = "" if point.load_text() == "closed loop" else f" ({point.load_text()})"
                 reporter.step(f"[{i}/{len(suite.points)}] {point.name}: {point.requests} request(s) at concurrency "
-                              f"{point.concurrency}, {point.input_len} tokens in, {point.output_len} out")
+                              f"{point.concurrency}, {point.input_len} tokens in, {point.output_len} out{load}")
                 res = aiperf.run(point, target.url, target.model, dataset, tokenizer, work, opts.warmup,
                                  opts.duration_limit, opts.ignore_eos)
                 for r in res.records:
@@ -145,7 +147,9 @@ def run_benchmark(target: Target, opts: BenchOptions, reporter) -> BenchResult:
                 row = summarize(point, res.records, res.summary, target.dies)
                 row.update(failure=res.failure, timed_out=res.timed_out, aiperf_rc=res.rc,
                            elapsed_s=round(res.elapsed_s, 2), artifacts=str(res.artifacts.relative_to(rec.path)))
-                row["estimate"] = estimator.point(point.input_len, point.output_len, point.concurrency)
+                row["estimate"] = estimator.point(point.input_len, point.output_len, point.concurrency,
+                                                  request_rate=point.request_rate, arrival=point.arrival,
+                                                  shared_prefix=point.shared_prefix)
                 row["comparison"] = compare(row, row["estimate"])
                 rows.append(row)
                 reporter.point(row)

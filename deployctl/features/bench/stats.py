@@ -53,6 +53,8 @@ def summarize(point, records: list[dict], aiperf_summary: dict, dies: int) -> di
     return {
         "point": point.name, "series": point.series, "input_len": point.input_len, "output_len": point.output_len,
         "concurrency": point.concurrency, "requests": point.requests,
+        "request_rate": getattr(point, "request_rate", None), "arrival": getattr(point, "arrival", None),
+        "shared_prefix": getattr(point, "shared_prefix", 0),
         "measured": len(measured), "ok": len(ok), "errors": len(errors), "cancelled": len(cancelled),
         "error_kinds": [{"error": k, "count": n} for k, n in kinds.most_common(5)],
         "ttft_ms": distribution([r["ttft_ms"] for r in ok]),

@@ -23,6 +23,12 @@
   elsewhere (the P/D split's decode side) skips the prefill delay.
   `ignore_eos: true` (vLLM's and MindIE's extension: generate until max_tokens) and `min_tokens` make the answer
   as long as asked, repeating its words.
+* `PrefixCache`: vLLM's automatic prefix caching (an engine puts one in its ctx as `prefix_cache`; the vLLM
+  stand-in does unless `--no-enable-prefix-caching`): the prompt's full blocks of PREFIX_BLOCK tokens are
+  remembered as a chain of hashes (an LRU of PREFIX_CACHE_BLOCKS blocks); a request pays `ttft_per_token_ms` only
+  for its tokens after the longest cached chain of blocks (always at least its last token):
+
+      TTFT = ttft_ms + ttft_per_token_ms x (prompt_tokens - cached tokens)
 """
 
 import http.server
@@ -33,6 +39,7 @@ import secrets
 import socketserver
 import threading
 import time
+from collections import OrderedDict
 
 
 class ThreadingHTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -122,6 +129,62 @@ class Timing:
                 % (c["ttft_ms"], c["ttft_per_token_ms"], c["tpot_ms"], c["tpot_per_request_ms"]))
 
 
+PREFIX_BLOCK = 16             # tokens per KV block (vLLM's default block_size on most platforms)
+PREFIX_CACHE_BLOCKS = 4096    # blocks the stand-in remembers (its "KV cache"), least recently used out first
+
+
+class PrefixCache:
+    """vLLM's automatic prefix caching, in the stand-in's tokens (template markers and words, `prompt_token_list`).
+
+    As vLLM's V1 engine does it (vllm/v1/core/kv_cache_utils.py, hash_block_tokens / hash_request_tokens; commit
+    unpinned, unverified line): only full blocks are cached; a block's key is the hash of its parent block's key and
+    its own tokens, so a block matches only behind the same whole prefix; a request's hit is the longest run of
+    cached blocks from its start, kept below its length so the last token is always computed (KVCacheManager
+    get_computed_blocks: num_tokens - 1). A request's blocks are cached once its prefill is done (`store`).
+    `queries` / `hits` count tokens, as vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits counters do."""
+
+    def __init__(self, block=PREFIX_BLOCK, capacity=PREFIX_CACHE_BLOCKS):
+        self.block, self.capacity = int(block), int(capacity)
+        self.queries = self.hits = 0
+        self._blocks = OrderedDict()
+        self._lock = threading.Lock()
+
+    def chain(self, tokens):
+        """The keys of the full blocks of `tokens`, first block first, each covering all the blocks before it."""
+        keys, parent = [], None
+        for end in range(self.block, len(tokens) + 1, self.block):
+            parent = hash((parent, tuple(tokens[end - self.block:end])))
+            keys.append(parent)
+        return keys
+
+    def lookup(self, tokens):
+        """Tokens of the prompt found cached (a multiple of the block, less than the prompt); counted."""
+        usable = max(0, len(tokens) - 1) // self.block        # blocks that may hit: the last token is computed
+        found = 0
+        with self._lock:
+            for key in self.chain(tokens)[:usable]:
+                if key not in self._blocks:
+                    break
+                self._blocks.move_to_end(key)
+                found += 1
+            self.queries += len(tokens)
+            self.hits += found * self.block
+        return found * self.block
+
+    def store(self, tokens):
+        """Remember the prompt's full blocks (most recently used), forgetting the least recently used beyond
+        the capacity."""
+        with self._lock:
+            for key in self.chain(tokens):
+                self._blocks[key] = True
+                self._blocks.move_to_end(key)
+            while len(self._blocks) > self.capacity:
+                self._blocks.popitem(last=False)
+
+    def __len__(self):
+        return len(self._blocks)
+
+
 PROM_BUCKETS = (0.01, 0.1, 1.0, 10.0)   # a few of the engines' own buckets
 
 
@@ -192,6 +255,21 @@ def prompt_tokens(req, chat):
     return len(words(got[0])) + (4 * len(req.get("messages") or []) if chat else 0)
 
 
+def prompt_token_list(req, chat):
+    """The prompt as the stand-in's tokens, `prompt_tokens` of them: per chat message 4 template markers (its role)
+    then its content's words; a completion's prompt: its words."""
+    if prompt_of(req, chat) is None:
+        return []
+    if not chat:
+        return words(req["prompt"])
+    out = []
+    for m in req["messages"]:
+        c = m.get("content")
+        out += ["<|%s|>" % m.get("role"), "<|t1|>", "<|t2|>", "<|t3|>"]
+        out += words(c if isinstance(c, str) else json.dumps(c))
+    return out
+
+
 def answer(h, req, path, ctx, source=None, extra=None, prefilled=False):
     """An OpenAI-style completion, deterministic, made up from the request. `extra`: more top-level fields of
     the (non-streamed) response (vLLM's kv_transfer_params). `prefilled`: the prompt's KV came from a prefill
@@ -240,8 +318,13 @@ def _answer(h, req, path, ctx, source, extra, prefilled, timing):
     elif len(toks) == limit and req.get("ignore_eos") is True:
         finish = "length"
     start = time.monotonic()
+    cache = ctx.get("prefix_cache") if not prefilled else None
+    ptok_list = prompt_token_list(req, chat) if isinstance(cache, PrefixCache) else None
+    cached = cache.lookup(ptok_list) if ptok_list is not None else 0
     if timing.enabled and not prefilled:
-        sleep_until(start + timing.prefill_s(ptoks))       # prefill: the first token comes out at its end
+        sleep_until(start + timing.prefill_s(ptoks - cached))   # prefill: the first token comes out at its end
+    if ptok_list is not None:
+        cache.store(ptok_list)
     created = int(time.time())
     rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
     usage = {"prompt_tokens": ptoks, "completion_tokens": len(toks), "total_tokens": ptoks + len(toks)}

@@ -51,6 +51,8 @@ engine_never_ready (joins, never finishes warming up), engine_slow_start, engine
 (a kv_consumer logs `Mooncake transfer failed ... 103902` for a long prompt and still answers). engine_timing
 (settings `engine.timing`): tokens come out with a prefill delay and a decode step (openai_fake.Timing); a
 kv_consumer answering a request the prefiller handed over (kv_transfer_params.do_remote_prefill) skips the prefill.
+Prefix caching is on unless `--no-enable-prefix-caching` (openai_fake.PrefixCache): a prompt pays the per-token
+prefill only after its longest cached chain of 16-token blocks; /metrics counts vllm:prefix_cache_queries/_hits.
 
 Outside a container (unit tests) FAKE_VLLM_SETTINGS names the settings file; its keys `dev_dir`, `ip`, `image`,
 `flags_dir` stand in for /dev, the node's IP, the image and the tables.
@@ -71,7 +73,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from openai_fake import (JsonHandler, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
+from openai_fake import (JsonHandler, PrefixCache, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
                          prom_histogram, prompt_tokens, read_settings)
 from standin_common import (NO_LOCAL_MODEL, NPU_OOM, PID, STOP, Fatal, ServeParser,  # noqa: E402
                             container_devices, exit_now, http_server, image_tag, join_master, next_hello, node_ip,
@@ -364,6 +366,15 @@ def metrics_text(ctx):
                              ("vllm:generation_tokens", "Number of generation tokens processed.", t["generated"])):
         lines += ["# HELP %s_total %s" % (name, doc), "# TYPE %s_total counter" % name,
                   "%s_total{%s} %.1f" % (name, first, value)]
+    cache = ctx.get("prefix_cache")
+    if isinstance(cache, PrefixCache):
+        # vLLM's prefix cache counters (vllm/v1/metrics/loggers.py, commit unpinned, unverified line), in tokens
+        for name, doc, value in (
+                ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                 cache.queries),
+                ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", cache.hits)):
+            lines += ["# HELP %s_total %s" % (name, doc), "# TYPE %s_total counter" % name,
+                      "%s_total{%s} %.1f" % (name, first, value)]
     lines += prom_histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", first,
                        t["requests"], t["ttft_s"])
     lines += prom_histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", first,
@@ -559,6 +570,8 @@ def serve(argv, settings):
         "model": names, "root": model, "started": time.time(), "version": version, "max_seq": max_seq,
         "max_input": max_seq, "ip": ip, "kv": kv, "kv_port": kv_port, "tp": tp, "ranks": ranks,
         "mooncake_error": faults.get("mooncake_error"), "timing": Timing(faults.get("timing")),
+        # vLLM V1 caches prompt prefixes unless --no-enable-prefix-caching (CacheConfig.enable_prefix_caching)
+        "prefix_cache": PrefixCache() if ns.get("enable_prefix_caching") is not False else None,
         "log_stats": not ns.get("disable_log_stats"), "max_batch": ns.get("max_num_seqs") or 256,
         # the engine cores the API server reports on (AsyncLLM engine_ranks_managed): its own rank with external DP
         # (--data-parallel-rank), every DP rank when it is the front end of internal DP

@@ -73,6 +73,65 @@ def test_suite_file(tmp_path):
         suites.load_file(f)
 
 
+def test_load_flags_apply_to_every_point():
+    s = suites.resolve(None, "1024", "64", "1,8", request_rate=2.5, arrival="fixed", shared_prefix=768)
+    assert [(p.name, p.concurrency, p.request_rate, p.arrival, p.shared_prefix) for p in s.points] == [
+        ("custom-in1024-out64-c1-r2.5-p768", 1, 2.5, "fixed", 768),
+        ("custom-in1024-out64-c8-r2.5-p768", 8, 2.5, "fixed", 768)]
+    closed = suites.resolve(None, "1024", "64", "8")                    # the default: unchanged
+    assert [(p.name, p.request_rate, p.arrival, p.shared_prefix) for p in closed.points] == [
+        ("custom-in1024-out64-c8", None, None, 0)]
+    assert suites.resolve(None, "1024", "64", "8", request_rate=1).points[0].arrival == "poisson"
+    assert {p.request_rate for p in suites.resolve("concurrency", None, None, None, request_rate=3).points} == {3}
+    with pytest.raises(UsageError, match="--arrival applies to an open loop only"):
+        suites.resolve(None, "1024", "64", "8", arrival="fixed")
+    with pytest.raises(UsageError, match="not shorter than the prompts of 512 input tokens"):
+        suites.resolve(None, "512,2048", "64", "8", shared_prefix=512)
+
+
+def test_suite_file_load_keys(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("points:\n"
+                 "  - {input: 1024, output: 64, concurrency: 16, request_rate: [1, 2], arrival: fixed}\n"
+                 "  - {input: 1024, output: 64, concurrency: 4, shared_prefix: 900, name: cached}\n"
+                 "  - {input: 1024, output: 64, concurrency: 4}\n")
+    s = suites.resolve(str(f), None, None, None)
+    assert [(p.name, p.concurrency, p.request_rate, p.arrival, p.shared_prefix) for p in s.points] == [
+        ("custom-in1024-out64-c16-r1", 16, 1, "fixed", 0), ("custom-in1024-out64-c16-r2", 16, 2, "fixed", 0),
+        ("cached", 4, None, None, 900), ("custom-in1024-out64-c4", 4, None, None, 0)]
+    f.write_text("points:\n"
+                 "  - {input: 1024, output: 64, concurrency: 1, request_rate: 0, arrival: bursty}\n"
+                 "  - {input: 1024, output: 64, concurrency: 1, shared_prefix: 1024}\n"
+                 "  - {input: 1024, output: 64, concurrency: 1, arrival: poisson, shared_prefix: -3}\n")
+    with pytest.raises(UsageError) as e:
+        suites.resolve(str(f), None, None, None)
+    assert {p.path for p in e.value.problems} == {"points[0].request_rate", "points[0].arrival",
+                                                  "points[1].shared_prefix", "points[2].arrival",
+                                                  "points[2].shared_prefix"}
+    assert all(p.file == str(f) for p in e.value.problems)
+
+
+def test_shared_prefix_dataset_starts_the_same(tmp_path):
+    spec = importlib.util.spec_from_file_location("openai_fake_for_bench_prefix", OPENAI_FAKE)
+    fake = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fake)
+    rows = [json.loads(x)["text"].split() for x in
+            prompts.write_dataset(tmp_path / "p.jsonl", 300, 8, 4, seed=3, shared_prefix=200).read_text().splitlines()]
+    assert all(len(r) == 300 - prompts.CHAT_TEMPLATE_TOKENS for r in rows)
+    assert all(r[:196] == rows[0][:196] for r in rows)                  # 200 tokens: the template's 4 + 196 words
+    assert len({tuple(r[196:]) for r in rows}) == 4 and len({r[196] for r in rows}) > 1
+    plain = [json.loads(x)["text"].split() for x in
+             prompts.write_dataset(tmp_path / "q.jsonl", 300, 8, 4, seed=3).read_text().splitlines()]
+    assert len({tuple(r[:16]) for r in plain}) == 4                     # without: no block in common
+    cache = fake.PrefixCache()                   # the stand-in's cache finds the shared prefix's full blocks
+    hits = []
+    for r in rows:
+        toks = fake.prompt_token_list({"messages": [{"role": "user", "content": " ".join(r)}]}, True)
+        hits.append(cache.lookup(toks))
+        cache.store(toks)
+    assert hits == [0, 192, 192, 192]
+
+
 def test_prompt_lengths_are_what_the_stand_ins_count():
     spec = importlib.util.spec_from_file_location("openai_fake_for_bench", OPENAI_FAKE)
     fake = importlib.util.module_from_spec(spec)
@@ -112,6 +171,12 @@ def test_aiperf_command_line_is_an_argument_list(tmp_path):
         assert args[args.index(flag) + 1] == value
     assert "--streaming" in args and "--use-server-token-count" in args and "--use-legacy-max-tokens" in args
     assert "--warmup-request-count" not in aiperf.argv(p, "u", "m", tmp_path, tmp_path, tmp_path, 0, 60, False)
+    assert "--request-rate" not in args and "--arrival-pattern" not in args          # a closed loop by default
+    for arrival, pattern in (("poisson", "poisson"), ("fixed", "constant")):
+        op = suites.Point("y", "custom", 1024, 128, 10, 40, request_rate=2.5, arrival=arrival)
+        got = aiperf.argv(op, "u", "m", tmp_path, tmp_path, tmp_path, 0, 60, True)
+        assert got[got.index("--request-rate") + 1] == "2.5" and got[got.index("--concurrency") + 1] == "10"
+        assert got[got.index("--arrival-pattern") + 1] == pattern
     assert aiperf.version()
 
 
@@ -182,6 +247,30 @@ def test_estimate_comparison(perf_model):
     assert est.point(200_000, 128, 1) is None and "ValueError: beyond max_seq_len" in est.note
 
 
+def test_a_point_with_a_load_is_estimated_for_that_load(monkeypatch):
+    """The open loop's rate and arrival and the shared prefix's hit rate reach the estimate's Workload."""
+    import deployctl.core.sizing.estimate as model
+
+    seen = []
+
+    def estimate_plan(plan, w, ctx=None):
+        seen.append((plan, w, ctx))
+        return types.SimpleNamespace(ttft_ms=50.0, tpot_ms=10.0, output_tokens_per_s=100.0, per_die_tokens_per_s=6.0)
+
+    monkeypatch.setattr(model, "estimate_plan", estimate_plan)
+    monkeypatch.setattr(model, "context", lambda plan, calibration=None: ("CTX", plan, calibration))
+    monkeypatch.setattr(model, "estimate_point", lambda *a, **k: pytest.fail("a load point took the closed path"))
+    est = Estimator(plan="PLAN", calibration={"k": 1})
+    got = est.point(1000, 64, 8, request_rate=2.0, arrival="fixed", shared_prefix=750)
+    assert got == {"ttft_ms": 50.0, "tpot_ms": 10.0, "output_tokens_per_s": 100.0, "per_die_tokens_per_s": 6.0}
+    est.point(1000, 64, 8, shared_prefix=250)
+    (_, w1, ctx1), (_, w2, ctx2) = seen
+    assert (w1.input_len, w1.output_len, w1.concurrency, w1.request_rate, w1.arrival, w1.prefix_hit) == (
+        1000, 64, 8, 2.0, "fixed", 0.75)
+    assert (w2.request_rate, w2.prefix_hit) == (None, 0.25)
+    assert ctx1 == ctx2 == ("CTX", "PLAN", {"k": 1})
+
+
 def test_no_performance_model_means_no_estimate(monkeypatch):
     monkeypatch.setitem(sys.modules, "deployctl.core.sizing.estimate", None)      # import fails as if it were absent
     est = Estimator(plan="PLAN")
@@ -228,7 +317,8 @@ def test_cli_help_lists_the_flags():
     res = deployctl_bench("--help")
     assert res.returncode == 0, res.stderr
     for flag in ("--suite", "--input", "--output-len", "--concurrency", "--requests", "--warmup",
-                 "--duration-limit", "--url", "--run-dir", "--output"):
+                 "--duration-limit", "--url", "--run-dir", "--output", "--request-rate", "--arrival",
+                 "--shared-prefix"):
         assert flag in res.stdout, flag
 
 
@@ -252,7 +342,7 @@ def test_typer_wrapper_matches_run_bench():
 
     params = set(inspect.signature(run_bench).parameters)
     assert params == {"inventory", "output", "suite", "inputs", "output_len", "concurrency", "requests", "warmup",
-                      "duration_limit", "url", "ignore_eos", "run_root"}
+                      "duration_limit", "url", "ignore_eos", "run_root", "request_rate", "arrival", "shared_prefix"}
     from deployctl.cli import app
 
     (command,) = [c for c in app.registered_commands if c.callback.__name__ == "bench"]
@@ -289,3 +379,23 @@ def test_a_matplotlibrc_in_the_working_directory_runs_no_program(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "2" and not marker.exists()
+
+
+def test_calibrate_leaves_out_points_with_a_load(tmp_path):
+    """calibrate fits closed-loop points over unrelated prompts: an open loop or a shared prefix is left out,
+    named; a summary from before the load keys reads as closed loops."""
+    from deployctl.features.bench.calibrate import points
+
+    def pt(name, **load):
+        return dict({"point": name, "input_len": 1024, "output_len": 64, "concurrency": 4, "ok": 8,
+                     "failure": None, "ttft_ms": {"p50": 500.0}, "tpot_ms": {"p50": 30.0},
+                     "output_tokens_per_s": 100.0}, **load)
+
+    f = tmp_path / "summary.json"
+    f.write_text(json.dumps({"run_id": "r1", "target": {"model": "m", "dies": 8}, "points": [
+        pt("old"), pt("closed", request_rate=None, shared_prefix=0), pt("open", request_rate=2, arrival="poisson"),
+        pt("cached", shared_prefix=512)]}))
+    got, skipped = points([f], model="m", dies=8)
+    assert [m.point for m in got] == ["old", "closed"]
+    assert len(skipped) == 2 and "r1 open: an open loop" in skipped[0] and "r1 cached: a shared prompt prefix" in \
+        skipped[1]

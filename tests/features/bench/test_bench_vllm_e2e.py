@@ -66,3 +66,52 @@ def test_bench_through_the_pd_proxy(pd):
     [record] = bench_runs(runs)
     assert (record / "status").read_text() == "successful\n"
     assert sorted(x.name for x in (record / "plots").iterdir()) == ["tpot_vs_input.png", "ttft_vs_input.png"]
+
+
+LOAD_SUITE = """\
+name: load
+warmup: 2
+duration_limit: 60
+points:
+  - {name: closed, input: 1000, output: 16, concurrency: 4, requests: 8}
+  - {name: prefix, input: 1000, output: 16, concurrency: 4, requests: 8, shared_prefix: 900}
+  - {name: rate, input: 1000, output: 16, concurrency: 4, requests: 8, request_rate: 2, arrival: fixed}
+"""
+
+
+def test_request_rate_and_shared_prefix_move_the_measurement_and_the_estimate(pd):
+    """Issue 40's done-when: a shared prefix (P's prefix cache, on by default in vLLM) lowers the measured TTFT and
+    an open loop's rate bounds the measured throughput near rate x output; the estimate beside each point, made
+    for the same load, moves the same way. Directions and the rate bound only: nothing expected is taken from
+    the estimator."""
+    fc, inv, work = pd
+    suite = work / "load.yaml"
+    suite.write_text(LOAD_SUITE)
+    res = deployctl_bench("-i", str(inv), "--suite", str(suite), "--run-dir", str(work / "load-runs"),
+                          "--output", "json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    [record] = bench_runs(work / "load-runs")
+    doc = json.loads((record / "summary.json").read_text())
+    pts = {p["point"]: p for p in doc["points"]}
+    closed, prefix, rate = pts["closed"], pts["prefix"], pts["rate"]
+    for p in (closed, prefix, rate):
+        assert p["ok"] == 8 and p["errors"] == 0 and p["estimate"], p
+    assert (closed["request_rate"], closed["arrival"], closed["shared_prefix"]) == (None, None, 0)
+    assert (prefix["request_rate"], prefix["shared_prefix"]) == (None, 900)
+    assert (rate["request_rate"], rate["arrival"], rate["shared_prefix"]) == (2, "fixed", 0)
+    # (a) the shared prefix: ~900 of 1000 prompt tokens found cached on P; the stand-in then prefills ~100
+    # (A + B x 100 = 350 ms against A + B x 1000 = 800 ms). P is DP2, each rank an API server with its own
+    # prefix cache, as in vLLM; the stand-in proxy goes round robin, so the 2 warm-up requests prime both
+    assert prefix["ttft_ms"]["mean"] < 0.7 * closed["ttft_ms"]["mean"], (prefix["ttft_ms"], closed["ttft_ms"])
+    assert prefix["estimate"]["ttft_ms"] < closed["estimate"]["ttft_ms"], (prefix["estimate"], closed["estimate"])
+    # (b) the open loop: 2 requests/s of 16 tokens is at most ~32 tokens/s (8 fixed arrivals: 7 gaps of 0.5 s plus
+    # the last answer), well under what 4 clients back to back reach
+    bound = rate["request_rate"] * rate["output_len"]
+    assert 0.6 * bound <= rate["output_tokens_per_s"] <= 1.2 * bound, (rate["output_tokens_per_s"], bound)
+    assert rate["output_tokens_per_s"] < 0.8 * closed["output_tokens_per_s"], (rate, closed)
+    est = rate["estimate"]["output_tokens_per_s"]
+    assert 0.6 * bound <= est <= 1.2 * bound, (est, bound)
+    assert est < closed["estimate"]["output_tokens_per_s"], (rate["estimate"], closed["estimate"])
+    argv = json.loads(next((record / "points").glob("03-*/aiperf.argv.json")).read_text())
+    assert argv[argv.index("--request-rate") + 1] == "2" and argv[argv.index("--arrival-pattern") + 1] == "constant"
+    assert "load" in (record / "report.md").read_text().lower()
