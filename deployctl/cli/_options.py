@@ -134,8 +134,8 @@ ArrivalOpt = Annotated[Arrival, typer.Option(
                       "gaps).")]
 PrefixHitOpt = Annotated[Optional[float], typer.Option(
     "--prefix-hit", min=0.0, max=0.99, metavar="SHARE",
-    help="Share of each prompt the engine finds in its prefix cache (0-0.99; e.g. vLLM's prefix cache hit rate): "
-         "not computed again.")]
+    help="Share of each prompt the engine finds in its prefix cache (0-0.99; e.g. the hit rate the engine's "
+         "metrics report): not computed again.")]
 SharedPrefixOpt = Annotated[Optional[int], typer.Option(
     "--shared-prefix", min=1, metavar="TOKENS",
     help="Prompts share their first TOKENS tokens (a system prompt): the prefix hit rate is TOKENS / input "

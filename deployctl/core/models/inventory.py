@@ -170,11 +170,10 @@ class RoleModel(Strict):
         "that chunks prompts: its max_batch_size x (1 + speculative tokens), the tokens of one decode step."))
     prefill_budget_tokens: int | None = Field(None, gt=0, le=4194304, description=(
         "The tokens of one forward batch this role's memory is sized for (its activation workspace), when that "
-        "differs from the max_prefill_tokens it is configured with. For a MindIE decode role: MindIE refuses a "
-        "maxPrefillTokens below max_input_len even on decode, which never prefills (Huawei's 128K P/D decode "
-        "config sets 128000 only to pass that check); set this to what decode runs, e.g. its max_batch_size x "
-        "(1 + speculative tokens), so a 128K decode instance is not sized for a 128K prefill. Default: "
-        "max_prefill_tokens."))
+        "differs from the max_prefill_tokens it is configured with: a decode role of an engine that refuses a "
+        "prefill budget below max_input_len even on decode, which never prefills (docs/per-role-settings.md), "
+        "sized for what it runs, e.g. its max_batch_size x (1 + speculative tokens), not for a whole prompt. "
+        "Default: max_prefill_tokens."))
     speculative_tokens: int | None = Field(None, ge=1, le=16, description=(
         "This role's drafted tokens per step, over model.speculative.tokens (needs model.speculative). "
         "Published deployments draft fewer tokens on prefill than on decode (e.g. 1 and 7)."))

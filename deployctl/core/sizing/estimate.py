@@ -267,10 +267,10 @@ def _graph_mode_note(ctx: EstimateInputs) -> list[str]:
     mode = spec.graph_mode(for_role(ctx.plan.inventory, ctx.decoder.role))
     if not fitted or not mode or ctx.calibration or (mode in FULL_DECODE) == (fitted in FULL_DECODE):
         return []
+    seen = str((spec.perf_fit_record or {}).get("graph_mode_evidence") or "")
     return [f"decode runs {mode} here, while {spec.display}'s host-side step costs were fitted on {fitted} runs only "
             "(every published fit point): the per-step cost of this mode is not measured and the estimate is likely "
-            "optimistic (vllm-project/vllm-ascend issue #7723: Qwen3-Coder-480B at 256K input, TPOT 171 ms eager "
-            "against 56 ms with graphs); `deployctl bench` then `deployctl calibrate` measures it"]
+            f"optimistic{f' ({seen})' if seen else ''}; `deployctl bench` then `deployctl calibrate` measures it"]
 
 
 def _fit_record(ctx: EstimateInputs, fitted_for: Callable[[EngineSpec], Consts],

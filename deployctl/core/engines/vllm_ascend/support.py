@@ -28,6 +28,7 @@ def perf_fit_record() -> dict:
     """perf.yaml's largest error on its fit points (written by tests/core/sizing/fit_engine.py) and the file itself."""
     doc = read_data(__package__, "perf.yaml")
     return {"max_error_on_points": doc["max_error_on_fit_points"], "graph_mode": doc.get("graph_mode", ""),
+            "graph_mode_evidence": doc.get("graph_mode_evidence", ""),
             "source": "deployctl/core/engines/vllm_ascend/perf.yaml (tests/core/sizing/fit_engine.py)"}
 
 
