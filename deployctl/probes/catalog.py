@@ -3,9 +3,9 @@ tests/probes/fixtures/<name>/."""
 
 from __future__ import annotations
 
-from deployctl.probes import containers, deployed, hccn_tool, host, image_versions, npu_smi, versions
+from deployctl.probes import containers, deployed, engine_load, hccn_tool, host, image_versions, npu_smi, versions
 from deployctl.probes.fact import Fact
 
-_MODULES = (npu_smi, hccn_tool, versions, host, containers, deployed, image_versions)
+_MODULES = (npu_smi, hccn_tool, versions, host, containers, deployed, image_versions, engine_load)
 ALL: tuple[Fact, ...] = tuple(f for m in _MODULES for f in vars(m).values() if isinstance(f, Fact))
 FACTS: dict[str, Fact] = {f.name: f for f in ALL}

@@ -146,6 +146,7 @@ class MetricNames:
     running: str                         # gauge: requests being computed
     waiting: str                         # gauge: requests queued
     kv_usage: str                        # gauge: KV cache use, 0..1
+    prompt: str = ""                     # counter of prompt tokens processed (as exposed, with _total)
 
 
 @dataclass(frozen=True)

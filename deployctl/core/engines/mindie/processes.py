@@ -91,7 +91,8 @@ def host_ports(inv: Inventory) -> dict[str, int]:
 # the metrics deployctl's dashboard reads (prometheus_metrics.cpp: L146, L151, L183, L119, L124, L189; label model_name)
 METRIC_NAMES = MetricNames(ttft="time_to_first_token_seconds", tpot="time_per_output_token_seconds",
                            generated="generation_tokens_total", running="num_requests_running",
-                           waiting="num_requests_waiting", kv_usage="npu_cache_usage_perc")
+                           waiting="num_requests_waiting", kv_usage="npu_cache_usage_perc",
+                           prompt="prompt_tokens_total")
 
 
 def metrics_targets(plan: Plan) -> list[MetricsTarget]:

@@ -39,7 +39,8 @@ SMOKE_WORDS = 2000   # a prompt long enough that the prefill server hands the de
 # inter_token_latency is its TPOT
 METRIC_NAMES = MetricNames(ttft="sglang:time_to_first_token_seconds", tpot="sglang:inter_token_latency_seconds",
                            generated="sglang:generation_tokens_total", running="sglang:num_running_reqs",
-                           waiting="sglang:num_queue_reqs", kv_usage="sglang:token_usage")
+                           waiting="sglang:num_queue_reqs", kv_usage="sglang:token_usage",
+                           prompt="sglang:prompt_tokens_total")
 
 
 def node_processes(plan: Plan, node: PlanNode) -> NodeProcesses:

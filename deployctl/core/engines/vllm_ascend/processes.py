@@ -71,7 +71,8 @@ def host_ports(inv: Inventory) -> dict[str, int]:
 # exposed with _total), L415, L425, L461 (vllm:gpu_cache_usage_perc is gone); labels model_name, engine)
 METRIC_NAMES = MetricNames(ttft="vllm:time_to_first_token_seconds", tpot="vllm:inter_token_latency_seconds",
                            generated="vllm:generation_tokens_total", running="vllm:num_requests_running",
-                           waiting="vllm:num_requests_waiting", kv_usage="vllm:kv_cache_usage_perc")
+                           waiting="vllm:num_requests_waiting", kv_usage="vllm:kv_cache_usage_perc",
+                           prompt="vllm:prompt_tokens_total")
 
 
 def metrics_targets(plan: Plan) -> list[MetricsTarget]:
