@@ -11,7 +11,7 @@ missing metric is not an idle engine). Pure: the caller reads the engines and th
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from deployctl.core.models.scaling import Scaling
 
@@ -93,7 +93,8 @@ def _underload_last(r: Reading) -> list[str] | None:
     return ["idle"] if idle else None
 
 
-def _lasting(readings: Sequence[Reading], now: float, for_s: float, interval_s: float, test) -> list | None:
+def _lasting(readings: Sequence[Reading], now: float, for_s: float, interval_s: float,
+             test: Callable[[Reading], list[str] | None]) -> list[str] | None:
     """The findings of the newest reading when `test` holds on every reading of the last `for_s` seconds and
     the readings cover that span (the oldest of them at most one interval after its start); else None."""
     recent = [r for r in readings if r.at >= now - for_s]
