@@ -8,6 +8,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 from deployctl.core.models.base import Strict
+from deployctl.core.models.scaling import Scaling
 from deployctl.core.models.patterns import INTERFACE_PATTERN
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
@@ -388,6 +389,9 @@ class Deploy(Strict):
         "without them and say so)."))
     recovery: Recovery = Field(default_factory=Recovery, description=(
         "`deployctl watch`: restart a failed instance behind the router (docs/watch.md); off by default."))
+    scaling: Scaling = Field(default_factory=Scaling, description=(
+        "`deployctl scale`: when a role should get another instance or lose one, from the engines' measured load "
+        "(docs/scaling.md); a role is scaled only when `roles` gives its bounds."))
 
 
 def _default_kind(v: Any) -> Any:

@@ -96,11 +96,12 @@ def _underload_last(r: Reading) -> list[str] | None:
 def _lasting(readings: Sequence[Reading], now: float, for_s: float, interval_s: float,
              test: Callable[[Reading], list[str] | None]) -> list[str] | None:
     """The findings of the newest reading when `test` holds on every reading of the last `for_s` seconds and
-    the readings cover that span (the oldest of them at most one interval after its start); else None."""
+    the readings cover that span (the oldest of them at most half an interval after its start: readings come
+    every interval, a little late); else None."""
     recent = [r for r in readings if r.at >= now - for_s]
     if for_s == 0 and readings:
         recent = [max(readings, key=lambda r: r.at)]
-    if not recent or for_s > 0 and min(r.at for r in recent) > now - for_s + interval_s:
+    if not recent or for_s > 0 and min(r.at for r in recent) > now - for_s + interval_s / 2:
         return None
     found = [test(r) for r in sorted(recent, key=lambda r: r.at)]
     return found[-1] if all(f for f in found) else None

@@ -10,8 +10,6 @@ The hook command is the caller's (the operator's, ``hook_command``), never read 
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -113,9 +111,7 @@ class Watcher:
     def _out(self, docs: list[dict], hooks: bool = True) -> None:
         """Record, print and send ``docs`` (under ``self.lock``)."""
         if docs and self.record is not None:
-            fd = os.open(self.record.path / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8") as f:
-                f.writelines(json.dumps(d, default=str) + "\n" for d in docs)
+            self.record.append_jsonl("events.jsonl", docs)
         for d in docs:
             self.on_event(d)
             if hooks and d.get("of") != "hook-error":
