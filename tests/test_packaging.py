@@ -26,7 +26,7 @@ from conftest import EXAMPLES, HELM, ROOT
 pytestmark = pytest.mark.e2e
 
 COMMANDS = ["validate", "plan", "recommend", "render", "preflight", "up", "rollback", "history", "down",
-            "status", "logs", "diff", "watch", "bench", "calibrate", "engines", "schema", "init", "weights",
+            "status", "logs", "diff", "watch", "scale", "bench", "calibrate", "engines", "schema", "init", "weights",
             "observe"]
 BENCH_EXTRA = ("aiperf", "matplotlib", "tokenizers")
 GROUPS = {"weights": ["check", "sync"], "observe": ["render"]}

@@ -259,33 +259,6 @@ def diff(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
     run_diff_hosts(inventory, output.value, facts, run_dir)
 
 
-@app.command(epilog=f"Signals, thresholds and limits: {doc('scaling.md')}")
-def scale(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_dir: RunDirOpt = Path(".deployctl"),
-          interval: Annotated[Optional[float], typer.Option(
-              help="Seconds between readings (default deploy.scaling.interval_s).", min=1, max=3600)] = None,
-          rounds: Annotated[int, typer.Option(
-              help="Readings to take before exiting (a decision needs its thresholds to last: scale_up.for_s "
-                   "/ interval readings at least).", min=1, max=1_000_000)] = 1):
-    """Recommend each role's instance count from the engines' measured load (shadow mode: nothing is changed).
-
-    Every interval it reads, on each node, the engines' own metrics (requests waiting and running, KV cache
-    use, generated and prompt tokens per second), compares them with deploy.scaling's thresholds and with what
-    one instance sustains (the plan's estimate), and says per role: keep, add one or remove one, and why. A
-    role is scaled only between the bounds deploy.scaling.roles gives it. Every decision and the readings it used
-    go to runs/<id>-scale/events.jsonl.
-
-    Examples:
-
-    \b
-      deployctl scale -i my.yaml                          # one reading
-      deployctl scale -i my.yaml --rounds 30 --interval 10 # five minutes of decisions
-      deployctl scale -i my.yaml --rounds 60 --output json
-    """
-    from deployctl.cli.scale import run_scale
-
-    run_scale(inventory, output.value, run_dir, interval, rounds)
-
-
 @app.command(epilog=f"Guide (what is watched, the recovery policy, running it as a service): {doc('watch.md')}")
 def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_dir: RunDirOpt = Path(".deployctl"),
           interval: Annotated[float, typer.Option(help="Seconds between rounds.", min=0.5, max=600)] = 2.5,
@@ -311,3 +284,30 @@ def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
 
     run_watch(inventory, output.value, run_dir, interval, once, confirm, recover, hook_command=hook_command,
               allow_hook_command=allow_hook_command)
+
+
+@app.command(epilog=f"Signals, thresholds and limits: {doc('scaling.md')}")
+def scale(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_dir: RunDirOpt = Path(".deployctl"),
+          interval: Annotated[Optional[float], typer.Option(
+              help="Seconds between readings (default deploy.scaling.interval_s).", min=1, max=3600)] = None,
+          rounds: Annotated[int, typer.Option(
+              help="Readings to take before exiting (a decision needs its thresholds to last: scale_up.for_s "
+                   "/ interval readings at least).", min=1, max=1_000_000)] = 1):
+    """Recommend each role's instance count from the engines' measured load (shadow mode: nothing is changed).
+
+    Every interval it reads, on each node, the engines' own metrics (requests waiting and running, KV cache
+    use, generated and prompt tokens per second), compares them with deploy.scaling's thresholds and with what
+    one instance sustains (the plan's estimate), and says per role: keep, add one or remove one, and why. A
+    role is scaled only between the bounds deploy.scaling.roles gives it. Every decision and the readings it used
+    go to runs/<id>-scale/events.jsonl.
+
+    Examples:
+
+    \b
+      deployctl scale -i my.yaml                          # one reading
+      deployctl scale -i my.yaml --rounds 30 --interval 10 # five minutes of decisions
+      deployctl scale -i my.yaml --rounds 60 --output json
+    """
+    from deployctl.cli.scale import run_scale
+
+    run_scale(inventory, output.value, run_dir, interval, rounds)

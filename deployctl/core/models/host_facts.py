@@ -35,6 +35,8 @@ class PingCheck(Frozen):
     peer_ip: Ip
     ok: bool
     detail: Text = ""
+    # False: the ping's answer never came back (the probe batch was cut short): not evidence either way
+    measured: bool = True
 
 
 class HostFacts(Frozen):

@@ -200,16 +200,19 @@ def ping_results(checks: list[tuple[int, str, int, str]], out: dict[str, ProbeOu
     results = []
     for dev, peer, peer_dev, ip in checks:
         res = out.get(f"ping.{dev}.{peer}.{peer_dev}")
-        ok, detail = False, "no output"
-        if res is not None:
-            try:
-                ping = hccn_tool.PING.parse(res.text)
-                # the replies are the answer: a tool that printed its summary and was then slow to exit (killed
-                # by the probe timeout on a loaded host) still saw the peer; its exit code is said beside
-                ok = ping.received > 0
-                detail = f"{ping.received}/{ping.sent} received" + (f" (hccn_tool exit {res.rc})" if res.rc else "")
-            except ValueError:
-                detail = clean((res.text[-4096:].strip().splitlines() or [f"exit {res.rc}"])[-1][:120],
-                               multiline=False)
+        if res is None:          # never answered (the batch was cut short): no evidence either way
+            results.append(PingCheck(device=dev, peer=peer, peer_device=peer_dev, peer_ip=ip, ok=False,
+                                     measured=False, detail="not measured: its answer is missing (the probe batch "
+                                                            "was cut short: the host was busy or timed out)"))
+            continue
+        try:
+            ping = hccn_tool.PING.parse(res.text)
+            # the replies are the answer: a tool that printed its summary and was then slow to exit (killed
+            # by the probe timeout on a loaded host) still saw the peer; its exit code is said beside
+            ok = ping.received > 0
+            detail = f"{ping.received}/{ping.sent} received" + (f" (hccn_tool exit {res.rc})" if res.rc else "")
+        except ValueError:
+            ok, detail = False, clean((res.text[-4096:].strip().splitlines() or [f"exit {res.rc}"])[-1][:120],
+                                      multiline=False)
         results.append(PingCheck(device=dev, peer=peer, peer_device=peer_dev, peer_ip=ip, ok=ok, detail=detail))
     return results

@@ -208,7 +208,10 @@ def check_sdids(inv, facts):
 def check_pings(inv, facts):
     for h in _up(facts):
         for p in h.pings:
-            if not p.ok:
+            if not p.measured:
+                yield _f("peer-reachable", "WARN", f"device {p.device} to {p.peer} device {p.peer_device} "
+                         f"({p.peer_ip}): {p.detail}", "run preflight again to measure it", h.name, p.device)
+            elif not p.ok:
                 yield _f("peer-reachable", "FAIL", f"device {p.device} cannot reach {p.peer} device "
                          f"{p.peer_device} ({p.peer_ip}): {p.detail}",
                          "check the RoCE switch/VLAN and routes between the two NICs", h.name, p.device)

@@ -215,3 +215,18 @@ def test_a_ping_whose_replies_came_back_is_reachable_whatever_the_exit_code():
     got = probes.ping_results(checks, out)
     assert [(p.ok, p.detail) for p in got] == [(True, "3/3 received (hccn_tool exit 124)"),
                                                (False, "0/3 received (hccn_tool exit 1)")]
+
+
+def test_a_ping_whose_answer_never_came_back_is_not_measured_and_warns_instead_of_failing():
+    """A probe batch cut short (a busy host, a timeout) leaves some pings without an answer: that is no evidence
+    the peer is unreachable, so it warns (run preflight again) where a ping that printed 0 received fails."""
+    from deployctl.core.models.host_facts import HostFacts, PingCheck
+    from deployctl.features.preflight import rules
+
+    [p] = probes.ping_results([(0, "node1", 0, "172.16.1.100")], {})
+    assert (p.ok, p.measured) == (False, False) and "not measured" in p.detail
+    lost = PingCheck(device=1, peer="node1", peer_device=1, peer_ip="172.16.1.101", ok=False, detail="0/3 received")
+    host = HostFacts(name="node0", address="10.0.0.1", pings=[p, lost])
+    found = [(f.severity, f.device, f.hint) for f in rules.check_pings(None, {"node0": host})]
+    assert found == [("WARN", 0, "run preflight again to measure it"),
+                     ("FAIL", 1, "check the RoCE switch/VLAN and routes between the two NICs")]
