@@ -163,9 +163,10 @@ def _routing(ctx: EstimateInputs) -> str:
     """How the expert terms treat routing: uniform, with the redundant expert slots the engine's EPLB settings add."""
     from deployctl.core.input.roles import for_role
 
-    spec = ctx.plan.engine_spec
-    slots = {inst.role: spec.redundant_experts(for_role(ctx.plan.inventory, inst.role)) for inst in ctx.plan.instances}
-    set_ = {role: (n, where) for role, (n, where) in slots.items() if n}
+    # the slots each setup already holds (perf_context asked the engine once); the engine names where they are set
+    roles = {inst.role: ctx.setups[inst.name].extra_expert_slots for inst in ctx.plan.instances}
+    set_ = {role: (n, ctx.plan.engine_spec.redundant_experts(for_role(ctx.plan.inventory, role))[1])
+            for role, n in roles.items() if n}
     if not set_:
         return ("routing uniform over the experts, no redundant experts (the engine settings set no EPLB; "
                 "docs/performance-model.md names the keys read)")

@@ -82,14 +82,10 @@ class SglangSpec(EngineSpecBase):
         """--ep-num-redundant-experts N (supported on A2/A3: sgl-project/sglang@041ddabd
         docs/platforms/ascend/ascend_npu_support_features.md, "Expert parallelism"). Pass a role's view
         (roles.for_role): its flags come after the engine's, so the last one wins."""
-        args = [str(a) for a in inv.engine.model_dump().get("args", [])]
-        found = 0
-        for i, a in enumerate(args):
-            flag, eq, value = a.partition("=")
-            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-            if flag == "--ep-num-redundant-experts" and value.isdigit():
-                found = int(value)
-        return (found, "--ep-num-redundant-experts") if found else (0, "")
+        from deployctl.core.engine_spec.args import last_value
+
+        value = last_value(inv.engine.model_dump().get("args", []), ("--ep-num-redundant-experts",))
+        return (int(value), "--ep-num-redundant-experts") if value and value.isdigit() and int(value) else (0, "")
 
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
         """SGLang's radix cache reuses prompt prefixes unless --disable-radix-cache (server_args.py
@@ -109,12 +105,9 @@ class SglangSpec(EngineSpecBase):
 
         blocks: list[list[Any]] = [list(inv.engine.model_dump().get("args", []))]
         blocks += [list((b.engine or {}).get("args", [])) for b in (role_block(inv, r) for r in ROLES) if b]
-        for args in blocks:
-            for i, a in enumerate(args):
-                flag, eq, value = a.partition("=")
-                if flag == "--chunked-prefill-size" and (value if eq else (args[i + 1] if i + 1 < len(args) else "")) == "-1":
-                    return False
-        return True
+        from deployctl.core.engine_spec.args import last_value
+
+        return all(last_value(args, ("--chunked-prefill-size",)) != "-1" for args in blocks)
 
     def runs_prompt_over_prefill_budget(self, inv: Inventory) -> bool:
         """Always: with chunked prefill a long prompt is split into chunks; without it (--chunked-prefill-size -1)

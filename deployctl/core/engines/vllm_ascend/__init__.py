@@ -110,21 +110,16 @@ class VllmAscendSpec(EngineSpecBase):
         VA docs, unverified line)."""
         import json
 
+        from deployctl.core.engine_spec.args import last_value
+
         e = cast("VllmAscendSettings", inv.engine)
-        args = [str(a) for a in e.args]
-        if "--enforce-eager" in args:
+        if "--enforce-eager" in [str(a) for a in e.args]:
             return "eager"
-        for i, a in enumerate(args):
-            flag, eq, value = a.partition("=")
-            if flag in ("--compilation-config", "-O"):
-                value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-                try:
-                    mode = json.loads(value).get("cudagraph_mode")
-                except (ValueError, AttributeError):
-                    mode = None
-                if isinstance(mode, str) and mode:
-                    return mode.lower()
-        return "full_and_piecewise"
+        try:
+            mode = json.loads(last_value(e.args, ("--compilation-config", "-O")) or "{}").get("cudagraph_mode")
+        except (ValueError, AttributeError):
+            mode = None
+        return mode.lower() if isinstance(mode, str) and mode else "full_and_piecewise"
 
     def redundant_experts(self, inv: Inventory) -> tuple[int, str]:
         """EPLB's redundant expert slots per MoE layer in the (role's) settings: Model Runner V1's

@@ -21,13 +21,10 @@ FLAGS = ("--decode-context-parallel-size", "-dcp")
 def dcp_of(args: list[str]) -> int:
     """The --decode-context-parallel-size engine.args give (1 when they give none); the last one wins, as in
     argparse (a role's view lists the role's flags after the engine block's: core/input/roles.py)."""
-    found = 1
-    for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if flag in FLAGS:
-            value = value if eq else (args[i + 1] if i + 1 < len(args) else "1")
-            found = int(value) if value.isdigit() else 1
-    return found
+    from deployctl.core.engine_spec.args import last_value
+
+    value = last_value(args, FLAGS)
+    return int(value) if value and value.isdigit() else 1
 
 
 def uses_sfa(model: Any) -> bool:

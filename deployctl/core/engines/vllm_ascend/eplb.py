@@ -18,18 +18,15 @@ def redundant_experts(additional: dict, args: list[str]) -> tuple[int, str]:
         return nested["num_redundant_experts"], "additional_config.eplb_config.num_redundant_experts"
     if additional.get("dynamic_eplb") and _count(additional.get("init_redundancy_expert")):
         return additional["init_redundancy_expert"], "additional_config.init_redundancy_expert"
+    from deployctl.core.engine_spec.args import last_value
+
     if "--enable-eplb" not in args:
         return 0, ""
-    for i, a in enumerate(args):
-        flag, eq, value = a.partition("=")
-        value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
-        if flag == "--eplb-config.num_redundant_experts" and value.isdigit() and int(value) > 0:
-            return int(value), "--eplb-config.num_redundant_experts"
-        if flag == "--eplb-config":
-            try:
-                n = _count(json.loads(value).get("num_redundant_experts"))
-            except (ValueError, AttributeError):
-                n = 0
-            if n:
-                return n, "--eplb-config num_redundant_experts"
-    return 0, ""
+    dotted = last_value(args, ("--eplb-config.num_redundant_experts",))
+    if dotted and dotted.isdigit() and int(dotted) > 0:
+        return int(dotted), "--eplb-config.num_redundant_experts"
+    try:
+        n = _count(json.loads(last_value(args, ("--eplb-config",)) or "{}").get("num_redundant_experts"))
+    except (ValueError, AttributeError):
+        n = 0
+    return (n, "--eplb-config num_redundant_experts") if n else (0, "")
