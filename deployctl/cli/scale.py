@@ -36,7 +36,8 @@ def run_scale(inventory: Path, output: str, run_root: Path, interval: float | No
         if unscaled:
             con.print(esc(f"not scaled (no deploy.scaling.roles bounds): {', '.join(unscaled)}"))
     with ssh() as executor:
-        shadow = Shadow(plan, policy, capacity, lambda: read_samples(plan, executor, ctx.targets, time.monotonic),
+        hosts = {t.name: t for t in ctx.targets}
+        shadow = Shadow(plan, policy, capacity, lambda: read_samples(plan, executor, hosts, time.monotonic),
                         record=record)
         try:
             for n in range(rounds):

@@ -115,3 +115,27 @@ def test_request_rate_and_shared_prefix_move_the_measurement_and_the_estimate(pd
     argv = json.loads(next((record / "points").glob("03-*/aiperf.argv.json")).read_text())
     assert argv[argv.index("--request-rate") + 1] == "2" and argv[argv.index("--arrival-pattern") + 1] == "constant"
     assert "load" in (record / "report.md").read_text().lower()
+
+
+def test_scale_reads_each_roles_load_from_its_engines_and_records_the_decision(pd):
+    """`deployctl scale` (shadow) on the same P/D deployment: one decision per role from the engines' own metrics
+    read on their hosts, each with the reading it used; the roles given bounds are judged, the others held."""
+    fc, inv, work = pd
+    doc = yaml.safe_load(inv.read_text())
+    doc["deploy"] = {"scaling": {"roles": {"decode": {"min": 1, "max": 2}}}}
+    scaled = work / "scaled.yaml"
+    scaled.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = run_cli("scale", "-i", str(scaled), "--rounds", "2", "--interval", "1", "--run-dir", str(work / "scale"),
+                  "--output", "json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    last = {d["role"]: d for d in map(json.loads, res.stdout.splitlines()) if d["round"] == 2}
+    assert set(last) == {"prefill", "decode"}
+    dec = last["decode"]
+    # the stand-ins are idle after the benches: 1 instance answered, nothing waiting or running, no tokens made
+    assert dec["inputs"]["latest"]["instances"] == 1
+    assert (dec["inputs"]["latest"]["waiting"], dec["inputs"]["latest"]["running"]) == (0.0, 0.0)
+    assert dec["inputs"]["latest"]["tokens_per_s"] == 0.0 and dec["action"] == "hold"
+    assert "names no bounds" in last["prefill"]["reason"]
+    [record] = (work / "scale" / "runs").glob("*-scale")
+    events = [json.loads(x) for x in (record / "events.jsonl").read_text().splitlines()]
+    assert [e["role"] for e in events if e["round"] == 2] == ["prefill", "decode"]
