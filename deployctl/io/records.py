@@ -43,7 +43,7 @@ class RunRecord:
 
     def append_jsonl(self, name: str, docs: list) -> None:
         """Append one JSON line per document to ``name`` (0600), e.g. a run's events.jsonl."""
-        fd = os.open(self.path / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.path / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.writelines(json.dumps(d, default=str) + "\n" for d in docs)
 

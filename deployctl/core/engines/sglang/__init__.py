@@ -88,8 +88,8 @@ class SglangSpec(EngineSpecBase):
         return (int(value), "--ep-num-redundant-experts") if value and value.isdigit() and int(value) else (0, "")
 
     def prefix_caching(self, inv: Inventory) -> tuple[bool, str]:
-        """SGLang's radix cache reuses prompt prefixes unless --disable-radix-cache (server_args.py
-        disable_radix_cache, default False; line unverified)."""
+        """SGLang's radix cache reuses prompt prefixes unless --disable-radix-cache (sgl-project/sglang@001067ff
+        python/sglang/srt/server_args.py disable_radix_cache, default False, also on A2/A3; line unverified)."""
         from deployctl.core.input.roles import ROLES, role_block
 
         blocks: list[list[Any]] = [list(inv.engine.model_dump().get("args", []))]
