@@ -19,20 +19,31 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
     """``raw``: the file already read by the caller (it is read here otherwise): it is read once."""
     from deployctl.io.inventory_file import load_inventory
 
+    from deployctl.app.scaled import scaled
+
     raw = raw if raw is not None else load_inventory(path)          # the one read of the file
-    if mode != "full":
+    if mode == "discovery":
         from deployctl.app.inventory import validate_for_discovery
 
         inv, gaps = validate_for_discovery(raw)
         return Context(path, raw, inv, mode, gaps=tuple(gaps))
+    # the deployment as scale left it: spares out of the nodes, the instances it added in (app/scaled.py)
+    planned_raw, joined, spares = scaled(raw, run_root)
+    if mode != "full":
+        from deployctl.app.inventory import validate_for_discovery
+
+        inv, gaps = validate_for_discovery(planned_raw)
+        return Context(path, planned_raw, inv, mode, gaps=tuple(gaps), joined=joined, spares=spares)
     facts_note = None
     if run_root is not None:
         from deployctl.io.facts_store import resolve_facts
 
+        # the facts of the hosts as written (spares included: preflight probes them too)
         facts, facts_note = resolve_facts(path, run_root, facts, raw=raw)
         if facts_note and note is not None:
             note(facts_note)
-    return Context(path, raw, validated(raw, path, facts), "full", facts, facts_note)
+    return Context(path, planned_raw, validated(planned_raw, path, facts), "full", facts, facts_note,
+                   joined=joined, spares=spares)
 
 
 def load_facts(path: Path | None):

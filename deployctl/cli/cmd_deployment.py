@@ -151,7 +151,8 @@ def rollback(
 
 @app.command()
 def history(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
-            target: DeployTargetOpt = DeployTarget.hosts, allow_kubeconfig_exec: AllowExecOpt = False):
+            target: DeployTargetOpt = DeployTarget.hosts, allow_kubeconfig_exec: AllowExecOpt = False,
+            run_dir: RunDirOpt = Path(".deployctl")):
     """List the deployment's revisions: when, who, what, the result, which one is live and what
     changed between consecutive ones (read from the hosts; k8s: the helm release history).
 
@@ -164,7 +165,7 @@ def history(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
         return
     from deployctl.cli.history_output import run_history
 
-    run_history(inventory, output.value)
+    run_history(inventory, output.value, run_dir)
 
 
 @app.command()
@@ -198,7 +199,8 @@ def down(
 def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
            target: DeployTargetOpt = DeployTarget.hosts, allow_kubeconfig_exec: AllowExecOpt = False,
            expect_up: Annotated[bool, typer.Option("--expect-up", help="Exit 1 when the deployment is down "
-                                                                       "(for monitoring).")] = False):
+                                                                       "(for monitoring).")] = False,
+           run_dir: RunDirOpt = Path(".deployctl")):
     """What runs, read from the containers: per node and rank range the revision the engine mounts,
     the one `current` records (drift when they differ), container state, env, readiness.
 
@@ -215,7 +217,7 @@ def status(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text,
         return
     from deployctl.cli.deploy import run_status
 
-    run_status(inventory, output.value, expect_up)
+    run_status(inventory, output.value, expect_up, run_dir)
 
 
 @app.command()
@@ -292,8 +294,19 @@ def scale(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
               help="Seconds between readings (default deploy.scaling.interval_s).", min=1, max=3600)] = None,
           rounds: Annotated[int, typer.Option(
               help="Readings to take before exiting (a decision needs its thresholds to last: scale_up.for_s "
-                   "/ interval readings at least).", min=1, max=1_000_000)] = 1):
-    """Recommend each role's instance count from the engines' measured load (shadow mode: nothing is changed).
+                   "/ interval readings at least).", min=1, max=1_000_000)] = 1,
+          apply: Annotated[bool, typer.Option(
+              "--apply", help="Carry the decisions out: start a new instance on deploy.scaling.spares (preflight, "
+                              "start, read back, put behind the router) or drain and remove one scale added; each "
+                              "change is a history entry.")] = False,
+          drain_timeout: Annotated[int, typer.Option(
+              help="--apply: seconds to wait for the requests in flight on an instance being removed.",
+              min=1, max=86400)] = 600,
+          ready_timeout: Annotated[int, typer.Option(
+              help="--apply: seconds a new instance has to load its weights and answer.", min=10,
+              max=86400)] = 1800):
+    """Recommend each role's instance count from the engines' measured load (shadow mode: nothing is changed),
+    or with --apply add and remove instances on spare servers.
 
     Every interval it reads, on each node, the engines' own metrics (requests waiting and running, KV cache
     use, generated and prompt tokens per second), compares them with deploy.scaling's thresholds and with what
@@ -301,13 +314,20 @@ def scale(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
     role is scaled only between the bounds deploy.scaling.roles gives it. Every decision and the readings it used
     go to runs/<id>-scale/events.jsonl.
 
+    --apply adds an instance on the servers listed under deploy.scaling.spares (the rolling path of `up`: only
+    the new instance starts) and removes only instances it added (the last one first, drained at the router).
+    Every other command (status, watch, up, down) then sees the scaled deployment (run directory state
+    scale/<cluster>.json).
+
     Examples:
 
     \b
       deployctl scale -i my.yaml                          # one reading
       deployctl scale -i my.yaml --rounds 30 --interval 10 # five minutes of decisions
       deployctl scale -i my.yaml --rounds 60 --output json
+      deployctl scale -i my.yaml --apply --rounds 1000000  # scale until Ctrl-C
     """
     from deployctl.cli.scale import run_scale
 
-    run_scale(inventory, output.value, run_dir, interval, rounds)
+    run_scale(inventory, output.value, run_dir, interval, rounds, apply=apply, drain_timeout=drain_timeout,
+              ready_timeout=ready_timeout)

@@ -116,7 +116,7 @@ def run_operation(operation: str, inventory: Path, output: str, run_root: Path, 
     if operation == "up":
         ctx = open_context(inventory, "full", facts=facts, run_root=run_root, note=reporter.step)
     else:
-        ctx = open_context(inventory, "deployed")
+        ctx = open_context(inventory, "deployed", run_root=run_root)
     with ssh(trust_new_hosts=trust_new_hosts) as executor:      # the command's one executor
         out = _operate(operation, ctx, reporter, executor, break_lock, yes, UpOptions(
             dry_run=dry_run, yes=yes, skip_preflight=skip_preflight, trust_new_hosts=trust_new_hosts,
@@ -214,10 +214,10 @@ def run_diff_hosts(inventory: Path, output: str, facts: Path | None, run_root: P
         reporter.step("✓ no difference: every node runs the rendered revision")
 
 
-def run_status(inventory: Path, output: str, expect_up: bool = False) -> None:
+def run_status(inventory: Path, output: str, expect_up: bool = False, run_root: Path | None = None) -> None:
     from deployctl.backends.hosts.status import cluster_status
 
-    ctx = open_context(inventory, "deployed")
+    ctx = open_context(inventory, "deployed", run_root=run_root)
     from deployctl.app.executors import ssh
 
     with ssh() as executor:
@@ -275,7 +275,7 @@ def run_logs(inventory: Path, output: str, host: list[str], since: str | None, t
              max_log_mb: float | None = None) -> None:
     from deployctl.backends.hosts.logs import collect_logs
 
-    ctx = open_context(inventory, "deployed")
+    ctx = open_context(inventory, "deployed", run_root=run_root)
     from deployctl.app.executors import ssh
 
     with ssh() as executor:

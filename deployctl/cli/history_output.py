@@ -36,14 +36,14 @@ def print_history(rows, output: str, title: str, findings: list[str] | None = No
         con.print(esc(f"! {finding}"))
 
 
-def run_history(inventory, output: str) -> None:
+def run_history(inventory, output: str, run_root=None) -> None:
     """Hosts: the history every host keeps, merged, with what runs now marked live."""
     from deployctl.app.context import open_context
     from deployctl.backends.hosts import history as hist
     from deployctl.app.executors import ssh
     from deployctl.backends.hosts.up import read_state
 
-    ctx = open_context(inventory, "deployed")
+    ctx = open_context(inventory, "deployed", run_root=run_root)
     inv = ctx.inventory
     with ssh() as executor:
         _plan, states = read_state(inv, ctx.inventory_dir, plan=ctx.plan, executor=executor)

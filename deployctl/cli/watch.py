@@ -127,7 +127,7 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
               recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False) -> None:
     from deployctl.app.executors import ssh
 
-    ctx = open_context(inventory, "deployed")
+    ctx = open_context(inventory, "deployed", run_root=run_root)
     command, warning = hook_command_of(ctx, hook_command, allow_hook_command)
     if warning:
         _console(stderr=True).print(f"[yellow]warning:[/] {esc(warning)}")

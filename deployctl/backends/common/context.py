@@ -28,6 +28,8 @@ class Context:
     facts: Path | None = None          # the preflight facts file used (--facts, or the latest preflight run's)
     facts_note: str | None = None      # where those facts came from, as printed
     gaps: tuple = ()                   # what preflight still has to discover (NeedsFacts), deployed/discovery
+    joined: tuple[str, ...] = ()       # instances `deployctl scale` added: they join the router through its API
+    spares: tuple[str, ...] = ()       # deploy.scaling.spares no added instance uses (not in the inventory's nodes)
 
     @property
     def inventory_dir(self) -> Path:
@@ -40,9 +42,10 @@ class Context:
         from deployctl.core.sizing.planner import plan_layout
 
         try:
-            return plan_layout(self.inventory)
+            plan = plan_layout(self.inventory)
         except LayoutError as exc:
             raise self.located(exc) from None
+        return plan.model_copy(update={"joined": frozenset(self.joined)}) if self.joined else plan
 
     @cached_property
     def targets(self) -> list:

@@ -48,6 +48,8 @@ def write_argv(cdir: str, entry: dict) -> list[str]:
 # $1 cluster dir, then paths relative to it (checked against SAFE parts before)
 REMOVE = 'd="$1"; shift; for x in "$@"; do rm -rf -- "$d/$x"; done'
 DEPLOYS = ("up", "rollback")
+# entries that say what runs (their nodes' revisions), the rollback targets and the instances `scale` added or removed
+LIVE = DEPLOYS + ("scale-up", "scale-down")
 AHEAD = MAX_HISTORY    # numbers a host's entries may run ahead of the agreed history (a host reads this many)
 
 
@@ -140,7 +142,7 @@ def live_entry(entries: list[dict], states: dict[str, DeployedState]) -> dict | 
             continue
         if e.get("operation") == "down":
             return None
-        if e.get("operation") in DEPLOYS:
+        if e.get("operation") in LIVE:
             nodes = e.get("nodes", {})
             if all(states[n].current_rev == r for n, r in nodes.items() if n in states and not states[n].error):
                 return e
@@ -153,6 +155,9 @@ def _changed(prev: dict | None, e: dict) -> str:
         return "containers stopped"
     if e.get("operation") == "restart":
         return "engine containers restarted, no file changed"
+    if e.get("operation") == "scale-down":
+        gone = sorted(set((prev or {}).get("nodes", {})) - set(e.get("nodes", {})))
+        return f"instance removed from {', '.join(gone)}" if gone else "instance removed"
     if prev is None:
         return "first deployment"
     files: dict[str, list[str]] = {}
@@ -181,7 +186,7 @@ def rows(entries: list[dict], states: dict[str, DeployedState]) -> list[HistoryR
                               user=e.get("user", ""), operation=e.get("operation", "?"), result=result,
                               live=live is e, summary=e.get("summary", ""), changed=_changed(prev, e),
                               available=available))
-        if e.get("operation") in DEPLOYS and e.get("result") == "successful":
+        if e.get("operation") in LIVE and e.get("result") == "successful":
             prev = e
     return out
 

@@ -282,8 +282,11 @@ class HostsBackend:
             return
         states = read_deployed(self.plan, self.targets, self.executor, self.cdir, timeout=self.opts.ssh_timeout)
         try:
-            entry = seal(clean_entry(entry_for(self.operation, self.inv, self.plan, self.rec.run_id, outcome,
-                                               desired, hist.next_revision(hist.merge(states)))))
+            entry = entry_for(self.opts.record_as or self.operation, self.inv, self.plan, self.rec.run_id, outcome,
+                              desired, hist.next_revision(hist.merge(states)))
+            if self.opts.record_why:
+                entry["summary"] = f"{self.opts.record_why}; {entry['summary']}"[:500]
+            entry = seal(clean_entry(entry))
             problems = write_entry(self.reach, entry)
         except DeployctlError as exc:       # `down` of a history numbered to the end: the containers stopped anyway
             self.reporter.failure(f"! history entry not written: {exc.message} ({exc.hint})")

@@ -71,7 +71,11 @@ def plan_rollout(plan: Plan, changes: ChangeSet, control: RouterControl | None, 
         if max_unavailable > step and these:
             warnings.append(f"{role}: {step} instance(s) at a time (one of its {len(of_role)} keeps serving)")
         batches += [these[k:k + step] for k in range(0, len(these), step)]
-    return Rollout(control, batches, warnings), ""
+    actions: dict[str, set[str]] = {}
+    for h in changes.hosts:
+        actions.setdefault(h.instance, set()).add(h.action)
+    new = frozenset(i for i in moving if actions.get(i) == {"start"})
+    return Rollout(control, batches, warnings, new), ""
 
 
 def roll(plan: Plan, rollout: Rollout, state: HostsRun, steps: BatchSteps, reporter: Reporter,
@@ -88,7 +92,7 @@ def roll(plan: Plan, rollout: Rollout, state: HostsRun, steps: BatchSteps, repor
     try:
         for k, batch in enumerate(rollout.batches, start=1):
             applied = _batch(plan, rollout.control, batch, f"{k}/{len(rollout.batches)}", all_moved, state, steps,
-                             reporter, drain_timeout, cancel)
+                             reporter, drain_timeout, cancel, new=rollout.new)
             if not applied.ok:
                 return applied
     except DeployctlError as exc:
@@ -99,7 +103,8 @@ def roll(plan: Plan, rollout: Rollout, state: HostsRun, steps: BatchSteps, repor
 
 
 def _batch(plan: Plan, ctl: RouterControl, batch: list[str], step: str, all_moved: list[str], state: HostsRun,
-           steps: BatchSteps, rep: Reporter, drain_timeout: float, cancel: threading.Event) -> Applied:
+           steps: BatchSteps, rep: Reporter, drain_timeout: float, cancel: threading.Event,
+           new: frozenset[str] = frozenset()) -> Applied:
     nodes = [n for i in batch for n in plan.instance(i).nodes]
     names = ", ".join(batch)
     role = plan.instance(batch[0]).role
@@ -108,17 +113,21 @@ def _batch(plan: Plan, ctl: RouterControl, batch: list[str], step: str, all_move
         return Applied(False, f"{names}: no other {role} instance serves at {ctl.what} ({ctl.view()}): taking it "
                        "out would stop the service; nothing was restarted (fix or restart the others first, or "
                        "--strategy recreate)")
-    rep.step(f"rolling update {step}: {names}: out of {ctl.what}")
     state.rolling_batch, state.moved = list(batch), []       # nothing to restore until its hosts change
-    for i in batch:
-        ctl.drain(i)
-    if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), drain_timeout, cancel):
-        if cancel.is_set():
-            return Applied(False, "interrupted (Ctrl-C)", canceled=True)
-        left = ", ".join(_in_flight(ctl, i) for i in batch)
-        return Applied(False, f"{names}: requests still in flight after {drain_timeout} s of draining "
-                       f"({left}); nothing was restarted (raise --drain-timeout for long generations)")
-    rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
+    if set(batch) <= new:
+        # nothing runs there yet (an instance scale adds): nothing to drain; the router is told once it is verified
+        rep.step(f"rolling update {step}: {names}: new, starting {', '.join(nodes)}")
+    else:
+        rep.step(f"rolling update {step}: {names}: out of {ctl.what}")
+        for i in batch:
+            ctl.drain(i)
+        if not wait_until(lambda: all(ctl.in_flight(i) == 0 for i in batch), drain_timeout, cancel):
+            if cancel.is_set():
+                return Applied(False, "interrupted (Ctrl-C)", canceled=True)
+            left = ", ".join(_in_flight(ctl, i) for i in batch)
+            return Applied(False, f"{names}: requests still in flight after {drain_timeout} s of draining "
+                           f"({left}); nothing was restarted (raise --drain-timeout for long generations)")
+        rep.step(f"  {names}: no request in flight; restarting {', '.join(nodes)}")
     state.moved = [n for n in nodes if n in all_moved]
     applied = steps.restart(set(nodes))
     if not applied.ok:
@@ -153,6 +162,8 @@ def put_back(state: HostsRun, reporter: Reporter) -> None:
     if rollout is None or not batch:
         return
     for i in batch:
+        if i in rollout.new:
+            continue           # it never served: the router was never told of it
         try:
             rollout.control.ready(i)
         except Exception as exc:   # noqa: BLE001 - said, and status shows it

@@ -37,6 +37,8 @@ class UpOptions:
     strategy: str = "rolling"          # up with several instances behind a router: rolling | recreate
     max_unavailable: int = 1           # rolling: instances out of the router at once
     drain_timeout: int = 600           # rolling: s to wait for the requests in flight on a drained instance
+    record_as: str = ""                # the history's operation when not the command's (scale-up by `scale`)
+    record_why: str = ""               # said in the history entry's summary (why scale added an instance)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Rollout:
     control: RouterControl
     batches: list[list[str]]            # instance names, in order
     warnings: list[str]
+    new: frozenset[str] = frozenset()   # instances with no engine container yet (scale added them): no drain
 
 
 @dataclass

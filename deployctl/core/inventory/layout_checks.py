@@ -54,7 +54,8 @@ def check_layout(inv: Inventory, raw: RawInventory) -> list[Problem]:
                     out.append(raw.problem(path, f"node '{name}' is already in {owner[name]}",
                                            "prefill and decode instances need separate nodes"))
                 owner.setdefault(name, f"layout.{role}.nodes")
-        unused = [n for n in names if n not in owner]
+        spares = set(inv.deploy.scaling.spares)
+        unused = [n for n in names if n not in owner and n not in spares]
         if unused and not out:
             out.append(raw.problem(("nodes",), f"nodes in no role: {', '.join(unused)}",
                                    "add them to layout.prefill.nodes or layout.decode.nodes, or remove them"))

@@ -66,7 +66,7 @@ class HistoryEntry(_HostDoc):
     revision: int = Field(ge=1, le=MAX_REVISION)
     run_id: RunId
     time: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{1,32}$")]
-    operation: Literal["up", "rollback", "down", "restart"]     # restart: by `watch` (deploy/restarts.py)
+    operation: Literal["up", "rollback", "down", "restart", "scale-up", "scale-down"]   # restart: by `watch`; scale-*: by `scale --apply`
     result: Literal["successful", "failed", "canceled"]
     user: Annotated[str, Text(128)] = ""
     deployctl: Annotated[str, Text(64)] = ""

@@ -159,6 +159,10 @@ class InstanceGroup(Strict):
     """One instance's servers, named explicitly (its own HCCL world: rank table, ports, engine ids)."""
 
     nodes: list[str] = Field(min_length=1, description="The names of this instance's nodes (nodes[].name).")
+    name: str | None = Field(None, pattern=NAME_PATTERN, max_length=40, description=(
+        "The instance's name in every command's output and record. Default: the role's name when the role has "
+        "one instance (mixed, prefill, decode), else the role's name and the instance's index (decode-1). "
+        "`deployctl scale --apply` names the instances it adds this way, so the others keep theirs."))
 
 
 class RoleModel(Strict):

@@ -125,6 +125,9 @@ class Plan(Frozen):
     engine: EngineInfo
     router: FleetRouter | None = None
     inventory: Inventory
+    joined: frozenset[str] = Field(frozenset(), description=(
+        "Instances `deployctl scale` added on spare servers: the router learns them through its API when they "
+        "start, not from its start-up configuration (which stays as the inventory's own instances make it)."))
 
     @property
     def engine_spec(self) -> Any:

@@ -9,6 +9,8 @@ new instance takes minutes to load its weights, so overload must last `up.for_s`
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from deployctl.core.models.base import Strict
@@ -66,6 +68,27 @@ class Scaling(Strict):
         "before the next reading means anything)."))
     cooldown_down_s: float = Field(300.0, ge=0, le=86400, description=(
         "After any change, seconds before an instance may be removed."))
+    spares: list[str] = Field(default_factory=list, max_length=4096, description=(
+        "Servers (nodes[].name) held in reserve: in no instance, probed by preflight like the others; "
+        "`deployctl scale --apply` starts a new instance of a role on them (as many as one instance of the role "
+        "has) and gives them back when it removes that instance."))
     roles: dict[str, RoleBounds] = Field(default_factory=dict, description=(
         "Bounds per role (mixed, prefill, decode), e.g. {decode: {min: 1, max: 4}}; a role not named keeps its "
         "planned count as both bounds (never scaled)."))
+
+
+class AddedInstance(Strict):
+    """An instance `deployctl scale --apply` added on spare servers (the state file's entries)."""
+
+    role: Literal["mixed", "prefill", "decode"]
+    name: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", max_length=40)
+    nodes: list[str] = Field(min_length=1, max_length=1024)
+    since: str = Field(default="", max_length=40)      # when it was added (ISO 8601, UTC)
+    run_id: str = Field(default="", max_length=64)     # the scale run that added it
+
+
+class ScaleState(Strict):
+    """What `deployctl scale --apply` changed of the inventory's layout: the instances it added, in order."""
+
+    cluster: str = Field(max_length=64)
+    added: list[AddedInstance] = Field(default_factory=list, max_length=4096)

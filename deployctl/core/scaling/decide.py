@@ -95,15 +95,24 @@ def _underload_last(r: Reading) -> list[str] | None:
 
 def _lasting(readings: Sequence[Reading], now: float, for_s: float, interval_s: float,
              test: Callable[[Reading], list[str] | None]) -> list[str] | None:
-    """The findings of the newest reading when `test` holds on every reading of the last `for_s` seconds and
-    the readings cover that span (the oldest of them at most half an interval after its start: readings come
-    every interval, a little late); else None."""
-    recent = [r for r in readings if r.at >= now - for_s]
-    if for_s == 0 and readings:
-        recent = [max(readings, key=lambda r: r.at)]
-    if not recent or for_s > 0 and min(r.at for r in recent) > now - for_s + interval_s / 2:
+    """The findings of the newest reading when `test` holds on every reading since the start of the last `for_s`
+    seconds: the readings inside that span and the last one taken at or before its start (so a condition seen
+    at readings a little more than an interval apart counts from the first of them); without a reading that old,
+    the oldest must be at most half an interval after the span's start. Else None."""
+    ordered = sorted(readings, key=lambda r: r.at)
+    if for_s == 0:
+        chosen = ordered[-1:]
+    else:
+        start = now - for_s
+        before = [r for r in ordered if r.at <= start]
+        chosen = [r for r in ordered if r.at > start]
+        if before:
+            chosen = [before[-1], *chosen]
+        elif not chosen or chosen[0].at > start + interval_s / 2:
+            return None
+    if not chosen:
         return None
-    found = [test(r) for r in sorted(recent, key=lambda r: r.at)]
+    found = [test(r) for r in chosen]
     return found[-1] if all(f for f in found) else None
 
 

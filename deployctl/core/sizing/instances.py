@@ -2,8 +2,10 @@
 instances (xPyD). Each instance is its own HCCL world (rank table, ports, engine ids).
 
 Naming: a role with one instance keeps the role's name (``mixed``, ``prefill``, ``decode``: what every
-earlier deployment used); a role with several numbers them from 0 (``mixed-0``, ``prefill-1``).
-Nodes are split in order: ``replicas: 4`` over 8 nodes gives [n1 n2] [n3 n4] [n5 n6] [n7 n8].
+earlier deployment used); a role with several numbers them from 0 (``mixed-0``, ``prefill-1``); a group listed
+with a ``name`` keeps it (``deployctl scale`` adds instances that way, so the others keep their names).
+Nodes are split in order: ``replicas: 4`` over 8 nodes gives [n1 n2] [n3 n4] [n5 n6] [n7 n8]; the spare servers
+of ``deploy.scaling.spares`` are in no instance.
 """
 
 from __future__ import annotations
@@ -32,37 +34,51 @@ def is_split(lay: Layout) -> bool:
     return lay.preset == "pd-split" or lay.prefill is not None or lay.decode is not None
 
 
-def _named(role: str, parts: list[tuple[list[str], tuple]]) -> list[Group]:
+Part = tuple[list[str], tuple, "str | None"]     # an instance's nodes, its inventory key, its explicit name
+
+
+def _named(role: str, parts: list[Part]) -> list[Group]:
     if len(parts) == 1:
-        return [Group(role, role, tuple(parts[0][0]), parts[0][1])]
-    return [Group(f"{role}-{i}", role, tuple(nodes), key) for i, (nodes, key) in enumerate(parts)]
+        return [Group(parts[0][2] or role, role, tuple(parts[0][0]), parts[0][1])]
+    return [Group(name or f"{role}-{i}", role, tuple(nodes), key) for i, (nodes, key, name) in enumerate(parts)]
 
 
-def _split(nodes: list[str], count: int, key: tuple) -> list[tuple[list[str], tuple]]:
+def _split(nodes: list[str], count: int, key: tuple) -> list[Part]:
     size = len(nodes) // count if count and len(nodes) % count == 0 else len(nodes)
     if size == len(nodes):
-        return [(nodes, key)]
-    return [(nodes[i:i + size], key) for i in range(0, len(nodes), size)]
+        return [(nodes, key, None)]
+    return [(nodes[i:i + size], key, None) for i in range(0, len(nodes), size)]
 
 
-def _role_parts(rl: RoleLayout, key: tuple) -> list[tuple[list[str], tuple]]:
+def _role_parts(rl: RoleLayout, key: tuple) -> list[Part]:
     if isinstance(rl.instances, list):
-        return [(list(g.nodes), key + ("instances", i)) for i, g in enumerate(rl.instances)]
+        return [(list(g.nodes), key + ("instances", i), g.name) for i, g in enumerate(rl.instances)]
     return _split(list(rl.nodes or ()), rl.instances or 1, key + ("nodes",))
+
+
+def serving_nodes(inv: Inventory) -> list[str]:
+    """The inventory's nodes in order, without the spare servers (deploy.scaling.spares)."""
+    spares = set(inv.deploy.scaling.spares)
+    return [n.name for n in inv.nodes if n.name not in spares]
 
 
 def groups(inv: Inventory) -> list[Group]:
     """The instances' server groups, in plan order (prefill before decode). Assumes a valid inventory."""
-    lay = inv.layout
+    return layout_groups(inv.layout, serving_nodes(inv))
+
+
+def layout_groups(lay: Layout, nodes: list[str]) -> list[Group]:
+    """``groups`` of a layout over ``nodes`` (the serving nodes, in inventory order)."""
     if is_split(lay):
         out = []
         for role in ("prefill", "decode"):
             rl = getattr(lay, role)
-            out += _named(role, _role_parts(rl, ("layout", role)) if rl else [([], ("layout", role))])
+            out += _named(role, _role_parts(rl, ("layout", role)) if rl else [([], ("layout", role), None)])
         return out
     if lay.instances:
-        return _named("mixed", [(list(g.nodes), ("layout", "instances", i)) for i, g in enumerate(lay.instances)])
-    return _named("mixed", _split([n.name for n in inv.nodes], lay.replicas or 1, ("layout",)))
+        return _named("mixed", [(list(g.nodes), ("layout", "instances", i), g.name)
+                                for i, g in enumerate(lay.instances)])
+    return _named("mixed", _split(nodes, lay.replicas or 1, ("layout",)))
 
 
 def role_nodes(inv: Inventory, role: str) -> list[str]:
@@ -103,8 +119,8 @@ def _count_problems(raw: RawInventory, key: tuple, count: int, nodes: int, what:
 def group_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     """Static checks of how nodes are grouped into instances (validate): every key and node named."""
     lay = inv.layout
-    names = [n.name for n in inv.nodes]
-    out: list[Problem] = []
+    names = serving_nodes(inv)
+    out: list[Problem] = spare_problems(inv, raw)
     if is_split(lay):
         for key in ("replicas", "instances"):
             if getattr(lay, key) is not None:
@@ -136,7 +152,7 @@ def group_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
             out.append(raw.problem(("router",), "router is for several mixed instances; pd-split is routed by "
                                    "the engine's own router (its P/D coordinator or proxy)",
                                    "remove the router block"))
-        return out
+        return out or _name_problems(inv, raw)
     if lay.replicas is not None and lay.instances is not None:
         out.append(raw.problem(("layout", "replicas"), "layout.replicas and layout.instances both say how "
                                "nodes form instances", "keep one of them"))
@@ -160,6 +176,7 @@ def group_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
                                    "add them to an instance, or remove them from nodes"))
     if out:
         return out
+    out += _name_problems(inv, raw)
     if inv.router is not None:
         if not fleet(inv):
             out.append(raw.problem(("router",), "router needs several mixed instances (layout.replicas or "
@@ -168,6 +185,39 @@ def group_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
         elif inv.router.node is not None and inv.router.node not in names:
             out.append(_unknown(raw, ("router", "node"), inv.router.node, names))
         out += _router_problems(inv, raw)
+    return out
+
+
+def spare_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
+    """deploy.scaling.spares: each a node of the inventory, named once, in no instance of the layout."""
+    known = [n.name for n in inv.nodes]
+    lay = inv.layout
+    listed = {n for rl in (lay.prefill, lay.decode) if rl is not None for n in (rl.nodes or ())}
+    listed |= {n for rl in (lay.prefill, lay.decode) if rl is not None and isinstance(rl.instances, list)
+               for g in rl.instances for n in g.nodes}
+    listed |= {n for g in lay.instances or () for n in g.nodes}
+    out, seen = [], set()
+    for i, name in enumerate(inv.deploy.scaling.spares):
+        path = ("deploy", "scaling", "spares", i)
+        if name not in known:
+            out.append(_unknown(raw, path, name, known))
+        elif name in seen:
+            out.append(raw.problem(path, f"spare '{name}' is listed twice", "name each spare server once"))
+        elif name in listed:
+            out.append(raw.problem(path, f"spare '{name}' is in an instance of the layout",
+                                   "a spare server is in no instance: remove it from the layout or from spares"))
+        seen.add(name)
+    return out
+
+
+def _name_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
+    """Two instances with one name (a group's explicit ``name`` equal to another's)."""
+    out, seen = [], set()
+    for g in groups(inv):
+        if g.name in seen:
+            out.append(raw.problem(g.key, f"two instances are named '{g.name}'",
+                                   "give every instance its own name (layout ... instances[].name)"))
+        seen.add(g.name)
     return out
 
 

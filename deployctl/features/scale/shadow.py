@@ -27,6 +27,16 @@ class Shadow:
                        for role in dict.fromkeys(i.role for i in plan.instances)}
         self.last_change: dict[str, float] = {}
         self.rounds = 0
+        self.mode = "shadow"
+
+    def replan(self, plan, read: Callable[[], list[Sample]], changed: str) -> None:
+        """After an instance of role ``changed`` was added or removed: the new plan's counts and reader; the
+        role's readings start again (they were of the old count) and its cool-down starts now."""
+        self.plan, self.read = plan, read
+        self.counts = {role: sum(1 for i in plan.instances if i.role == role)
+                       for role in dict.fromkeys(i.role for i in plan.instances)}
+        self.readings.pop(changed, None)
+        self.last_change[changed] = self.clock()
 
     def round(self) -> list[Decision]:
         samples = self.read()
@@ -39,7 +49,7 @@ class Shadow:
                       self.last_change.get(role), self.capacity.get(role))
                for role, count in self.counts.items()]
         if self.record is not None:
-            docs = [{"event": "decision", "round": self.rounds, "mode": "shadow", **d.as_dict()} for d in out]
+            docs = [{"event": "decision", "round": self.rounds, "mode": self.mode, **d.as_dict()} for d in out]
             unanswered = sorted({s.instance for s in samples if s.error})
             if unanswered:
                 docs.append({"event": "unanswered", "round": self.rounds, "instances": unanswered})

@@ -97,21 +97,29 @@ STREAM_GAP_S = 0.002      # between streamed chunks when no timing is configured
 class Timing:
     """Token timing of one engine process (see the module docstring). `Timing({})` never waits."""
 
-    def __init__(self, cfg=None):
+    def __init__(self, cfg=None, limit=None):
         cfg = cfg if isinstance(cfg, dict) else {}
         self.cfg = {k: max(0.0, float(cfg.get(k) or 0)) for k in TIMING_KEYS}
         self.enabled = any(self.cfg.values())
-        self.active = 0
-        self._lock = threading.Lock()
+        self.active = 0          # requests in the running batch
+        self.waiting = 0         # requests queued for a place in it (vLLM's scheduler: at most max_num_seqs run)
+        self.limit = int(limit) if limit else None
+        self._lock = threading.Condition()
 
     def __enter__(self):
         with self._lock:
+            if self.limit is not None and self.active >= self.limit:
+                self.waiting += 1
+                while self.active >= self.limit:
+                    self._lock.wait()
+                self.waiting -= 1
             self.active += 1
         return self
 
     def __exit__(self, *exc):
         with self._lock:
             self.active -= 1
+            self._lock.notify()
         return False
 
     def prefill_s(self, prompt_tokens):

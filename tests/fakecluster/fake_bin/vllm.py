@@ -344,16 +344,17 @@ VLLM_GAUGES = (("vllm:num_requests_running", "Number of requests in model execut
 def metrics_text(ctx):
     """GET /metrics in prometheus_client's text format (labels sorted, float values). Every request in flight on
     this API process (openai_fake.Timing.active: from the request until its last token) counts as running on the
-    first engine it reports on; the stand-in has no scheduler queue, so waiting stays 0."""
+    first engine it reports on, the requests queued behind --max-num-seqs running ones as waiting."""
     if not ctx.get("log_stats", True):
         return ""
     timing = ctx.get("timing")
     active = timing.active if isinstance(timing, Timing) else 0
+    queued = timing.waiting if isinstance(timing, Timing) else 0
     lines = []
     for i, (name, doc) in enumerate(VLLM_GAUGES):
         lines += ["# HELP %s %s" % (name, doc), "# TYPE %s gauge" % name]
         for k, rank in enumerate(ctx.get("engines") or [0]):
-            value = active if i == 0 and k == 0 else 0
+            value = (active if i == 0 else queued) if k == 0 else 0
             lines.append('%s{engine="%d",model_name="%s"} %.1f' % (name, rank, prom_label(ctx["model"][0]), value))
     first = 'engine="%d",model_name="%s"' % ((ctx.get("engines") or [0])[0], prom_label(ctx["model"][0]))
     t = dict(ctx.get("tally") or {"requests": 0, "prompt": 0, "generated": 0, "ttft_s": 0.0})
@@ -569,7 +570,10 @@ def serve(argv, settings):
     ApiHandler.ctx = {
         "model": names, "root": model, "started": time.time(), "version": version, "max_seq": max_seq,
         "max_input": max_seq, "ip": ip, "kv": kv, "kv_port": kv_port, "tp": tp, "ranks": ranks,
-        "mooncake_error": faults.get("mooncake_error"), "timing": Timing(faults.get("timing")),
+        "mooncake_error": faults.get("mooncake_error"),
+        # vLLM's scheduler runs at most --max-num-seqs requests at once (SchedulerConfig.max_num_seqs, 256 by
+        # default on the API server of 0.13); the others wait in its queue (vllm:num_requests_waiting)
+        "timing": Timing(faults.get("timing"), limit=ns.get("max_num_seqs") or 256),
         # vLLM V1 caches prompt prefixes unless --no-enable-prefix-caching (CacheConfig.enable_prefix_caching)
         "prefix_cache": PrefixCache() if ns.get("enable_prefix_caching") is not False else None,
         "log_stats": not ns.get("disable_log_stats"), "max_batch": ns.get("max_num_seqs") or 256,

@@ -235,6 +235,9 @@ def proxy_argv(plan: Plan, every: dict[str, NodeLaunch], leave_out: AbstractSet[
     the proxy needs at least one P and one D (nargs="+")."""
     names = {i.name for i in plan.instances}
     unknown = sorted(set(leave_out) - names)
+    # the instances scale added join through POST /instances/add (control.py), not this argv: the proxy's start
+    # file stays as the inventory's own instances make it, so adding one restarts nothing
+    leave_out = set(leave_out) | set(plan.joined)
     if unknown:
         raise ValueError(f"not instances of this plan: {', '.join(unknown)}")
     router = next(n for n in plan.nodes if n.runs_router)
