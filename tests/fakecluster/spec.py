@@ -119,6 +119,8 @@ class NodeSpec:
     engine_never_ready: bool = False          # joins the rendezvous, never logs success, ready stays 503
     engine_reject_config: bool | str = False  # refuses its config.json (a str: the reason it prints)
     engine_slow_start: float = 0.0            # seconds of "weight loading" before joining the rendezvous
+    engine_load_from_peer_s: float = 0.0      # vLLM stand-in: seconds a NetLoader rank takes to copy its weights from a
+                                              # running peer (engine_slow_start stays the disk time)
     engine_join_timeout: float = 15.0         # seconds the multi-node rendezvous waits (HCCL-like timeout)
     engine_mooncake_error: bool | str = False  # vLLM stand-in: a kv_consumer logs a Mooncake transfer failure
                                                # (103902) for a long prompt, and still answers (a str: its text)
@@ -143,7 +145,7 @@ class NodeSpec:
         s(self, "docker_images", tuple(self.docker_images))
         s(self, "listen_ports", tuple(int(p) for p in self.listen_ports))
         s(self, "port_busy", tuple(int(p) for p in self.port_busy))
-        for name in ("engine_slow_start", "engine_join_timeout"):
+        for name in ("engine_slow_start", "engine_join_timeout", "engine_load_from_peer_s"):
             s(self, name, float(getattr(self, name)))
         timing = dict(self.engine_timing or {})
         unknown = set(timing) - set(TIMING_KEYS)
@@ -288,8 +290,8 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
 
     Values: `flag` alone -> True; `a=1,2` -> {1, 2} for id-set faults; `npu_health=3:Alarm,4:Warning`;
     `net_health=0:Socket fail`; `foreign_process=2:4242:python:30000`; `port_busy=1025,1026`; `slow=0.5`;
-    `engine_slow_start=3`, `engine_join_timeout=5` (seconds); `engine_crash` / `engine_reject_config` alone
-    -> True, with a value other than true/false -> that text as the error message;
+    `engine_slow_start=3`, `engine_join_timeout=5`, `engine_load_from_peer_s=0.5` (seconds); `engine_crash` /
+    `engine_reject_config` alone -> True, with a value other than true/false -> that text as the error message;
     `engine_timing=ttft_ms:50,ttft_per_token_ms:0.1,tpot_ms:20,tpot_per_request_ms:1` (milliseconds).
     """
     node, sep, rest = text.partition(":")
@@ -325,7 +327,7 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
             k, _, v = item.partition(":")
             timing[k.strip()] = float(v)
         return node, key, timing
-    if key in ("slow", "engine_slow_start", "engine_join_timeout"):
+    if key in ("slow", "engine_slow_start", "engine_join_timeout", "engine_load_from_peer_s"):
         return node, key, float(value)
     if key == "unreachable":
         return node, key, value if value in ("refused", "down") else value.lower() in ("1", "true", "yes")

@@ -28,7 +28,8 @@ from pathlib import Path
 from .spec import NodeSpec, a3_sdid
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
-STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py", "sglang_fake.py", "standin_common.py")
+STANDIN_SCRIPTS = ("engine.py", "vllm.py", "openai_fake.py", "sglang_fake.py", "standin_common.py",
+                   "netloader_fake.py")
 # `vllm serve`'s parser tables, one per vLLM release (scripts/vllm_flags/extract.py made them from each wheel)
 VLLM_FLAGS = Path(__file__).resolve().parents[2] / "deployctl" / "core" / "engines" / "vllm_ascend" / "flags"
 # SGLang's: `python -m sglang.launch_server`'s per release and the router's (scripts/sglang_flags/extract.py)
@@ -212,6 +213,8 @@ def node_state(spec: NodeSpec, cluster_state: str | None = None) -> dict:
                     join_timeout=spec.engine_join_timeout,
                     # the vLLM stand-in's fault, only when set (the MindIE keys above stay as they were)
                     **({"mooncake_error": spec.engine_mooncake_error} if spec.engine_mooncake_error else {}),
+                    # the vLLM stand-in's NetLoader: a peer load's seconds, only when set (slow_start: from disk)
+                    **({"load_from_peer_s": spec.engine_load_from_peer_s} if spec.engine_load_from_peer_s else {}),
                     # token timing of the stand-ins (openai_fake.Timing), only when set
                     **({"timing": dict(spec.engine_timing)} if spec.engine_timing else {})),
         devices=devices)

@@ -128,6 +128,15 @@ class Plan(Frozen):
     joined: frozenset[str] = Field(frozenset(), description=(
         "Instances `deployctl scale` added on spare servers: the router learns them through its API when they "
         "start, not from its start-up configuration (which stays as the inventory's own instances make it)."))
+    # Set by the caller that starts instances while others run (scaling, recovery), never by the planner: for an
+    # instance about to start, the running instances of its role it may copy its weights from, best first. An
+    # engine that can load weights from a peer renders that into the instance's launch when its settings turn
+    # it on; every other engine, and every instance not named here, renders as without it. Left out of plan.json
+    # while empty.
+    weight_peers: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, exclude_if=lambda v: not v,
+        description="instance name -> names of running instances of the same role to load its weights from, "
+                    "tried in order (empty: every instance loads from disk)")
 
     @property
     def engine_spec(self) -> Any:

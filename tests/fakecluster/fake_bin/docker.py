@@ -1744,7 +1744,7 @@ def write_settings(st, cfg, d):
     fc = os.path.join(d, "rootfs", ".fakecluster")
     os.makedirs(fc, exist_ok=True)
     shutil.copyfile(ENGINE, os.path.join(fc, "engine.py"))
-    for script in ("vllm.py", "openai_fake.py", "sglang_fake.py", "standin_common.py"):
+    for script in ("vllm.py", "openai_fake.py", "sglang_fake.py", "standin_common.py", "netloader_fake.py"):
         if os.path.exists(os.path.join(HERE, script)):
             shutil.copyfile(os.path.join(HERE, script), os.path.join(fc, script))
     for tables in ("vllm-flags", "sglang-flags"):

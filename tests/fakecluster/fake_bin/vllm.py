@@ -73,6 +73,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import netloader_fake  # noqa: E402
 from openai_fake import (JsonHandler, PrefixCache, ThreadingHTTPServer, Timing, answer, interface_addresses,  # noqa: E402
                          prom_histogram, prompt_tokens, read_settings)
 from standin_common import (NO_LOCAL_MODEL, NPU_OOM, PID, STOP, Fatal, ServeParser,  # noqa: E402
@@ -480,6 +481,7 @@ def serve(argv, settings):
     parser = build_parser(table)
     args = parser.parse_args(flexible(argv))
     ns = vars(args)
+    netloader = netloader_fake.parse(parser, ns)     # --load-format netloader (netloader_fake.py)
     model = ns.get("model_tag") or ns.get("model") or "Qwen/Qwen3-0.6B"
     names = list(ns.get("served_model_name") or [model])
     tp = int_opt(parser, ns, "tensor_parallel_size", "--tensor-parallel-size/-tp", 1)
@@ -587,7 +589,10 @@ def serve(argv, settings):
            tp, ", %s" % kv.get("kv_role") if kv else "")}
     srv = None if headless else bind_api(host, port, proc)
     slow = float(faults.get("slow_start") or 0)
-    if slow > 0:
+    if netloader is not None:     # from a running peer, else from disk; then serving them (netloader_fake.py)
+        netloader_fake.run(netloader, model, tp, int_opt(parser, ns, "pipeline_parallel_size", "-pp", 1), ranks, ip,
+                           tag_version(settings.get("image")) or (0, 13), faults, log, fail)
+    elif slow > 0:
         log("INFO", "Loading weights from %s ..." % model, "model_runner.py:0", "EngineCore_DP%d" % ranks[0])
         sleep_or_stop(slow)
     crash_on = faults.get("crash_on") or ""

@@ -34,8 +34,9 @@ class VllmAscendSpec(EngineSpecBase):
     max_servers: int | None = None     # no rank table: no server-count limit of its own
     # engine keys a pd-split role may set over the engine block (layout.<role>.engine): what vLLM-Ascend's PD CI
     # configs set per role (tests/e2e/nightly/multi_node/config/*.yaml: --enforce-eager on prefill,
-    # --compilation-config on decode, different additional-config and memory utilisation)
-    role_keys: tuple[str, ...] = ("args", "additional_config", "gpu_memory_utilization")
+    # --compilation-config on decode, different additional-config and memory utilisation); netloader: loading
+    # weights from a running peer per role, as MindIE-Motor's D2D switch is per role (motor_engine_<role>_config)
+    role_keys: tuple[str, ...] = ("args", "additional_config", "gpu_memory_utilization", "netloader")
     needs_device_ips = False   # HCCL builds its communicators from the DP/master address, not a rank table
     # vllm-ascend's compatibility matrix pairs each release with a CANN and a torch_npu (pairing.yaml); Motor 3.1
     # runs vLLM-Ascend instances too
@@ -157,10 +158,11 @@ class VllmAscendSpec(EngineSpecBase):
         return needs_interfaces(inv)
 
     def check(self, plan: Plan) -> list[Finding]:
+        from deployctl.core.engines.vllm_ascend.netloader import findings as netloader_findings
         from deployctl.core.engines.vllm_ascend.ports import port_findings
         from deployctl.core.engines.vllm_ascend.support import check
 
-        out = check(plan)
+        out = check(plan) + netloader_findings(plan)
         if not any(f.level == "error" for f in out):     # the port plan needs a layout that renders
             out += port_findings(plan)
         return out
@@ -169,9 +171,13 @@ class VllmAscendSpec(EngineSpecBase):
         return []       # vLLM's own argument checks are not encoded yet
 
     def memory(self, inv: Inventory, role: str, degrees: Degrees) -> MemoryInputs:
+        import dataclasses
+
+        from deployctl.core.engines.vllm_ascend.netloader import memory_notes
         from deployctl.core.engines.vllm_ascend.support import memory_inputs
 
-        return memory_inputs(inv, role, degrees)
+        mem = memory_inputs(inv, role, degrees)
+        return dataclasses.replace(mem, notes=mem.notes + memory_notes(inv))   # engine.netloader's HCCL buffer
 
     def render(self, plan: Plan) -> list[Artifact]:
         from deployctl.core.engines.vllm_ascend.render import render

@@ -158,6 +158,22 @@ def _ep(plan: Plan, inst: Instance) -> list[str]:
 
 
 def _instance_launch(plan: Plan, inst: Instance) -> dict[str, NodeLaunch]:
+    """One instance's nodes; where its role turns NetLoader on, every `vllm serve` ends with its flags
+    (netloader.py; Plan.weight_peers is read only then)."""
+    import dataclasses
+
+    from deployctl.core.engines.vllm_ascend.netloader import loader_args, settings
+
+    out = _shape_launch(plan, inst)
+    if not settings(plan.inventory, inst.role).enabled:
+        return out
+    for k, name in enumerate(inst.nodes):
+        out[name] = dataclasses.replace(out[name], serves=tuple(
+            dataclasses.replace(s, argv=s.argv + loader_args(plan, inst, k, s.devices)) for s in out[name].serves))
+    return out
+
+
+def _shape_launch(plan: Plan, inst: Instance) -> dict[str, NodeLaunch]:
     inv = plan.inventory
     e, d = cast(VllmAscendSettings, inv.engine), inst.degrees
     per = inv.devices_per_node

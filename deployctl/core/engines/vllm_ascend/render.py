@@ -71,6 +71,9 @@ def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
         # models/DeepSeek-V3.2.md L308/L362 (v0.18.0). The Qwen3-235B-A22B guide and vllm-ascend's only A2 CI config
         # of a catalog model (Qwen3-235B-A22B-A2.yaml) set neither: not rendered for other models.
         env.update(HCCL_INTRA_PCIE_ENABLE="1", HCCL_INTRA_ROCE_ENABLE="0")
+    from deployctl.core.engines.vllm_ascend.netloader import node_env as netloader_env
+
+    env.update(netloader_env(plan, node))     # VLLM_HOST_IP where NetLoader is on
     return env
 
 

@@ -144,4 +144,6 @@ def engine_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
             if key in env:
                 out.append(raw.problem(path + (key,), f"{key} is computed per node by deployctl",
                                        "remove it: set nodes[].interface or let preflight find it"))
-    return out
+    from deployctl.core.engines.vllm_ascend.netloader import problems as netloader_problems
+
+    return out + netloader_problems(inv, raw)
