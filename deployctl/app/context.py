@@ -28,12 +28,14 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
         inv, gaps = validate_for_discovery(raw)
         return Context(path, raw, inv, mode, gaps=tuple(gaps))
     # the deployment as scale left it: spares out of the nodes, the instances it added in (app/scaled.py)
-    planned_raw, joined, spares = scaled(raw, run_root)
+    planned_raw, added, spares = scaled(raw, run_root)
+    joined = tuple(a.name for a in added)
+    peers = {a.name: tuple(a.peers) for a in added if a.peers}
     if mode != "full":
         from deployctl.app.inventory import validate_for_discovery
 
         inv, gaps = validate_for_discovery(planned_raw)
-        return Context(path, planned_raw, inv, mode, gaps=tuple(gaps), joined=joined, spares=spares)
+        return Context(path, planned_raw, inv, mode, gaps=tuple(gaps), joined=joined, spares=spares, peers=peers)
     facts_note = None
     if run_root is not None:
         from deployctl.io.facts_store import resolve_facts
@@ -43,7 +45,7 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
         if facts_note and note is not None:
             note(facts_note)
     return Context(path, planned_raw, validated(planned_raw, path, facts), "full", facts, facts_note,
-                   joined=joined, spares=spares)
+                   joined=joined, spares=spares, peers=peers)
 
 
 def load_facts(path: Path | None):

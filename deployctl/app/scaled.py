@@ -34,9 +34,9 @@ def base_groups(raw: RawInventory) -> dict[str, list[tuple[str, tuple[str, ...]]
     return out
 
 
-def scaled(raw: RawInventory, run_root: Path | None) -> tuple[RawInventory, tuple[str, ...], tuple[str, ...]]:
-    """(the inventory to plan, the instances scale added: they join the router through its API, the spares no
-    added instance uses). Spares are always left out of the nodes; the added instances come from
+def scaled(raw: RawInventory, run_root: Path | None) -> tuple[RawInventory, tuple, tuple[str, ...]]:
+    """(the inventory to plan, the instances scale added (AddedInstance): they join the router through its API,
+    the spares no added instance uses). Spares are always left out of the nodes; the added instances come from
     <run_root>/scale/<cluster>.json.
 
     Raises:
@@ -73,4 +73,4 @@ def scaled(raw: RawInventory, run_root: Path | None) -> tuple[RawInventory, tupl
         return raw, (), ()
     used = {n for a in added for n in a.nodes}
     free = tuple(s for s in dict.fromkeys(spares_of(raw.data)) if s not in used)
-    return effective_raw(raw, added, base), tuple(a.name for a in added), free
+    return effective_raw(raw, added, base), tuple(added), free

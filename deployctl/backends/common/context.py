@@ -30,6 +30,7 @@ class Context:
     gaps: tuple = ()                   # what preflight still has to discover (NeedsFacts), deployed/discovery
     joined: tuple[str, ...] = ()       # instances `deployctl scale` added: they join the router through its API
     spares: tuple[str, ...] = ()       # deploy.scaling.spares no added instance uses (not in the inventory's nodes)
+    peers: Any = None                  # added instance -> the running instances it loads its weights from
 
     @property
     def inventory_dir(self) -> Path:
@@ -45,7 +46,12 @@ class Context:
             plan = plan_layout(self.inventory)
         except LayoutError as exc:
             raise self.located(exc) from None
-        return plan.model_copy(update={"joined": frozenset(self.joined)}) if self.joined else plan
+        if not self.joined:
+            return plan
+        names = {i.name for i in plan.instances}
+        peers = {name: tuple(p for p in got if p in names) for name, got in (self.peers or {}).items()}
+        return plan.model_copy(update={"joined": frozenset(self.joined),
+                                       "weight_peers": {k: v for k, v in peers.items() if v}})
 
     @cached_property
     def targets(self) -> list:

@@ -85,6 +85,9 @@ class AddedInstance(Strict):
     nodes: list[str] = Field(min_length=1, max_length=1024)
     since: str = Field(default="", max_length=40)      # when it was added (ISO 8601, UTC)
     run_id: str = Field(default="", max_length=64)     # the scale run that added it
+    # the running instances of its role it may load its weights from (the engine's peer loading, where it has one
+    # and the inventory turns it on): kept, so every later render gives it the same sources
+    peers: list[str] = Field(default_factory=list, max_length=64)
 
 
 class ScaleState(Strict):

@@ -58,7 +58,9 @@ class Applier:
     def _state(self, cluster: str) -> ScaleState:
         return read_state(self.run_root, cluster) or ScaleState(cluster=cluster)
 
-    def add(self, ctx, role: str, why: str) -> Change:
+    def add(self, ctx, role: str, why: str, live: set[str] | frozenset[str] = frozenset()) -> Change:
+        """Start one more instance of ``role``; ``live``: the instances that answered the last reading (the new
+        one may load its weights from those of its role, where the engine can: Plan.weight_peers)."""
         start = self.clock()
         plan = ctx.plan
         mine = plan.role(role)
@@ -73,7 +75,9 @@ class Applier:
         before = self._state(cluster)
         name = next_name(role, [i.name for i in plan.instances])
         nodes = list(ctx.spares[:size])
-        added = AddedInstance(role=role, name=name, nodes=nodes, run_id=self.run_id,
+        # the running instances of its role, newest first (a choice: any of them holds the same shards)
+        peers = [i.name for i in reversed(mine) if i.name in live]
+        added = AddedInstance(role=role, name=name, nodes=nodes, run_id=self.run_id, peers=peers,
                               since=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         write_state(self.run_root, before.model_copy(update={"added": [*before.added, added]}))
         change = Change("up", role, name, nodes)

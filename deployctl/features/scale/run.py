@@ -24,7 +24,7 @@ def run_rounds(shadow: Shadow, rounds: int, interval: float, emit: Callable[[dic
             if applier is None or reopen is None or reader is None or d.action == "hold":
                 continue
             ctx = reopen()
-            change = applier.add(ctx, d.role, d.reason) if d.action == "up" else \
+            change = applier.add(ctx, d.role, d.reason, live=shadow.answered) if d.action == "up" else \
                 applier.remove(ctx, d.role, d.reason, drain_timeout)
             doc = {"event": "change", "round": shadow.rounds, **change.as_dict()}
             if shadow.record is not None:

@@ -28,6 +28,7 @@ class Shadow:
         self.last_change: dict[str, float] = {}
         self.rounds = 0
         self.mode = "shadow"
+        self.answered: set[str] = set()     # instances whose every process answered the last reading
 
     def replan(self, plan, read: Callable[[], list[Sample]], changed: str) -> None:
         """After an instance of role ``changed`` was added or removed: the new plan's counts and reader; the
@@ -41,6 +42,8 @@ class Shadow:
     def round(self) -> list[Decision]:
         samples = self.read()
         now = self.clock()
+        failed = {s.instance for s in samples if s.error}
+        self.answered = {s.instance for s in samples if not s.error} - failed
         for role, r in role_readings(samples, self.previous).items():
             self.readings.setdefault(role, deque(maxlen=self.keep)).append(r)
         self.previous.update({s.target: s for s in samples if not s.error})

@@ -4,7 +4,8 @@ scheduler does) and clients ramping load through the P/D proxy.
 
 1. Shadow mode recommends one more decode instance within 60 s of the overload starting.
 2. `--apply` starts it on the spare server behind the proxy while the clients keep sending: no request fails, and
-   the new instance answers some of them.
+   the new instance answers some of them. It loads its weights from the running decode instance (vLLM-Ascend's
+   NetLoader; the stand-in: 6 s from disk, 1 s from a peer), which its engine log says.
 3. The load ramps down to one client: `--apply` drains the added instance at the proxy and removes it, no request
    fails; the history holds the scale-up and the scale-down entries, the record the decisions and their inputs.
 """
@@ -70,13 +71,15 @@ def _events(res) -> list[dict]:
 def pd_with_spare(tmp_path_factory):
     require_fake_cluster_support()
     specs = default_cluster(3, "a3", weights_dir="/data/models/Qwen3-235B-A22B-W8A8", engine_join_timeout=20,
-                            engine_timing=TIMING, images=(IMAGE,))
+                            engine_timing=TIMING, images=(IMAGE,), engine_slow_start=6.0,
+                            engine_load_from_peer_s=1.0)
     specs = [specs[0].replace(name="p1"), specs[1].replace(name="d1"), specs[2].replace(name="d2")]
     fc = FakeCluster(specs, tmp_path_factory.mktemp("fakecluster-scale")).start()
     try:
         work = tmp_path_factory.mktemp("scale")
         doc = yaml.safe_load((EXAMPLES / "vllm-a3-1p1d-qwen3.yaml").read_text())
         doc["engine"]["image"] = IMAGE
+        doc["engine"]["netloader"] = {"enabled": True}
         doc["ssh"] = {"user": "root", "key": str(fc.client_key), "known_hosts": str(fc.known_hosts)}
         doc["nodes"] = [{"name": n.name, "address": n.ip} for n in fc.nodes]
         doc["layout"]["decode"]["model"] = {"max_batch_size": 2}
@@ -117,6 +120,13 @@ def test_overload_adds_a_decode_instance_on_the_spare_and_underload_removes_it(p
         assert change["ok"] and (change["action"], change["instance"], change["nodes"]) == ("up", "decode-1", ["d2"])
         print(f"scale-up of decode-1: {change['seconds']} s")
         time.sleep(6)
+        res = run_cli("logs", "-i", str(inv), "--run-dir", str(runs), "--host", "d2", "--tail", "2000")
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-1000:]
+        [record] = sorted((runs / "runs").glob("*-logs"))
+        logs = "".join(p.read_text() for p in (record / "hosts" / "d2").rglob("*") if p.is_file())
+        # every rank of the new instance copied its weights from the running decode instance on d1
+        assert logs.count("Netloader P2P load time") == 16, logs[-2000:]
+        assert "DefaultModelLoader" not in logs
         after = clients.nodes[served_before:]
         assert any("from d2" in t for t in after), after[-3:]
         assert clients.failed == [], clients.failed[:3]
