@@ -14,6 +14,8 @@ from deployctl.cli._output import run_console as _console
 
 
 def _line(doc: dict) -> str:
+    if doc["event"] == "rejoined":
+        return f"↺ told the router again of {', '.join(doc['instances'])} (it had forgotten them)"
     if doc["event"] == "change":
         mark = "✓" if doc["ok"] else "✗"
         what = "added" if doc["action"] == "up" else "removed"

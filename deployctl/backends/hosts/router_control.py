@@ -174,7 +174,38 @@ class HaproxyControl(InFlightNotes):
         self._set(instance, "drain")
 
     def ready(self, instance: str) -> None:
+        if instance in self.plan.joined and instance not in self.stats():
+            self._add(instance)
         self._set(instance, "ready")
+
+    def _add(self, instance: str) -> None:
+        """An instance scale added (not in haproxy.cfg): a dynamic server (management guide 9.3 "add server",
+        2.4+), with the checks of the file's servers; it starts in maintenance with its checks off."""
+        from deployctl.core.render.router import backends
+
+        b = next(b for b in backends(self.plan) if b.name == instance)
+        ms = self.plan.inventory.router.check_interval_ms if self.plan.inventory.router else 1000
+        out = self._api(f"add server {BACKEND}/{instance} {b.host}:{b.port} check port {b.check_port} "
+                        f"inter {ms}ms fall 2 rise 2").strip()
+        if out != "New server registered.":
+            raise ExecutionError(f"{self.what}: `add server {BACKEND}/{instance}`: {out[:300]}",
+                                 hint="HAProxy 2.4 or later adds servers at run time (router.image)")
+        self._set_health(instance)
+
+    def _set_health(self, instance: str) -> None:
+        out = self._api(f"enable health {BACKEND}/{instance}").strip()
+        if out:
+            raise ExecutionError(f"{self.what}: `enable health {BACKEND}/{instance}`: {out[:300]}")
+
+    def forget(self, instance: str) -> None:
+        """Delete an instance scale removed from the running HAProxy (in maintenance first, as `del server` wants)."""
+        if instance not in self.stats():
+            return
+        self._set(instance, "maint")
+        out = self._api(f"del server {BACKEND}/{instance}").strip()
+        if out != "Server deleted.":
+            raise ExecutionError(f"{self.what}: `del server {BACKEND}/{instance}`: {out[:300]}",
+                                 hint="it stays in maintenance (no request goes to it)")
 
     def in_flight(self, instance: str) -> int:
         row = self.stats().get(instance)

@@ -60,7 +60,9 @@ def config(plan: Plan) -> str:
     from deployctl.core.render._jinja import render_template
 
     r = _router(plan)
-    servers = backends(plan)
+    # the instances scale added are put in through the runtime API ("add server": router_control.py), not this file:
+    # adding one restarts no router
+    servers = [b for b in backends(plan) if b.name not in plan.joined]
     return render_template("deployctl.core.render/templates/haproxy.cfg.j2", version=__version__,
                            cluster=plan.inventory.cluster.name, ip=r.ip, port=r.port, admin_port=r.admin_port,
                            health_path=HEALTH_PATH, check_path=servers[0].check_path,

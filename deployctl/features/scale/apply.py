@@ -66,6 +66,11 @@ class Applier:
         mine = plan.role(role)
         if not mine:
             return Change("up", role, detail=f"the deployment has no {role} instance to copy")
+        from deployctl.backends.hosts.router_control import Remote, control_for, control_gap
+
+        if control_for(plan, Remote(self.executor, {t.name: t for t in ctx.targets}, self.opts.ssh_timeout)) is None:
+            return Change("up", role, detail=f"not added: {control_gap(plan)}; a new instance could not be put "
+                          "behind it")
         size = len(mine[-1].nodes)
         if len(ctx.spares) < size:
             return Change("up", role, detail=f"one more {role} instance needs {size} spare server(s); "
@@ -133,6 +138,9 @@ class Applier:
                              "put back, nothing removed")
             return change
         stop_instance(plan, victim.name, self.executor, targets, self.opts.ssh_timeout)
+        forget = getattr(control, "forget", None)      # a router that keeps a removed server listed (HAProxy)
+        if forget is not None:
+            forget(victim.name)
         write_state(self.run_root, state.model_copy(update={"added": [a for a in state.added if a is not victim]}))
         after = self.open_ctx()
         failed = scale_down_entry(after.plan, self.run_id, f"scale removed {victim.name} from "
@@ -143,3 +151,18 @@ class Applier:
         if failed:
             change.detail = f"history entry not written on: {', '.join(failed)}"
         return change
+
+    def rejoin(self, ctx) -> list[str]:
+        """The instances scale added that the router no longer sends to (it restarted and forgot what it was told
+        at run time): told again. Their names."""
+        from deployctl.backends.hosts.router_control import Remote, control_for
+
+        if not ctx.plan.joined:
+            return []
+        control = control_for(ctx.plan, Remote(self.executor, {t.name: t for t in ctx.targets}, self.opts.ssh_timeout))
+        back = []
+        for name in sorted(ctx.plan.joined):
+            if control is not None and not control.serving(name):
+                control.ready(name)
+                back.append(name)
+        return back

@@ -19,6 +19,13 @@ def run_rounds(shadow: Shadow, rounds: int, interval: float, emit: Callable[[dic
     for n in range(rounds):
         if n:
             sleep(interval)
+        if applier is not None and reopen is not None:
+            back = applier.rejoin(reopen())
+            if back:
+                doc = {"event": "rejoined", "round": shadow.rounds + 1, "instances": back}
+                if shadow.record is not None:
+                    shadow.record.append_jsonl("events.jsonl", [doc])
+                emit(doc)
         for d in shadow.round():
             emit({"event": "decision", "round": shadow.rounds, "mode": shadow.mode, **d.as_dict()})
             if applier is None or reopen is None or reader is None or d.action == "hold":

@@ -165,6 +165,8 @@ def router_argv(plan: Plan, every: dict[str, NodeLaunch], leave_out: AbstractSet
     unknown = sorted(set(leave_out) - names)
     if unknown:
         raise ValueError(f"not instances of this plan: {', '.join(unknown)}")
+    # the instances scale added join through POST /workers (control.py), not this argv: adding one restarts nothing
+    leave_out = set(leave_out) | set(plan.joined)
     router = next(n for n in plan.nodes if n.runs_router)
     argv = ["--pd-disaggregation"]
     ends = {"prefill": 0, "decode": 0}
