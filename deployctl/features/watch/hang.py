@@ -14,8 +14,9 @@ thread per instance does, every watch interval:
 2. when idle, send the probe (``INFER``: the request, timeout ``timeout_s``, ``warmup_timeout_s`` for the first one
    after the engine's (re)start), from the master, over the executor. The probe that would make the verdict also
    reads the NPU's AI Cube usage at the same time, over the same seconds (``NPU_USAGE``, on the master's first
-   device: MindIE-Motor samples during its probe too). npu-smi must not run twice at once (hiascend npusmi_0004): that
-   batch holds ``npu_lock``, which the watch's rounds hold while they read the nodes (`npu-smi info`);
+   device: MindIE-Motor samples during its probe too). npu-smi must not run twice at once on a host (hiascend
+   npusmi_0004): that batch holds the node's lock of ``npu_locks``, which the watch's rounds hold while they read
+   the nodes (`npu-smi info`);
 3. judge (``judge``, pure): an answer (2xx) clears the count and a verdict; an answer the engine refused (4xx: the
    probe itself is wrong for it) clears them too and is a note; a timeout, a 5xx or a failed connection is a failure,
    unless the NPU was busy (then the count starts again, as MindIE-Motor's does). ``failures`` of them make the
@@ -163,7 +164,7 @@ class HangProber:
     cancel: threading.Event
     ready: Callable[[str], str | None]            # the engine start of a probe-able instance, else None
     note: Callable[[str], None]
-    npu_lock: threading.Lock = field(default_factory=threading.Lock)
+    npu_locks: dict[str, threading.Lock] = field(default_factory=dict)     # node -> held while npu-smi runs there
     probes: dict[str, Target] = field(init=False)
     gaps: dict[str, str] = field(init=False)
     counts: dict[str, Count] = field(default_factory=dict)
@@ -276,7 +277,7 @@ class HangProber:
                            parallel=True)[p.node]
 
         if usage:
-            with self.npu_lock:
+            with self.npu_locks.setdefault(p.node, threading.Lock()):
                 out = run()
         else:
             out = run()

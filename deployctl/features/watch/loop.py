@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -70,10 +71,10 @@ class Watcher:
         self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
                                    interval, gap=control_gap(plan) if control is None else "") if enabled else None
         # npu-smi must not run twice at once on a host: a round's reads and the probe's usage read take turns
-        self.npu_lock = threading.Lock()
+        self.npu_locks = {n.name: threading.Lock() for n in plan.nodes}
         self.prober = HangProber(plan, policy.hang_probe, executor, self.targets, interval, self.cancel,
                                  self._probe_ready, lambda text: self.note(text, kind="hang-probe"),
-                                 self.npu_lock) if policy.hang_probe.enabled else None
+                                 self.npu_locks) if policy.hang_probe.enabled else None
 
     # ---- reading -----------------------------------------------------------------------------------------
     def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
@@ -182,7 +183,9 @@ class Watcher:
 
     def step(self) -> list[dict]:
         t0 = time.monotonic()
-        with self.npu_lock:
+        with ExitStack() as held:
+            for name in sorted(self.npu_locks):       # always in this order: the probe holds one at a time
+                held.enter_context(self.npu_locks[name])
             observed = self.observe()
         if self._judge(observed) is not None:         # down, or being changed: no fault is a failure
             with self.lock:

@@ -168,13 +168,13 @@ class Hosts:
         self.running, self.probe, self.usage = 0, "status 200 0.040", HEAD + "0 0 0\n"
         self.sent: list[list[str]] = []
         self.locked: list[bool] = []
-        self.lock = None
+        self.locks = {}
 
     def __call__(self, executor, targets, commands_for, timeout, workers=0, measure_clock=True, parallel=False):
         t = targets[0]
         cmds = commands_for(t)
         self.sent.append([k for k, _ in cmds])
-        self.locked.append(self.lock.locked())
+        self.locked.append(self.locks[t.name].locked())
         out = {}
         for key, argv in cmds:
             if key.startswith("h.m."):
@@ -197,7 +197,7 @@ def fleet(monkeypatch, tmp_path):
     w = Watcher(plan, inv, [], None, tmp_path / "runs", on_event=events.append, interval=0.05)
     w.targets = targets_
     w.prober.hosts = targets_
-    hosts.lock = w.npu_lock
+    hosts.locks = w.npu_locks
     ctl = FakeControl(plan)
     w.recoverer.control = ctl
     restarts = []
