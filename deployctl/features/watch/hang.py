@@ -31,14 +31,17 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from deployctl.core.engine_spec.protocol import InferProbe
 from deployctl.core.models.hostdata import printable
+from deployctl.core.models.plan import Plan
+from deployctl.core.models.recovery import HangProbe
 from deployctl.io.executor import Executor, HostTarget
 from deployctl.io.fanout import fan_out
-from deployctl.probes.engine_load import ENGINE_LOAD
+from deployctl.probes.engine_load import ENGINE_LOAD, EngineLoad
 from deployctl.probes.infer import INFER, InferAnswer
 from deployctl.probes.npu_smi_watch import NPU_USAGE, NpuUsage, npu_chip
 
@@ -119,7 +122,7 @@ def judge(count: Count, answer: InferAnswer | None, usage: NpuUsage | None, targ
     return Judged(replace(count, failures=n, last=how, same=same, verdict=verdict, warm=True))
 
 
-def idle(loads: list, failed: int) -> tuple[bool | None, str]:
+def idle(loads: list[EngineLoad], failed: int) -> tuple[bool | None, str]:
     """(idle, why not known): requests running or waiting on every endpoint, summed; at most ``failed`` (the
     watch's own probes a hung engine may still count) is idle. None when any endpoint's count is unknown."""
     total = 0.0
@@ -132,7 +135,7 @@ def idle(loads: list, failed: int) -> tuple[bool | None, str]:
     return total <= failed, ""
 
 
-def targets(plan) -> tuple[dict[str, Target], dict[str, str]]:
+def targets(plan: Plan) -> tuple[dict[str, Target], dict[str, str]]:
     """Every instance's probe, and why the others are not probed (the engine spec's answer)."""
     spec = plan.engine_spec
     metrics: dict[str, list[str]] = {}
@@ -156,8 +159,8 @@ def targets(plan) -> tuple[dict[str, Target], dict[str, str]]:
 class HangProber:
     """One thread per probed instance (``start``); ``verdicts`` for the watch's rounds."""
 
-    plan: object
-    cfg: object                                   # deploy.recovery.hang_probe
+    plan: Plan
+    cfg: HangProbe                                # deploy.recovery.hang_probe
     executor: Executor
     hosts: dict[str, HostTarget]
     interval: float
@@ -216,12 +219,12 @@ class HangProber:
         """One probe of ``name`` when it can be probed and is idle."""
         target = self.probes[name]
         started = self.ready(name)
+        if started is None:
+            return                      # not serving now (a round's hiccup keeps the count; a new start does not)
         with self.lock:
             count = self.counts.get(name, Count())
-            if started is None or started != count.started:
-                count = self.counts[name] = Count(started=started)     # not serving now, or a new engine start
-        if started is None:
-            return
+            if started != count.started:
+                count = self.counts[name] = Count(started=started)     # a new engine start: warm up again
         free, why = self._idle(target, count.failures)
         if free is None:
             self._say(f"hang probe: {name} not probed while its load is unknown: {why}")
@@ -251,15 +254,15 @@ class HangProber:
                       LOAD_TIMEOUT, measure_clock=False, parallel=True)[target.probe.node]
         if run.error is not None:
             return None, f"{target.probe.node} did not answer ({printable(run.error.message, 160)})"
-        loads = []
-        for i in range(len(target.metrics)):
+        loads: list[EngineLoad] = []
+        for i, url in enumerate(target.metrics):
             res = run.outputs.get(f"h.m.{i}")
+            if res is None or res.rc != 0:
+                return None, f"{url} was not read"
             try:
-                loads.append(ENGINE_LOAD.parse(res.text, *args) if res is not None and res.rc == 0 else None)
+                loads.append(ENGINE_LOAD.parse(res.text, *args))
             except ValueError as exc:
                 return None, printable(str(exc), 160)
-            if loads[-1] is None:
-                return None, f"{target.metrics[i]} was not read"
         return idle(loads, failed)
 
     def _probe(self, target: Target, timeout: float,
@@ -272,15 +275,9 @@ class HangProber:
         if usage:
             cmds.append(("h.u", NPU_USAGE.command(*target.npu, self.cfg.timeout_s)))
 
-        def run():
-            return fan_out(self.executor, [self.hosts[p.node]], lambda h: cmds, timeout + SSH_S, measure_clock=False,
-                           parallel=True)[p.node]
-
-        if usage:
-            with self.npu_locks.setdefault(p.node, threading.Lock()):
-                out = run()
-        else:
-            out = run()
+        with self.npu_locks.setdefault(p.node, threading.Lock()) if usage else nullcontext():
+            out = fan_out(self.executor, [self.hosts[p.node]], lambda h: cmds, timeout + SSH_S, measure_clock=False,
+                          parallel=True)[p.node]
         if out.error is not None:
             self._say(f"hang probe of {target.instance}: {p.node} did not answer "
                       f"({printable(out.error.message, 160)}); not counted")
