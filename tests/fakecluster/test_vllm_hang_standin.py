@@ -1,6 +1,8 @@
-"""The stand-in vLLM-Ascend's run-time hang (fake_bin/vllm.py HANG_FLAG): while the flag file exists, completions are
-held unanswered and /health, /metrics, /v1/models still answer 200; the flag of a previous run is gone after a start.
-A process on this machine (127.0.0.1), no cluster; the probe is deployctl's own fact."""
+"""The stand-in vLLM-Ascend and watch's hang probe (deployctl's own fact): a prefill and a decode server of a P/D
+split answer the plain one-token completion themselves (no kv_transfer_params: the connector has nothing to do, as
+with vLLM-Ascend's Mooncake connectors); the run-time hang (fake_bin/vllm.py HANG_FLAG): while the flag file exists,
+completions are held unanswered and /health, /metrics, /v1/models still answer 200; the flag of a previous run is
+gone after a start. Processes on this machine (127.0.0.1), no cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from fakecluster.test_vllm_standin import ENV, VLLM_PY, host  # noqa: F401 - the fixture
+from fakecluster.test_vllm_standin import ENV, VLLM_PY, host, kv_config  # noqa: F401 - the fixture
 from support import free_port
 from support.procs import stop
 
@@ -61,3 +63,19 @@ def test_a_hung_engine_answers_its_health_check_but_no_completion(host):  # noqa
         assert probe(port, 5).ok
     finally:
         stop(p)
+
+
+def test_prefill_and_decode_servers_answer_the_probe_directly(host):  # noqa: F811
+    for role in ("kv_producer", "kv_consumer"):
+        port = free_port()
+        p = subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], "--tensor-parallel-size", "4",
+                              "--served-model-name", "m", "--kv-transfer-config", kv_config(role, port=free_port()),
+                              "--host", "127.0.0.1", "--port", str(port)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"]})
+        try:
+            wait_ready(port)
+            answer = probe(port, 5)
+        finally:
+            out = stop(p)
+        assert answer.ok, (role, answer, out[-2000:])
