@@ -329,8 +329,9 @@ fi
 /usr/bin/python3 /usr/local/lib/fakecluster/{script} "$@"; rc=$?
 {sweep}exit $rc
 """
-# npu-smi / hccn_tool `-s` (set) changes state the caches were made from (docker's `-s` is a signal or a size)
-_SWEEP = 'for a in "$@"; do [ "$a" = -s ] && rm -rf /etc/fakecluster/cache && {stale}; done\n'
+# npu-smi / hccn_tool `-s` (set) changes state the caches were made from (docker's `-s` is a signal or a size; in
+# `npu-smi info watch -s LETTERS` it picks the columns: npu-smi sets things with `npu-smi set`, never under `info`)
+_SWEEP = '[ "$1" = info ] || for a in "$@"; do [ "$a" = -s ] && rm -rf /etc/fakecluster/cache && {stale}; done\n'
 _SLOW = 'read s < /etc/fakecluster/slow; [ -n "$s" ] && sleep "$s"\n  '
 # `hccn_tool -i D -ping -g address X`: X answers when a file X@<node> exists in the cluster's answers
 # directory (written by write_answers for every up device of every reachable node); same text as the

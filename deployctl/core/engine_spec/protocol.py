@@ -17,7 +17,9 @@ An engine spec answers, for one engine kind (the full list: ``EngineSpec`` below
 * ``metrics_targets(plan)``: every Prometheus endpoint the engine's processes serve (``deployctl observe``);
 * ``metric_names``: the names of the engine's Prometheus metrics the dashboard reads (``deployctl observe``);
 * ``chart``: the engine's part of the chart and how its values are made from a plan;
-* ``router_control(plan, remote)``: how rolling updates and ``watch`` take an instance out of its router.
+* ``router_control(plan, remote)``: how rolling updates and ``watch`` take an instance out of its router;
+* ``infer_probe(plan, instance)``: where ``watch`` sends an idle instance a one-token completion to tell whether it
+  can still infer, or why it cannot be probed that way.
 """
 
 from __future__ import annotations
@@ -134,6 +136,16 @@ class MetricsTarget:
     address: str                         # host:port
     path: str = "/metrics"
     needs: str = ""                      # what must be set for it to answer (e.g. an environment variable)
+
+
+@dataclass(frozen=True)
+class InferProbe:
+    """Where ``deployctl watch`` sends an idle instance its one-token completion (docs/watch.md, "An engine that
+    answers its health check but cannot infer"): POST ``url`` with ``body`` (JSON), from ``node``."""
+
+    node: str                            # the plan node it is sent from (the instance's master: its port is local)
+    url: str                             # http://host:port/path of the instance's own API
+    body: str                            # the request, JSON
 
 
 @dataclass(frozen=True)
@@ -264,6 +276,8 @@ class EngineSpec(Protocol):
 
     def router_control_gap(self, plan: Plan) -> str | None: ...  # why router_control gives None, for `watch`
 
+    def infer_probe(self, plan: Plan, instance: str) -> InferProbe | str: ...   # or why it cannot be probed
+
     def support_rows(self) -> list[dict]: ...
 
     def support_table(self) -> str: ...
@@ -307,3 +321,6 @@ class EngineSpecBase:
 
     def router_control_gap(self, plan: Plan) -> str | None:
         return None
+
+    def infer_probe(self, plan: Plan, instance: str) -> InferProbe | str:
+        return "deployctl knows no request of this engine's own to probe it with"

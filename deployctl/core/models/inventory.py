@@ -8,6 +8,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from deployctl.core.models.engine_settings import DEFAULT_KIND, SETTINGS
 from deployctl.core.models.base import Strict
+from deployctl.core.models.recovery import Recovery
 from deployctl.core.models.scaling import Scaling
 from deployctl.core.models.patterns import INTERFACE_PATTERN
 
@@ -346,39 +347,6 @@ class Kubernetes(Strict):
         return "off" if v is False else v      # YAML 1.1 reads a bare `off` as false
     values: dict[str, Any] = Field(default_factory=dict, description=(
         "Deep-merged over the rendered chart values (deployctl/charts/ascend-llm/values.yaml)."))
-
-
-class RecoveryHooks(Strict):
-    """Where `deployctl watch` reports its events (every one: fault, cleared, drain, restart, back, left out;
-    cleaned of escape sequences, bounded and rate-limited, docs/watch.md)."""
-
-    webhook: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2048, description=(
-        "POST every event here as one JSON document (Content-Type: application/json, 5 s timeout; a failed POST "
-        "is reported, never retried)."))
-    command: list[str] | None = Field(None, min_length=1, max_length=64, description=(
-        "An argv (no shell) the watch runs for every event, the event as JSON on its stdin (10 s timeout), only "
-        "when the operator opts in: `watch --allow-hook-command` or DEPLOYCTL_ALLOW_HOOK_COMMAND=1 (it runs on "
-        "the controller as the operator); otherwise it is not run and the watch warns. `watch --hook-command` "
-        "gives the operator's own instead."))
-
-
-class Recovery(Strict):
-    """`deployctl watch`: what it does when an instance behind the router fails (off by default: it only
-    reports)."""
-
-    enabled: bool = Field(False, description=(
-        "Take a failed instance out of the router, restart all of its nodes' containers, verify them from what "
-        "the hosts report (container running, health checks or ready lines, NPUs healthy) and put it back."))
-    max_restarts: int = Field(3, ge=1, le=100, description=(
-        "Restarts of one instance per `watch` run; after the last one fails the instance stays out of the "
-        "router and is reported left out (the others keep serving)."))
-    backoff_s: float = Field(10.0, ge=0, le=3600, description=(
-        "Wait before a retry: backoff_s, then doubled each attempt (also how long an unhealthy NPU gets to "
-        "recover before the instance is restarted anyway)."))
-    ready_timeout_s: float = Field(300.0, gt=0, le=7200, description=(
-        "How long a restarted instance may take to be ready again (model load)."))
-    hooks: RecoveryHooks = Field(default_factory=RecoveryHooks, description=(
-        "Alerts on every event, with or without recovery enabled."))
 
 
 class Deploy(Strict):

@@ -4,7 +4,8 @@ bounds and rate-limits each event (events.py), records it in the cluster's run r
 (runs/<id>-watch/events.jsonl, 0600), sends it to the hooks and hands it to the caller (the CLI prints it); a
 failed instance goes to the recovery policy when it is enabled. A round that finds no engine container on any
 node asks `status` whether the deployment is down (down.py): a deployment taken down on purpose is reported
-down, not failed, and nothing of it is recovered.
+down, not failed, and nothing of it is recovered. While it runs (not ``once``), the hang probe (hang.py) sends each
+idle instance a one-token completion; its verdicts are faults of the rounds.
 
 The hook command is the caller's (the operator's, ``hook_command``), never read from the inventory here."""
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +27,7 @@ from deployctl.io.records import RunRecord
 from deployctl.core.models.hostdata import printable
 from deployctl.features.watch.down import RECHECK_S, Stopped, all_gone, read_verdict
 from deployctl.features.watch.events import Limiter, clean_event
+from deployctl.features.watch.hang import HangProber
 from deployctl.features.watch.hooks import Hooks
 from deployctl.features.watch.observe import NodeObs, node_commands, parse_node
 from deployctl.features.watch.recover import Recoverer
@@ -67,6 +70,11 @@ class Watcher:
         control = control_for(plan, Remote(executor, self.targets)) if enabled else None
         self.recoverer = Recoverer(plan, policy, control, self.observe, self.restart, self._emit, self.cancel,
                                    interval, gap=control_gap(plan) if control is None else "") if enabled else None
+        # npu-smi must not run twice at once on a host: a round's reads and the probe's usage read take turns
+        self.npu_locks = {n.name: threading.Lock() for n in plan.nodes}
+        self.prober = HangProber(plan, policy.hang_probe, executor, self.targets, interval, self.cancel,
+                                 self._probe_ready, lambda text: self.note(text, kind="hang-probe"),
+                                 self.npu_locks) if policy.hang_probe.enabled else None
 
     # ---- reading -----------------------------------------------------------------------------------------
     def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
@@ -82,6 +90,22 @@ class Watcher:
                 out[name] = NodeObs(name, error=f"its answers could not be read ({type(exc).__name__}: "
                                                 f"{printable(str(exc), 200)})")
         return out
+
+    def _probe_ready(self, name: str) -> str | None:
+        """The hang probe may probe instance ``name`` now: the deployment is up, the instance is not being recovered
+        and every node of it answered the last round with its engine containers running and its health checks
+        passing. Returns when the master's engine containers started (a new start: the probe warms up again)."""
+        rec = self.recoverer
+        with self.lock:
+            observed, stopped = self.observed, self.stopped
+        if stopped is not None or (rec is not None and name in rec.active):
+            return None
+        inst = self.plan.instance(name)
+        for n in inst.nodes:
+            o = observed.get(n)
+            if o is None or o.error or o.ready is not True or any(s != "running" for s in o.containers.values()):
+                return None
+        return " ".join(f"{c}@{t}" for c, t in sorted(observed[inst.master].started.items()))
 
     def restart(self, nodes: list[str], kill: bool = False) -> list[str]:
         """`docker restart` of the engine containers on every node at once (never the router's); ``kill``: with
@@ -151,13 +175,18 @@ class Watcher:
                      "is failed or recovered until it ends")
             self._emit(event(f"deployment-{now_in.state}", cause=cause))
             self.tracker.reset()
+            if self.prober is not None:
+                self.prober.forget()
             if self.recoverer is not None:
                 self.recoverer.halt(f"recovery stopped: {now_in.cause}")
         return now_in
 
     def step(self) -> list[dict]:
         t0 = time.monotonic()
-        observed = self.observe()
+        with ExitStack() as held:
+            for name in sorted(self.npu_locks):       # always in this order: the probe holds one at a time
+                held.enter_context(self.npu_locks[name])
+            observed = self.observe()
         if self._judge(observed) is not None:         # down, or being changed: no fault is a failure
             with self.lock:
                 self.observed = observed
@@ -172,7 +201,13 @@ class Watcher:
             with rec.lock:
                 for name in rec.done:
                     self.tracker.forget(self.plan.instance(name))
+                    if self.prober is not None:
+                        self.prober.forget(name)
                 rec.done.clear()
+        if self.prober is not None:
+            for name, (node, cause) in self.prober.verdicts().items():
+                if name not in busy and node in observed:
+                    observed[node].hang = cause
         events = self.tracker.round(observed, skip=busy)
         with self.lock:
             self.observed = observed
@@ -189,6 +224,8 @@ class Watcher:
 
     def run(self, once: bool = False) -> None:
         try:
+            if self.prober is not None and not once:       # a hang takes probes in a row: none in one round
+                self.prober.start()
             while not self.cancel.is_set():
                 start = time.monotonic()
                 self.step()
@@ -202,6 +239,8 @@ class Watcher:
         self.cancel.set()
         if self.recoverer:
             self.recoverer.join()
+        if self.prober is not None:
+            self.prober.join()
         self.flush(final=True)         # the last summaries, to the hooks too
         self.hooks.close()
         self.flush(final=True)         # what the hooks reported while they finished (recorded, printed)

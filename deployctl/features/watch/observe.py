@@ -31,7 +31,7 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:
 @dataclass(frozen=True)
 class Fault:
     node: str
-    kind: str                    # unreachable, container, not-ready, npu, link, fatal-log
+    kind: str                    # unreachable, container, not-ready, npu, link, fatal-log, hang
     cause: str                   # printable, for people
     device: int | None = None    # the NPU / device id it concerns
     confirm: bool = False        # only a fault when seen in consecutive rounds (a slow answer is not a hang)
@@ -52,6 +52,7 @@ class NodeObs:
     links_down: tuple[int, ...] = ()
     fatal: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)      # what did not parse
+    hang: str = ""                                      # the hang probe's verdict on the instance it is master of
 
     def faults(self) -> list[Fault]:
         if self.error:
@@ -61,6 +62,8 @@ class NodeObs:
         if not out and self.ready is False:
             out.append(Fault(self.node, "not-ready", "the engine does not answer its health check (hung?)",
                              confirm=True))
+        if not out and self.ready is True and self.hang:      # it answers its health check, but cannot infer
+            out.append(Fault(self.node, "hang", self.hang))
         out += [Fault(self.node, "npu", f"NPU {dev} health {h}", dev) for dev, h in self.npu.items() if h in BAD_NPU]
         out += [Fault(self.node, "link", f"device {dev} link DOWN (hccn_tool)", dev) for dev in self.links_down]
         out += [Fault(self.node, "fatal-log", f"engine log: {line}") for line in self.fatal[:1]]

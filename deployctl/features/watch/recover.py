@@ -26,7 +26,8 @@ from deployctl.features.watch.tracker import event
 
 DRAIN_TIMEOUT = 30          # s: requests in flight on a drained instance may finish
 SERVE_TIMEOUT = 60          # s: the router's health checks see the restarted instance up
-DEAD = frozenset({"container", "not-ready", "unreachable"})     # faults after which nothing in flight finishes
+# faults after which nothing in flight finishes (a hung engine finishes nothing: it is killed at once too)
+DEAD = frozenset({"container", "not-ready", "unreachable", "hang"})
 
 Observe = Callable[[list[str]], dict[str, NodeObs]]
 Restart = Callable[[list[str], bool], list[str]]    # nodes, kill at once -> the ones where it failed (with why)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from deployctl.features.watch.observe import Fault, NodeObs
 
 
-_RANK = {"npu": 0, "link": 1, "fatal-log": 2, "container": 3, "unreachable": 4, "not-ready": 5}
+_RANK = {"npu": 0, "link": 1, "fatal-log": 2, "container": 3, "unreachable": 4, "not-ready": 5, "hang": 6}
 
 
 def event(what: str, instance: str = "", node: str = "", cause: str = "", device: int | None = None,

@@ -7,8 +7,16 @@ tests/fakecluster/tools.py from $FAKECLUSTER_STATE or /etc/fakecluster/node.json
 Layouts follow the real outputs in shared/reference/ascend/npu-smi/ (98-column `npu-smi info` table,
 A2 one chip per NPU, A3 `Chip  Phy-ID` with two chips per NPU) and the npu-smi sources
 (`\t%-30s : %s` key/value lines for -l / -t ...). Supported: info, info -l, info -m,
-info -t board|health|usages|spod-info -i N [-c C], info -h, -v. Anything else prints the real
-"Error parameter of ..." + usage text and exits non-zero.
+info -t board|health|usages|spod-info -i N [-c C], info watch [-i N [-c C]] [-d S] [-s LETTERS], info -h, -v.
+Anything else prints the real "Error parameter of ..." + usage text and exits non-zero.
+
+`info watch` scrolls until it is killed (hiascend HDK docs npusmi_0013): a header `NpuID(Idx) ChipId(Idx)` and one
+column per letter of -s (p t a i c m b; `u`, AI Cube usage, only from HDK 26.0.RC1: MindIE-Motor's virtual
+inference needs it), then every -d seconds one row per chip, columns 12 characters wide (a public transcript of the
+default letters). An older driver refuses `u` as npu-smi refuses any option value it does not know ("Error
+parameter of -s" and the usage text; the real text is unverified). The node state has one busy figure per chip,
+`aicore`: the stand-in prints it for both `a` and `u`. The state is read again every interval, so a test that sets
+a chip busy sees it in the next row.
 """
 
 import json
@@ -204,6 +212,71 @@ def spod(st, npu, chip):
                       kv("Super Pod ID", st["super_pod_id"]), kv("Server Index", st["server_index"])]) + "\n"
 
 
+# `info watch -s` letters and their columns (npusmi_0013: p t a i c m b; `u` from HDK 26.x, its label unverified)
+WATCH_COLUMNS = {"p": "Pwr(W)", "t": "Temp(C)", "a": "AI Core(%)", "i": "AI Cpu(%)", "c": "Ctrl Cpu(%)",
+                 "m": "Memory(%)", "b": "Memory BW(%)", "u": "AI Cube(%)"}
+WATCH_FROM_26 = {"u"}
+
+
+def hdk_26(st):
+    """The driver (HDK) is 26.0.RC1 or later: major.minor of its version at least 26.0."""
+    nums = [int(x) for x in st["driver_version"].split(".")[:2] if x.isdigit()]
+    return len(nums) == 2 and tuple(nums) >= (26, 0)
+
+
+def watch_value(st, d, letter):
+    return {"p": d["power"], "t": d["temp"], "a": d["aicore"], "u": d["aicore"],
+            "m": round(100 * d["hbm_used"] / st["hbm_total_mb"])}.get(letter, 0)
+
+
+class Watch:
+    """`npu-smi info watch`: rows until killed (written and flushed one line at a time, as under `stdbuf -oL`)."""
+
+    def __init__(self, chips, letters, delay):
+        self.chips, self.letters, self.delay = chips, letters, delay
+
+    def stream(self, write, flush, st):
+        write("".join("%-12s" % h for h in ["NpuID(Idx)", "ChipId(Idx)"] + [WATCH_COLUMNS[x] for x in self.letters])
+              + "\n")
+        flush()
+        while True:
+            by = {(d["npu"], d["chip"]): d for d in devices(st)}
+            for key in self.chips:
+                d = by[key]
+                write("".join("%-12s" % v for v in [d["npu"], d["chip"]] + [watch_value(st, d, x)
+                                                                              for x in self.letters]) + "\n")
+                flush()
+            time.sleep(self.delay)
+            st = load_state()
+
+
+def watch(st, opts):
+    letters = opts.get("-s", "ptaicmb")
+    known = set(WATCH_COLUMNS) - (set() if hdk_26(st) else WATCH_FROM_26)
+    if not letters or any(x not in known for x in letters):
+        raise param_error("-s", st)
+    try:
+        delay = float(opts.get("-d", "1"))
+    except ValueError:
+        raise param_error("-d", st)
+    if not 0 < delay <= 3600:
+        raise param_error("-d", st)
+    chips = [(d["npu"], d["chip"]) for d in devices(st)]
+    if "-i" in opts:
+        npu = parse_int(opts["-i"], "-i", st)
+        if npu not in npus(st):
+            raise Fail("Invalid card id.\nError parameter of -i\n%s" % USAGE_HEAD)
+        chips = [c for c in chips if c[0] == npu]
+        if "-c" in opts:
+            chip = parse_int(opts["-c"], "-c", st)
+            if chip not in [c[1] for c in chips]:
+                raise Fail("Invalid chip id.\nError parameter of -c\n%s" % USAGE_HEAD)
+            chips = [c for c in chips if c[1] == chip]
+    elif "-c" in opts:
+        raise Fail("Invalid card id.\nError parameter of -i\n%s" % USAGE_HEAD)
+    return Watch(chips, letters, delay)
+
+
 class Fail(Exception):
     def __init__(self, text, rc=1):
         super().__init__(text)
@@ -246,7 +319,7 @@ def run(argv, st):
                 cmd = a
                 i += 1
                 continue
-            if a in ("-t", "-i", "-c", "-p"):
+            if a in ("-t", "-i", "-c", "-p") or (a in ("-d", "-s") and cmd == "watch"):
                 if i + 1 >= len(args):
                     raise param_error(a, st)
                 opts[a] = args[i + 1]
@@ -263,7 +336,9 @@ def run(argv, st):
             return 0, list_l(st), ""
         if cmd == "-m":
             return 0, mapping_m(st), ""
-        if cmd in ("watch", "proc"):
+        if cmd == "watch":
+            return 0, watch(st, opts), ""
+        if cmd == "proc":
             return 0, table(st), ""
         typ = opts["-t"]
         if typ not in KNOWN_TYPES:
@@ -300,6 +375,11 @@ def main():
     if st.get("slow"):
         time.sleep(float(st["slow"]))
     rc, out, err = run(sys.argv[1:], st)
+    if isinstance(out, Watch):
+        try:
+            out.stream(sys.stdout.write, sys.stdout.flush, st)
+        except (BrokenPipeError, KeyboardInterrupt):
+            return 0
     sys.stdout.write(out)
     sys.stderr.write(err)
     return rc

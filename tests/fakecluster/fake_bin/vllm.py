@@ -48,7 +48,11 @@ chunked terminator; v0.15+: bounds checks, taint while dispatching) and media ty
 
 Faults (node state at `docker run`): engine_crash / engine_crash_on (an engine core dies at init with NPU OOM),
 engine_never_ready (joins, never finishes warming up), engine_slow_start, engine_join_timeout, engine_mooncake_error
-(a kv_consumer logs `Mooncake transfer failed ... 103902` for a long prompt and still answers). engine_timing
+(a kv_consumer logs `Mooncake transfer failed ... 103902` for a long prompt and still answers). At run time, while
+the file /.fakecluster/hang exists in the container (HANG_FLAG; a test writes it on the node, under
+/var/lib/fakedocker/<container>/rootfs), an API server holds every completion unanswered while /health, /metrics and
+/v1/models still answer 200: an engine that answers its health check but cannot infer; a (re)start removes the file.
+engine_timing
 (settings `engine.timing`): tokens come out with a prefill delay and a decode step (openai_fake.Timing); a
 kv_consumer answering a request the prefiller handed over (kv_transfer_params.do_remote_prefill) skips the prefill.
 Prefix caching is on unless `--no-enable-prefix-caching` (openai_fake.PrefixCache): a prompt pays the per-token
@@ -82,6 +86,7 @@ from standin_common import (NO_LOCAL_MODEL, NPU_OOM, PID, STOP, Fatal, ServePars
                             tcp_listener, tell_all, uvicorn_bind_error, uvicorn_started, wait_stop, watch_peer)
 
 SETTINGS_PATH = os.environ.get("FAKE_VLLM_SETTINGS", "/.fakecluster/settings.json")
+HANG_FLAG = os.path.join(os.path.dirname(SETTINGS_PATH), "hang")     # the run-time hang fault (module doc)
 LONG_PROMPT = 1000      # tokens from which a KV transfer spans enough blocks to hit the Mooncake fault
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 # vllm-ascend's registry (vllm_ascend/distributed/__init__.py@v0.11.0, kv_transfer/__init__.py@HEAD) + vLLM's own
@@ -415,6 +420,8 @@ class ApiHandler(JsonHandler):
         path = self.path.split("?")[0]
         if path not in ("/v1/chat/completions", "/v1/completions"):
             return self._json(404, {"detail": "Not Found"})
+        while os.path.exists(HANG_FLAG):        # hung: the request is held, nothing is answered
+            time.sleep(0.2)
         req = self._body()
         if req is None:
             return None
@@ -629,6 +636,8 @@ def serve(argv, settings):
         log("INFO", "Mooncake handshake ports %d-%d on %s (%s, engine_id %s)" % (
             ports[0], ports[-1], os.environ.get("HCCL_IF_IP") or ip, kv.get("kv_role"), kv.get("engine_id")),
             "mooncake_connector.py:0", "EngineCore_DP%d" % ranks[0])
+    if os.path.exists(HANG_FLAG):          # a hang of the engine before this start is gone with it
+        os.remove(HANG_FLAG)
     if faults.get("never_ready"):
         for r in ranks:
             log("INFO", "Capturing ACL graphs (warming up the model) ...", "model_runner.py:0", "EngineCore_DP%d" % r)

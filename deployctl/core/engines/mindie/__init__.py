@@ -114,6 +114,13 @@ class MindieSpec(EngineSpecBase):
 
         return METRIC_NAMES
 
+    def infer_probe(self, plan: Plan, instance: str) -> str:
+        """Not probed yet: MindIE-Motor's virtual inference, which `watch`'s probe follows, is for vLLM only
+        (docs/dev/scaling-sources.md), and what a MindIE server (or a P/D server behind MindIE-MS's coordinator)
+        does with such a request of the watch's own is unverified."""
+        return ("not probed yet: what a MindIE server does with a one-token request of the watch's own is "
+                "unverified (the upstream probe is for vLLM only)")
+
     def metrics_targets(self, plan: Plan) -> list[MetricsTarget]:
         from deployctl.core.engines.mindie.processes import metrics_targets
 

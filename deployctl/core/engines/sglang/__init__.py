@@ -169,6 +169,12 @@ class SglangSpec(EngineSpecBase):
 
         return router_control(plan, remote)
 
+    def infer_probe(self, plan: Plan, instance: str) -> str:
+        """SGLang needs no probe of `watch`'s own: its /health is itself a one-token generation (processes.py),
+        which the watch's health check asks every round, so an engine that cannot infer fails that check."""
+        return ("its /health is itself a one-token generation, which the health check of every round asks: an "
+                "engine that cannot infer fails that check")
+
     @property
     def metric_names(self) -> MetricNames:
         from deployctl.core.engines.sglang.processes import METRIC_NAMES

@@ -16,7 +16,7 @@ from deployctl.core.models.engine_settings.vllm_ascend import VllmAscendSettings
 
 if TYPE_CHECKING:
     from deployctl.core.engine_spec.protocol import (
-        Chart, EngineVersion, Finding, MemoryInputs, MetricNames, MetricsTarget, NodeProcesses,
+        Chart, EngineVersion, Finding, InferProbe, MemoryInputs, MetricNames, MetricsTarget, NodeProcesses,
     )
     from deployctl.core.engine_spec.router import RouterControl, RouterRemote
     from deployctl.core.errors import Problem
@@ -200,6 +200,12 @@ class VllmAscendSpec(EngineSpecBase):
         from deployctl.core.engines.vllm_ascend.control import router_control_gap
 
         return router_control_gap(plan)
+
+    def infer_probe(self, plan: Plan, instance: str) -> InferProbe | str:
+        """`watch`'s one-token completion to an idle instance (every role but a layer-wise fed decode)."""
+        from deployctl.core.engines.vllm_ascend.probe import infer_probe
+
+        return infer_probe(plan, instance)
 
     @property
     def metric_names(self) -> MetricNames:
