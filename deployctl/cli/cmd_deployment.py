@@ -276,16 +276,20 @@ def watch(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
               "deploy.recovery.hooks.command.")] = None,
           allow_hook_command: Annotated[bool, typer.Option(
               "--allow-hook-command", help="Run the inventory's deploy.recovery.hooks.command (it runs on this "
-              "machine as you); not run otherwise. Also DEPLOYCTL_ALLOW_HOOK_COMMAND=1.")] = False):
+              "machine as you); not run otherwise. Also DEPLOYCTL_ALLOW_HOOK_COMMAND=1.")] = False,
+          scale: Annotated[bool, typer.Option(
+              "--scale", help="Also carry out deploy.scaling, as `deployctl scale --apply` does: add an instance on "
+              "deploy.scaling.spares under lasting load, drain and remove one scale added when idle; the watch "
+              "pauses during each change and then watches the deployment as scaled.")] = False):
     """Watch the deployment in the foreground: every round, per node and instance, containers, health, NPU
     health, device links and fatal engine log lines; every event recorded (runs/<id>-watch/events.jsonl) and
     sent to the webhook of deploy.recovery.hooks and to the hook command you enable (--hook-command,
     --allow-hook-command); with deploy.recovery.enabled a failed instance behind the router is taken out,
-    restarted and put back."""
+    restarted and put back. With --scale it also scales by load (see `deployctl scale`)."""
     from deployctl.cli.watch import run_watch
 
     run_watch(inventory, output.value, run_dir, interval, once, confirm, recover, hook_command=hook_command,
-              allow_hook_command=allow_hook_command)
+              allow_hook_command=allow_hook_command, scale=scale)
 
 
 @app.command(epilog=f"Signals, thresholds and limits: {doc('scaling.md')}")

@@ -41,13 +41,35 @@ def _applier(output: str, run_root: Path, executor, run_id: str, inventory: Path
     return Applier(reopen, run_up, run_root, executor, opts, run_id)
 
 
+def policy_of(ctx, interval: float | None):
+    """deploy.scaling, with --interval over its interval_s."""
+    policy = ctx.inventory.deploy.scaling
+    return policy.model_copy(update={"interval_s": interval}) if interval is not None else policy
+
+
+def capacity_of(plan) -> dict[str, float]:
+    """Tokens per second one instance of each role sustains: the plan's estimate at the model's limits."""
+    from deployctl.core.scaling.capacity import per_instance
+    from deployctl.core.sizing.estimate import default_workload, estimate_plan
+
+    return per_instance(estimate_plan(plan, default_workload(plan)))
+
+
+def reader_for(executor):
+    """The load reader of a context's plan (one SSH round trip per node)."""
+    from deployctl.features.scale.read import read_samples
+
+    def reader(c):
+        hosts = {t.name: t for t in c.targets}
+        return lambda: read_samples(c.plan, executor, hosts, time.monotonic)
+
+    return reader
+
+
 def run_scale(inventory: Path, output: str, run_root: Path, interval: float | None, rounds: int, *,
               apply: bool = False, drain_timeout: int = 600, ready_timeout: int = 1800) -> None:
     from deployctl.app.context import open_context
     from deployctl.app.executors import ssh
-    from deployctl.core.scaling.capacity import per_instance
-    from deployctl.core.sizing.estimate import default_workload, estimate_plan
-    from deployctl.features.scale.read import read_samples
     from deployctl.features.scale.run import run_rounds
     from deployctl.features.scale.shadow import Shadow
     from deployctl.io.records import RunRecord
@@ -56,10 +78,7 @@ def run_scale(inventory: Path, output: str, run_root: Path, interval: float | No
         return open_context(inventory, "full" if apply else "deployed", run_root=run_root)
 
     ctx = reopen()
-    plan, policy = ctx.plan, ctx.inventory.deploy.scaling
-    if interval is not None:
-        policy = policy.model_copy(update={"interval_s": interval})
-    capacity = per_instance(estimate_plan(plan, default_workload(plan)))
+    plan, policy = ctx.plan, policy_of(ctx, interval)
     record = RunRecord.create(run_root, "scale")
     record.status("running")
     con = _console()
@@ -81,11 +100,8 @@ def run_scale(inventory: Path, output: str, run_root: Path, interval: float | No
 
     failed = 0
     with ssh() as executor:
-        def reader(c):
-            hosts = {t.name: t for t in c.targets}
-            return lambda: read_samples(c.plan, executor, hosts, time.monotonic)
-
-        shadow = Shadow(plan, policy, capacity, reader(ctx), record=record)
+        reader = reader_for(executor)
+        shadow = Shadow(plan, policy, capacity_of(plan), reader(ctx), record=record)
         applier = None
         if apply:
             shadow.mode = "apply"

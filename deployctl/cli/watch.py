@@ -124,7 +124,8 @@ def hook_command_of(ctx, operator: str | None, allow: bool) -> tuple[list[str] |
 
 
 def run_watch(inventory: Path, output: str, run_root: Path, interval: float, once: bool, confirm: int,
-              recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False) -> None:
+              recover: bool | None, *, hook_command: str | None = None, allow_hook_command: bool = False,
+              scale: bool = False, drain_timeout: int = 600, ready_timeout: int = 1800) -> None:
     from deployctl.app.executors import ssh
 
     ctx = open_context(inventory, "deployed", run_root=run_root)
@@ -133,8 +134,9 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
         _console(stderr=True).print(f"[yellow]warning:[/] {esc(warning)}")
     plan = ctx.plan
     last: list[dict] = []
-    # text mode, running, stdout not a terminal: lines as things happen (a live screen would show only at exit)
-    lines = Lines() if output != "json" and not once and not sys.stdout.isatty() else None
+    # text mode, running, stdout not a terminal: lines as things happen (a live screen would show only at exit);
+    # with --scale always lines (the watched deployment changes under a live screen)
+    lines = Lines() if output != "json" and not once and (scale or not sys.stdout.isatty()) else None
 
     def on_event(ev: dict) -> None:
         if output == "json":
@@ -146,6 +148,11 @@ def run_watch(inventory: Path, output: str, run_root: Path, interval: float, onc
             del last[:-50]
 
     with ssh() as executor:
+        if scale and not once:
+            from deployctl.cli.watch_scale import watch_scaling
+
+            watch_scaling(inventory, ctx, executor, run_root, output, interval, confirm, recover, command, warning,
+                          on_event, lines, drain_timeout, ready_timeout)
         _watch(ctx, plan, executor, run_root, output, once, interval, confirm, recover, command, warning, on_event,
                last, lines)
 
