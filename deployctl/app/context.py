@@ -15,8 +15,9 @@ from deployctl.backends.common.context import Context, Mode
 
 
 def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, run_root: Path | None = None,
-                 note: Callable[[str], None] | None = None, raw=None) -> Context:
-    """``raw``: the file already read by the caller (it is read here otherwise): it is read once."""
+                 note: Callable[[str], None] | None = None, raw=None, scale_root: Path | None = None) -> Context:
+    """``raw``: the file already read by the caller (it is read here otherwise): it is read once. The scale state
+    is read under ``scale_root`` (default ``run_root``): the deployment as `deployctl scale --apply` left it."""
     from deployctl.io.inventory_file import load_inventory
 
     from deployctl.app.scaled import scaled
@@ -28,7 +29,7 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
         inv, gaps = validate_for_discovery(raw)
         return Context(path, raw, inv, mode, gaps=tuple(gaps))
     # the deployment as scale left it: spares out of the nodes, the instances it added in (app/scaled.py)
-    planned_raw, added, spares = scaled(raw, run_root)
+    planned_raw, added, spares = scaled(raw, scale_root if scale_root is not None else run_root)
     joined = tuple(a.name for a in added)
     peers = {a.name: tuple(a.peers) for a in added if a.peers}
     if mode != "full":

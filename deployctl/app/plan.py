@@ -43,7 +43,7 @@ def offline(path: Path, facts_path: Path | None = None, run_root: Path | None = 
     if facts_path is None and run_root is not None:
         facts_path, note = _latest_facts(path, raw, run_root)
     try:
-        ctx = open_context(path, "full", facts=facts_path, raw=raw)
+        ctx = open_context(path, "full", facts=facts_path, raw=raw, scale_root=run_root)
     except InventoryError as exc:
         if not gaps or not exc.problems or not all(isinstance(p, NeedsFacts) for p in exc.problems):
             if gaps and exc.problems:         # what preflight will tell is no problem here: the others are
@@ -53,9 +53,13 @@ def offline(path: Path, facts_path: Path | None = None, run_root: Path | None = 
                 exc.message = count_problems(str(path), exc.problems)
             raise with_refusal_behind_gaps(exc, raw, path, facts_path, note) from None
         from deployctl.app.inventory import validate_for_discovery
+        from deployctl.app.scaled import scaled
 
-        inv, found = validate_for_discovery(raw, facts=load_facts(facts_path))
-        return Context(path, raw, inv, "full", facts_path, note, gaps=tuple(found))
+        planned_raw, added, spares = scaled(raw, run_root)
+        inv, found = validate_for_discovery(planned_raw, facts=load_facts(facts_path))
+        return Context(path, planned_raw, inv, "full", facts_path, note, gaps=tuple(found),
+                       joined=tuple(a.name for a in added), spares=spares,
+                       peers={a.name: tuple(a.peers) for a in added if a.peers})
     return dataclasses.replace(ctx, facts_note=note) if note else ctx
 
 

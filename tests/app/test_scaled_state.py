@@ -162,10 +162,6 @@ def test_a_link_in_the_states_place_is_replaced_not_written_through(tmp_path):
 
 # ------------------------------------------------------------------ the commands that plan see the state
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (or stale docstring): core/scaling/effective.py says every command that plans (plan, render, ...) sees "
-    "the inventory as scaled, but app/plan.py offline() calls open_context without run_root, so `deployctl plan "
-    "--run-dir D` (and render, validate) never read D/scale/<cluster>.json: the added instance is not planned"))
 def test_plan_with_the_run_dir_lists_the_instance_scale_added(tmp_path):
     import json
 

@@ -101,6 +101,12 @@ def test_an_instance_whose_hosts_only_start_is_new(plan):
     assert why == "" and rollout.batches == [["mixed-3"]] and rollout.new == frozenset({"mixed-3"})
     rollout, _ = plan_rollout(plan, changeset(plan, {"mixed-3": "start", "mixed-1": "restart"}), ctl, "rolling", 1)
     assert rollout.new == frozenset({"mixed-3"})          # a restarting instance is not new
+    # one of its hosts starting, the other restarting: something runs there already, so it is not new
+    cs = changeset(plan, {"mixed-3": "start"})
+    hosts = [h.model_copy(update={"action": "restart", "current_rev": "a"}) if h.node == "a2-node8" else h
+             for h in cs.hosts]
+    rollout, _ = plan_rollout(plan, ChangeSet(hosts=hosts), ctl, "rolling", 1)
+    assert rollout.batches == [["mixed-3"]] and rollout.new == frozenset()
 
 
 def test_a_new_instance_is_not_drained_and_is_put_in_once_verified(plan):

@@ -85,11 +85,6 @@ def test_a_spare_in_an_explicit_mixed_instance_is_refused():
                                            "spare 'a2-node8' is in an instance of the layout")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: `deployctl validate` (app/plan.py offline -> app/context.py open_context -> app/scaled.py scaled) "
-    "validates the effective inventory, whose deploy.scaling.spares effective_raw has emptied and whose spare "
-    "nodes it has dropped: spare_problems never sees the spares, so an unknown or doubled spare passes (exit 0) "
-    "and a spare in the layout is reported as 'node ... is not in nodes' at the layout key"))
 @pytest.mark.parametrize("case", SPARE_CASES)
 def test_validate_cli_gives_file_line_key_and_exit_2_for_a_spare_problem(case, tmp_path):
     text, index, message = SPARE_CASES[case]
