@@ -378,3 +378,28 @@ def test_each_round_tells_the_router_again_of_what_it_forgot():
     assert [e for e in events if e["event"] == "rejoined"] == [
         {"event": "rejoined", "round": 1, "instances": ["mixed-3"]},
         {"event": "rejoined", "round": 2, "instances": ["mixed-3"]}]
+
+
+# ------------------------------------------------------------------ rejoin
+
+def test_rejoin_tells_the_router_again_of_a_joined_instance_it_does_not_send_to(tmp_path, scaled_plan, monkeypatch):
+    class Control(FakeControl):
+        def __init__(self, serving):
+            super().__init__()
+            self.up = serving
+
+        def serving(self, i):
+            return i in self.up
+
+    forgot = Control(serving={"mixed-0", "mixed-1", "mixed-2"})
+    monkeypatch.setattr(router_control, "control_for", lambda plan, remote: forgot)
+    assert applier(tmp_path, FakeUp()).rejoin(ctx(scaled_plan)) == ["mixed-3"]
+    assert forgot.calls == [("ready", "mixed-3")]                # only the joined one, never the others
+    knows = Control(serving={"mixed-0", "mixed-1", "mixed-2", "mixed-3"})
+    monkeypatch.setattr(router_control, "control_for", lambda plan, remote: knows)
+    assert applier(tmp_path, FakeUp()).rejoin(ctx(scaled_plan)) == [] and knows.calls == []
+
+
+def test_rejoin_with_nothing_joined_asks_no_router(tmp_path, fleet_plan, monkeypatch):
+    monkeypatch.setattr(router_control, "control_for", lambda plan, remote: pytest.fail("asked the router"))
+    assert applier(tmp_path, FakeUp()).rejoin(ctx(fleet_plan)) == []
