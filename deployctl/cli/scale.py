@@ -66,16 +66,30 @@ def reader_for(executor):
     return reader
 
 
+def reopener(inventory: Path, mode: str, run_root: Path):
+    """The deployment as scaled now, read again at every call; the facts of the first read are kept (a scaler runs
+    for days: the preflight facts it started with do not expire under it; each add runs preflight on its spares)."""
+    from deployctl.app.context import open_context
+
+    facts: list = []
+
+    def reopen():
+        ctx = open_context(inventory, mode, run_root=run_root, facts=facts[0] if facts else None)
+        if not facts and ctx.facts is not None:
+            facts.append(ctx.facts)
+        return ctx
+
+    return reopen
+
+
 def run_scale(inventory: Path, output: str, run_root: Path, interval: float | None, rounds: int, *,
               apply: bool = False, drain_timeout: int = 600, ready_timeout: int = 1800) -> None:
-    from deployctl.app.context import open_context
     from deployctl.app.executors import ssh
     from deployctl.features.scale.run import run_rounds
     from deployctl.features.scale.shadow import Shadow
     from deployctl.io.records import RunRecord
 
-    def reopen():
-        return open_context(inventory, "full" if apply else "deployed", run_root=run_root)
+    reopen = reopener(inventory, "full" if apply else "deployed", run_root)
 
     ctx = reopen()
     plan, policy = ctx.plan, policy_of(ctx, interval)

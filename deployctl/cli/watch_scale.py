@@ -16,14 +16,13 @@ def watch_scaling(inventory: Path, ctx, executor, run_root: Path, output: str, i
                   recover, command, warning, on_event, lines, drain_timeout: int, ready_timeout: int) -> None:
     from deployctl.app.context import open_context
     from deployctl.backends.hosts.restarts import history_recorder
-    from deployctl.cli.scale import _applier, _line, capacity_of, policy_of, reader_for
+    from deployctl.cli.scale import _applier, _line, capacity_of, policy_of, reader_for, reopener
     from deployctl.features.scale.shadow import Shadow
     from deployctl.features.watch.loop import Watcher
     from deployctl.features.watch.scaling import ScaleDriver
     from deployctl.io.records import RunRecord
 
-    def reopen():
-        return open_context(inventory, "full", run_root=run_root)
+    reopen = reopener(inventory, "full", run_root)
 
     def emit(doc: dict) -> None:
         if output == "json":

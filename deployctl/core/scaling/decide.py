@@ -106,14 +106,19 @@ def _lasting(readings: Sequence[Reading], now: float, for_s: float, interval_s: 
         start = now - for_s
         before = [r for r in ordered if r.at <= start]
         chosen = [r for r in ordered if r.at > start]
+        if not chosen:
+            return None         # nothing read since the window began (the role stopped answering): no signal now
         if before:
             chosen = [before[-1], *chosen]
-        elif not chosen or chosen[0].at > start + interval_s / 2:
+        elif chosen[0].at > start + interval_s / 2:
             return None
     if not chosen:
         return None
     found = [test(r) for r in chosen]
     return found[-1] if all(f for f in found) else None
+
+
+STALE_INTERVALS = 3      # a role whose last reading is older than this many intervals has no current signal
 
 
 def decide(policy: Scaling, role: str, current: int, readings: Sequence[Reading], now: float,
@@ -137,6 +142,9 @@ def decide(policy: Scaling, role: str, current: int, readings: Sequence[Reading]
         return out(bounds.max, "down", f"{current} instance(s), above deploy.scaling.roles.{role}.max {bounds.max}")
     if latest is None or not latest.has_signal:
         return out(current, "hold", "no load reading with a signal (waiting, KV cache, tokens/s): nothing decided")
+    if now - latest.at > STALE_INTERVALS * policy.interval_s:
+        return out(current, "hold", f"no reading for {now - latest.at:.0f} s (the role's instances do not answer): "
+                                    "nothing decided")
     since = now - last_change_at if last_change_at is not None else None
     hot = _lasting(readings, now, policy.scale_up.for_s, policy.interval_s,
                    lambda r: _overload(r, policy, capacity) or None)

@@ -91,7 +91,8 @@ class Applier:
             declined: list[str] = []
 
             def only_new(changes) -> bool:
-                others = [f"{h.node} ({h.instance}: {h.action})" for h in changes.hosts
+                others = [f"{h.node} ({h.instance}: {h.action})" if h.action != "keep" else
+                          f"{h.node} (the router on it: {h.ms_action})" for h in changes.hosts
                           if h.instance != name and (h.action != "keep" or h.ms_action not in (None, "keep"))]
                 declined.extend(others)
                 return not others
@@ -138,10 +139,14 @@ class Applier:
                              "put back, nothing removed")
             return change
         stop_instance(plan, victim.name, self.executor, targets, self.opts.ssh_timeout)
+        write_state(self.run_root, state.model_copy(update={"added": [a for a in state.added if a is not victim]}))
+        problems = []
         forget = getattr(control, "forget", None)      # a router that keeps a removed server listed (HAProxy)
         if forget is not None:
-            forget(victim.name)
-        write_state(self.run_root, state.model_copy(update={"added": [a for a in state.added if a is not victim]}))
+            try:
+                forget(victim.name)
+            except Exception as exc:  # noqa: BLE001 - stopped and out of the state: said, not undone
+                problems.append(f"{control.what} still lists it ({str(exc)[:200]}): no request goes to it")
         after = self.open_ctx()
         failed = scale_down_entry(after.plan, self.run_id, f"scale removed {victim.name} from "
                                   f"{', '.join(victim.nodes)}: {why}", self.executor, after.targets,
@@ -149,7 +154,8 @@ class Applier:
         change.ok = True
         change.seconds = round(self.clock() - start, 1)
         if failed:
-            change.detail = f"history entry not written on: {', '.join(failed)}"
+            problems.append(f"history entry not written on: {', '.join(failed)}")
+        change.detail = "; ".join(problems)
         return change
 
     def rejoin(self, ctx) -> list[str]:
@@ -160,9 +166,15 @@ class Applier:
         if not ctx.plan.joined:
             return []
         control = control_for(ctx.plan, Remote(self.executor, {t.name: t for t in ctx.targets}, self.opts.ssh_timeout))
+        if control is None:
+            return []
+        view = control.view()
         back = []
         for name in sorted(ctx.plan.joined):
-            if control is not None and not control.serving(name):
+            # listed: serving, or out on purpose (drained, in maintenance), or failing its checks (watch's business)
+            if view.get(name, "absent").split(" ")[0] in ("UP", "DOWN", "DRAIN", "MAINT", "NOLB"):
+                continue
+            if not control.serving(name):
                 control.ready(name)
                 back.append(name)
         return back

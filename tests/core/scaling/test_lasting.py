@@ -88,12 +88,6 @@ def test_for_s_zero_looks_at_the_newest_reading_only():
     assert decide(policy, "decode", 2, readings, now=1.0).action == "hold"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: _lasting takes the last reading at or before the span's start even when no reading lies inside the "
-    "span, so one old reading decides for the whole for_s: when every instance of a role stops answering "
-    "(role_readings then gives the role no Reading and Shadow keeps the old ones), `scale` still says "
-    "'underloaded ... for 6 s' / 'overloaded ... for 6 s' from a reading taken long before (a missing metric is "
-    "not an idle engine, module docstring)"))
 @pytest.mark.parametrize("load", [HOT, COLD], ids=["overload", "underload"])
 def test_one_old_reading_and_none_since_is_not_lasting(load):
     # one reading at 0, then nothing for 20 s (10 intervals): the span [14, 20] holds no reading at all

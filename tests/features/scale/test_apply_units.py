@@ -391,6 +391,9 @@ def test_rejoin_tells_the_router_again_of_a_joined_instance_it_does_not_send_to(
         def serving(self, i):
             return i in self.up
 
+        def view(self):        # HAProxy's answer: a server it does not list is "absent"
+            return {i: "UP" if i in self.up else "absent" for i in ("mixed-0", "mixed-1", "mixed-2", "mixed-3")}
+
     forgot = Control(serving={"mixed-0", "mixed-1", "mixed-2"})
     monkeypatch.setattr(router_control, "control_for", lambda plan, remote: forgot)
     assert applier(tmp_path, FakeUp()).rejoin(ctx(scaled_plan)) == ["mixed-3"]

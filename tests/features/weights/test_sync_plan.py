@@ -82,10 +82,11 @@ def test_a_weights_path_deployctl_will_not_put_in_a_command_is_exit_2_at_its_lin
     text = (ROOT / "inventories" / "sample.yaml").read_text()
     inv = tmp_path / "inv.yaml"
     inv.write_text(text.replace("weights_path: /data/models/DeepSeek-R1-W8A8 ", f"weights_path: '{path}' ", 1))
+    line = next(k for k, ln in enumerate(text.splitlines(), 1) if "weights_path: /data/models/DeepSeek-R1-W8A8 " in ln)
     for cmd in (["check"], ["sync", "--from", "node1"]):
         res = run_cli("weights", *cmd, "-i", str(inv))
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-        assert "model.weights_path" in res.stderr and "inv.yaml:90" in res.stderr, res.stderr
+        assert "model.weights_path" in res.stderr and f"inv.yaml:{line} " in res.stderr, res.stderr
 
 
 def test_a_copy_that_breaks_is_a_failed_copy_not_a_traceback(tmp_path):
