@@ -47,12 +47,15 @@ def policy_of(ctx, interval: float | None):
     return policy.model_copy(update={"interval_s": interval}) if interval is not None else policy
 
 
-def capacity_of(plan) -> dict[str, float]:
-    """Tokens per second one instance of each role sustains: the plan's estimate at the model's limits."""
+def capacity_of(plan, run_root: Path) -> dict[str, float]:
+    """Tokens per second one instance of each role sustains: the plan's estimate at the model's limits, under
+    the cluster's calibration when `deployctl calibrate` stored one in the run directory."""
     from deployctl.core.scaling.capacity import per_instance
     from deployctl.core.sizing.estimate import default_workload, estimate_plan
+    from deployctl.io.calibration_store import load
 
-    return per_instance(estimate_plan(plan, default_workload(plan)))
+    calibration = load(plan.inventory.cluster.name, run_root)
+    return per_instance(estimate_plan(plan, default_workload(plan), calibration=calibration))
 
 
 def reader_for(executor):
@@ -115,7 +118,7 @@ def run_scale(inventory: Path, output: str, run_root: Path, interval: float | No
     failed = 0
     with ssh() as executor:
         reader = reader_for(executor)
-        shadow = Shadow(plan, policy, capacity_of(plan), reader(ctx), record=record)
+        shadow = Shadow(plan, policy, capacity_of(plan, run_root), reader(ctx), record=record)
         applier = None
         if apply:
             shadow.mode = "apply"

@@ -45,7 +45,7 @@ def watch_scaling(inventory: Path, ctx, executor, run_root: Path, output: str, i
     record = RunRecord.create(run_root, "scale")
     record.status("running")
     reader = reader_for(executor)
-    shadow = Shadow(first.plan, policy_of(first, None), capacity_of(first.plan), reader(first), record=record)
+    shadow = Shadow(first.plan, policy_of(first, None), capacity_of(first.plan, run_root), reader(first), record=record)
     shadow.mode = "apply"
     driver = ScaleDriver(shadow, _applier(output, run_root, executor, record.run_id, inventory, ready_timeout, reopen),
                          reopen, reader, emit, stop_watch, drain_timeout)

@@ -34,15 +34,26 @@ class EngineLoad(Frozen):
     kv_usage: float | None = None
     generated: float | None = None
     prompt: float | None = None
+    # the TTFT and TPOT histograms' running sums (seconds) and counts, summed over the series
+    ttft_sum: float | None = None
+    ttft_count: float | None = None
+    tpot_sum: float | None = None
+    tpot_count: float | None = None
     error: str = ""                       # why nothing was read (the URL did not answer)
 
 
+def _histograms(ttft: str, tpot: str) -> list[tuple[str, str]]:
+    """(field, series name) of the TTFT and TPOT histograms' _sum and _count (none for a name not given)."""
+    return [(f"{what}_{part}", f"{name}_{part}") for what, name in (("ttft", ttft), ("tpot", tpot)) if name
+            for part in ("sum", "count")]
+
+
 def parse_engine_load(text: str, running: str, waiting: str, kv_usage: str, generated: str,
-                      prompt: str = "") -> EngineLoad:
+                      prompt: str = "", ttft: str = "", tpot: str = "") -> EngineLoad:
     if text.startswith("# error"):
         return EngineLoad(error=text[8:80].strip() or "no answer")
     wanted = {n: k for k, n in (("running", running), ("waiting", waiting), ("kv_usage", kv_usage),
-                                ("generated", generated), ("prompt", prompt)) if n}
+                                ("generated", generated), ("prompt", prompt), *_histograms(ttft, tpot)) if n}
     seen: dict[str, list[float]] = {}
     for line in text[:MAX_BYTES].splitlines():
         m = _LINE.match(line.strip())
@@ -63,9 +74,11 @@ def parse_engine_load(text: str, running: str, waiting: str, kv_usage: str, gene
     return EngineLoad(**out)
 
 
-# argv: the metrics URL, then the names of running, waiting, KV use, generated and prompt counters
+# argv: the metrics URL, then the names of running, waiting, KV use, generated and prompt counters, then the
+# TTFT and TPOT histograms' _sum and _count series (when named)
 ENGINE_LOAD: Fact[EngineLoad] = Fact(
     "engine-metrics",
-    lambda url, running, waiting, kv_usage, generated, prompt="": [
-        "python3", "-c", METRICS_SCRIPT, url, running, waiting, kv_usage, generated, prompt],
+    lambda url, running, waiting, kv_usage, generated, prompt="", ttft="", tpot="": [
+        "python3", "-c", METRICS_SCRIPT, url, running, waiting, kv_usage, generated, prompt,
+        *[series for _, series in _histograms(ttft, tpot)]],
     parse_engine_load)

@@ -27,6 +27,12 @@ class ScaleUp(Strict):
     utilisation: float = Field(0.9, gt=0, le=10, description=(
         "Generated (decode, mixed) or prompt (prefill) tokens per second per instance over what one instance "
         "sustains (the plan's estimate, or your calibration), above which the role is overloaded."))
+    ttft_ms: float | None = Field(None, gt=0, le=3_600_000, description=(
+        "Your time-to-first-token target: a mean TTFT of the requests answered between two readings above it "
+        "is overload (the engine's TTFT histogram). Default: not a signal."))
+    tpot_ms: float | None = Field(None, gt=0, le=600_000, description=(
+        "Your time-per-output-token target: a mean TPOT (inter-token latency) between two readings above it is "
+        "overload. Default: not a signal."))
     for_s: float = Field(30.0, ge=0, le=86400, description=(
         "How long the overload must last before an instance is added (loading weights takes minutes: a burst "
         "shorter than this is absorbed by the queue)."))

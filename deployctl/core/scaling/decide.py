@@ -26,13 +26,15 @@ class Reading:
     running: float | None = None          # requests running per instance
     kv_usage: float | None = None         # KV cache use, 0..1
     tokens_per_s: float | None = None     # generated (decode, mixed) or prompt (prefill) tokens/s per instance
+    ttft_ms: float | None = None          # mean time to first token of the requests answered since the last reading
+    tpot_ms: float | None = None          # mean time per output token since the last reading
 
     def utilisation(self, capacity: float | None) -> float | None:
         return self.tokens_per_s / capacity if self.tokens_per_s is not None and capacity else None
 
     @property
     def has_signal(self) -> bool:
-        return any(v is not None for v in (self.waiting, self.kv_usage, self.tokens_per_s))
+        return any(v is not None for v in (self.waiting, self.kv_usage, self.tokens_per_s, self.ttft_ms, self.tpot_ms))
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ def _overload(r: Reading, p: Scaling, capacity: float | None) -> list[str]:
     u = r.utilisation(capacity)
     if u is not None and u > up.utilisation:
         out.append(f"{u:.0%} of an instance's capacity > {up.utilisation:.0%}")
+    for name, got, slo in (("TTFT", r.ttft_ms, up.ttft_ms), ("TPOT", r.tpot_ms, up.tpot_ms)):
+        if got is not None and slo is not None and got > slo:
+            out.append(f"{name} {got:.0f} ms > {slo:g} ms")
     return out
 
 
@@ -84,6 +89,9 @@ def _underload(r: Reading, p: Scaling, capacity: float | None) -> list[str] | No
         if u >= down.utilisation or u * spread > up.utilisation:
             return None
         out.append(f"{u:.0%} of an instance's capacity < {down.utilisation:.0%}")
+    for got, slo in ((r.ttft_ms, up.ttft_ms), (r.tpot_ms, up.tpot_ms)):
+        if got is not None and slo is not None and got > slo:
+            return None             # the latency target is missed already: one instance fewer would miss it more
     return out
 
 

@@ -23,6 +23,8 @@ class Sample:
     kv_usage: float | None = None
     generated: float | None = None        # counter: tokens generated so far
     prompt: float | None = None           # counter: prompt tokens processed so far
+    ttft: tuple[float | None, float | None] = (None, None)   # TTFT histogram: (sum of seconds, count) so far
+    tpot: tuple[float | None, float | None] = (None, None)   # TPOT (inter-token latency) histogram, the same
     error: str = ""
 
 
@@ -31,6 +33,22 @@ def _rate(now: Sample, before: Sample | None, key: str) -> float | None:
     if a is None or b is None or now.at <= before.at or a < b:    # type: ignore[union-attr]
         return None
     return (a - b) / (now.at - before.at)                          # type: ignore[union-attr]
+
+
+def _latency_ms(group: list[Sample], previous: dict[str, Sample], key: str) -> tuple[float, float] | None:
+    """(seconds observed, observations) of a histogram between the previous readings and these, over the
+    processes of ``group`` that have both (a count that went down is a restarted engine: left out)."""
+    total_s = total_n = 0.0
+    for s in group:
+        before = previous.get(s.target)
+        if before is None:
+            continue
+        (s1, n1), (s0, n0) = getattr(s, key), getattr(before, key)
+        if s1 is None or n1 is None or s0 is None or n0 is None or n1 < n0 or s1 < s0:
+            continue
+        total_s += s1 - s0
+        total_n += n1 - n0
+    return (total_s, total_n) if total_n > 0 else None
 
 
 def role_readings(samples: Sequence[Sample], previous: dict[str, Sample]) -> dict[str, Reading]:
@@ -57,7 +75,13 @@ def role_readings(samples: Sequence[Sample], previous: dict[str, Sample]) -> dic
         for group in insts:
             parts = [_rate(s, previous.get(s.target), counter) for s in group]
             rates.append(sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None)
+        latency: dict[str, float | None] = {}
+        for key in ("ttft", "tpot"):
+            seen = [x for x in (_latency_ms(g, previous, key) for g in insts) if x is not None]
+            n = sum(x[1] for x in seen)
+            latency[key] = 1000.0 * sum(x[0] for x in seen) / n if n else None
         out[role] = Reading(at=max(s.at for g in insts for s in g), instances=len(insts),
+                            ttft_ms=latency["ttft"], tpot_ms=latency["tpot"],
                             waiting=mean([summed(g, "waiting") for g in insts]),
                             running=mean([summed(g, "running") for g in insts]),
                             kv_usage=mean([mean([s.kv_usage for s in g]) for g in insts]),

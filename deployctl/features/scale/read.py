@@ -25,7 +25,8 @@ def read_samples(plan, executor, targets: dict, clock: Callable[[], float]) -> l
 
     def commands(host) -> list[tuple[str, list[str]]]:
         return [(f"s.{i}", ENGINE_LOAD.command(f"http://{t.address}/metrics", names.running, names.waiting,
-                                               names.kv_usage, names.generated, names.prompt))
+                                               names.kv_usage, names.generated, names.prompt, names.ttft,
+                                               names.tpot))
                 for i, t in enumerate(per_node[host.name])]
 
     runs = fan_out(executor, [targets[n] for n in per_node], commands, ROUND_TIMEOUT, FAN_OUT, measure_clock=False)
@@ -39,10 +40,11 @@ def read_samples(plan, executor, targets: dict, clock: Callable[[], float]) -> l
             if res is not None:
                 try:
                     load = ENGINE_LOAD.parse(res.text, names.running, names.waiting, names.kv_usage,
-                                             names.generated, names.prompt)
+                                             names.generated, names.prompt, names.ttft, names.tpot)
                 except ValueError as exc:      # a host's answer never stops the reading: it is unreadable
                     load = EngineLoad(error=f"unreadable metrics: {str(exc)[:80]}")
             out.append(Sample(target=t.address, instance=t.instance, role=t.role, at=at, running=load.running,
                               waiting=load.waiting, kv_usage=load.kv_usage, generated=load.generated,
-                              prompt=load.prompt, error=load.error))
+                              prompt=load.prompt, ttft=(load.ttft_sum, load.ttft_count),
+                              tpot=(load.tpot_sum, load.tpot_count), error=load.error))
     return out

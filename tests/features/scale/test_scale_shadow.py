@@ -18,7 +18,8 @@ from support.executor import FakeExecutor
 
 NAMES = SimpleNamespace(running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
                         kv_usage="vllm:kv_cache_usage_perc", generated="vllm:generation_tokens_total",
-                        prompt="vllm:prompt_tokens_total")
+                        prompt="vllm:prompt_tokens_total", ttft="vllm:time_to_first_token_seconds",
+                        tpot="vllm:inter_token_latency_seconds")
 
 
 class Metrics:
