@@ -74,6 +74,7 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     from deployctl.backends.k8s import infer_operator, lws
     from deployctl.backends.k8s.gang import pod_groups
     from deployctl.backends.k8s.rollout import WORKLOADS
+    from deployctl.backends.k8s.scalers import foreign_scalers
 
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
@@ -89,6 +90,8 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     problems += [f"instance {i}: the Infer Operator's StatefulSets run an older pod template (it never updates them); "
                  "`deployctl up --target infer-operator` replaces them" for i in old]
     stale |= set(old)
+    scalers = foreign_scalers(workloads, api.horizontal_pod_autoscalers() or [])
+    problems += [f"{s.message}; {s.hint}" for s in scalers]
     gang = pod_groups(api, prog.expected) if workloads else []      # pods per instance, whatever makes them
     return prog, problems, not workloads or not prog.done or bool(stale), gang, \
         lws.status_lines(workloads) + infer_operator.status_lines(workloads)
