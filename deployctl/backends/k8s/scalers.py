@@ -42,9 +42,8 @@ WHY = {
                   "master without workers (or workers without a master), pinned to the servers the first holds",
 }
 GROUPS = {"StatefulSet": "apps", "Deployment": "apps", lws.KIND: lws.GROUP, INSTANCE_SET: infer_operator.GROUP}
-HINT = ("delete it (kubectl delete hpa NAME): deployctl's instances are bound to their servers, so their count "
-        "is the plan's (`deployctl plan`, `deployctl scale` recommends one); docs/kubernetes.md, "
-        "\"Scaling: who owns what\"")
+HINT = ("{how}: deployctl's instances are bound to their servers, so their count is the inventory's (`deployctl "
+        "plan` shows it); docs/kubernetes.md, \"Scaling: who owns what\"")
 
 
 def targets(docs: list[dict]) -> dict[tuple[str, str], str]:
@@ -86,13 +85,16 @@ def foreign_scalers(docs: list[dict], hpas: list[dict]) -> list[Problem]:
         key = (str(ref.get("kind") or ""), str(ref.get("name") or ""))
         if key not in mine or _group(ref.get("apiVersion")) != GROUPS[key[0]]:
             continue
-        name = text((hpa.get("metadata") or {}).get("name"))
+        name, ns = text((hpa.get("metadata") or {}).get("name")), text((hpa.get("metadata") or {}).get("namespace"))
         bounds = f"min {text(spec.get('minReplicas', 1))}, max {text(spec.get('maxReplicas'))}"
         owner = ((hpa.get("metadata") or {}).get("labels") or {}).get("infer.huawei.com/scaling-owned-by")
         made = " (made by the Infer Operator from a role's scalingPolicy)" if owner else ""
+        how = ("remove the scalingPolicy deployctl did not render from the InferServiceSet's role (`kubectl edit "
+               "iss`; the operator makes the HPA again while the role has one)" if owner else
+               f"delete it (`kubectl delete hpa {name}" + (f" -n {ns}" if ns else "") + "`)")
         out.append(Problem(f"HorizontalPodAutoscaler {name}{made} scales {key[0]} {text(key[1])} ({bounds}) of "
                            f"instance {text(mine[key]) or '?'}: {WHY[key[0]]}",
-                           path=f"HorizontalPodAutoscaler/{name}", hint=HINT))
+                           path=f"HorizontalPodAutoscaler/{name}", hint=HINT.format(how=how)))
     return out
 
 

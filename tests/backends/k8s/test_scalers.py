@@ -45,7 +45,7 @@ def iss_doc(name: str, roles: list[tuple[str, str]]) -> dict:
 
 def hpa(name: str, kind: str, target: str, api_version: str, labels: dict | None = None, **spec) -> dict:
     return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": name, **({"labels": labels} if labels else {})},
+            "metadata": {"name": name, "namespace": "ns", **({"labels": labels} if labels else {})},
             "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": target},
                      "minReplicas": 1, "maxReplicas": 4, **spec}}
 
@@ -97,7 +97,7 @@ def test_an_hpa_on_a_release_workload_is_named_with_why_its_copies_cannot_run():
     p = problems[0]
     assert p.message == ("HorizontalPodAutoscaler mine scales LeaderWorkerSet r-ascend-llm-mixed (min 2, max 3) of "
                          f"instance mixed: {WHY['LeaderWorkerSet']}")
-    assert p.hint == HINT and "kubectl delete hpa" in p.hint
+    assert p.hint == HINT.format(how="delete it (`kubectl delete hpa mine -n ns`)")
 
 
 def test_the_operators_hpa_from_a_scaling_policy_is_named_as_the_operators():
@@ -108,6 +108,7 @@ def test_the_operators_hpa_from_a_scaling_policy_is_named_as_the_operators():
     assert p.message.startswith("HorizontalPodAutoscaler r-ascend-llm-0-mixed-w-scaler (made by the Infer Operator "
                                 "from a role's scalingPolicy) scales InstanceSet r-ascend-llm-0-mixed-w (min 1, max 4) "
                                 "of instance mixed: its role is an instance's master or its other servers")
+    assert p.hint.startswith("remove the scalingPolicy deployctl did not render from the InferServiceSet's role")
 
 
 def test_a_scaler_name_from_the_cluster_is_printed_clean():
