@@ -33,8 +33,8 @@ MAX_SCALERS = 1000                # HPAs of a namespace read, at most (the objec
 WHY = {
     "StatefulSet": "its replicas are the servers of one instance (one HCCL world): another replica is a rank "
                    "that world does not have, pinned to a server another pod holds",
-    "Deployment": "it runs one pod pinned to a node on the host network (router, proxy or MindIE-MS): another "
-                  "replica cannot bind its ports",
+    "Deployment": "it runs one pod pinned to a node on the host network (a router, a proxy or a P/D "
+                  "controller): another replica cannot bind its ports",
     lws.KIND: "each group is one instance bound to its servers: another group is a copy bound to the same ones, "
               "pinned there (it stays Pending: the first group holds their NPUs and host ports) or, with "
               "kubernetes.rank_table cluster, reading the first group's rank table",

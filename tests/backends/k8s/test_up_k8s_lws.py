@@ -167,7 +167,7 @@ def test_a_scaler_copies_an_instance_that_cannot_run_so_up_refuses_it_and_puts_t
     controller of this control plane's kube-controller-manager (it runs every controller; no metrics server, so it
     applies only the HPA's bounds) raises the LWS to minReplicas through /scale, as it would on load. The LWS
     controller then makes a second group, a copy of the instance pinned to the servers the first group holds: it
-    never schedules. So `status` names the HPA, `up` refuses before changing anything while it exists, and once it
+    never schedules. So `status` and `diff` name the HPA, `up` refuses before changing anything while it exists, and once it
     is gone `diff` shows the count it left and `up` puts it back through /scale (helm's two-way patch of a custom
     resource would not: helm v3.22.0 pkg/kube/client.go L687-703), read back from the API server.
 
@@ -204,6 +204,9 @@ def test_a_scaler_copies_an_instance_that_cannot_run_so_up_refuses_it_and_puts_t
     res = cli(tmp_path, cluster, "status", "-t", "lws", "-i", str(inv))
     text = " ".join(res.stdout.split())
     assert f"HorizontalPodAutoscaler llm-load scales LeaderWorkerSet {VLLM_LWS} (min 2, max 3)" in text, res.stdout
+    res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
+    assert [s.split(":")[0] for s in json.loads(res.stdout)["scalers"]] == [
+        f"HorizontalPodAutoscaler llm-load scales LeaderWorkerSet {VLLM_LWS} (min 2, max 3) of instance mixed"]
     revisions = helm_revisions(cluster, ns)
     res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
     out = " ".join((res.stdout + res.stderr).split())
@@ -226,6 +229,7 @@ def test_a_scaler_copies_an_instance_that_cannot_run_so_up_refuses_it_and_puts_t
     cluster.wait_for("the copy removed", lambda: not set(copies) & set(engine_pods(cluster, ns)), timeout=WAIT)
     res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
     assert {c["change"] for c in json.loads(res.stdout)["objects"]} == {"unchanged"}, res.stdout
+    assert json.loads(res.stdout)["scalers"] == []
     res = cli(tmp_path, cluster, "down", "-t", "lws", "-i", str(inv))
     assert res.returncode == 0, res.stdout + res.stderr
     cluster.delete_namespace(ns)
