@@ -243,7 +243,10 @@ class K8sBackend:
         live = [o for o in self.api.release_objects() if o.get("kind") == lws.KIND]
         for change in rescaled(docs, live):
             self.reporter.step(change.line())
-            self.api.scale_custom(lws.GROUP, lws.VERSION, lws.PLURAL, change.name, change.rendered)
+            try:
+                self.api.scale_custom(lws.GROUP, lws.VERSION, lws.PLURAL, change.name, change.rendered)
+            except ExecutionError as exc:      # the copy stays Pending; `status` shows it, the serving one serves
+                self.reporter.failure(f"! {change.kind} {change.name} could not be scaled back: {exc.message}")
 
     def _wait_gone(self, cancel: threading.Event) -> Applied:
         deadline = time.monotonic() + self.opts.gone_timeout

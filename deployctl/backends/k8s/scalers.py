@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from deployctl.backends.k8s import infer_operator, lws
 from deployctl.core.errors import Problem
 
-HPA_GROUP, HPA_VERSION, HPA_KIND = "autoscaling", "v2", "HorizontalPodAutoscaler"
 INSTANCE_SET = "InstanceSet"      # what the Infer Operator makes per role (mindcluster.huawei.com/v1)
 MAX_SCALERS = 1000                # HPAs of a namespace read, at most (the objects are the cluster's: bounded)
 

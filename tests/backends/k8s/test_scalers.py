@@ -179,3 +179,16 @@ def test_the_backend_puts_a_rescaled_leaderworkerset_back_through_scale(tmp_path
     _backend(tmp_path, api, []).\
         _unscale([{"kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"replicas": 1}}])
     assert api.scaled == []        # no LeaderWorkerSet rendered: nothing read, nothing scaled
+
+
+def test_a_leaderworkerset_that_cannot_be_scaled_back_is_reported_and_the_run_goes_on(tmp_path):
+    from deployctl.core.errors import ExecutionError
+
+    class Refusing(_Api):
+        def scale_custom(self, *args):
+            raise ExecutionError("Kubernetes API: scale leaderworkersets r-ascend-llm-mixed failed: 403 Forbidden")
+
+    docs = [lws_doc("r-ascend-llm-mixed", "mixed")]
+    b = _backend(tmp_path, Refusing([lws_doc("r-ascend-llm-mixed", "mixed", replicas=2)], []), docs)
+    b._unscale(docs)
+    assert "! LeaderWorkerSet r-ascend-llm-mixed could not be scaled back: Kubernetes API: scale" in b.reporter.text()
