@@ -269,11 +269,13 @@ def run_diff(inventory: Path, output: str, target: str = "k8s", workload: str | 
     from deployctl.backends.k8s.up import run_diff as diff_k8s
 
     ctx = _open(inventory, workload)
-    changes, actions = diff_k8s(ctx.inventory, inventory.parent, plan=ctx.plan)
+    changes, actions, scalers = diff_k8s(ctx.inventory, inventory.parent, plan=ctx.plan)
     if output == "json":
         echo_json({"objects": [c.__dict__ for c in changes],
-                  "instances": [a.__dict__ for a in actions]})
+                  "instances": [a.__dict__ for a in actions], "scalers": scalers})
     else:
         con = _console()
         for table in _changes_table(changes, actions):
             con.print(table)
+        for line in scalers:           # `up` refuses while one exists
+            con.print(esc(f"! {line}"))

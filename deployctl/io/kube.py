@@ -226,6 +226,24 @@ class KubeApi:
         items = (doc or {}).get("items") if isinstance(doc, dict) else None
         return [i for i in (items if isinstance(items, list) else [])[:MAX_CUSTOM] if isinstance(i, dict)]
 
+    def horizontal_pod_autoscalers(self) -> list[dict] | None:
+        """Every HorizontalPodAutoscaler (autoscaling/v2) of the namespace, whoever made it; None when the API
+        server does not serve them (404) or lets this user not list them (403)."""
+        from kubernetes import client
+
+        got = self._maybe("list HorizontalPodAutoscalers", (403, 404), client.AutoscalingV2Api(
+            self.client).list_namespaced_horizontal_pod_autoscaler, self.target.namespace)
+        return None if got is None else self._plain(got).get("items", [])[:MAX_CUSTOM]
+
+    def scale_custom(self, group: str, version: str, plural: str, name: str, replicas: int) -> bool:
+        """Set a custom resource's replicas through its /scale subresource (as kubectl scale and an HPA do);
+        False when the object is gone."""
+        from kubernetes import client
+
+        return self._maybe(f"scale {plural} {name}", (404,), client.CustomObjectsApi(
+            self.client).patch_namespaced_custom_object_scale, group, version, self.target.namespace, plural, name,
+            {"spec": {"replicas": replicas}}, _content_type="application/merge-patch+json") is not None
+
     def ensure_namespace(self) -> bool:
         """Create the namespace if missing, labelled for Pod Security Admission's privileged level (the pods
         use hostNetwork and hostPath). Returns whether it was created. An existing one is left as it is."""

@@ -14,7 +14,7 @@ identical to tag v26.1.0), paths relative to component/infer-operator/:
   PG    pkg/controller/workload/podgroup_manager.go          UT    pkg/common/utils.go
   C     pkg/common/constant.go                               RES   pkg/common/utils/resource.go
   SCH   pkg/controller/schedule/priority_scheduling.go       CRD   pkg/common/client-go/crd.go
-  MAIN  main.go
+  SM    pkg/controller/scaling/scaling_manager.go            MAIN  main.go
 
 Use::
 
@@ -37,14 +37,19 @@ What the real operator writes, and this stand-in too:
       DEP L244-277 ClusterIP, only when the role has no services), a Volcano PodGroup ``pg-<is>-<role>-<idx>`` when
       the InstanceSet's label infer.huawei.com/gang-schedule is "true" (WR L75-96, PG L109-138); and per role
       service the Service ``<svc.name>-<is>-<role>`` (IST L190-237);
+  a role's scalingPolicy of type HPA -> the HorizontalPodAutoscaler ``<instanceset>-scaler`` (autoscaling/v2, served
+      by the test API server: MAIN L173-178) targeting the InstanceSet, its spec the policy's, labelled like the
+      InstanceSet plus infer.huawei.com/scaling-owned-by, put back when edited and deleted with the policy
+      (IST L101-115, SM L57-239); such an InstanceSet keeps its replicas (what the HPA set through its /scale) when
+      its role changes (IS L383-391, L407-429).
   status (Ready condition, replicas, readyReplicas, observedGeneration) on all three kinds (ISS L268-313,
       IS L306-352, IST L362-398).
   Every child has one owner reference with controller: true and blockOwnerDeletion: true (controllerutil.
   SetControllerReference in ISS L386 and IS L456, metav1.NewControllerRef everywhere else).
 
 Not done (the tests do not need them; upstream does them):
-  - scalingPolicy (HPA per InstanceSet, status.labelSelector / scalingResourceStatus: IST L104-115, L286-318,
-    pkg/controller/scaling/); a scaling-managed InstanceSet's replicas are not preserved on update (IS L383-392);
+  - of scalingPolicy: the status fields (status.labelSelector, scalingResourceStatus: IST L286-318) and the labels
+    added to an External metric's selector (SM L241-283);
   - schedulingStrategy Priority (SCH shouldScheduleWithPriority): an InstanceSet labelled Priority is reported as an
     error and gets no workloads (the Parallel default is done);
   - rescheduling of faulty pods and fault-scheduling external-* pod deletion (pkg/controller/rescheduling/,
@@ -94,6 +99,9 @@ INFERSERVICE_INDEX_LABEL = PREFIX + "inferservice-index"                # C L62
 SCHEDULING_STRATEGY_LABEL = PREFIX + "priority-scheduling-strategy"     # C L175
 INFERSERVICE_ID_LABEL = "inferserviceid"                                # C L117
 FAULT_SCHEDULING_LABEL = "fault-scheduling"                             # C L185
+SCALING_OWNED_BY_LABEL = PREFIX + "scaling-owned-by"                    # SM L40
+SCALING_POLICY_HPA = "HPA"                                              # C L179-180
+HPAS = "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"
 SCHEDULE_POLICY_ANNOTATION = "huawei.com/schedule_policy"               # ascend-common/api/consts.go L226
 SUPERPOD_POLICY_SUFFIX = "-sp"                                          # ascend-common/api/consts.go L241
 # env added to every container of the pod template (C L67-73, UT L112-138)
@@ -170,6 +178,21 @@ def set_status_condition(conditions: list, new: dict) -> list:
             return out
     out.append(dict(new))
     return out
+
+
+def _hpa_managed(spec: dict) -> bool:
+    """IS L419-421: an InstanceSet (spec) whose scalingPolicy is of type HPA."""
+    return ((spec.get("scalingPolicy") or {}).get("type")) == SCALING_POLICY_HPA
+
+
+def _within(want, have) -> bool:
+    """Every field of ``want`` has its value in ``have`` (what the API server added aside): the stand-in updates an
+    HPA only when it differs, where upstream updates it on every reconcile (SM L162-177), to poll without writes."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_within(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_within, want, have))
+    return want == have
 
 
 def _omit_empty(status: dict) -> dict:
@@ -462,12 +485,17 @@ class InferOperator:
                                                    iss["metadata"].get("generation", 0), "readyReplicas": ready}, cond)
 
     def _update_spec(self, plural: str, name: str, spec: dict) -> None:
-        """Get the latest, replace its spec, Update (with retry on conflict): ISS L335-346, IS L374-395."""
+        """Get the latest, replace its spec, Update (with retry on conflict): ISS L335-346, IS L374-395; an
+        HPA-managed InstanceSet keeps the latest's replicas (IS L383-391)."""
         for _ in range(5):
             latest = self.api.get(self._crs(plural, name))
             if latest is None:
                 return
+            keep = plural == "instancesets" and _hpa_managed(latest.get("spec") or {})
+            replicas = (latest.get("spec") or {}).get("replicas")
             latest["spec"] = copy.deepcopy(spec)
+            if keep:
+                latest["spec"]["replicas"] = replicas
             try:
                 self.api.request("PUT", self._crs(plural, name), latest)
                 return
@@ -524,7 +552,11 @@ class InferOperator:
         for role in roles:                                           # IS L231-243
             if role["name"] in existing:
                 ist = existing.pop(role["name"])
-                if (ist.get("spec") or {}) != role:                  # IS L407-417 (no HPA: plain DeepEqual)
+                have = ist.get("spec") or {}
+                if _hpa_managed(have):                               # IS L412-413, L423-429: replicas aside
+                    if {**have, "replicas": None} != {**role, "replicas": None}:
+                        to_update.append((ist["metadata"]["name"], role))
+                elif have != role:                                   # IS L416 (no HPA: plain DeepEqual)
                     to_update.append((ist["metadata"]["name"], role))
             else:
                 to_create.append(role)
@@ -608,11 +640,44 @@ class InferOperator:
         labels = _labels(ist["metadata"])
         service, role = labels[INFERSERVICE_NAME_LABEL], labels[INSTANCESET_NAME_LABEL]
         try:
+            self._reconcile_scaler(ist)                               # IST L101-115: logged, workloads anyway
+        except Exception as e:                                        # noqa: BLE001 - upstream logs it
+            self._error(f"InstanceSet {ist['metadata']['name']} (scaling)", e)
+        try:
             self._reconcile_workloads(ist, service, role)             # IST L117-118
         except RequeueError as e:                                    # IST L119-134: status anyway, requeue
             self._error(f"InstanceSet {ist['metadata']['name']} (requeue)", e)
         # other errors propagate: IST L136-143 returns without writing the status
         self._update_instanceset_status(ist, service, role)
+
+    def _reconcile_scaler(self, ist: dict) -> None:
+        """SM L57-239: the InstanceSet's HPA from its scalingPolicy, or none."""
+        name = ist["metadata"]["name"]
+        path = HPAS.format(ns=self.ns)
+        policy = (ist.get("spec") or {}).get("scalingPolicy")
+        if policy is None:                                           # SM L62-63, L199-225: remove its HPAs
+            for hpa in self.api.list(path, {SCALING_OWNED_BY_LABEL: name}):
+                self._delete(f"{path}/{hpa['metadata']['name']}")
+            return
+        if policy.get("type") != SCALING_POLICY_HPA:                 # SM L66-77: only a status message
+            return
+        spec = copy.deepcopy(policy.get("spec") or {})              # SM L84-93
+        spec["scaleTargetRef"] = {"apiVersion": API_VERSION, "kind": "InstanceSet", "name": name}   # SM L95-99
+        hpa_name = f"{name}-scaler"                                  # SM L227-229
+        live = self.api.get(f"{path}/{hpa_name}")
+        if live is None:                                             # SM L112-113, L119-160
+            obj = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                   "metadata": {"name": hpa_name, "namespace": self.ns,
+                                "labels": {**_labels(ist["metadata"]), SCALING_OWNED_BY_LABEL: name,
+                                           OPERATOR_LABEL: ""},     # SM L231-239
+                                "ownerReferences": [controller_ref(ist)]},
+                   "spec": spec}
+            if ist["metadata"].get("annotations"):                   # SM L130
+                obj["metadata"]["annotations"] = dict(ist["metadata"]["annotations"])
+            self._create(path, obj)
+        elif not _within(spec, live.get("spec") or {}):              # SM L162-197: the spec put back
+            live["spec"] = spec
+            self.api.request("PUT", f"{path}/{hpa_name}", live)
 
     def _workload_path(self, ist: dict, name: str = "") -> str:
         return self._apps(WORKLOADS[ist["spec"]["workload"]["kind"]], name)

@@ -46,6 +46,7 @@ from deployctl.backends.k8s.lease import LeaseLock
 from deployctl.core.render.k8s_nodes import check_nodes
 from deployctl.backends.k8s.render import Release, render_release
 from deployctl.backends.k8s.rollout import WORKLOADS, check_gone, check_pods, check_release
+from deployctl.backends.k8s.scalers import foreign_scalers, rescaled
 from deployctl.backends.k8s.state import (OPERATIONS, K8sChanges, K8sDesired, K8sOptions, K8sState, _settling, manifest_docs,
                                  release_docs)
 from deployctl.core.models.plan import Plan
@@ -100,9 +101,19 @@ class K8sBackend:
             problems.append(Problem(f"the cluster does not serve {kind.KIND} ({kind.GROUP}/{kind.VERSION}), which "
                                     f"kubernetes.workload {self.release.values.workload} renders",
                                     path="kubernetes.workload", hint=kind.HINT))
+        problems += self._scalers()
         if problems:
-            raise ExecutionError(f"{len(problems)} problem(s) with the cluster's Nodes: nothing was changed",
+            raise ExecutionError(f"{len(problems)} problem(s) with the cluster: nothing was changed",
                                  problems=problems, hint="fix them, or pass --skip-preflight")
+
+    def _scalers(self) -> list[Problem]:
+        """HPAs on the release's workloads (scalers.py): `up` and they would set the replicas in turn."""
+        hpas = self.api.horizontal_pod_autoscalers()
+        if hpas is None:
+            self.reporter.step("! HorizontalPodAutoscalers not listed (not served, or not allowed): whether one "
+                               "scales the release's workloads was not checked")
+            return []
+        return foreign_scalers(release_docs(self.release), hpas)
 
     def render(self, observed: K8sState) -> K8sDesired:
         if self.operation == "down":
@@ -210,6 +221,7 @@ class K8sBackend:
 
     def _roll(self, docs: list[dict], cancel: threading.Event, record_name: str) -> Applied:
         """Restart the stale instances and follow the pods of ``docs`` until ready, failing or canceled."""
+        self._unscale(docs)
         replace_stale_roles(self.api, docs, self.reporter, self.opts)
         for batch in restart_stale(self.api, self.name, self.reporter, self.opts):
             # rolling: the instances restart one at a time; the Service keeps sending to the others' ready pods
@@ -223,6 +235,18 @@ class K8sBackend:
         if canceled:
             return Applied(False, "interrupted (Ctrl-C)", canceled=True)
         return Applied(not failing, "\n".join(failing))
+
+    def _unscale(self, docs: list[dict]) -> None:
+        """Put back the replicas of a LeaderWorkerSet scaled outside deployctl, which helm leaves (scalers.py)."""
+        if not any(d.get("kind") == lws.KIND for d in docs):
+            return
+        live = [o for o in self.api.release_objects() if o.get("kind") == lws.KIND]
+        for change in rescaled(docs, live):
+            self.reporter.step(change.line())
+            try:
+                self.api.scale_custom(lws.GROUP, lws.VERSION, lws.PLURAL, change.name, change.rendered)
+            except ExecutionError as exc:      # the copy stays Pending; `status` shows it, the serving one serves
+                self.reporter.failure(f"! {change.kind} {change.name} could not be scaled back: {exc.message}")
 
     def _wait_gone(self, cancel: threading.Event) -> Applied:
         deadline = time.monotonic() + self.opts.gone_timeout

@@ -19,7 +19,7 @@ HINT = ("install MindCluster's Infer Operator (MindCluster 26.1: component infer
         "kubernetes.workload: statefulset")
 
 
-def _roles(doc: dict) -> list[dict]:
+def roles(doc: dict) -> list[dict]:
     roles = (((doc.get("spec") or {}).get("template") or {}).get("roles")) or []
     return [r for r in roles[:64] if isinstance(r, dict)]
 
@@ -29,7 +29,7 @@ def pod_templates(doc: dict) -> list[tuple[dict, int]]:
     the set's InferServices."""
     copies = int((doc.get("spec") or {}).get("replicas", 1))
     out = []
-    for role in _roles(doc):
+    for role in roles(doc):
         spec = role.get("spec") or {}
         out.append((spec.get("template") or {}, copies * int(role.get("replicas", 1)) * int(spec.get("replicas", 1))))
     return out
@@ -39,7 +39,7 @@ def pod_names(doc: dict) -> Iterator[tuple[str, dict]]:
     """Each pod's name (a StatefulSet's) and the pod template it is made from."""
     name = doc["metadata"]["name"]
     for i in range(int((doc.get("spec") or {}).get("replicas", 1))):
-        for role in _roles(doc):
+        for role in roles(doc):
             spec = role.get("spec") or {}
             for idx in range(int(role.get("replicas", 1))):
                 for k in range(int(spec.get("replicas", 1))):
@@ -62,7 +62,7 @@ def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str,
         if doc.get("kind") != KIND:
             continue
         for i in range(int((doc.get("spec") or {}).get("replicas", 1))):
-            for role in _roles(doc):
+            for role in roles(doc):
                 template = (role.get("spec") or {}).get("template") or {}
                 inst = ((role.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance", "")
                 digest = ((template.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH, "")

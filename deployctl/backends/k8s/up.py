@@ -56,16 +56,20 @@ def run_down(inv, opts: K8sOptions, reporter) -> tuple[Outcome, K8sBackend]:
     return run_k8s_operation("down", inv, opts, reporter, lambda changes: True)
 
 
-def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction]]:
+def run_diff(inv, inventory_dir: Path, plan=None) -> tuple[list[ObjectChange], list[InstanceAction], list[str]]:
+    """The object changes, the instances' actions, and the HPAs that scale the release's workloads (which `up`
+    refuses: scalers.py)."""
     from deployctl.core.sizing.planner import plan_layout
 
     from deployctl.backends.k8s.gang import with_gang
+    from deployctl.backends.k8s.scalers import foreign_scalers
 
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
     docs = release_docs(render_release(with_gang(plan if plan is not None else plan_layout(inv), api)))
     live = api.release_objects()
-    return diff_objects(docs, live), instance_actions(docs, live)
+    scalers = [f"{p.message}; {p.hint}" for p in foreign_scalers(docs, api.horizontal_pod_autoscalers() or [])]
+    return diff_objects(docs, live), instance_actions(docs, live), scalers
 
 
 def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, list[str], list[str]]:
@@ -74,6 +78,7 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     from deployctl.backends.k8s import infer_operator, lws
     from deployctl.backends.k8s.gang import pod_groups
     from deployctl.backends.k8s.rollout import WORKLOADS
+    from deployctl.backends.k8s.scalers import foreign_scalers
 
     target = kube_target(inv, inventory_dir)
     api = KubeApi(target)
@@ -89,6 +94,8 @@ def run_status(inv, inventory_dir: Path) -> tuple[Progress, list[str], bool, lis
     problems += [f"instance {i}: the Infer Operator's StatefulSets run an older pod template (it never updates them); "
                  "`deployctl up --target infer-operator` replaces them" for i in old]
     stale |= set(old)
+    scalers = foreign_scalers(workloads, api.horizontal_pod_autoscalers() or [])
+    problems += [f"{s.message}; {s.hint}" for s in scalers]
     gang = pod_groups(api, prog.expected) if workloads else []      # pods per instance, whatever makes them
     return prog, problems, not workloads or not prog.done or bool(stale), gang, \
         lws.status_lines(workloads) + infer_operator.status_lines(workloads)

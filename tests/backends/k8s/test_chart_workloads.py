@@ -173,6 +173,34 @@ def test_one_inferserviceset_whose_roles_are_the_statefulset_pods(stem, rendered
         assert "infer.huawei.com/gang-schedule" not in role["metadata"]["labels"]    # one PodGroup an instance
 
 
+@pytest.mark.parametrize("stem", CASES)
+def test_no_scaler_is_rendered_and_every_instance_is_bound_to_its_servers(stem, rendered):
+    """No HorizontalPodAutoscaler, no role `scalingPolicy` (spec.template.roles[].scalingPolicy, Ascend/mind-cluster
+    @22bb3d98 component/infer-operator/pkg/api/v1/instanceset_types.go L45-60) and one group per LeaderWorkerSet:
+    what a scaler would copy is bound to its servers (docs/kubernetes.md "Scaling: who owns what"): every group's
+    pod templates are pinned to its instance's nodes."""
+    for target in ("k8s", "lws", "infer-operator"):
+        docs = rendered[stem][target]
+        assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+        for doc in docs:
+            if doc["kind"] == "LeaderWorkerSet":
+                assert doc["spec"]["replicas"] == 1
+            if doc["kind"] == "InferServiceSet":
+                assert all("scalingPolicy" not in r and r["replicas"] == 1 for r in doc["spec"]["template"]["roles"])
+    plan = rendered[stem]["plan"]
+    for doc in rendered[stem]["lws"]:
+        if doc["kind"] != "LeaderWorkerSet":
+            continue
+        inst = next(i for i in plan["instances"] if i["name"] == doc["metadata"]["labels"]["deployctl.io/instance"])
+        lwt = doc["spec"]["leaderWorkerTemplate"]
+        for template in (lwt.get("leaderTemplate"), lwt["workerTemplate"]):
+            if template is None:
+                continue
+            terms = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            pinned = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            assert pinned and set(pinned) <= set(inst["nodes"])
+
+
 def _tree(root: Path, servers: dict[str, dict], nodes: dict[str, str]) -> None:
     """The pod's mounts of pick-server.sh: servers/<k>/{files,env} and servers/nodes, as the kubelet lays out a
     ConfigMap volume (one file per key, the value's bytes)."""

@@ -118,3 +118,63 @@ def test_up_status_change_and_down_through_the_operator(iop_cluster, k8s_ns, tmp
         assert json.loads(res.stdout)["status"] == "uninstalled"
         assert not objects(cluster, "InferServiceSet", ns)
         cluster.wait_for("no pod left", lambda: not objects(cluster, "Pod", ns), timeout=WAIT)
+
+
+def test_a_scaling_policy_on_a_role_copies_a_master_without_its_workers_so_up_refuses_it(iop_cluster, k8s_ns,
+                                                                                           tmp_path):
+    """A user adds `scalingPolicy: {type: HPA, spec}` to the master role of deployctl's InferServiceSet (the path
+    spec.template.roles[].scalingPolicy: Ascend/mind-cluster@22bb3d98 component/infer-operator/pkg/api/v1/
+    instanceset_types.go L45-60). The operator (its stand-in, written from pkg/controller/scaling/scaling_manager.go)
+    makes the HPA `<instanceset>-scaler`, which the API server stores; this control plane's own HPA controller raises
+    the InstanceSet to minReplicas through its /scale; the operator makes a second master StatefulSet, without
+    workers and pinned to the node the first master holds: it never schedules. `status` names the operator's HPA and
+    `up` refuses, saying to remove the policy; once it is removed the operator deletes the HPA and the copy."""
+    cluster, ns = iop_cluster, k8s_ns
+    servers(cluster, STEM)
+    inv = inventory(tmp_path, STEM, cluster, ns)
+    iss_path = f"/apis/mindcluster.huawei.com/v1/namespaces/{ns}/inferservicesets/{ISS}"
+    hpas = f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"
+    scaler, master_set = f"{ISS}-0-mixed-scaler", f"{ISS}-0-mixed"
+    with InferOperator(cluster, ns) as op:
+        res = cli(tmp_path, cluster, "up", "-t", "infer-operator", "-i", str(inv), "-y", "--ready-timeout", READY)
+        assert res.returncode == 0, res.stdout + res.stderr + str(op.errors)
+        roles = [r["name"] for r in get(cluster, "InferServiceSet", ns, ISS)["spec"]["template"]["roles"]]
+        policy = {"type": "HPA", "spec": {"minReplicas": 2, "maxReplicas": 2, "metrics": [{"type": "Resource",
+                  "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]}}
+        at = f"/spec/template/roles/{roles.index('mixed')}/scalingPolicy"
+        cluster.patch(iss_path, [{"op": "add", "path": at, "value": policy}], kind="json")
+
+        cluster.wait_for("the operator's HPA", lambda: cluster.get(f"{hpas}/{scaler}") is not None, timeout=WAIT)
+        hpa = cluster.get(f"{hpas}/{scaler}")
+        assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "mindcluster.huawei.com/v1", "kind": "InstanceSet",
+                                                 "name": master_set}
+        assert hpa["metadata"]["labels"]["infer.huawei.com/scaling-owned-by"] == master_set
+        instance_set = f"/apis/mindcluster.huawei.com/v1/namespaces/{ns}/instancesets/{master_set}"
+        cluster.wait_for("the HPA controller scales the master's InstanceSet to 2",
+                         lambda: cluster.get(instance_set)["spec"]["replicas"] == 2, timeout=WAIT)
+        copy = f"{ISS}-0-mixed-1-0"        # the second workload of the master role: a master without workers
+
+        def unschedulable():
+            pod = engine_pods(cluster, ns).get(copy)
+            return pod is not None and any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                                           for c in pod["status"].get("conditions") or [])
+        cluster.wait_for("the copy unschedulable", unschedulable, timeout=WAIT)
+
+        res = cli(tmp_path, cluster, "status", "-t", "infer-operator", "-i", str(inv))
+        text = " ".join(res.stdout.split())
+        assert (f"HorizontalPodAutoscaler {scaler} (made by the Infer Operator from a role's scalingPolicy) scales "
+                f"InstanceSet {master_set} (min 2, max 2) of instance mixed") in text, res.stdout
+        res = cli(tmp_path, cluster, "up", "-t", "infer-operator", "-i", str(inv), "-y", "--ready-timeout", READY)
+        out = " ".join((res.stdout + res.stderr).split())
+        assert res.returncode == 1 and "nothing was changed" in out, out
+        assert "remove the scalingPolicy deployctl did not render from the InferServiceSet's role" in out
+
+        cluster.patch(iss_path, [{"op": "remove", "path": at}], kind="json")
+        cluster.wait_for("the HPA and the copy gone", lambda: cluster.get(f"{hpas}/{scaler}") is None and
+                         cluster.get(instance_set)["spec"]["replicas"] == 1 and copy not in engine_pods(cluster, ns),
+                         timeout=WAIT)
+        res = cli(tmp_path, cluster, "up", "-t", "infer-operator", "-i", str(inv), "-y", "--ready-timeout", READY)
+        assert res.returncode == 0 and "nothing to do" in res.stdout, res.stdout + res.stderr + str(op.errors)
+        res = cli(tmp_path, cluster, "down", "-t", "infer-operator", "-i", str(inv))
+        assert res.returncode == 0, res.stdout + res.stderr
+        cluster.wait_for("no pod left", lambda: not objects(cluster, "Pod", ns), timeout=WAIT)

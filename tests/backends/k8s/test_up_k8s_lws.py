@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from conftest import EXAMPLES
-from kube_e2e import READY, WAIT, accepted, cli, engine_pods, get, inventory, is_ready, objects, servers
+from kube_e2e import (READY, WAIT, accepted, cli, engine_pods, get, helm_revisions, inventory, is_ready, objects,
+                      servers)
 
 # the module starts a control plane of its own (with the LWS controller): e2e; one worker runs all of the module's
 # tests (--dist loadgroup), so the control plane is started once
@@ -150,6 +151,87 @@ def test_vllm_instance_up_group_restart_roll_and_down_through_the_lws_controller
     assert json.loads(res.stdout)["status"] == "uninstalled"
     cluster.wait_for("no pod left", lambda: not objects(cluster, "Pod", ns), timeout=WAIT)
     assert not objects(cluster, "LeaderWorkerSet", ns) and not objects(cluster, "StatefulSet", ns)
+    cluster.delete_namespace(ns)
+
+
+HPAS = "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers"
+
+
+def _unschedulable(pod: dict) -> bool:
+    return any(c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def test_a_scaler_copies_an_instance_that_cannot_run_so_up_refuses_it_and_puts_the_count_back(lws_cluster, tmp_path):
+    """An HPA on an instance's LeaderWorkerSet, as a user would add one: the API server stores it, and the HPA
+    controller of this control plane's kube-controller-manager (it runs every controller; no metrics server, so it
+    applies only the HPA's bounds) raises the LWS to minReplicas through /scale, as it would on load. The LWS
+    controller then makes a second group, a copy of the instance pinned to the servers the first group holds: it
+    never schedules. So `status` and `diff` name the HPA, `up` refuses before changing anything while it exists, and once it
+    is gone `diff` shows the count it left and `up` puts it back through /scale (helm's two-way patch of a custom
+    resource would not: helm v3.22.0 pkg/kube/client.go L687-703), read back from the API server.
+
+    Upstream: the LWS /scale subresource selects the group leaders (kubernetes-sigs/lws@v0.9.0
+    api/leaderworkerset/v1/leaderworkerset_types.go L381-385, L416)."""
+    cluster = lws_cluster
+    ns = _ns(cluster, "lws-hpa")
+    servers(cluster, VLLM)
+    inv = inventory(tmp_path, VLLM, cluster, ns)
+    res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
+    assert res.returncode == 0, res.stdout + res.stderr
+    scale = cluster.get(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets/{VLLM_LWS}/scale")
+    assert scale["spec"]["replicas"] == 1
+    assert scale["status"]["selector"] == (f"leaderworkerset.sigs.k8s.io/name={VLLM_LWS},"
+                                           "leaderworkerset.sigs.k8s.io/worker-index=0")     # the leaders
+
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "llm-load"},
+           "spec": {"scaleTargetRef": {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                       "name": VLLM_LWS},
+                    "minReplicas": 2, "maxReplicas": 3,
+                    "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                        "type": "Utilization", "averageUtilization": 80}}}]}}
+    status, body = cluster.request("POST", HPAS.format(ns=ns), hpa)
+    assert status == 201, body
+    stored = cluster.get(HPAS.format(ns=ns) + "/llm-load")
+    assert stored["spec"]["scaleTargetRef"] == hpa["spec"]["scaleTargetRef"]
+    assert (stored["spec"]["minReplicas"], stored["spec"]["maxReplicas"]) == (2, 3)
+    cluster.wait_for("the HPA controller scales the LWS to 2",
+                     lambda: get(cluster, "LeaderWorkerSet", ns, VLLM_LWS)["spec"]["replicas"] == 2, timeout=WAIT)
+    copies = (f"{VLLM_LWS}-1", f"{VLLM_LWS}-1-1")
+    cluster.wait_for("the copy's pods unschedulable", lambda: all(
+        n in engine_pods(cluster, ns) and _unschedulable(engine_pods(cluster, ns)[n]) for n in copies), timeout=WAIT)
+
+    res = cli(tmp_path, cluster, "status", "-t", "lws", "-i", str(inv))
+    text = " ".join(res.stdout.split())
+    assert f"HorizontalPodAutoscaler llm-load scales LeaderWorkerSet {VLLM_LWS} (min 2, max 3)" in text, res.stdout
+    res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
+    assert [s.split(":")[0] for s in json.loads(res.stdout)["scalers"]] == [
+        f"HorizontalPodAutoscaler llm-load scales LeaderWorkerSet {VLLM_LWS} (min 2, max 3) of instance mixed"]
+    revisions = helm_revisions(cluster, ns)
+    res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
+    out = " ".join((res.stdout + res.stderr).split())
+    assert res.returncode == 1, out
+    assert "problem(s) with the cluster: nothing was changed" in out and "HorizontalPodAutoscaler/llm-load" in out
+    assert f"kubectl delete hpa llm-load -n {ns}" in out
+    assert helm_revisions(cluster, ns) == revisions
+    assert get(cluster, "LeaderWorkerSet", ns, VLLM_LWS)["spec"]["replicas"] == 2
+
+    status, body = cluster.request("DELETE", HPAS.format(ns=ns) + "/llm-load")
+    assert status == 200, body
+    res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
+    assert res.returncode == 0, res.stderr
+    changed = [c for c in json.loads(res.stdout)["objects"] if c["change"] != "unchanged"]
+    assert [(c["kind"], c["details"]) for c in changed] == [("LeaderWorkerSet", ["spec.replicas: 2 → 1"])]
+    res = cli(tmp_path, cluster, "up", "-t", "lws", "-i", str(inv), "-y", "--ready-timeout", READY)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"LeaderWorkerSet {VLLM_LWS} was scaled to 2 outside deployctl" in " ".join(res.stdout.split())
+    assert get(cluster, "LeaderWorkerSet", ns, VLLM_LWS)["spec"]["replicas"] == 1
+    cluster.wait_for("the copy removed", lambda: not set(copies) & set(engine_pods(cluster, ns)), timeout=WAIT)
+    res = cli(tmp_path, cluster, "diff", "-t", "lws", "-i", str(inv), "--output", "json")
+    assert {c["change"] for c in json.loads(res.stdout)["objects"]} == {"unchanged"}, res.stdout
+    assert json.loads(res.stdout)["scalers"] == []
+    res = cli(tmp_path, cluster, "down", "-t", "lws", "-i", str(inv))
+    assert res.returncode == 0, res.stdout + res.stderr
     cluster.delete_namespace(ns)
 
 
