@@ -171,7 +171,8 @@ def _watch(ctx, plan, executor, run_root, output, once, interval, confirm, recov
         if once or output == "json" or lines is not None:
             w.run(once=once)
             if once and output == "json":
-                echo_json({"event": "round", "states": w.states(), "record": str(w.record.path)}, indent=None)
+                echo_json({"event": "round", "states": w.states(), "record": str(w.record.path),
+                           "not_probed": dict(w.prober.gaps) if w.prober is not None else {}}, indent=None)
             elif once:
                 _console().print(table(w, last))
         else:

@@ -76,6 +76,12 @@ def watch_scaling(inventory: Path, ctx, executor, run_root: Path, output: str, i
     except KeyboardInterrupt:
         if current["w"] is not None:
             current["w"].close()
+        driver.stop()
+        if driver.paused.is_set():
+            # a change is under way (an instance starting or being drained): it ends (or is undone) before exiting
+            _console(stderr=True).print("waiting for the scaling change under way to end (Ctrl-C again: leave it "
+                                        "as it is; `deployctl status` then shows where it stopped)")
+            driver.thread.join()
     finally:
         driver.stop()
         record.finish("successful", 0)

@@ -64,7 +64,7 @@ def test_a_replica_added_on_the_spare_joins_haproxy_at_run_time_and_leaves_it(fa
                              "--scale", "--recover"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[dict] = []
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
@@ -75,8 +75,13 @@ def test_a_replica_added_on_the_spare_joins_haproxy_at_run_time_and_leaves_it(fa
                     break
         time.sleep(6)                          # a few rounds of the watch of the deployment as scaled
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGINT)        # ends once a change under way has ended
+        try:
+            out, err = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"watch --scale did not end on SIGINT: {seen[-3:]} {err[-2000:]}") from None
     seen += [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     [change] = [e for e in seen if e.get("event") == "change"]
     assert (change["ok"], change["action"], change["instance"]) == (True, "down", "mixed-2"), (change, err[-2000:])
