@@ -313,7 +313,7 @@ def scale(inventory: InventoryOpt, output: OutputOpt = OutputFormat.text, run_di
     or with --apply add and remove instances on spare servers.
 
     Every interval it reads, on each node, the engines' own metrics (requests waiting and running, KV cache
-    use, generated and prompt tokens per second), compares them with deploy.scaling's thresholds and with what
+    use, generated and prompt tokens per second, mean TTFT and TPOT), compares them with deploy.scaling's thresholds and with what
     one instance sustains (the plan's estimate), and says per role: keep, add one or remove one, and why. A
     role is scaled only between the bounds deploy.scaling.roles gives it. Every decision and the readings it used
     go to runs/<id>-scale/events.jsonl.

@@ -12,6 +12,9 @@ from deployctl.cli._output import echo_json, esc
 from deployctl.cli._output import run_console as _console
 
 
+STOP_S = 90        # s: the longest a reading or router call of the scaling rounds may take to end at exit
+
+
 def watch_scaling(inventory: Path, ctx, executor, run_root: Path, output: str, interval: float, confirm: int,
                   recover, command, warning, on_event, lines, drain_timeout: int, ready_timeout: int) -> None:
     from deployctl.app.context import open_context
@@ -84,5 +87,7 @@ def watch_scaling(inventory: Path, ctx, executor, run_root: Path, output: str, i
             driver.thread.join()
     finally:
         driver.stop()
+        # before the connections close under it: its step under way (a reading, a router call) ends first
+        driver.thread.join(STOP_S)
         record.finish("successful", 0)
     raise typer.Exit(0)

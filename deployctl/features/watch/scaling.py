@@ -31,12 +31,15 @@ class _Pausing:
             self.driver.resume()
 
     def add(self, ctx, role: str, why: str, live=frozenset()):
+        self.driver.check()
         return self._around(lambda: self.applier.add(ctx, role, why, live=live))
 
     def remove(self, ctx, role: str, why: str, drain_timeout: float):
+        self.driver.check()
         return self._around(lambda: self.applier.remove(ctx, role, why, drain_timeout))
 
     def rejoin(self, ctx) -> list[str]:
+        self.driver.check()
         return self.applier.rejoin(ctx)
 
 
@@ -62,6 +65,11 @@ class ScaleDriver:
     def resume(self) -> None:
         self.paused.clear()
         self.resumed.set()
+
+    def check(self) -> None:
+        """The watch ended: no new step starts (one under way ends first)."""
+        if self.done.is_set():
+            raise _Stop
 
     def _sleep(self, seconds: float) -> None:
         if self.done.wait(seconds):
