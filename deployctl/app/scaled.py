@@ -37,29 +37,14 @@ def base_groups(raw: RawInventory) -> dict[str, list[tuple[str, tuple[str, ...]]
 def spare_problems(raw: RawInventory, base: dict[str, list[tuple[str, tuple[str, ...]]]]) -> list:
     """deploy.scaling.spares of the file as written (the inventory every command validates has them taken out):
     each a node of the inventory, named once, in no instance of the layout; file, line and key of each."""
-    import difflib
-
     from deployctl.core.scaling.effective import spares_of
+    from deployctl.core.sizing.instances import spare_list_problems
 
     nodes = raw.data.get("nodes") if isinstance(raw.data, dict) else None
     known = [n["name"] for n in nodes if isinstance(n, dict) and isinstance(n.get("name"), str)] \
         if isinstance(nodes, list) else []
     used = {n for groups in base.values() for _, members in groups for n in members}
-    out, seen = [], set()
-    for i, name in enumerate(spares_of(raw.data)):
-        path = ("deploy", "scaling", "spares", i)
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            out.append(raw.problem(path, f"node '{name}' is not in nodes",
-                                   f"did you mean '{close[0]}'?" if close else
-                                   f"known nodes: {', '.join(dict.fromkeys(known))}"))
-        elif name in seen:
-            out.append(raw.problem(path, f"spare '{name}' is listed twice", "name each spare server once"))
-        elif name in used:
-            out.append(raw.problem(path, f"spare '{name}' is in an instance of the layout",
-                                   "a spare server is in no instance: remove it from the layout or from spares"))
-        seen.add(name)
-    return out
+    return spare_list_problems(raw, spares_of(raw.data), known, used)
 
 
 def scaled(raw: RawInventory, run_root: Path | None) -> tuple[RawInventory, tuple, tuple[str, ...]]:

@@ -196,8 +196,15 @@ def spare_problems(inv: Inventory, raw: RawInventory) -> list[Problem]:
     listed |= {n for rl in (lay.prefill, lay.decode) if rl is not None and isinstance(rl.instances, list)
                for g in rl.instances for n in g.nodes}
     listed |= {n for g in lay.instances or () for n in g.nodes}
-    out, seen = [], set()
-    for i, name in enumerate(inv.deploy.scaling.spares):
+    return spare_list_problems(raw, list(inv.deploy.scaling.spares), known, listed)
+
+
+def spare_list_problems(raw: RawInventory, spares: list[str], known: list[str], listed: set[str]) -> list[Problem]:
+    """The problems of the spares list: a name not in ``known`` (the nodes), named twice, or in ``listed`` (a node
+    of an instance); file, line and key of each."""
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for i, name in enumerate(spares):
         path = ("deploy", "scaling", "spares", i)
         if name not in known:
             out.append(_unknown(raw, path, name, known))
