@@ -3,8 +3,11 @@ the file is deployctl/io/inventory_file.py).
 
 Hostile input is refused with a line (or byte offset) and a hint, never a traceback or a hang:
 files that are not regular, larger than MAX_BYTES, not UTF-8 or holding control characters; YAML
-tags; nesting deeper than MAX_DEPTH; more than MAX_VALUES values; aliases expanding to more than
-ALIAS_RATIO times the values written (at least ALIAS_FLOOR, at most MAX_ALIAS_VALUES; "billion laughs").
+tags; nesting deeper than MAX_DEPTH; aliases expanding to more than ALIAS_RATIO times the values written (at
+least ALIAS_FLOOR, at most MAX_ALIAS_VALUES; "billion laughs"). These bound what a file's author controls; the
+number of values is not limited: the data is built from the parser's events (no YAML node tree), so memory
+follows the bytes (docs/benchmarks.md: the worst 16 MB file), and an honest inventory of 8,192 servers with
+their device IPs (4 MB, ~730,000 values) loads.
 """
 
 from __future__ import annotations
@@ -13,12 +16,9 @@ import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from deployctl.core.errors import InventoryError, Problem
-
-if TYPE_CHECKING:
-    from yaml.nodes import Node, ScalarNode
 
 KeyPath = tuple[str | int, ...]
 
@@ -58,13 +58,12 @@ class RawInventory:
 
 MAX_BYTES = 16 * 1024 * 1024   # refused before reading: an inventory is a few KB (1 MB for thousands of nodes)
 MAX_DEPTH = 64                  # an inventory nests 5 levels; deeper nesting is a fuzzer or a broken generator
-MAX_VALUES = 250_000            # values written in the file (a 1 MB inventory has about 80 000)
 MAX_ALIAS_VALUES = 10_000       # values added by expanding *aliases ("billion laughs" files), and at most
 ALIAS_RATIO = 1                 # as many as the file writes (at least ALIAS_FLOOR): aliases repeat a value
 ALIAS_FLOOR = 200               # or a block; they do not turn a 500-byte file into a 50 kB plan. (go-yaml
                                 # v2/v3 bound aliases by a ratio too, decode.go allowedAliasRatio, far more
                                 # loosely: a general decoder; an inventory repeats little)
-MAX_NODES = MAX_VALUES          # compatibility name
+TAG_MEMO = 4096                 # distinct plain scalars whose implicit type is remembered while parsing
 
 _YAML_TAG_PREFIX = "tag:yaml.org,2002:"
 _NON_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -90,10 +89,10 @@ def _char_name(ch: str) -> str:
     return f"{esc} ({name})" if name else esc
 
 
-def _composer_class() -> type:
-    """A YAML loader: libyaml's parser when available (fast), Python's composer (depth, tags, counts)."""
-    import yaml
-    from yaml.composer import Composer
+def _loader_class() -> type:
+    """A YAML event source: libyaml's parser when available (fast; it refuses more than 1,000 nested levels
+    itself), else PyYAML's pure Python one; with PyYAML's resolver (plain scalars' implicit types) and safe
+    constructors (ints, floats, booleans, null, dates)."""
     from yaml.constructor import SafeConstructor
     from yaml.resolver import Resolver
 
@@ -101,157 +100,232 @@ def _composer_class() -> type:
     try:
         from yaml._yaml import CParser   # what yaml.cyaml exports (its stub does not re-export it)
 
-        parser_first = (Composer, CParser)
+        parser_first = (CParser,)
     except ImportError:   # PyYAML without libyaml: the pure Python reader, scanner and parser
         from yaml.reader import Reader
         from yaml.scanner import Scanner
         from yaml.parser import Parser
 
-        parser_first = (Reader, Scanner, Parser, Composer)
+        parser_first = (Reader, Scanner, Parser)
 
     class Loader(*parser_first, SafeConstructor, Resolver):   # type: ignore[misc]  # bases chosen at run time
-        def __init__(self, text: str, file: str):
+        def __init__(self, text: str):
             for base in parser_first:
-                if base is not Composer:
-                    base.__init__(self, text)
-            Composer.__init__(self)
+                base.__init__(self, text)
             SafeConstructor.__init__(self)
             Resolver.__init__(self)
-            self.file = file
-            self.depth = 0
-            self.values = 0
-
-        get_single_node = Composer.get_single_node
-        compose_document = Composer.compose_document
-
-        # index: typed as PyYAML's stub has it (the composer passes a mapping value's key node there too)
-        def compose_node(self, parent: Node | None, index: int) -> Node | None:
-            event = self.peek_event()
-            line = event.start_mark.line + 1
-            if not isinstance(event, yaml.AliasEvent):
-                tag = event.tag
-                if tag is not None:
-                    raise InventoryError(f"{self.file} uses a YAML tag", problems=[Problem(
-                        f"YAML tag '{_short(_tag_name(tag))}' is not allowed: inventories hold plain "
-                        "strings, numbers, true/false, lists and mappings", "", self.file, line,
-                        hint="remove the tag; quote the value if it must stay a string")])
-                self.values += 1
-                if self.values > MAX_VALUES:
-                    raise InventoryError(f"{self.file} holds too many values", problems=[Problem(
-                        f"more than {MAX_VALUES} values (this one is on line {line})", "", self.file, line,
-                        hint="an inventory lists a few thousand values; split the cluster into inventories")])
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise InventoryError(f"{self.file} is nested too deeply", problems=[Problem(
-                    f"values nested more than {MAX_DEPTH} levels deep", "", self.file, line,
-                    hint="an inventory nests 5 levels (nodes[0].devices[3].ip); check the brackets "
-                         "and indentation around this line")])
-            try:
-                return Composer.compose_node(self, parent, index)
-            finally:
-                self.depth -= 1
 
     return Loader
 
 
-class _Builder:
-    """Turns composed YAML nodes into plain data, recording the line of each key path."""
+def _count_values(text: str) -> int:
+    """Values (scalars, keys included, lists, mappings; not aliases) the text writes: the alias budget's measure (one pass of the
+    parser, only for files that name anchors)."""
+    import yaml
 
-    def __init__(self, loader: Any, file: str, alias_budget: int = MAX_ALIAS_VALUES):
+    loader = _loader_class()(text)
+    count = 0
+    try:
+        while loader.check_event():
+            if isinstance(loader.get_event(), (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                count += 1
+    finally:
+        loader.dispose()
+    return count
+
+
+class _Builder:
+    """Builds plain data straight from the parser's events (no node tree: its memory is the data's and the key
+    lines'), recording the line of each key path. An alias replays the events its anchor recorded, at its own
+    path, each value counted against the alias budget."""
+
+    def __init__(self, loader: Any, file: str, written: int, alias_budget: int):
         import yaml
 
         self.yaml = yaml
         self.loader = loader
         self.file = file
+        self.written = written                   # values the file writes (counted only when it names anchors)
+        self.alias_budget = alias_budget
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[Problem] = []
-        self.active: set[int] = set()          # ids of the collections being built (recursive aliases)
-        self.seen: set[int] = set()            # ids of the nodes built once: seeing one again is an alias
-        self.expanded = 0                      # values built again through aliases
-        self.alias_budget = alias_budget
+        self.anchors: dict[str, list] = {}       # anchor -> the events of its value
+        self.recording: list[tuple[str, list]] = []    # anchors whose values are being read (innermost last)
+        self.replay: list[Any] = []              # iterators over anchored events being expanded
+        self.expanded = 0                        # values built again through aliases
+        self.depth = 0
+        self.tags: dict[str, str] = {}           # plain scalar -> its implicit tag (bounded: TAG_MEMO)
 
     def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str) -> NoReturn:
         raise InventoryError(title, problems=[Problem(message, format_path(path), self.file, line, hint=hint)])
 
-    def build(self, node: Node, path: KeyPath, aliased: bool = False) -> Any:
+    def next_event(self) -> Any:
+        """The next event: of the alias being expanded, else of the file (recorded for the open anchors: an alias
+        inside an anchored value is recorded as the alias, expanded again when the anchor is)."""
+        while self.replay:
+            event = next(self.replay[-1], None)
+            if event is not None:
+                return event
+            self.replay.pop()
+        event = self.loader.get_event()
+        if self.recording:
+            for _, events in self.recording:
+                events.append(event)
+        return event
+
+    def implicit_tag(self, event: Any) -> str:
+        """PyYAML's Resolver.resolve for a scalar event, remembered for the values a file repeats (ids, ports)."""
+        if not event.implicit[0]:                # quoted: a string
+            return _YAML_TAG_PREFIX + "str"
+        tag = self.tags.get(event.value)
+        if tag is None:
+            tag = self.loader.resolve(self.yaml.ScalarNode, event.value, event.implicit)
+            if len(self.tags) < TAG_MEMO:
+                self.tags[event.value] = tag
+        return tag
+
+    def document(self) -> tuple[bool, Any]:
+        """(False, None) for an empty stream, else (True, the data of its single document)."""
         yaml = self.yaml
-        line = node.start_mark.line + 1
-        if id(node) in self.active:
-            self.refuse(f"{self.file} is not a valid inventory", "a YAML alias refers to itself", path, line,
-                        "remove the recursive *alias")
-        if aliased or id(node) in self.seen:
-            aliased = True
+        self.loader.get_event()                                    # StreamStart
+        if self.loader.check_event(yaml.StreamEndEvent):
+            return False, None
+        self.loader.get_event()                                    # DocumentStart
+        data = self.build(self.next_event(), ())
+        self.loader.get_event()                                    # DocumentEnd
+        if not self.loader.check_event(yaml.StreamEndEvent):
+            event = self.loader.get_event()
+            raise yaml.composer.ComposerError("expected a single document in the stream", None,
+                                              "but found another document", event.start_mark)
+        return True, data
+
+    def build(self, event: Any, path: KeyPath, parent_line: int = 0) -> Any:
+        yaml = self.yaml
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            return self.alias(event, path, line, parent_line)
+        if event.tag is not None and not self.replay:
+            raise InventoryError(f"{self.file} uses a YAML tag", problems=[Problem(
+                f"YAML tag '{_short(_tag_name(event.tag))}' is not allowed: inventories hold plain "
+                "strings, numbers, true/false, lists and mappings", "", self.file, line,
+                hint="remove the tag; quote the value if it must stay a string")])
+        if self.replay:
             self.expanded += 1
             if self.expanded > self.alias_budget:
                 self.refuse(f"{self.file} is too large after expanding YAML aliases",
                             f"YAML aliases expand to more than {self.alias_budget} values (the file "
-                            f"writes {self.loader.values})", path, line,
+                            f"writes {self.written})", path, line,
                             "an inventory repeats a few values through *aliases; check for aliases that "
                             "multiply (a list of aliases of lists of aliases ...)")
-        else:
-            self.seen.add(id(node))
-        if len(path) > MAX_DEPTH:
-            self.refuse(f"{self.file} is nested too deeply", f"values nested more than {MAX_DEPTH} levels deep "
-                        "through aliases", path, line, "check for aliases inside the values they name")
-        self.lines.setdefault(path, line)
-        if isinstance(node, yaml.ScalarNode):
-            return self.scalar(node, path, line)
-        self.active.add(id(node))
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            if self.replay:
+                self.refuse(f"{self.file} is nested too deeply", f"values nested more than {MAX_DEPTH} levels "
+                            "deep through aliases", path, line, "check for aliases inside the values they name")
+            raise InventoryError(f"{self.file} is nested too deeply", problems=[Problem(
+                f"values nested more than {MAX_DEPTH} levels deep", "", self.file, line,
+                hint="an inventory nests 5 levels (nodes[0].devices[3].ip); check the brackets "
+                     "and indentation around this line")])
+        if line != parent_line:                  # a value on its parent's line needs no entry (line_of)
+            self.lines.setdefault(path, line)
+        anchor = event.anchor if not self.replay else None
+        if anchor is not None:
+            self.recording.append((anchor, [event]))
         try:
-            if isinstance(node, yaml.SequenceNode):
-                return [self.build(item, path + (i,), aliased) for i, item in enumerate(node.value)]
-            return self.mapping(node, path, aliased)
+            if isinstance(event, yaml.ScalarEvent):
+                return self.scalar(event, path, line)
+            if isinstance(event, yaml.SequenceStartEvent):
+                out, i = [], 0
+                while not isinstance(item := self.next_event(), yaml.SequenceEndEvent):
+                    out.append(self.build(item, path + (i,), line))
+                    i += 1
+                return out
+            return self.mapping(path, line)
         finally:
-            self.active.discard(id(node))
+            self.depth -= 1
+            if anchor is not None:
+                name, events = self.recording.pop()
+                self.anchors[name] = events
 
-    def scalar(self, node: ScalarNode, path: KeyPath, line: int) -> Any:
-        tag = node.tag
+    def alias(self, event: Any, path: KeyPath, line: int, parent_line: int) -> Any:
+        name = event.anchor
+        if any(name == open_name for open_name, _ in self.recording):
+            self.refuse(f"{self.file} is not a valid inventory", "a YAML alias refers to itself", path, line,
+                        "remove the recursive *alias")
+        if name not in self.anchors:
+            raise self.yaml.composer.ComposerError(None, None, f"found undefined alias {name!r}", event.start_mark)
+        self.replay.append(iter(self.anchors[name]))
+        depth = len(self.replay)
+        first = self.next_event()
+        value = self.build(first, path, parent_line)
+        while len(self.replay) >= depth:         # a scalar anchor: its one event is read, drop the iterator
+            if next(self.replay[-1], None) is None:
+                self.replay.pop()
+        return value
+
+    def scalar(self, event: Any, path: KeyPath, line: int) -> Any:
+        yaml = self.yaml
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.implicit_tag(event)
         if tag == _YAML_TAG_PREFIX + "str":
-            return node.value
+            return event.value
         if tag == _YAML_TAG_PREFIX + "value":      # a lone '=' (YAML 1.1 "value" key): just text
-            return node.value
+            return event.value
         if tag == _YAML_TAG_PREFIX + "merge":
             self.refuse(f"{self.file} uses a YAML merge key", "YAML merge keys ('<<') are not supported",
                         path, line, "write the keys out (an inventory repeats little)")
+        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
         try:
-            return self.loader.construct_object(node, deep=True)
-        except (ValueError, OverflowError, self.yaml.YAMLError) as exc:
+            return self.loader.yaml_constructors[tag](self.loader, node)
+        except (ValueError, OverflowError, yaml.YAMLError) as exc:
             kind = _tag_name(tag)[2:] if tag.startswith(_YAML_TAG_PREFIX) else "value"
             reason = str(exc).splitlines()[0] if isinstance(exc, ValueError) else "unreadable"
             self.problems.append(Problem(
-                f"'{_short(node.value)}' reads as a {kind} but is not a valid one ({_short(reason, 80)})",
+                f"'{_short(event.value)}' reads as a {kind} but is not a valid one ({_short(reason, 80)})",
                 format_path(path), self.file, line, hint="quote it if it is text"))
-            return node.value
+            return event.value
 
-    def mapping(self, node: Node, path: KeyPath, aliased: bool) -> dict[str, Any]:
+    def discard(self, event: Any, path: KeyPath) -> None:
+        """Read a value that is not kept (a duplicate key's, a refused key's): its anchors still count."""
+        problems = len(self.problems)
+        self.build(event, path)
+        del self.problems[problems:]
+
+    def mapping(self, path: KeyPath, line: int) -> dict[str, Any]:
         yaml = self.yaml
         out: dict = {}
-        for key_node, value_node in node.value:
-            key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                kind = "list" if isinstance(key_node, yaml.SequenceNode) else "mapping"
-                self.problems.append(Problem(f"mapping key is a {kind}, not a string", format_path(path),
-                                             self.file, key_line, hint="keys are plain names, e.g. address:"))
+        while not isinstance(key_event := self.next_event(), yaml.MappingEndEvent):
+            key_line = key_event.start_mark.line + 1
+            if not isinstance(key_event, yaml.ScalarEvent):
+                kind = ("list" if isinstance(key_event, yaml.SequenceStartEvent) else
+                        "mapping" if isinstance(key_event, yaml.MappingStartEvent) else "alias")
+                self.problems.append(Problem(f"mapping key is a{'n' if kind == 'alias' else ''} {kind}, not a "
+                                             "string", format_path(path), self.file, key_line,
+                                             hint="keys are plain names, e.g. address:"))
+                self.discard(key_event, path + ("?",))
+                self.discard(self.next_event(), path + ("?",))
                 continue
-            if key_node.tag == _YAML_TAG_PREFIX + "merge":
-                self.refuse(f"{self.file} uses a YAML merge key", "YAML merge keys ('<<') are not supported",
-                            path, key_line, "write the keys out (an inventory repeats little)")
-            key = self.scalar(key_node, path, key_line)
+            if key_event.tag is not None and not self.replay:
+                self.build(key_event, path, line)              # refuses the tag
+            key = self.scalar(key_event, path, key_line)
             if not isinstance(key, (str, int)):
                 self.problems.append(Problem(f"mapping key {_short(repr(key))} is not a string",
                                              format_path(path), self.file, key_line,
                                              hint="keys are plain names, e.g. address:"))
+                self.discard(self.next_event(), path + ("?",))
                 continue
             key = str(key)
             child = path + (key,)
             if key in out:
                 self.problems.append(Problem(
-                    f"key '{_short(key)}' appears twice (first on line {self.lines[child]})",
+                    f"key '{_short(key)}' appears twice (first on line {self.lines.get(child, line)})",
                     format_path(child), self.file, key_line,
                     hint="remove one of them: YAML keeps only the last, which hides mistakes"))
+                self.discard(self.next_event(), child + ("?",))
                 continue
             self.lines[child] = key_line
-            out[key] = self.build(value_node, child, aliased)
+            out[key] = self.build(self.next_event(), child, key_line)
         return out
 
 
@@ -301,18 +375,19 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     import yaml
 
     _check_text(text, file)
-    loader = _composer_class()(text, file)
-    # The cyclic GC rescans every live node on each full collection: with it on, parsing many
-    # thousands of nodes grows faster than linearly (2.2 s instead of 1.0 s for 1 MB). Nodes are
-    # bounded by MAX_VALUES and MAX_ALIAS_VALUES, so pausing it while parsing is safe.
+    loader = _loader_class()(text)
+    # The cyclic GC rescans every live container on each full collection: with it on, building the data of
+    # many thousands of values grows faster than linearly. The values are bounded by MAX_BYTES and the alias
+    # budget, so pausing it while parsing is safe.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        node = loader.get_single_node()
-        if node is None:
+        # only a file that names anchors can expand aliases: its budget needs the values it writes (a second pass)
+        written = _count_values(text) if "&" in text else 0
+        builder = _Builder(loader, file, written, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * written)))
+        found, data = builder.document()
+        if not found:
             raise InventoryError(f"{file} is empty", hint="start from the commented sample `deployctl init` writes")
-        builder = _Builder(loader, file, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * loader.values)))
-        data = builder.build(node, ())
         lines, problems = builder.lines, builder.problems
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

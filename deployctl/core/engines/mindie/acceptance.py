@@ -229,9 +229,12 @@ def _differ(c: dict, config: Any) -> list[tuple[str, str]]:
     return [(c["path"], c["message"])] if is_int(a) and is_int(b) and a == b else []
 
 
-def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict | None = None) -> list[Refusal]:
-    """What MindIE `version` refuses in this config.json (with the node's rank table and exported env)."""
-    from deployctl.core.engines.mindie.acceptance_custom import CUSTOM
+def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict | None = None,
+             memo: dict | None = None) -> list[Refusal]:
+    """What MindIE `version` refuses in this config.json (with the node's rank table and exported env). `memo`
+    keeps the answers of the checks that read the rank table alone: the nodes of one instance share one table,
+    so a plan checks it once per instance, not once per node (linear in the servers, not in servers x size)."""
+    from deployctl.core.engines.mindie.acceptance_custom import CUSTOM, RANKTABLE_ONLY
 
     env = env or {}
     out: list[Refusal] = []
@@ -241,7 +244,12 @@ def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict 
         if c.get("when") and not WHEN[c["when"]](config):
             continue
         kind = c["kind"]
-        if kind == "custom":
+        if kind == "custom" and memo is not None and c["fn"] in RANKTABLE_ONLY:
+            key = (c["id"], id(ranktable))
+            if key not in memo:
+                memo[key] = CUSTOM[c["fn"]](c, config, ranktable, env)
+            hits = memo[key]
+        elif kind == "custom":
             hits = CUSTOM[c["fn"]](c, config, ranktable, env)
         else:
             hits = {"types": _types, "range": _range, "enum": _enum, "pattern": _pattern,
@@ -376,11 +384,12 @@ def plan_refusals(plan: Plan) -> list[tuple[str, Finding]]:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
         if rt is not None and _has_gaps(rt):
             continue           # device IPs preflight has not read yet: this instance's files wait for the facts
+        memo: dict = {}        # the rank table's own checks, once for the instance (`rt` lives for the loop)
         for name in inst.nodes:
             node = plan.node(name)
             env = computed_env(plan, node)
             for fname, doc in config_files(plan, node).items():
-                for r in evaluate(doc, version, ranktable=rt, env=env):
+                for r in evaluate(doc, version, ranktable=rt, env=env, memo=memo):
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
                                      r.key, node.role), []).append(what)

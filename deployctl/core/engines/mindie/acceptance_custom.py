@@ -346,5 +346,10 @@ def ranktable_local_server(c: dict[str, Any], config: Any, rt: Any, env: dict[st
     return []
 
 
+# the checks that read nothing but the rank table (not config.json, not the env): one answer per table
+RANKTABLE_ONLY = frozenset({"ranktable_server_count", "ranktable_count_range", "ranktable_count_length",
+                            "ranktable_devices", "ranktable_container_ip", "ranktable_device_fields"})
+
 CUSTOM = {name: fn for name, fn in globals().items() if callable(fn) and not name.startswith("_")
           and fn.__module__ == __name__ and name not in ("stoi",)}
+assert RANKTABLE_ONLY <= CUSTOM.keys()
