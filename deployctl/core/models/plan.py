@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import Field
 
@@ -102,6 +102,9 @@ class FleetRouter(Frozen):
         return f"http://{self.ip}:{self.port}"
 
 
+T = TypeVar("T")
+
+
 class EngineInfo(Frozen):
     """Which engine, which version (and where that was read), and what its support matrix said."""
 
@@ -153,6 +156,21 @@ class Plan(Frozen):
             cached = (key, ({n.name: n for n in self.nodes}, {i.name: i for i in self.instances}))
             self.__dict__["_index"] = cached
         return cached[1]
+
+    def memo(self, key: tuple, build: Callable[[], T]) -> T:
+        """A value derived from this plan alone, built once per key: an engine's file that is the same for every
+        node of an instance is made once per instance (an 8,192-server plan has 512 of them). Callers must not
+        change what they get. Kept with the values of the plan's fields (a model_copy that changes one starts
+        afresh)."""
+        stamp = tuple(id(self.__dict__[f]) for f in type(self).model_fields)
+        cached = self.__dict__.get("_memo")
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, {})
+            self.__dict__["_memo"] = cached
+        values = cached[1]
+        if key not in values:
+            values[key] = build()
+        return values[key]
 
     def node(self, name: str) -> PlanNode:
         return self._by_name[0][name]

@@ -187,21 +187,25 @@ def layout_problems(inv: Inventory, raw: RawInventory, skip_ips: AbstractSet[str
     """
     out: list[Problem] = []
     needs_ips = inv.engine_spec.needs_device_ips
+    index = {node.name: i for i, node in enumerate(inv.nodes)}
     for spec in resolve_instances(inv, raw):
         out += spec.problems
         if needs_ips and (len(spec.nodes) > 1 or effective_preset(inv) == "pd-split"):
-            out += _missing_ips(inv, raw, spec, skip_ips)
+            out += _missing_ips(inv, raw, spec, skip_ips, index)
     return out
 
 
-def _missing_ips(inv: Inventory, raw: RawInventory, spec: InstanceSpec, skip: AbstractSet[str]) -> list[Problem]:
+def _missing_ips(inv: Inventory, raw: RawInventory, spec: InstanceSpec, skip: AbstractSet[str],
+                 index: dict[str, int]) -> list[Problem]:
+    """The instance's nodes (in inventory order) without device IPs."""
     from deployctl.core.input.gaps import discovery_hint, needs_facts
 
     out: list[Problem] = []
     need = f"the rank table of the {spec.name} instance needs it"
     discover = discovery_hint(raw.file, "ip")
-    for i, node in enumerate(inv.nodes):
-        if node.name not in spec.nodes or node.name in skip:
+    for i in sorted(index[n] for n in set(spec.nodes) if n in index):
+        node = inv.nodes[i]
+        if node.name in skip:
             continue
         if node.devices is None:
             out.append(needs_facts(raw, ("nodes", i), f"node '{node.name}' has no device IPs; {need}",

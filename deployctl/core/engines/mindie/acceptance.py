@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from deployctl.core.engine_spec.protocol import read_data
 from deployctl.core.models.engine_settings.mindie import MindieSettings
@@ -59,16 +59,17 @@ def _pick(value: Any, sset: str) -> Any:
     return value
 
 
-def checks(version: str | None) -> list[dict]:
-    """The checks MindIE `version` applies, every per-version field resolved."""
-    sset = source_set(version)
+def checks(version: str | None) -> tuple[dict, ...]:
+    """The checks MindIE `version` applies, every per-version field resolved (read-only: shared by callers)."""
+    return _checks(source_set(version))
+
+
+@cache
+def _checks(sset: str | None) -> tuple[dict, ...]:
     if sset is None:
-        return []
-    out = []
-    for c in data()["checks"]:
-        if sset in c["src"]:
-            out.append({k: (_pick(v, sset) if k != "src" else v[sset]) for k, v in c.items()} | {"sset": sset})
-    return out
+        return ()
+    return tuple({k: (_pick(v, sset) if k != "src" else v[sset]) for k, v in c.items()} | {"sset": sset}
+                 for c in data()["checks"] if sset in c["src"])
 
 
 def source(check: dict) -> str:
@@ -79,8 +80,9 @@ def source(check: dict) -> str:
 MISSING = object()
 
 
-def _steps(path: str) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p != ""]
+@lru_cache(maxsize=4096)          # the checks' paths and the keys refused: a few hundred
+def _steps(path: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"\.|\[|\]\.?", path) if p != "")
 
 
 def resolve(doc: Any, path: str) -> list[tuple[str, object]]:
@@ -229,31 +231,40 @@ def _differ(c: dict, config: Any) -> list[tuple[str, str]]:
     return [(c["path"], c["message"])] if is_int(a) and is_int(b) and a == b else []
 
 
+def _hits(c: dict, config: Any, ranktable: Any, env: dict) -> list[tuple[str, str]]:
+    from deployctl.core.engines.mindie.acceptance_custom import CUSTOM
+
+    if c["kind"] == "custom":
+        return CUSTOM[c["fn"]](c, config, ranktable, env)
+    return {"types": _types, "range": _range, "enum": _enum, "pattern": _pattern,
+            "differ": _differ}[c["kind"]](c, config)
+
+
 def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict | None = None,
-             memo: dict | None = None) -> list[Refusal]:
-    """What MindIE `version` refuses in this config.json (with the node's rank table and exported env). `memo`
-    keeps the answers of the checks that read the rank table alone: the nodes of one instance share one table,
-    so a plan checks it once per instance, not once per node (linear in the servers, not in servers x size)."""
-    from deployctl.core.engines.mindie.acceptance_custom import CUSTOM, RANKTABLE_ONLY
+             part: str | None = None, memo: dict | None = None) -> list[Refusal]:
+    """What MindIE `version` refuses in this config.json (with the node's rank table and exported env).
+    ``part``: None, every check; "shared", those that do not read the env (the same answer for every node
+    given the same files); "env", only those that read it. ``memo`` keeps the answers of the checks that read
+    the rank table alone while that table lives (distributed nodes have several config files, one table)."""
+    from deployctl.core.engines.mindie.acceptance_custom import RANKTABLE_ONLY, READS_ENV
 
     env = env or {}
     out: list[Refusal] = []
     for c in checks(version):
-        if c["kind"] == "runtime":
+        kind = c["kind"]
+        if kind == "runtime":
+            continue
+        if part is not None and (kind == "custom" and c["fn"] in READS_ENV) != (part == "env"):
             continue
         if c.get("when") and not WHEN[c["when"]](config):
             continue
-        kind = c["kind"]
-        if kind == "custom" and memo is not None and c["fn"] in RANKTABLE_ONLY:
+        if memo is not None and kind == "custom" and c["fn"] in RANKTABLE_ONLY:
             key = (c["id"], id(ranktable))
             if key not in memo:
-                memo[key] = CUSTOM[c["fn"]](c, config, ranktable, env)
+                memo[key] = _hits(c, config, ranktable, env)
             hits = memo[key]
-        elif kind == "custom":
-            hits = CUSTOM[c["fn"]](c, config, ranktable, env)
         else:
-            hits = {"types": _types, "range": _range, "enum": _enum, "pattern": _pattern,
-                    "differ": _differ}[kind](c, config)
+            hits = _hits(c, config, ranktable, env)
         out += [Refusal(c["id"], c.get("doc", "config"), key, msg, source(c)) for key, msg in hits]
     return out
 
@@ -380,16 +391,23 @@ def plan_refusals(plan: Plan) -> list[tuple[str, Finding]]:
     if source_set(version) is None:
         return []
     seen: dict[tuple, list[str]] = {}
+    order = {c["id"]: i for i, c in enumerate(checks(version))}     # refusals in the checks' order, as MindIE's
     for inst in plan.instances:
         rt = ranktable_doc(plan, inst) if inst.multi_node or distributed(plan, inst) else None
         if rt is not None and _has_gaps(rt):
             continue           # device IPs preflight has not read yet: this instance's files wait for the facts
-        memo: dict = {}        # the rank table's own checks, once for the instance (`rt` lives for the loop)
+        # the nodes of an instance share their files (by identity, config.py config_files): the checks that do not
+        # read the env run once per file, the others per node; `rt` and the documents live for the loop
+        memo: dict = {}
+        shared: dict[int, list[Refusal]] = {}
         for name in inst.nodes:
             node = plan.node(name)
             env = computed_env(plan, node)
             for fname, doc in config_files(plan, node).items():
-                for r in evaluate(doc, version, ranktable=rt, env=env, memo=memo):
+                if id(doc) not in shared:
+                    shared[id(doc)] = evaluate(doc, version, ranktable=rt, part="shared", memo=memo)
+                mine = evaluate(doc, version, ranktable=rt, env=env, part="env")
+                for r in sorted(shared[id(doc)] + mine, key=lambda r: order[r.check]):
                     what = f"{name}/{fname}" if r.doc == "config" else f"{name}/ranktable.json"
                     seen.setdefault((r.check, r.doc, re.sub(r"\[\d+\]", "[]", r.key), r.message, r.source,
                                      r.key, node.role), []).append(what)

@@ -10,6 +10,7 @@ import ipaddress
 import re
 from typing import Any
 
+from deployctl.core.input.hostile import ipv4_packed
 from deployctl.core.engines.mindie.acceptance import (INT_RANGES, MISSING, WHEN, fill, get, is_int, resolve, truthy,
                                                  type_name)
 
@@ -30,6 +31,9 @@ def _ip_ok(ip: object, zero_ok: bool) -> bool:
     """common_util.cpp CheckIp: IPv6 when it has ':', IPv4 when it has '.', the all-zero address only if allowed."""
     if not isinstance(ip, str) or not ip:
         return False
+    packed = ipv4_packed(ip) if ":" not in ip else None
+    if packed is not None:
+        return zero_ok or packed != bytes(4)
     try:
         addr = ipaddress.IPv6Address(ip) if ":" in ip else ipaddress.IPv4Address(ip) if "." in ip else None
     except ValueError:
@@ -352,4 +356,6 @@ RANKTABLE_ONLY = frozenset({"ranktable_server_count", "ranktable_count_range", "
 
 CUSTOM = {name: fn for name, fn in globals().items() if callable(fn) and not name.startswith("_")
           and fn.__module__ == __name__ and name not in ("stoi",)}
-assert RANKTABLE_ONLY <= CUSTOM.keys()
+# the checks that read the env deployctl exports per node (MIES_CONTAINER_IP, HOST_IP): evaluated for each node
+READS_ENV = frozenset({"ip_address", "management_ip_address", "ranktable_local_server"})
+assert RANKTABLE_ONLY | READS_ENV <= CUSTOM.keys()

@@ -162,7 +162,13 @@ def config_doc(plan: Plan, node: PlanNode) -> dict:
 
 def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:
     """File name -> document: config.json, or config1..N.json on a distributed-decode node, identical but for
-    the four ports of each DP rank (Motor gen_config_single_container.py __update_server_env L438-461)."""
+    the four ports of each DP rank (Motor gen_config_single_container.py __update_server_env L438-461). Made
+    once per instance (what of the node the files read: its role and its device count); do not change them."""
+    return plan.memo(("mindie-config", node.instance, node.role, len(node.device_ids)),
+                     lambda: _config_files(plan, node))
+
+
+def _config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:
     doc = config_doc(plan, node)
     if not is_distributed(plan, node):
         return {"config.json": doc}
@@ -174,6 +180,13 @@ def config_files(plan: Plan, node: PlanNode) -> dict[str, dict]:
 
 
 def render_configs(plan: Plan) -> list[Artifact]:
-    """The config files of every node (mode 640, ConstrainOwner: file_utils.cpp L342-386)."""
-    return [Artifact(kind="config", path=f"{n.name}/{name}", content=to_json(doc), mode=0o640)
-            for n in plan.nodes for name, doc in config_files(plan, n).items()]
+    """The config files of every node (mode 640, ConstrainOwner: file_utils.cpp L342-386); each document
+    serialised once (the nodes of an instance share it)."""
+    encoded: dict[int, bytes] = {}
+    out = []
+    for n in plan.nodes:
+        for name, doc in config_files(plan, n).items():
+            if id(doc) not in encoded:
+                encoded[id(doc)] = to_json(doc)
+            out.append(Artifact(kind="config", path=f"{n.name}/{name}", content=encoded[id(doc)], mode=0o640))
+    return out

@@ -33,14 +33,23 @@ def device_entry(rank: Rank, super_pod: bool) -> dict:
 
 
 def ranktable_doc(plan: Plan, inst: Instance) -> dict:
+    """The instance's rank table (made once per instance and plan: do not change it)."""
+    return plan.memo(("mindie-ranktable", inst.name), lambda: _ranktable_doc(plan, inst))
+
+
+def _ranktable_doc(plan: Plan, inst: Instance) -> dict:
     super_pod = uses_super_pod(plan)
+    ranks: dict[str, list[dict]] = {name: [] for name in inst.nodes}
+    for r in inst.ranks:
+        if r.node in ranks:
+            ranks[r.node].append(device_entry(r, super_pod))
     servers = []
     for name in inst.nodes:
         node = plan.node(name)
         servers.append({
             "server_id": node.server_id,
             "container_ip": node.container_ip,
-            "device": [device_entry(r, super_pod) for r in inst.ranks if r.node == name],
+            "device": ranks[name],
         })
     doc: dict[str, Any] = {"version": "1.2" if super_pod else "1.0", "status": "completed",
                            "server_count": str(len(servers)), "server_list": servers}
@@ -61,7 +70,7 @@ def render_ranktables(plan: Plan) -> list[Artifact]:
         # a distributed-DP decode loads its instance's table even on one server (schedule_config.cpp L210-211)
         if not inst.multi_node and not distributed(plan, inst):
             continue
-        content = to_json(ranktable_doc(plan, inst))
+        content = to_json(ranktable_doc(plan, inst))     # serialised once, the same bytes for each node
         out += [Artifact(kind="ranktable", path=f"{n}/ranktable.json", content=content, mode=0o640)
                 for n in inst.nodes]
     return out
