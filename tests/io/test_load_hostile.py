@@ -242,3 +242,24 @@ def test_a_large_inventory_still_loads(tmp_path):
     assert time.monotonic() - started < 30
     assert len(raw.data["nodes"]) == 1000
     assert raw.line_of(("nodes", 999, "devices", 7, "ip")) == inv.read_text().count("\n")
+
+
+def test_an_honest_region_loads_without_a_value_limit(tmp_path):
+    """8,192 A3 servers with their 16 device IPs each (4 MB, ~730,000 values: more than the 250,000 values the
+    loader used to refuse at): they load, and every key keeps its line (a value on its parent's line finds it)."""
+    from deployctl.io.inventory_file import load_inventory
+
+    lines = []
+    for i in range(8192):
+        devices = ", ".join(f"{{id: {d}, ip: 29.{i // 250}.{i % 250}.{d + 10}}}" for d in range(16))
+        lines += [f"  - name: n{i}", f"    address: 10.{i // 250}.{i % 250}.2", f"    devices: [{devices}]"]
+    inv = _write(tmp_path, "region", BASE.split("nodes:\n")[0].encode() + b"nodes:\n" + "\n".join(lines).encode()
+                 + b"\n")
+
+    raw = load_inventory(inv)
+
+    assert len(raw.data["nodes"]) == 8192 and raw.data["nodes"][-1]["devices"][15]["ip"] == "29.32.191.25"
+    last = inv.read_text().count("\n")
+    assert raw.line_of(("nodes", 8191, "devices", 15, "ip")) == last
+    assert raw.line_of(("nodes", 8191, "address")) == last - 1
+    assert ("nodes", 8191, "devices", 15, "ip") in raw.lines      # keys are always recorded

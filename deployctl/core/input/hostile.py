@@ -93,45 +93,61 @@ def hostile_problems(raw: RawInventory) -> list[Problem]:
     One walk over the parsed data (iterative: no recursion limit), linear in its size.
     """
     out: list[Problem] = []
+    # containers only on the stack (a path is made per list and mapping, not per value: a large fleet has
+    # hundreds of thousands of values); a value is judged where its container is read
     stack: list[tuple[KeyPath, Any]] = [((), raw.data)]
+    search = _BAD_CHAR.search
     while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            for key, child in value.items():
-                bad = bad_char(key) if isinstance(key, str) else None
-                if bad:
-                    out.append(_hostile_problem(raw, path + (key,), f"key contains {bad}", char_hint(bad)))
-                    continue
-                stack.append((path + (key,), child))
-        elif isinstance(value, list):
-            stack.extend((path + (i,), child) for i, child in enumerate(value))
-        elif isinstance(value, str):
-            bad = bad_char(value)
-            if bad:
-                out.append(_hostile_problem(raw, path, f"value contains {bad}", char_hint(bad)))
-        elif value is None or isinstance(value, bool):
-            continue
-        elif isinstance(value, int):
-            if not INT64[0] <= value <= INT64[1]:
-                out.append(_hostile_problem(raw, path, "integer is outside the 64-bit range",
-                                            "the engines, HCCL and Kubernetes read 64-bit integers: use a smaller "
-                                            "number, or quote it if it is meant as text"))
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
-                out.append(_hostile_problem(raw, path, f"{text} is not a finite number",
-                                            "JSON has no Infinity or NaN (engines cannot parse them): write a "
-                                            "number, or quote it if it is meant as text"))
-        else:
-            kind = _YAML_TYPES.get(type(value).__name__, f"a YAML {type(value).__name__}")
-            dated = type(value).__name__ in ("date", "datetime")
-            example = f" ('{value}')" if dated else ""
-            out.append(_hostile_problem(raw, path, f"{value} is {kind}, not a JSON value" if dated else
-                                        f"{kind} is not a JSON value",
-                                        f"quote it{example} if it is meant as text: the inventory feeds JSON, "
-                                        "YAML and env files, which take strings, numbers, booleans, lists and "
-                                        "mappings only"))
+        path, container = stack.pop()
+        if isinstance(container, dict):
+            items: Any = container.items()
+        elif isinstance(container, list):
+            items = enumerate(container)
+        else:                                   # the top level is a scalar
+            items = [(None, container)]
+        for key, value in items:
+            if isinstance(key, str) and search(key):
+                bad = bad_char(key)
+                out.append(_hostile_problem(raw, path + (key,), f"key contains {bad}", char_hint(str(bad))))
+                continue
+            if isinstance(value, str):
+                if search(value):
+                    bad = bad_char(value)
+                    out.append(_hostile_problem(raw, _child(path, key), f"value contains {bad}",
+                                                char_hint(str(bad))))
+            elif isinstance(value, (dict, list)):
+                stack.append((_child(path, key), value))
+            elif value is not None and not isinstance(value, bool) and not (isinstance(value, int) and
+                                                                               INT64[0] <= value <= INT64[1]):
+                out += _value_problem(raw, _child(path, key), value)
     return out
+
+
+def _child(path: KeyPath, key: Any) -> KeyPath:
+    return path if key is None else path + (key,)
+
+
+def _value_problem(raw: RawInventory, path: KeyPath, value: Any) -> list[Problem]:
+    """A scalar that is not a string, a boolean, null or a 64-bit integer: fine when a finite float."""
+    if isinstance(value, int):
+        return [_hostile_problem(raw, path, "integer is outside the 64-bit range",
+                                 "the engines, HCCL and Kubernetes read 64-bit integers: use a smaller "
+                                 "number, or quote it if it is meant as text")]
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return []
+        text = ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+        return [_hostile_problem(raw, path, f"{text} is not a finite number",
+                                 "JSON has no Infinity or NaN (engines cannot parse them): write a "
+                                 "number, or quote it if it is meant as text")]
+    kind = _YAML_TYPES.get(type(value).__name__, f"a YAML {type(value).__name__}")
+    dated = type(value).__name__ in ("date", "datetime")
+    example = f" ('{value}')" if dated else ""
+    return [_hostile_problem(raw, path, f"{value} is {kind}, not a JSON value" if dated else
+                             f"{kind} is not a JSON value",
+                             f"quote it{example} if it is meant as text: the inventory feeds JSON, "
+                             "YAML and env files, which take strings, numbers, booleans, lists and "
+                             "mappings only")]
 
 
 def char_hint(bad: str) -> str:
@@ -167,6 +183,16 @@ def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
         return ipaddress.ip_address(value)
     except ValueError:
         return None
+
+
+def ip_kind(value: str) -> tuple[int, bool] | None:
+    """(IP version, whether it is a placeholder: unspecified or loopback) of an address, None if it is none
+    (as ``ip_address``); IPv4 read from its bytes, without building an address object."""
+    packed = ipv4_packed(value) if value.count(".") == 3 and "%" not in value else None
+    if packed is not None:
+        return 4, packed == bytes(4) or packed[0] == 127
+    addr = ip_address(value)
+    return None if addr is None else (addr.version, addr.is_unspecified or addr.is_loopback)
 
 
 ZONE_HINT = ("remove the '%' and what follows: a zone (scope) id only means something to the host that "

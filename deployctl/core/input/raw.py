@@ -66,6 +66,7 @@ ALIAS_FLOOR = 200               # or a block; they do not turn a 500-byte file i
 TAG_MEMO = 4096                 # distinct plain scalars whose implicit type is remembered while parsing
 
 _YAML_TAG_PREFIX = "tag:yaml.org,2002:"
+_STR = _YAML_TAG_PREFIX + "str"
 _NON_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _CONTROL_NAMES = {0: "NUL", 0x1b: "ESC", 0x7f: "DEL", 0x08: "backspace", 0x0c: "form feed", 0x0b: "vertical tab"}
 _BOMS = (  # longest first: the UTF-32 LE BOM starts with the UTF-16 LE one
@@ -139,7 +140,7 @@ class _Builder:
     lines'), recording the line of each key path. An alias replays the events its anchor recorded, at its own
     path, each value counted against the alias budget."""
 
-    def __init__(self, loader: Any, file: str, written: int, alias_budget: int):
+    def __init__(self, loader: Any, file: str, written: int, alias_budget: int, anchored: bool = True):
         import yaml
 
         self.yaml = yaml
@@ -155,6 +156,8 @@ class _Builder:
         self.expanded = 0                        # values built again through aliases
         self.depth = 0
         self.tags: dict[str, str] = {}           # plain scalar -> its implicit tag (bounded: TAG_MEMO)
+        if not anchored:                         # no anchor, so nothing to record or replay: the parser's own
+            self.next_event = loader.get_event   # events (a call less per value, the most of a large file)
 
     def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str) -> NoReturn:
         raise InventoryError(title, problems=[Problem(message, format_path(path), self.file, line, hint=hint)])
@@ -174,9 +177,9 @@ class _Builder:
         return event
 
     def implicit_tag(self, event: Any) -> str:
-        """PyYAML's Resolver.resolve for a scalar event, remembered for the values a file repeats (ids, ports)."""
+        """PyYAML's Resolver.resolve for a scalar event, remembered for the values a file repeats (ids, keys)."""
         if not event.implicit[0]:                # quoted: a string
-            return _YAML_TAG_PREFIX + "str"
+            return _STR
         tag = self.tags.get(event.value)
         if tag is None:
             tag = self.loader.resolve(self.yaml.ScalarNode, event.value, event.implicit)
@@ -226,8 +229,9 @@ class _Builder:
                 f"values nested more than {MAX_DEPTH} levels deep", "", self.file, line,
                 hint="an inventory nests 5 levels (nodes[0].devices[3].ip); check the brackets "
                      "and indentation around this line")])
-        if line != parent_line:                  # a value on its parent's line needs no entry (line_of)
-            self.lines.setdefault(path, line)
+        # a value on its parent's line needs no entry (line_of finds the parent's); a key's line wins over its
+        # value's (set by mapping): what this value's children compare with is the line recorded for it
+        own = self.lines.setdefault(path, line) if line != parent_line else line
         anchor = event.anchor if not self.replay else None
         if anchor is not None:
             self.recording.append((anchor, [event]))
@@ -237,10 +241,10 @@ class _Builder:
             if isinstance(event, yaml.SequenceStartEvent):
                 out, i = [], 0
                 while not isinstance(item := self.next_event(), yaml.SequenceEndEvent):
-                    out.append(self.build(item, path + (i,), line))
+                    out.append(self.build(item, path + (i,), own))
                     i += 1
                 return out
-            return self.mapping(path, line)
+            return self.mapping(path, own)
         finally:
             self.depth -= 1
             if anchor is not None:
@@ -267,8 +271,10 @@ class _Builder:
         yaml = self.yaml
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self.implicit_tag(event)
-        if tag == _YAML_TAG_PREFIX + "str":
+            tag = self.tags.get(event.value) if event.implicit[0] else _STR
+            if tag is None:
+                tag = self.implicit_tag(event)
+        if tag == _STR:
             return event.value
         if tag == _YAML_TAG_PREFIX + "value":      # a lone '=' (YAML 1.1 "value" key): just text
             return event.value
@@ -384,7 +390,8 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     try:
         # only a file that names anchors can expand aliases: its budget needs the values it writes (a second pass)
         written = _count_values(text) if "&" in text else 0
-        builder = _Builder(loader, file, written, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * written)))
+        builder = _Builder(loader, file, written, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * written)),
+                           anchored="&" in text)
         found, data = builder.document()
         if not found:
             raise InventoryError(f"{file} is empty", hint="start from the commented sample `deployctl init` writes")

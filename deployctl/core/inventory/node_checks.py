@@ -10,7 +10,7 @@ from pathlib import Path
 from deployctl.core.errors import Problem
 from deployctl.core.input.gaps import discovery_hint, needs_facts
 from deployctl.core.inventory.hccn import HccnReadError, parse_hccn_conf
-from deployctl.core.input.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, ip_address, zone_problem)
+from deployctl.core.input.hostile import (HOST_TARGET, JINJA, bad_char, char_hint, ip_address, ip_kind, zone_problem)
 from deployctl.core.input.local_files import NOT_READ, LocalFiles
 from deployctl.core.input.raw import RawInventory
 
@@ -165,24 +165,25 @@ def check_devices(inv: Inventory, raw: RawInventory) -> list[Problem]:
             seen.add(dev.id)
             if dev.ip is not None:
                 ipkey = key + ("ip",) if len(key) == 4 else key
-                addr = ip_address(dev.ip)
+                kind = ip_kind(dev.ip)
                 zone = zone_problem(raw, ipkey, dev.ip)
                 if zone:
                     out.append(zone)
-                elif addr is None:
+                elif kind is None:
                     out.append(raw.problem(ipkey, f"{dev.ip!r} is not a valid IP address",
                                            "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
-                elif addr.is_unspecified or addr.is_loopback:
+                elif kind[1]:
                     out.append(raw.problem(ipkey, f"{dev.ip!r} is a placeholder, not an NPU NIC IP",
                                            "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
                 else:
-                    where = f"{node.name} device {dev.id}"
                     if dev.ip in ips:
                         out.append(raw.problem(ipkey, f"device IP {dev.ip} is also used by {ips[dev.ip]}",
                                                "HCCL requires globally unique device IPs"))
-                    ips.setdefault(dev.ip, where)
-                    families.setdefault(addr.version, where)
-                    first_of.setdefault(addr.version, ipkey)
+                    else:
+                        ips[dev.ip] = f"{node.name} device {dev.id}"
+                    if kind[0] not in families:
+                        families[kind[0]] = f"{node.name} device {dev.id}"
+                        first_of[kind[0]] = ipkey
             if super_pod and dev.sdid is None:
                 out.append(needs_facts(raw, key, f"device {dev.id} on node '{node.name}' has no sdid",
                                        "add sdid: <SDID from `npu-smi info -t spod-info -i NPU -c CHIP`>, or "
