@@ -160,16 +160,16 @@ def char_hint(bad: str) -> str:
 
 
 # --------------------------------------------------------------------------- semantic checks
-def ipv4_packed(value: str) -> bytes | None:
-    """The 4 bytes of a dotted-quad IPv4 address, or None where the C parser refuses it (the fast path for the
-    hundreds of thousands of device IPs of a large fleet; callers fall back to ipaddress for None, so the
-    answer is always ipaddress's)."""
-    import socket
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
+_IPV4 = re.compile(r"\.".join([_OCTET] * 4))
 
-    try:
-        return socket.inet_pton(socket.AF_INET, value)
-    except (OSError, ValueError, UnicodeError):
-        return None
+
+def ipv4_packed(value: str) -> bytes | None:
+    """The 4 bytes of a dotted-quad IPv4 address (decimal octets 0-255 without leading zeros, as ipaddress reads
+    them), else None: the fast path for the hundreds of thousands of device IPs of a large fleet; callers fall
+    back to ipaddress for None, so an address is never refused here that ipaddress accepts."""
+    m = _IPV4.fullmatch(value)
+    return bytes(int(octet) for octet in m.groups()) if m else None
 
 
 def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
