@@ -6,7 +6,7 @@ files that are not regular, larger than MAX_BYTES, not UTF-8 or holding control 
 tags; nesting deeper than MAX_DEPTH; aliases expanding to more than ALIAS_RATIO times the values written (at
 least ALIAS_FLOOR, at most MAX_ALIAS_VALUES; "billion laughs"). These bound what a file's author controls; the
 number of values is not limited: the data is built from the parser's events (no YAML node tree), so memory
-follows the bytes (docs/benchmarks.md: the worst 16 MB file), and an honest inventory of 8,192 servers with
+follows the bytes (docs/dev/benchmarks.md: the worst 16 MB file), and an honest inventory of 8,192 servers with
 their device IPs (4 MB, ~730,000 values) loads.
 """
 
@@ -16,7 +16,7 @@ import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from deployctl.core.errors import InventoryError, Problem
 
@@ -156,13 +156,14 @@ class _Builder:
         self.expanded = 0                        # values built again through aliases
         self.depth = 0
         self.tags: dict[str, str] = {}           # plain scalar -> its implicit tag (bounded: TAG_MEMO)
-        if not anchored:                         # no anchor, so nothing to record or replay: the parser's own
-            self.next_event = loader.get_event   # events (a call less per value, the most of a large file)
+        self.resolve_tag = loader.resolve        # PyYAML's Resolver (implicit types of plain scalars)
+        # no anchor, so nothing to record or replay: the parser's own events (a call less per value)
+        self.next_event: Callable[[], Any] = self.events if anchored else loader.get_event
 
     def refuse(self, title: str, message: str, path: KeyPath, line: int, hint: str) -> NoReturn:
         raise InventoryError(title, problems=[Problem(message, format_path(path), self.file, line, hint=hint)])
 
-    def next_event(self) -> Any:
+    def events(self) -> Any:
         """The next event: of the alias being expanded, else of the file (recorded for the open anchors: an alias
         inside an anchored value is recorded as the alias, expanded again when the anchor is)."""
         while self.replay:
@@ -182,7 +183,7 @@ class _Builder:
             return _STR
         tag = self.tags.get(event.value)
         if tag is None:
-            tag = self.loader.resolve(self.yaml.ScalarNode, event.value, event.implicit)
+            tag = self.resolve_tag(self.yaml.ScalarNode, event.value, event.implicit)
             if len(self.tags) < TAG_MEMO:
                 self.tags[event.value] = tag
         return tag

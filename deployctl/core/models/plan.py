@@ -167,7 +167,7 @@ class Plan(Frozen):
         if cached is None or cached[0] != stamp:
             cached = (stamp, {})
             self.__dict__["_memo"] = cached
-        values = cached[1]
+        values: dict[tuple, Any] = cached[1]
         if key not in values:
             values[key] = build()
         return values[key]
