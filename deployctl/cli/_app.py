@@ -1,4 +1,4 @@
-"""The typer app and its global options (--debug, --version, --max-output-mb); the commands register on it
+"""The typer app and its global options (--debug, --version, --max-output-mb, --fan-out); the commands register on it
 (cmd_offline.py, cmd_deployment.py, cmd_tools.py, in the order `deployctl --help` lists them)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from deployctl.cli._options import DebugOpt, MaxOutputOpt
+from deployctl.cli._options import DebugOpt, FanOutOpt, MaxOutputOpt
 from deployctl.core.docs_url import GUIDES, doc
 
 
@@ -44,9 +44,14 @@ def _root(
     version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
     max_output_mb: MaxOutputOpt = None,
+    fan_out: FanOutOpt = None,
 ):
     _state["debug"] = debug or os.environ.get("DEPLOYCTL_DEBUG") == "1"
     if max_output_mb is not None:       # read by every SSH executor (deployctl.io.executor.limit_bytes)
         from deployctl.io.executor import OUTPUT_ENV
 
         os.environ[OUTPUT_ENV] = f"{max_output_mb:g}"
+    if fan_out is not None:             # read by every fan-out (deployctl.io.executor.fan_out_width)
+        from deployctl.io.executor import FAN_OUT_ENV
+
+        os.environ[FAN_OUT_ENV] = str(fan_out)

@@ -27,6 +27,10 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Replace DIR even if dep
 MaxOutputOpt = Annotated[Optional[float], typer.Option(
     "--max-output-mb", min=0.001, metavar="MB", help="Stop reading a command on a host once it printed this much "
     "(stdout + stderr) and report that host (default DEPLOYCTL_MAX_OUTPUT_MB, else 4).")]
+FanOutOpt = Annotated[Optional[int], typer.Option(
+    "--fan-out", min=1, max=1024, metavar="N", help="Hosts every fleet command (preflight, status, up, watch, logs, "
+    "weights, ...) contacts at once: one thread and one SSH handshake each (default DEPLOYCTL_FAN_OUT, else 64). "
+    "Lower it for a small controller; 1,024 hosts take 16 waves of 64.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks (also DEPLOYCTL_DEBUG=1).")]
 FactsOpt = Annotated[Optional[Path], typer.Option(
     "--facts", metavar="FILE", help="facts.json from `deployctl preflight`: fills device IPs and SDIDs the "

@@ -23,7 +23,9 @@ def preflight(
         "--trust-new-hosts", help="Accept and record host keys missing from known_hosts (never changed ones).")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds each host may take per phase.")] = 60.0,
     connect_timeout: Annotated[float, typer.Option(help="Seconds to wait for SSH to answer.")] = 10.0,
-    workers: Annotated[int, typer.Option(help="Hosts probed at once.", min=1, max=512)] = 64,
+    workers: Annotated[Optional[int], typer.Option(
+        help="Hosts probed at once (default: `deployctl --fan-out`, DEPLOYCTL_FAN_OUT, else 64).", min=1,
+        max=1024)] = None,
     ping_sample: Annotated[int, typer.Option(help="Peers each node pings over the NPU network.", min=1)] = 16,
     run_dir: Annotated[Path, typer.Option(help="Where runs and facts are recorded.")] = Path(".deployctl"),
 ):

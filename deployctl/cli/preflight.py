@@ -69,7 +69,7 @@ def save_facts(record, result, inv, inventory: Path, seconds: float) -> Path:
 
 
 def run(inventory: Path, output: str, trust_new_hosts: bool, timeout: float, connect_timeout: float,
-        workers: int, ping_sample: int, run_root: Path) -> None:
+        workers: int | None, ping_sample: int, run_root: Path) -> None:
     from deployctl.app.inventory import inventory_problems
     from deployctl.app.plan import for_discovery
     from deployctl.app.executors import ssh

@@ -8,9 +8,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-# hosts contacted at once by every fan-out (reads, locks, history, preflight): a thread and one SSH connection
-# each; 64 covers a 64-server fleet in one wave (preflight --workers overrides it)
+# hosts contacted at once by every fan-out (reads, locks, history, preflight, watch rounds): a thread and one SSH
+# connection handshake each; 64 covers a 64-server fleet in one wave. DEPLOYCTL_FAN_OUT (or `deployctl --fan-out
+# N`) changes it: measured at 1,024 simulated hosts in docs/dev/benchmarks.md ("A thousand hosts").
 FAN_OUT = 64
+FAN_OUT_ENV = "DEPLOYCTL_FAN_OUT"
+MAX_FAN_OUT = 1024
+
+
+def fan_out_width() -> int:
+    """Hosts contacted at once: DEPLOYCTL_FAN_OUT when it is a whole number in [1, MAX_FAN_OUT], else FAN_OUT."""
+    text = os.environ.get(FAN_OUT_ENV, "").strip()
+    return int(text) if text.isdigit() and 1 <= int(text) <= MAX_FAN_OUT else FAN_OUT
 
 # What one SSH command may print (stdout + stderr) before deployctl stops reading and names the host. The
 # largest legitimate read is a host's state batch (every revision manifest and history entry: tens of KB each)

@@ -7,7 +7,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget, OutputLimitExceeded, short_command
+from deployctl.io.executor import (Executor, HostError, HostTarget, OutputLimitExceeded, fan_out_width,
+                                   short_command)
 from deployctl.io.batch import BEGIN, ProbeOutput, batch_argv, split_outputs
 
 Commands = list[tuple[str, list[str]]]
@@ -71,7 +72,7 @@ def probe_host(executor: Executor, target: HostTarget, commands: Commands, timeo
 
 
 def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
-            timeout: float, workers: int = FAN_OUT, progress: Progress | None = None,
+            timeout: float, workers: int | None = None, progress: Progress | None = None,
             measure_clock: bool = True, parallel: bool | int = False) -> dict[str, HostRun]:
     """Probe all hosts at once (at most ``workers`` in flight); results keep the targets' order.
 
@@ -80,7 +81,7 @@ def fan_out(executor: Executor, targets: list[HostTarget], commands_for: Callabl
     """
     if not targets:
         return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(workers or fan_out_width(), len(targets)))) as pool:
         futures = [pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, measure_clock,
                                parallel) for t in targets]
         return {t.name: f.result() for t, f in zip(targets, futures)}
@@ -91,7 +92,7 @@ FollowUps = Callable[[HostRun], list[tuple[HostTarget, Commands]]]
 
 
 def fan_out_pipelined(executor: Executor, targets: list[HostTarget], commands_for: Callable[[HostTarget], Commands],
-                      follow_ups: FollowUps, timeout: float, workers: int = FAN_OUT, progress: Progress | None = None,
+                      follow_ups: FollowUps, timeout: float, workers: int | None = None, progress: Progress | None = None,
                       follow_progress: Progress | None = None, parallel: bool | int = False,
                       follow_parallel: bool | int = True) -> tuple[dict[str, HostRun], dict[str, HostRun]]:
     """Two stages without a barrier between them: every host's first stage (clock + ``commands_for``),
@@ -106,7 +107,7 @@ def fan_out_pipelined(executor: Executor, targets: list[HostTarget], commands_fo
         return {}, {}
     first: dict[str, HostRun] = {}
     second: dict[str, HostRun] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(workers or fan_out_width(), len(targets)))) as pool:
         pending: dict[Future, bool] = {   # future -> is it a first stage
             pool.submit(probe_host, executor, t, commands_for(t), timeout, progress, True, parallel): True
             for t in targets}
@@ -137,5 +138,5 @@ def run_script(executor: Executor, targets: list[HostTarget], argv_for: Callable
 
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(targets)))) as pool:
         return [x for x in pool.map(one, targets) if x]

@@ -86,15 +86,23 @@ def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         digests, made = {}, set()
+        hashed: dict[int, str] = {}              # the nodes of an instance share their files' bytes: hashed once
         for art in artifacts:
             target = tmp / art.path
             if target.parent not in made:        # one mkdir per node folder, not per file (20,000 files at scale)
                 _private_dirs(tmp, target.parent, made)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # private until its own mode
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(art.content)
-            os.chmod(target, art.mode)
-            digests[art.path] = hashlib.sha256(art.content).hexdigest()
+            # a new private directory: O_EXCL, no link to follow; private until its own mode
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(art.content)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, art.mode)
+            finally:
+                os.close(fd)
+            if id(art.content) not in hashed:
+                hashed[id(art.content)] = hashlib.sha256(art.content).hexdigest()
+            digests[art.path] = hashed[id(art.content)]
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         os.chmod(tmp, 0o700)

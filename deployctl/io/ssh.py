@@ -238,6 +238,7 @@ class SshExecutor:
         self._clients: dict[str, object] = {}
         self._lock = threading.Lock()
         self._known_lock = threading.Lock()
+        self._known_keys: dict[Path, tuple[tuple[int, int, int], object]] = {}   # known_hosts parsed, by file
 
     def _connect(self, t: HostTarget):
         import paramiko
@@ -247,7 +248,7 @@ class SshExecutor:
         create = self.trust_new_hosts and known is not None and check_trust_target(t, known)
         if known and known.exists() and not create:
             try:
-                client.load_host_keys(str(known))
+                self._host_keys_of(t, known, client)
             except Exception as exc:       # OSError, SSHException, InvalidHostKey, UnicodeDecodeError, ...
                 raise load_problem(t, known, exc) from None
         if self.trust_new_hosts and known:
@@ -275,6 +276,27 @@ class SshExecutor:
             raise describe_connect_error(exc, t, timeout=self.connect_timeout, known_hosts=known, keys=keys,
                                          agent=agent) from None
         return client
+
+    def _host_keys_of(self, t: HostTarget, known: Path, client) -> None:
+        """Give ``client`` the keys known_hosts lists for ``t`` (what paramiko's load_host_keys would leave it to
+        check). The file is parsed once per executor and version of the file, not once per connection: paramiko
+        parses every line each time, 0.1 s for 1,024 entries, so a fleet of N hosts cost N x N lines."""
+        import paramiko
+
+        st = known.stat()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._known_lock:
+            cached = self._known_keys.get(known)
+            if cached is None or cached[0] != stamp:
+                keys = paramiko.HostKeys()
+                keys.load(str(known))
+                cached = (stamp, keys)
+                self._known_keys[known] = cached
+        name = t.address if t.port == 22 else f"[{t.address}]:{t.port}"   # as paramiko's client looks it up
+        entries = cached[1].lookup(name)
+        own = client.get_host_keys()
+        for keytype, key in (entries or {}).items():
+            own.add(name, keytype, key)
 
     def client(self, t: HostTarget):
         with self._lock:

@@ -22,7 +22,7 @@ from deployctl.core.models.inventory import Inventory
 from deployctl.core.models.plan import Plan
 from deployctl.core.render.processes import has_router
 from deployctl.io.ansible import PlaybookResult, TaskFailure, prepare, write_inventory
-from deployctl.io.executor import HostTarget
+from deployctl.io.executor import HostTarget, fan_out_width
 from deployctl.io.records import RunRecord
 
 SMOKE_TASK = "POST /v1/chat/completions"
@@ -181,7 +181,10 @@ def _run(pb: Playbooks, playbook: str, groups_: dict[str, list[str]], hostvars: 
                     pb.trust_new_hosts)
     events = _Events(pb.plan, pb.reporter, answers, groups_, cancel, first)
     members = {h for g in groups_.values() for h in g} or {t.name for t in pb.targets}
-    result = pb.runner(private, playbook, forks=len(members), on_event=events, cancel=cancel, ident=ident)
+    # one fork (a Python process of ~50 MB) per host, at most the fan-out width: 1,024 hosts would be 50 GB;
+    # ansible's linear strategy still ends each task on every host before the next one starts
+    forks = min(len(members), fan_out_width())
+    result = pb.runner(private, playbook, forks=forks, on_event=events, cancel=cancel, ident=ident)
     return result, events
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from deployctl.backends.common.lockinfo import LockHeld, LockOwner, _now
 from deployctl.core.errors import ExecutionError
-from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget
+from deployctl.io.executor import Executor, HostError, HostTarget, fan_out_width
 
 HEARTBEAT_S = 20.0
 
@@ -73,7 +73,7 @@ class HostLock:
         results = [self._take(first)]
         if results[0][1] is None and results[0][2] is None:
             self.held.append(first)
-            with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(rest)))) as pool:
+            with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(rest)))) as pool:
                 results += list(pool.map(self._take, rest)) if rest else []
             self.held += [t for t, holder, err in results[1:] if holder is None and err is None]
         for t, holder, err in results:
@@ -104,7 +104,7 @@ class HostLock:
         held, self.held = self.held, []
         if not held:
             return
-        with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(held)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(held)))) as pool:
             list(pool.map(self._release_one, held))
 
     def _release_one(self, t: HostTarget) -> None:
@@ -133,7 +133,7 @@ def holders(executor: Executor, targets: list[HostTarget], cdir: str, timeout: f
         if res.rc == 0 and res.stdout.strip():
             out[t.name] = res.stdout.strip()
 
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(targets)))) as pool:
         list(pool.map(one, targets))
     return out
 
@@ -141,6 +141,6 @@ def holders(executor: Executor, targets: list[HostTarget], cdir: str, timeout: f
 def break_lock(executor: Executor, targets: list[HostTarget], cdir: str, timeout: float = 30) -> list[str]:
     """Remove the lock on every host (the caller has asked for confirmation); returns where one was."""
     found = holders(executor, targets, cdir, timeout)
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(targets)))) as pool:
         list(pool.map(lambda t: executor.run(t, _sh(BREAK, cdir), timeout), [t for t in targets if t.name in found]))
     return sorted(found)

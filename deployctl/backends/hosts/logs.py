@@ -16,7 +16,7 @@ from deployctl.io.records import RunRecord
 from deployctl.backends.hosts.remote import container_names
 from deployctl.core.render.processes import has_router
 from deployctl.core.errors import UsageError
-from deployctl.io.executor import DEFAULT_LOG_MB, FAN_OUT, LOG_ENV, HostError, fmt_mb, limit_bytes
+from deployctl.io.executor import DEFAULT_LOG_MB, LOG_ENV, HostError, fan_out_width, fmt_mb, limit_bytes
 from deployctl.io.batch import PREAMBLE
 from deployctl.io.targets import ssh_targets
 from deployctl.io.executor import HostTarget
@@ -108,7 +108,7 @@ def collect_logs(inv: Inventory, inventory_dir: Path, run_root: Path, hosts: lis
         names = [engine] + (list(ms) if has_router(plan, t.name) else [])
         return fetch_host_logs(executor, t, names, record.path / "hosts" / t.name, tail, since, max_log)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(targets)))) as pool:
         results = list(pool.map(one, targets))
     record.finish("successful", 0)
     return {t.name: r for t, r in zip(targets, results)}, record

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from deployctl.backends.common.pipeline import Reporter
-from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget
+from deployctl.io.executor import Executor, HostError, HostTarget, fan_out_width
 
 MAX_LEFT = 20        # entries of what stayed, per host, that the host reports by name
 
@@ -189,7 +189,7 @@ def purge(executor: Executor, targets: list[HostTarget], cdir: str, run_id: str,
 
     if not targets:
         return {}
-    with ThreadPoolExecutor(max_workers=max(1, min(FAN_OUT, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(fan_out_width(), len(targets)))) as pool:
         return dict(pool.map(one, targets))
 
 

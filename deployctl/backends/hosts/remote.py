@@ -9,7 +9,7 @@ import hashlib
 import re
 
 from deployctl.core.models.hostdata import REV, printable
-from deployctl.io.executor import FAN_OUT, Executor, HostTarget
+from deployctl.io.executor import Executor, HostTarget, fan_out_width
 from deployctl.core.models.deploy import ContainerState, DeployedState
 from deployctl.core.models.plan import Plan
 from deployctl.io.batch import ProbeOutput
@@ -111,7 +111,7 @@ def parse_state(plan: Plan, node: str, out: dict[str, ProbeOutput]) -> DeployedS
 
 
 def read_deployed(plan: Plan, targets: list[HostTarget], executor: Executor, cdir: str, *,
-                  health: bool = False, timeout: float = 30, workers: int = FAN_OUT) -> dict[str, DeployedState]:
+                  health: bool = False, timeout: float = 30, workers: int | None = None) -> dict[str, DeployedState]:
     """DeployedState per node; an unreachable node gets ``error`` set (and nothing else)."""
     runs = fan_out(executor, targets, lambda t: state_commands(plan, t.name, cdir, health), timeout, workers,
                    measure_clock=False)

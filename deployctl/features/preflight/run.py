@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deployctl import __version__
-from deployctl.io.executor import FAN_OUT, Executor, HostTarget
+from deployctl.io.executor import Executor, HostTarget, fan_out_width
 from deployctl.core.models.host_facts import FactsFile, Finding, HostFacts
 from deployctl.core.models.inventory import Inventory
 from deployctl.features.preflight import probes
@@ -37,7 +37,7 @@ class PreflightResult:
 
 
 def run_preflight(inv: Inventory, base_dir: Path, executor: Executor, *, timeout: float = 60,
-                  workers: int = FAN_OUT, ping_sample: int = 16, progress: Progress | None = None,
+                  workers: int | None = None, ping_sample: int = 16, progress: Progress | None = None,
                   layout=None) -> PreflightResult:
     """Probe all hosts (read-only) and judge them. Unreachable hosts become findings, not exceptions.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from deployctl.core.scaling.readings import Sample
-from deployctl.io.executor import FAN_OUT
+from deployctl.io.executor import fan_out_width
 from deployctl.io.fanout import fan_out
 from deployctl.probes.engine_load import ENGINE_LOAD, EngineLoad
 
@@ -29,7 +29,7 @@ def read_samples(plan, executor, targets: dict, clock: Callable[[], float]) -> l
                                                names.tpot))
                 for i, t in enumerate(per_node[host.name])]
 
-    runs = fan_out(executor, [targets[n] for n in per_node], commands, ROUND_TIMEOUT, FAN_OUT, measure_clock=False)
+    runs = fan_out(executor, [targets[n] for n in per_node], commands, ROUND_TIMEOUT, fan_out_width(), measure_clock=False)
     at = clock()
     out: list[Sample] = []
     for node, procs in per_node.items():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from deployctl.core.errors import DeployctlError
-from deployctl.io.executor import FAN_OUT, Executor, HostTarget
+from deployctl.io.executor import Executor, HostTarget, fan_out_width
 from deployctl.io.batch import PROBE_CONCURRENCY
 from deployctl.io.fanout import fan_out, run_script
 from deployctl.backends.hosts.router_control import Remote, control_for, control_gap
@@ -80,7 +80,7 @@ class Watcher:
     def observe(self, nodes: list[str] | None = None) -> dict[str, NodeObs]:
         targets = [self.targets[n] for n in (nodes or [n.name for n in self.plan.nodes])]
         runs = fan_out(self.executor, targets, lambda t: node_commands(self.plan, t.name, self.window),
-                       self.round_timeout, FAN_OUT, measure_clock=False, parallel=PROBE_CONCURRENCY)
+                       self.round_timeout, fan_out_width(), measure_clock=False, parallel=PROBE_CONCURRENCY)
         out = {}
         for name, run in runs.items():
             err = f"{run.error.message}" if run.error is not None else ""

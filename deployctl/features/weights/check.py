@@ -18,7 +18,7 @@ from pathlib import Path
 from deployctl.core.checkpoint.files import INDEX, MAX_INDEX_BYTES, IndexFile, typed
 from deployctl.io.checkpoint_files import read_json
 from deployctl.core.errors import DeployctlError
-from deployctl.io.executor import FAN_OUT, Executor, HostError, HostTarget
+from deployctl.io.executor import Executor, HostError, HostTarget, fan_out_width
 from deployctl.core.textsafe import clean
 from deployctl.features.weights.listing import FileState, files_of, listing_argv, parse_listing, safe_dir
 from deployctl.features.weights.remote import source_argv
@@ -122,7 +122,7 @@ def first_index(executor: Executor, targets: list[HostTarget], directory: str, t
 
 
 def check_weights(executor: Executor, targets: list[HostTarget], directory: str, *, hashes: bool = False,
-                  timeout: float = 60.0, workers: int = FAN_OUT, reference: str | None = None,
+                  timeout: float = 60.0, workers: int | None = None, reference: str | None = None,
                   names: list[str] | None = None) -> CheckResult:
     """List the checkpoint's files on every target in parallel and compare them.
 
@@ -144,7 +144,7 @@ def check_weights(executor: Executor, targets: list[HostTarget], directory: str,
                 Difference(index_from, INDEX, "index", clean(f"names an unsafe file: {exc}", multiline=False))])
     limit = HASH_TIMEOUT if hashes else timeout
     gone = {d.node: d for d in early if d.kind == "host"}       # unreachable while reading the index: not again
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(workers or fan_out_width(), len(targets)))) as pool:
         found = list(pool.map(lambda t: gone.get(t.name) or list_node(executor, t, directory, names, hashes,
                                                                       limit), targets))
     result = CheckResult(directory, names, index_from, hashes)

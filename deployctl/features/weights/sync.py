@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from deployctl.core.checkpoint.files import CONFIG, INDEX, MAX_CONFIG_BYTES, MAX_INDEX_BYTES, IndexFile
-from deployctl.io.executor import FAN_OUT, HostError, HostTarget
+from deployctl.io.executor import HostError, HostTarget, fan_out_width
 from deployctl.core.textsafe import clean
 from deployctl.features.weights.check import CheckResult, Difference, check_weights, compare, fetch_index
 from deployctl.features.weights.listing import FileState, files_of
@@ -97,7 +97,7 @@ def plan(source: Source, ref: dict[str, FileState], dests: CheckResult) -> tuple
 
 
 def sync_weights(executor, source: Source, dests: list[HostTarget], directory: str, *, hashes: bool = False,
-                 timeout: float = 60.0, workers: int = FAN_OUT, progress: Progress | None = None,
+                 timeout: float = 60.0, workers: int | None = None, progress: Progress | None = None,
                  on_plan: Callable[[list], None] | None = None) -> SyncResult:
     """Check, copy what differs from the source to each node in parallel (one relay per node), check again."""
     index, names = source_files(executor, source, timeout)
@@ -160,7 +160,7 @@ def sync_weights(executor, source: Source, dests: list[HostTarget], directory: s
         return failed
 
     if by_node:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(by_node)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers or fan_out_width(), len(by_node)))) as pool:
             result.failed = [d for fs in pool.map(one, list(by_node)) for d in fs]
     after = check_weights(executor, targets, directory, hashes=hashes, timeout=timeout, workers=workers,
                           names=names)
