@@ -221,6 +221,23 @@ def pump(chan, deadline: float, on_out: Sink, on_err: Sink) -> str | None:
             ready.clear()             # the checks above run again: a wake-up cannot be lost
 
 
+FDS_WANTED = 16384     # one socket per host kept open, plus files and pipes: a region of 8,192 hosts fits
+
+
+def _room_for_connections() -> None:
+    """Raise this process's open-file limit towards FDS_WANTED (never above the hard limit): an executor keeps
+    one connection per host it reached, and a soft limit of 1,024 (common) ends a 1,024-host fleet with EMFILE."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = FDS_WANTED if hard == resource.RLIM_INFINITY else min(FDS_WANTED, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):          # not allowed here: the fleet commands say which host failed
+            pass
+
+
 class SshExecutor:
     """Runs commands over SSH. Thread-safe across hosts; one paramiko client per host."""
 
@@ -239,6 +256,7 @@ class SshExecutor:
         self._lock = threading.Lock()
         self._known_lock = threading.Lock()
         self._known_keys: dict[Path, tuple[tuple[int, int, int], object]] = {}   # known_hosts parsed, by file
+        _room_for_connections()
 
     def _connect(self, t: HostTarget):
         import paramiko
