@@ -164,6 +164,11 @@ _OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])"
 _IPV4 = re.compile(r"\.".join([_OCTET] * 4))
 
 
+def ipv4_text(value: str) -> bool:
+    """Whether ``value`` is a dotted-quad IPv4 address as ipaddress reads them (see ipv4_packed)."""
+    return _IPV4.fullmatch(value) is not None
+
+
 def ipv4_packed(value: str) -> bytes | None:
     """The 4 bytes of a dotted-quad IPv4 address (decimal octets 0-255 without leading zeros, as ipaddress reads
     them), else None: the fast path for the hundreds of thousands of device IPs of a large fleet; callers fall

@@ -240,22 +240,28 @@ def _hits(c: dict, config: Any, ranktable: Any, env: dict) -> list[tuple[str, st
             "differ": _differ}[c["kind"]](c, config)
 
 
+@cache
+def _part(sset: str | None, part: str | None) -> tuple[dict, ...]:
+    """The checks of one part (None: all but runtime ones; "shared": those that do not read the env; "env":
+    those that do), in their order."""
+    from deployctl.core.engines.mindie.acceptance_custom import READS_ENV
+
+    return tuple(c for c in _checks(sset) if c["kind"] != "runtime" and
+                 (part is None or (c["kind"] == "custom" and c["fn"] in READS_ENV) == (part == "env")))
+
+
 def evaluate(config: Any, version: str | None, ranktable: Any = None, env: dict | None = None,
              part: str | None = None, memo: dict | None = None) -> list[Refusal]:
     """What MindIE `version` refuses in this config.json (with the node's rank table and exported env).
     ``part``: None, every check; "shared", those that do not read the env (the same answer for every node
     given the same files); "env", only those that read it. ``memo`` keeps the answers of the checks that read
     the rank table alone while that table lives (distributed nodes have several config files, one table)."""
-    from deployctl.core.engines.mindie.acceptance_custom import RANKTABLE_ONLY, READS_ENV
+    from deployctl.core.engines.mindie.acceptance_custom import RANKTABLE_ONLY
 
     env = env or {}
     out: list[Refusal] = []
-    for c in checks(version):
+    for c in _part(source_set(version), part):
         kind = c["kind"]
-        if kind == "runtime":
-            continue
-        if part is not None and (kind == "custom" and c["fn"] in READS_ENV) != (part == "env"):
-            continue
         if c.get("when") and not WHEN[c["when"]](config):
             continue
         if memo is not None and kind == "custom" and c["fn"] in RANKTABLE_ONLY:

@@ -10,7 +10,7 @@ import ipaddress
 import re
 from typing import Any
 
-from deployctl.core.input.hostile import ipv4_packed
+from deployctl.core.input.hostile import ipv4_text
 from deployctl.core.engines.mindie.acceptance import (INT_RANGES, MISSING, WHEN, fill, get, is_int, resolve, truthy,
                                                  type_name)
 
@@ -20,6 +20,8 @@ STOI = re.compile(r"^\s*([+-]?\d+)")
 
 def stoi(text: object) -> int | None:
     """std::stoi: leading blanks, a sign and digits; None where it throws (no digits, outside int)."""
+    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) < 10:
+        return int(text)                 # the common case, exactly: digits only, inside int32
     m = STOI.match(text) if isinstance(text, str) else None
     if not m:
         return None
@@ -31,9 +33,8 @@ def _ip_ok(ip: object, zero_ok: bool) -> bool:
     """common_util.cpp CheckIp: IPv6 when it has ':', IPv4 when it has '.', the all-zero address only if allowed."""
     if not isinstance(ip, str) or not ip:
         return False
-    packed = ipv4_packed(ip) if ":" not in ip else None
-    if packed is not None:
-        return zero_ok or packed != bytes(4)
+    if ":" not in ip and ipv4_text(ip):     # the common case: dotted quad; all-zero has one spelling
+        return zero_ok or ip != "0.0.0.0"
     try:
         addr = ipaddress.IPv6Address(ip) if ":" in ip else ipaddress.IPv4Address(ip) if "." in ip else None
     except ValueError:
