@@ -193,9 +193,9 @@ def ip_address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
 def ip_kind(value: str) -> tuple[int, bool] | None:
     """(IP version, whether it is a placeholder: unspecified or loopback) of an address, None if it is none
     (as ``ip_address``); IPv4 read from its bytes, without building an address object."""
-    packed = ipv4_packed(value) if value.count(".") == 3 and "%" not in value else None
-    if packed is not None:
-        return 4, packed == bytes(4) or packed[0] == 127
+    m = _IPV4.fullmatch(value)
+    if m is not None:                    # a dotted quad: all-zero has one spelling, loopback is 127/8
+        return 4, value == "0.0.0.0" or m.group(1) == "127"
     addr = ip_address(value)
     return None if addr is None else (addr.version, addr.is_unspecified or addr.is_loopback)
 

@@ -139,7 +139,7 @@ def check_devices(inv: Inventory, raw: RawInventory) -> list[Problem]:
     out = []
     per_node = inv.devices_per_node
     hw = inv.cluster.hardware.upper()
-    ips: dict[str, str] = {}
+    ips: dict[str, tuple[str, int]] = {}              # device IP -> (node, device) that has it first
     families: dict[int, str] = {}
     first_of: dict[int, tuple] = {}
     super_pod = inv.cluster.hardware == "a3" and inv.cluster.super_pod
@@ -177,10 +177,11 @@ def check_devices(inv: Inventory, raw: RawInventory) -> list[Problem]:
                                            "use the NPU NIC IP from `hccn_tool -i N -ip -g` (ipaddr:)"))
                 else:
                     if dev.ip in ips:
-                        out.append(raw.problem(ipkey, f"device IP {dev.ip} is also used by {ips[dev.ip]}",
+                        out.append(raw.problem(ipkey, f"device IP {dev.ip} is also used by "
+                                               f"{ips[dev.ip][0]} device {ips[dev.ip][1]}",
                                                "HCCL requires globally unique device IPs"))
                     else:
-                        ips[dev.ip] = f"{node.name} device {dev.id}"
+                        ips[dev.ip] = (node.name, dev.id)
                     if kind[0] not in families:
                         families[kind[0]] = f"{node.name} device {dev.id}"
                         first_of[kind[0]] = ipkey
