@@ -1,13 +1,14 @@
-"""`deployctl plan` and `render` at fleet scale: 64, 256 and 1,024 Atlas 800 A3 servers (16 dies each), as a user
-runs them (a new process each time), wall time and peak memory (max RSS) of the process.
+"""`deployctl plan` and `render` at fleet scale: 1,024 to 8,192 Atlas 800 A3 servers (16 dies each), as a user
+runs them (a new process each time), wall time and peak memory (max RSS) of the process, and how the time grows
+from the smallest size to the largest (linear: the ratio of the sizes).
 
 Two layouts per size, generated here (every node with its 16 device IPs, as a real inventory lists them):
-  * mixed: DeepSeek-V3 W8A8 on MindIE 2.2, preset dp-ep, `replicas: servers / 16` (64 instances x 16 at 1,024);
+  * mixed: DeepSeek-V3 W8A8 on MindIE 2.2, preset dp-ep, `replicas: servers / 16` (512 instances x 16 at 8,192);
   * xPyD: DeepSeek-V3 W8A8 on vLLM-Ascend 0.13, prefill instances of 8 servers and decode instances of 16 over
     half the servers each: 16P + 8D at 256 servers, 64P + 32D at 1,024 (16P + 8D over 1,024 servers would make
     instances of 32 and 64 servers, whose expert parallelism exceeds DeepSeek's 256 routed experts).
 
-    .venv/bin/python bench/plan_scale.py [--runs 3] [--sizes 64,256,1024]
+    .venv/bin/python bench/plan_scale.py [--runs 3] [--sizes 1024,4096,8192]
 
 Prints a markdown table (median of the runs); docs/dev/benchmarks.md keeps the result. `render` runs twice: into a
 tmpfs (/dev/shm: deployctl's own time) and into a directory on the disk (adds the filesystem's cost of creating
@@ -66,7 +67,7 @@ def measure(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--sizes", default="64,256,1024")
+    ap.add_argument("--sizes", default="1024,4096,8192")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
@@ -98,6 +99,13 @@ def main() -> None:
         layout = f"{n // 16} x 16 mixed" if kind == "mixed" else f"{n // 16}P x 8 + {n // 32}D x 16"
         print(f"| {layout} | {n:,} | {size / 1024:,.0f} kB | `{what}` | {wall:.2f} | {100 * wall / n:.2f} | "
               f"{rss:.0f} | {files if files is not None else ''} |")
+    small, large = min(sizes), max(sizes)
+    if small != large:
+        print(f"\nTime at {large:,} servers / time at {small:,} (linear: {large / small:g}):")
+        walls = {(kind, n, what): wall for kind, n, what, wall, *_ in rows}
+        for kind, n, what, *_ in rows:
+            if n == large:
+                print(f"- {kind} `{what}`: {walls[(kind, large, what)] / walls[(kind, small, what)]:.1f}")
 
 
 if __name__ == "__main__":

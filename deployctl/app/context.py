@@ -18,6 +18,14 @@ def open_context(path: Path, mode: Mode = "full", *, facts: Path | None = None, 
                  note: Callable[[str], None] | None = None, raw=None, scale_root: Path | None = None) -> Context:
     """``raw``: the file already read by the caller (it is read here otherwise): it is read once. The scale state
     is read under ``scale_root`` (default ``run_root``): the deployment as `deployctl scale --apply` left it."""
+    from deployctl.core.heap import bulk
+
+    with bulk():
+        return _open_context(path, mode, facts=facts, run_root=run_root, note=note, raw=raw, scale_root=scale_root)
+
+
+def _open_context(path: Path, mode: Mode, *, facts: Path | None, run_root: Path | None,
+                  note: Callable[[str], None] | None, raw, scale_root: Path | None) -> Context:
     from deployctl.io.inventory_file import load_inventory
 
     from deployctl.app.scaled import scaled

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import typer
 
+from deployctl.core.heap import bulk
+
 from deployctl.cli import _output
 
 
+@bulk()        # a short-lived command building a large plan: no collector passes over it
 def run_validate(path: Path, output: str, facts: Path | None = None, run_root: Path | None = None) -> None:
     from deployctl.app.plan import validated
     from deployctl.core.sizing.layout import effective_preset
@@ -30,6 +33,7 @@ def run_validate(path: Path, output: str, facts: Path | None = None, run_root: P
     typer.echo(f"  next: deployctl plan -i {path}")
 
 
+@bulk()        # a short-lived command building a large plan: no collector passes over it
 def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: int | None = None,
              output_len: int | None = None, concurrency: int | None = None, sku: str | None = None,
              run_root: Path | None = None, load: dict | None = None) -> None:
@@ -55,6 +59,7 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
     _output.print_estimate(est)
 
 
+@bulk()        # a short-lived command building a large plan: no collector passes over it
 def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | None = None,
                target: str = "bare-metal", values_only: bool = False, run_root: Path | None = None) -> None:
     from deployctl.io.rendered_tree import check_target, write_tree

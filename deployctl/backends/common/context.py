@@ -40,10 +40,12 @@ class Context:
     def plan(self):
         """The plan, made on first use and kept; a refusal points into the inventory file (located)."""
         from deployctl.core.errors import LayoutError
+        from deployctl.core.heap import bulk
         from deployctl.core.sizing.planner import plan_layout
 
         try:
-            plan = plan_layout(self.inventory)
+            with bulk():
+                plan = plan_layout(self.inventory)
         except LayoutError as exc:
             raise self.located(exc) from None
         if not self.joined:

@@ -17,7 +17,9 @@ def render_plan(plan: Plan) -> list[Artifact]:
 
 def render_artifacts(plan: Plan) -> list[Artifact]:
     """Every file of the rendered tree, sorted by path (byte-stable for the same plan)."""
+    from deployctl.core.heap import bulk
     from deployctl.core.render.router import render_router
 
-    out = render_plan(plan) + plan.engine_spec.render(plan) + render_router(plan)
-    return sorted(out, key=lambda a: a.path)
+    with bulk():
+        out = render_plan(plan) + plan.engine_spec.render(plan) + render_router(plan)
+        return sorted(out, key=lambda a: a.path)
