@@ -16,6 +16,7 @@ them. The render functions are pure, so tests can check formats without starting
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -366,6 +367,14 @@ def _fake(script: str):
     return _MODULES[script]
 
 
+def preload() -> None:
+    """Load what writing node files needs once (the fakes' modules, the router's site): processes forked
+    afterwards to write many nodes' files inherit it."""
+    router_site()
+    for script in _TOOLS.values():
+        _fake(script)
+
+
 def _cached_queries(spec: NodeSpec, st: dict) -> list[tuple[str, list[str]]]:
     per = 16 if spec.hardware == "a3" else 8
     q = [("npu-smi", ["info"]), ("npu-smi", ["info", "-l"]), ("npu-smi", ["info", "-m"])]
@@ -533,9 +542,11 @@ def _closure(name: str) -> list:
     return list(seen.values())
 
 
-def router_site() -> Path | None:
-    """A site directory holding the installed sglang-router and what it requires (built once, then reused), or
-    None when sglang-router is not installed here (`pip install -e '.[test]'` installs it)."""
+@functools.lru_cache(maxsize=1)
+def _router_dists() -> tuple[Path, list] | None:
+    """Where the site directory of the installed sglang-router goes (named by the versions and places of the
+    distributions in it) and those distributions; None without sglang-router. Reading the metadata costs ~80 ms:
+    once per process (every node of a cluster asks)."""
     from importlib import metadata
 
     try:
@@ -545,7 +556,16 @@ def router_site() -> Path | None:
     dists = _closure(ROUTER_DIST)
     key = hashlib.sha256("\n".join(sorted(f"{d.metadata['Name']}=={d.version}@{d.locate_file('')}"
                                            for d in dists)).encode()).hexdigest()[:12]
-    target = ROUTER_CACHE / f"sglang-router-{dist.version}-{key}"
+    return ROUTER_CACHE / f"sglang-router-{dist.version}-{key}", dists
+
+
+def router_site() -> Path | None:
+    """A site directory holding the installed sglang-router and what it requires (built once, then reused), or
+    None when sglang-router is not installed here (`pip install -e '.[test]'` installs it)."""
+    found = _router_dists()
+    if found is None:
+        return None
+    target, dists = found
     if target.is_dir():
         return target
     tmp = ROUTER_CACHE / f".{target.name}.{os.getpid()}.tmp"
