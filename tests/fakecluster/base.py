@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import socket
 import subprocess
 import time
@@ -111,25 +112,27 @@ def keygen(key: Path, comment: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def wait_all(procs: list[subprocess.Popen], what: str) -> None:
+def wait_all(procs: list[subprocess.Popen], what: str, timeout: float = 60) -> None:
     errors = []
     for p in procs:
-        _, err = p.communicate(timeout=60)
+        _, err = p.communicate(timeout=timeout)
         if p.returncode != 0:
             errors.append(f"{shlex.join(map(str, p.args))}: {(err or b'').decode(errors='replace').strip()}")
     if errors:
         raise FakeClusterError(f"{what} failed:\n" + "\n".join(errors))
 
 
-def mount_lines(n: FakeNode) -> list[str]:
+def mount_lines(n: FakeNode, shared_usr_local: Path | None = None) -> list[str]:
     """Shell lines that give a new mount namespace the node's view: overlays on /usr/local, /etc and /var/lib
-    (upper: the node's directories), its /root and weights directory bound in, its hostname."""
+    (upper: the node's directories; `shared_usr_local`: a layer under /usr/local's), its /root and weights
+    directory bound in, its hostname."""
     d, q = n.dir, shlex.quote
     for layer in ("usr_local", "etc", "var_lib"):
         (d / layer / "work").mkdir(parents=True, exist_ok=True)
     n.dirs.var_lib.mkdir(parents=True, exist_ok=True)
-    lines = [f"mount -t overlay overlay -o lowerdir={lower},upperdir={q(str(upper))},"
-             f"workdir={q(str(d / layer / 'work'))} {lower}"
+    shared = q(f"{shared_usr_local}:") if shared_usr_local else ""
+    lines = [f"mount -t overlay overlay -o lowerdir={shared if layer == 'usr_local' else ''}{lower},"
+             f"upperdir={q(str(upper))},workdir={q(str(d / layer / 'work'))} {lower}"
              for lower, upper, layer in (("/usr/local", n.dirs.usr_local, "usr_local"), ("/etc", n.dirs.etc, "etc"),
                                          ("/var/lib", n.dirs.var_lib, "var_lib"))]
     binds = [("/root", n.dirs.root)]
@@ -269,12 +272,14 @@ class ClusterBase:
 
     def _write_cluster_state(self) -> dict[str, str]:
         """cluster.json (every node's state file, for the fakes' pings); returns the /etc/hosts entries."""
+        shutil.rmtree(tools.answers_dir(str(self.cluster_state)), ignore_errors=True)   # a previous run's
         state = {"prefix": self.prefix, "nodes": {n.name: str(n.state_file) for n in self.nodes}}
         self.cluster_state.write_text(json.dumps(state, indent=1) + "\n")
         return {n.name: n.ip for n in self.nodes}
 
-    def _install(self, n: FakeNode, hosts: dict[str, str], pub: str) -> None:
-        tools.install_node(n.spec, n.dirs, cluster_state=str(self.cluster_state), hosts=hosts, client_pubkey=pub)
+    def _install(self, n: FakeNode, hosts: dict[str, str], pub: str, shared_usr_local: bool = False) -> None:
+        tools.install_node(n.spec, n.dirs, cluster_state=str(self.cluster_state), hosts=hosts, client_pubkey=pub,
+                           shared_usr_local=shared_usr_local)
 
     def _write_known_hosts(self, key_of) -> None:
         """known_hosts: `key_of(node)` -> the public key file listed for it."""
