@@ -361,8 +361,11 @@ Host *
             raise ValueError(f"{sorted(self.FIXED & set(changes))} cannot change on a running node; build a new cluster")
         n.spec = n.spec.replace(**changes)
         self.specs = [n.spec if s.name == n.name else s for s in self.specs]
-        tools.write_state(n.spec, n.dirs, str(self.cluster_state))
+        self._write_state(n)
         return n.spec
+
+    def _write_state(self, n: FakeNode) -> None:
+        tools.write_state(n.spec, n.dirs, str(self.cluster_state))
 
     def inventory_snippet(self) -> str:
         """deployctl inventory YAML (cluster, ssh, nodes with device IPs) for this cluster."""

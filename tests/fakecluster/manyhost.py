@@ -293,6 +293,23 @@ class ManyHostCluster(ClusterBase):
             self._net(self._reach(n, before, add=False) + self._reach(n, spec.unreachable, add=True))
         return spec
 
+    def _write_state(self, n: ManyNode) -> None:
+        """Through the node's overlays: files replaced in an upper directory from outside are not seen by an
+        overlay that already looked them up (the fakes' answer cache would stay stale)."""
+        if not self.started:
+            return super()._write_state(n)
+        stage = tools.NodeDirs(self.workdir / "stage" / n.name)
+        shutil.rmtree(stage.base, ignore_errors=True)
+        stage.state_file.parent.mkdir(parents=True)
+        shutil.copyfile(n.state_file, stage.state_file)          # the answers of the old state go
+        tools.write_state(n.spec, stage, str(self.cluster_state))
+        tools.write_weights(n.spec, n.dirs)                       # a bind mount: no overlay in between
+        q = shlex.quote
+        _run(["nsenter", f"--mount={n.mnt}", "--", "sh", "-ec",
+              f"rm -rf /etc/fakecluster/cache; cp -a {q(str(stage.etc))}/. /etc/; "
+              f"cp -a {q(str(stage.usr_local))}/. /usr/local/"])
+        shutil.rmtree(stage.base)
+
     def sshd_pids(self) -> list[int]:
         """The sshd listener and every sshd process serving a connection."""
         r = _run(["ip", "netns", "pids", self.hub], check=False)

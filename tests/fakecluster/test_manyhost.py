@@ -158,10 +158,13 @@ def test_stop_leaves_nothing(tmp_path, monkeypatch):
     require_fake_cluster_support()
     mc = ManyHostCluster(with_faults(fleet(3, "a2"), node3={"unreachable": "refused"}), tmp_path / "ok").start()
     prefix, subnet = mc.prefix, mc.subnet
-    assert len(_mounts_under(mc.ns_dir)) == 1 + 2 * 3 and len(_links_and_netns(prefix)) == 3
-    live = mc.ssh("node1", "sleep 30 >/dev/null 2>&1 & echo $!")        # outlives its session
-    pids = [int(live.stdout)] + mc.sshd_pids()
-    mc.stop()
+    try:
+        assert len(_mounts_under(mc.ns_dir)) == 1 + 2 * 3
+        assert set(_links_and_netns(prefix)) == {f"{prefix}-h", f"{prefix}-hub", f"{prefix}-void"}
+        live = mc.ssh("node1", "sleep 30 >/dev/null 2>&1 & echo $!")        # outlives its session
+        pids = [int(live.stdout)] + mc.sshd_pids()
+    finally:
+        mc.stop()
     assert _mounts_under(NS_DIR / prefix) == [] and not (NS_DIR / prefix).exists()
     assert _links_and_netns(prefix) == [] and _addresses(subnet) == []
     assert not [p for p in pids if Path(f"/proc/{p}").exists()
