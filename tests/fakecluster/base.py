@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import tools
 from .hostenv import (
-    KEX, RUN_DIR, SSH_CONNECT_TIMEOUT, SSHD_KEX, START_TIMEOUT, FakeClusterError, _addresses_in_use, _conflicts,
+    KEX, RUN_DIR, SSH_CONNECT_TIMEOUT, START_TIMEOUT, FakeClusterError, _addresses_in_use, _conflicts,
     _lease_owner, _lease_path, _ledger, _link_names, _live, _netns_names, _pid_alive, _release_lease, _reserved,
     _take_lease, check_environment, teardown_prefix)
 from .spec import NodeSpec, a3_sdid
@@ -74,52 +74,6 @@ class FakeNode:
 
     def __str__(self) -> str:
         return f"{self.name}({self.ip})"
-
-
-def sshd_config(*, listen: str, host_key: Path, pid_file: Path, max_startups: str = "200:30:400",
-                max_sessions: int = 200, authorized_keys: str = ".ssh/authorized_keys", extra: str = "") -> str:
-    """An sshd_config for simulated hosts: root logs in with the cluster's client key, KexAlgorithms paramiko
-    (deployctl's client) and the system client agree on."""
-    return f"""\
-ListenAddress {listen}
-Port 22
-HostKey {host_key}
-PidFile {pid_file}
-AuthorizedKeysFile {authorized_keys}
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-UseDNS no
-KexAlgorithms {SSHD_KEX}
-MaxStartups {max_startups}
-MaxSessions {max_sessions}
-PrintMotd no
-PrintLastLog no
-AcceptEnv LANG LC_*
-Subsystem sftp /usr/lib/openssh/sftp-server
-LogLevel INFO
-{extra}"""
-
-
-def keygen(key: Path, comment: str) -> subprocess.Popen:
-    """Start ssh-keygen for a new ed25519 key at `key` (old files removed); wait with `wait_all`."""
-    for f in (key, key.with_suffix(".pub")):
-        f.unlink(missing_ok=True)
-    return subprocess.Popen(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def wait_all(procs: list[subprocess.Popen], what: str, timeout: float = 60) -> None:
-    errors = []
-    for p in procs:
-        _, err = p.communicate(timeout=timeout)
-        if p.returncode != 0:
-            errors.append(f"{shlex.join(map(str, p.args))}: {(err or b'').decode(errors='replace').strip()}")
-    if errors:
-        raise FakeClusterError(f"{what} failed:\n" + "\n".join(errors))
 
 
 def mount_lines(n: FakeNode, shared_usr_local: Path | None = None) -> list[str]:

@@ -31,12 +31,12 @@ from pathlib import Path
 
 from . import tools
 # the machine-level helpers moved to hostenv.py; these names stay importable from here
-from .base import ClusterBase, FakeNode, keygen, mount_lines, sshd_config, wait_all
+from .base import ClusterBase, FakeNode, mount_lines
 from .hostenv import (  # noqa: F401
     KEX, LEDGER_ENV, PYTHON_IN_NODE, RUN_DIR, SSH_CONNECT_TIMEOUT, SSHD, SSHD_KEX, START_TIMEOUT, FakeClusterError,
     _addresses_in_use, _conflicts, _lease_owner, _lease_path, _link_names, _netns_names, _pid_alive, _pids_in_netns,
     _release_lease, _run, _take_lease, check_environment, free_subnet, gc_stale, live_clusters, registered_clusters,
-    stop_all, tcp_port_open, teardown_prefix)
+    keygen, sshd_config, stop_all, tcp_port_open, teardown_prefix, wait_all)
 from .spec import NodeSpec
 
 __all__ = ["FakeCluster", "FakeClusterError", "FakeNode", "check_environment", "free_subnet", "gc_stale",

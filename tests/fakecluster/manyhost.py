@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import tools
-from .base import ClusterBase, FakeNode, keygen, mount_lines, sshd_config, wait_all
-from .hostenv import NS_DIR, SSHD, FakeClusterError, _run
+from .base import ClusterBase, FakeNode, mount_lines
+from .hostenv import NS_DIR, SSHD, FakeClusterError, _run, keygen, sshd_config, wait_all
 from .spec import NodeSpec
 
 SHELL = "/bin/bash"          # root's login shell on the nodes (sshd would run it for the command)
