@@ -259,22 +259,60 @@ def default_cluster(n: int, hardware: Hardware = "a2", *, subnet: str | None = N
         subnet = free_subnet()
     if first_host + n - 1 > 254 or first_host < 2:
         raise ValueError("first_host..first_host+n-1 must lie in 2..254")
+    return [_healthy(k, hardware, name=f"{name_prefix}{k}", ip=f"{subnet}.{first_host + k - 1}",
+                     device_ip=lambda k, p: f"172.16.{k}.{100 + p}", vnic_ip=lambda k, p: f"192.168.{k}.{100 + p}",
+                     pod=super_pod_id, index=k - 1, images=images, driver_version=driver_version,
+                     firmware_version=firmware_version, weights_dir=weights_dir, common=common)
+            for k in range(1, n + 1)]
+
+
+A3_SERVERS_PER_POD = 48      # an Atlas 900 A3 SuperPoD: 384 NPUs = 48 servers of 8
+
+
+def _packed(first16: str, i: int) -> str:
+    """The i-th address of `first16`.0.0/16 from .1.2 on, 250 a /24 (never .0, .1 or .255)."""
+    return f"{first16}.{1 + i // 250}.{2 + i % 250}"
+
+
+def fleet(n: int, hardware: Hardware = "a3", *, subnet: str | None = None, images: Iterable[str] | None = None,
+          driver_version: str = DEFAULT_DRIVER, firmware_version: str = DEFAULT_FIRMWARE,
+          weights_dir: str = DEFAULT_WEIGHTS_DIR, **common: Any) -> list[NodeSpec]:
+    """`n` (up to 4000) healthy hosts for a ManyHostCluster, as `default_cluster` makes them but on a /16:
+    node1..nodeN at <subnet>.<1 + (k-1) // 200>.<11 + (k-1) % 200> (`subnet`: "10.K"; None reserves a free
+    one, `hostenv.free_subnet16`), device IPs (and A3 vNIC IPs) packed into 172.16.0.0/16 (192.168.0.0/16),
+    A3 servers 48 to a super pod (server index and SDIDs unique in their pod)."""
+    if not 1 <= n <= 4000:
+        raise ValueError("n must be 1..4000")
+    if subnet is None:
+        from .hostenv import free_subnet16   # lazy: spec.py stays importable without the runtime
+        subnet = free_subnet16()
+    per = 16 if hardware == "a3" else 8
+    return [_healthy(k, hardware, name=f"node{k}", ip=f"{subnet}.{1 + (k - 1) // 200}.{11 + (k - 1) % 200}",
+                     device_ip=lambda k, p: _packed("172.16", (k - 1) * per + p),
+                     vnic_ip=lambda k, p: _packed("192.168", (k - 1) * per + p),
+                     pod=(k - 1) // A3_SERVERS_PER_POD, index=(k - 1) % A3_SERVERS_PER_POD, images=images,
+                     driver_version=driver_version, firmware_version=firmware_version, weights_dir=weights_dir,
+                     common=common)
+            for k in range(1, n + 1)]
+
+
+def _healthy(k: int, hardware: Hardware, *, name: str, ip: str, device_ip, vnic_ip, pod: int, index: int,
+             images: Iterable[str] | None, driver_version: str, firmware_version: str, weights_dir: str,
+             common: dict[str, Any]) -> NodeSpec:
+    """Host k of a healthy cluster: `device_ip(k, phy)` / `vnic_ip(k, phy)` give its addresses, `pod` and
+    `index` its A3 super pod and server index."""
     imgs = tuple(images) if images is not None else (DEFAULT_IMAGES[hardware], VLLM_IMAGES[hardware], ROUTER_IMAGE)
     devices = 16 if hardware == "a3" else 8
-    specs = []
-    for k in range(1, n + 1):
-        kw: dict[str, Any] = dict(
-            name=f"{name_prefix}{k}", ip=f"{subnet}.{first_host + k - 1}", hardware=hardware,
-            driver_version=driver_version, firmware_version=firmware_version,
-            device_ips={p: f"172.16.{k}.{100 + p}" for p in range(devices)},
-            gateway="172.16.0.1", docker_images=imgs, weights_dir=weights_dir)
-        if hardware == "a3":
-            kw.update(vnic_ips={p: f"192.168.{k}.{100 + p}" for p in range(devices)},
-                      sdids={p: a3_sdid(k - 1, p) for p in range(devices)},
-                      super_pod_id=super_pod_id, server_index=k - 1)
-        kw.update(common)
-        specs.append(NodeSpec(**kw))
-    return specs
+    kw: dict[str, Any] = dict(
+        name=name, ip=ip, hardware=hardware, driver_version=driver_version, firmware_version=firmware_version,
+        device_ips={p: device_ip(k, p) for p in range(devices)},
+        gateway="172.16.0.1", docker_images=imgs, weights_dir=weights_dir)
+    if hardware == "a3":
+        kw.update(vnic_ips={p: vnic_ip(k, p) for p in range(devices)},
+                  sdids={p: a3_sdid(index, p) for p in range(devices)},
+                  super_pod_id=pod, server_index=index)
+    kw.update(common)
+    return NodeSpec(**kw)
 
 
 def with_faults(specs: list[NodeSpec], **per_node: dict[str, Any]) -> list[NodeSpec]:

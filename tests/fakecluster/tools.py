@@ -16,6 +16,7 @@ them. The render functions are pure, so tests can check formats without starting
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -366,6 +367,14 @@ def _fake(script: str):
     return _MODULES[script]
 
 
+def preload() -> None:
+    """Load what writing node files needs once (the fakes' modules, the router's site): processes forked
+    afterwards to write many nodes' files inherit it."""
+    router_site()
+    for script in _TOOLS.values():
+        _fake(script)
+
+
 def _cached_queries(spec: NodeSpec, st: dict) -> list[tuple[str, list[str]]]:
     per = 16 if spec.hardware == "a3" else 8
     q = [("npu-smi", ["info"]), ("npu-smi", ["info", "-l"]), ("npu-smi", ["info", "-m"])]
@@ -403,7 +412,8 @@ def write_cache(spec: NodeSpec, dirs: NodeDirs, st: dict) -> None:
 def _write_answer(key: Path, rc: int, out: str, err: str) -> None:
     key.parent.mkdir(parents=True, exist_ok=True)
     key.with_name(key.name + ".out").write_text(out)
-    key.with_name(key.name + ".err").write_text(err)
+    if err:                   # the wrappers print it only when it is there (`[ -s ]`, or after a failed ping)
+        key.with_name(key.name + ".err").write_text(err)
     key.with_name(key.name + ".rc").write_text(f"{rc}\n")
 
 
@@ -411,28 +421,33 @@ def answers_dir(cluster_state: str | None) -> Path | None:
     return Path(cluster_state).parent / "answers" if cluster_state else None
 
 
-def write_answers(spec: NodeSpec, st: dict, cluster_state: str | None) -> None:
-    """The device IPs of this node that answer pings: one file <ip>@<node> each."""
+def _answering(spec: NodeSpec, st: dict | None) -> list[str]:
+    if not st or not st.get("reachable", True):
+        return []
+    return [f"{d[key]}@{spec.name}" for d in st["devices"] for key in ("ip", "vnic_ip")
+            if d.get(key) and d["link"] == "UP"]
+
+
+def write_answers(spec: NodeSpec, st: dict, cluster_state: str | None, before: dict | None = None) -> None:
+    """The device IPs of this node that answer pings: one file <ip>@<node> each (`before`: the node's previous
+    state, whose files go; the cluster empties the directory when it starts)."""
     where = answers_dir(cluster_state)
     if where is None:
         return
     where.mkdir(parents=True, exist_ok=True)
-    for old in where.glob(f"*@{spec.name}"):
-        old.unlink()
-    if not st.get("reachable", True):
-        return
-    for d in st["devices"]:
-        for key in ("ip", "vnic_ip"):
-            if d.get(key) and d["link"] == "UP":
-                (where / f"{d[key]}@{spec.name}").touch()
+    for old in _answering(spec, before):
+        (where / old).unlink(missing_ok=True)
+    for new in _answering(spec, st):
+        (where / new).touch()
 
 
 def write_state(spec: NodeSpec, dirs: NodeDirs, cluster_state: str | None) -> None:
     """(Re)write everything that follows from the spec and may change at runtime."""
     st = node_state(spec, cluster_state)
+    before = json.loads(dirs.state_file.read_text()) if dirs.state_file.exists() else None
     _write(dirs.state_file, json.dumps(st, indent=1) + "\n")
     write_cache(spec, dirs, st)
-    write_answers(spec, st, cluster_state)
+    write_answers(spec, st, cluster_state, before)
     _write(dirs.etc / "hccn.conf", hccn_conf(spec))
     _write(dirs.usr_local / "Ascend" / "driver" / "version.info", driver_version_info(spec))
     _write(dirs.usr_local / "Ascend" / "firmware" / "version.info", firmware_version_info(spec))
@@ -440,9 +455,19 @@ def write_state(spec: NodeSpec, dirs: NodeDirs, cluster_state: str | None) -> No
 
 
 def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = None,
-                 hosts: dict[str, str] | None = None, client_pubkey: str | None = None) -> None:
-    """All per-node files: fake tools, version files, hccn.conf, hostname, hosts, state, weights, ssh."""
-    ul = dirs.usr_local
+                 hosts: dict[str, str] | None = None, client_pubkey: str | None = None,
+                 shared_usr_local: bool = False) -> None:
+    """All per-node files: fake tools, version files, hccn.conf, hostname, hosts, state, weights, ssh.
+    `shared_usr_local`: the node-independent files of /usr/local are in a layer of their own
+    (`install_usr_local`) under the node's overlay, not in the node's directory."""
+    if not shared_usr_local:
+        install_usr_local(dirs.usr_local, cluster_state)
+    dirs.var_lib.mkdir(parents=True, exist_ok=True)
+    _install_etc(spec, dirs, cluster_state, hosts, client_pubkey)
+
+
+def install_usr_local(ul: Path, cluster_state: str | None) -> None:
+    """What every node of a cluster has alike in /usr/local: the fake tools and the stand-in engines."""
     for sub in ("sbin", "bin", "Ascend/driver/tools", "Ascend/driver/lib64", "Ascend/driver/include",
                 "Ascend/firmware", "dcmi"):
         (ul / sub).mkdir(parents=True, exist_ok=True)
@@ -480,11 +505,14 @@ def install_node(spec: NodeSpec, dirs: NodeDirs, *, cluster_state: str | None = 
         link.unlink()
     if site is not None:
         link.symlink_to(site)
-    dirs.var_lib.mkdir(parents=True, exist_ok=True)
     link = ul / "bin" / "npu-smi"
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to("/usr/local/sbin/npu-smi")
+
+
+def _install_etc(spec: NodeSpec, dirs: NodeDirs, cluster_state: str | None, hosts: dict[str, str] | None,
+                 client_pubkey: str | None) -> None:
     etc = dirs.etc
     _write(etc / "hostname", spec.name + "\n")
     _write(etc / "ascend_install.info",
@@ -533,9 +561,11 @@ def _closure(name: str) -> list:
     return list(seen.values())
 
 
-def router_site() -> Path | None:
-    """A site directory holding the installed sglang-router and what it requires (built once, then reused), or
-    None when sglang-router is not installed here (`pip install -e '.[test]'` installs it)."""
+@functools.lru_cache(maxsize=1)
+def _router_dists() -> tuple[Path, list] | None:
+    """Where the site directory of the installed sglang-router goes (named by the versions and places of the
+    distributions in it) and those distributions; None without sglang-router. Reading the metadata costs ~80 ms:
+    once per process (every node of a cluster asks)."""
     from importlib import metadata
 
     try:
@@ -545,7 +575,16 @@ def router_site() -> Path | None:
     dists = _closure(ROUTER_DIST)
     key = hashlib.sha256("\n".join(sorted(f"{d.metadata['Name']}=={d.version}@{d.locate_file('')}"
                                            for d in dists)).encode()).hexdigest()[:12]
-    target = ROUTER_CACHE / f"sglang-router-{dist.version}-{key}"
+    return ROUTER_CACHE / f"sglang-router-{dist.version}-{key}", dists
+
+
+def router_site() -> Path | None:
+    """A site directory holding the installed sglang-router and what it requires (built once, then reused), or
+    None when sglang-router is not installed here (`pip install -e '.[test]'` installs it)."""
+    found = _router_dists()
+    if found is None:
+        return None
+    target, dists = found
     if target.is_dir():
         return target
     tmp = ROUTER_CACHE / f".{target.name}.{os.getpid()}.tmp"
