@@ -171,6 +171,24 @@ def describe_connect_error(exc: BaseException, t: HostTarget, *, timeout: float,
                      f"see where it stops with {_ssh_cmd(t)}")
 
 
+IDLE_WAKE_S = 5.0     # how often an idle connection's reader thread wakes (paramiko: 10 times a second)
+
+
+def _quiet_when_idle(client) -> None:
+    """An open connection's reader thread (one per host) wakes when its socket times out, 10 times a second by
+    paramiko's default, to check for a close or a keepalive. A command keeps one connection per host: with
+    1,024 hosts that was 10,000 wake-ups a second competing for the interpreter, 420 s of CPU in a 13-minute
+    preflight (docs/dev/benchmarks.md, "A thousand hosts"). Once the handshake is done the thread wakes every
+    IDLE_WAKE_S instead; data still wakes it at once, a command's own deadlines are the channel's (``pump``), and
+    ``close()`` closes the socket, which ends the thread's wait."""
+    transport = client.get_transport()
+    if transport is not None and transport.sock is not None:
+        try:
+            transport.sock.settimeout(IDLE_WAKE_S)
+        except OSError:
+            pass
+
+
 def _nodelay_transport(sock, **kwargs):
     """A paramiko Transport over ``sock`` with Nagle's algorithm off.
 
@@ -293,6 +311,7 @@ class SshExecutor:
             client.close()
             raise describe_connect_error(exc, t, timeout=self.connect_timeout, known_hosts=known, keys=keys,
                                          agent=agent) from None
+        _quiet_when_idle(client)
         return client
 
     def _host_keys_of(self, t: HostTarget, known: Path, client) -> None:
