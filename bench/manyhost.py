@@ -9,6 +9,7 @@ connection per host, `true` on each): one host after another, then from 64 threa
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import threading
@@ -142,6 +143,7 @@ def main() -> int:
     if problems:
         print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # stop() the cluster on the way out
     gc_stale()
     rows = [bench(int(s), args.hardware, args.threads, int(s) <= args.at_once_max) for s in args.sizes.split(",")]
     print(f"| hosts ({args.hardware}) | start (s): files / network / namespaces / sshd | stop (s) | node files "
