@@ -9,6 +9,7 @@ connection per host, `true` on each): one host after another, then from 64 threa
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import threading
@@ -66,18 +67,23 @@ def run(client, cmd: str = "true") -> int:
     return chan.recv_exit_status()
 
 
-def connect_and_run(mc, node, clients: list, lock: threading.Lock) -> float:
+def connect_and_run(mc, node, clients: list | None, lock: threading.Lock) -> float:
+    """Connect and run `true`; the connection stays open when `clients` is a list (every open paramiko
+    connection has a thread polling its socket: a thousand of them starve one Python process)."""
     t = time.monotonic()
     c = connect(mc, node)
     assert run(c) == 0
-    with lock:
-        clients.append(c)
+    if clients is None:
+        c.close()
+    else:
+        with lock:
+            clients.append(c)
     return time.monotonic() - t
 
 
-def fan(mc: ManyHostCluster, threads: int) -> tuple[float, float, list]:
+def fan(mc: ManyHostCluster, threads: int, keep: bool) -> tuple[float, float, list]:
     """(wall s, slowest host s, clients left open) for connect + `true` on every host from `threads` threads."""
-    clients: list = []
+    clients: list | None = [] if keep else None
     lock = threading.Lock()
     t = time.monotonic()
     if threads == 1:
@@ -85,7 +91,7 @@ def fan(mc: ManyHostCluster, threads: int) -> tuple[float, float, list]:
     else:
         with ThreadPoolExecutor(threads) as pool:
             each = list(pool.map(lambda n: connect_and_run(mc, n, clients, lock), mc.nodes))
-    return time.monotonic() - t, max(each), clients
+    return time.monotonic() - t, max(each), clients or []
 
 
 def close(clients: list) -> None:
@@ -93,7 +99,7 @@ def close(clients: list) -> None:
         c.close()
 
 
-def bench(n: int, hardware: str, threads: int) -> dict:
+def bench(n: int, hardware: str, threads: int, at_once: bool) -> dict:
     shm0, slab0 = meminfo("Shmem"), meminfo("Slab")
     row: dict = {"n": n}
     with tempfile.TemporaryDirectory(prefix=f"manyhost-{n}-") as tmp:
@@ -109,14 +115,14 @@ def bench(n: int, hardware: str, threads: int) -> dict:
                 run(c)
             row["per_command_ms"] = (time.monotonic() - t) / 50 * 1000
             c.close()
-            row["sequential"], _, clients = fan(mc, 1)
+            row["sequential"], _, _ = fan(mc, 1, keep=False)
+            row["parallel"], row["parallel_slowest"], clients = fan(mc, threads, keep=n <= 256)
+            row["sshd_open"] = sshd_memory(mc) if clients else (0, float("nan"), float("nan"))
             close(clients)
-            row["parallel"], row["parallel_slowest"], clients = fan(mc, threads)
-            row["sshd_open"] = sshd_memory(mc)
-            close(clients)
-            time.sleep(1)
-            row["all_at_once"], row["all_at_once_slowest"], clients = fan(mc, n)
-            close(clients)
+            row["all_at_once"] = row["all_at_once_slowest"] = float("nan")
+            if at_once:
+                time.sleep(1)
+                row["all_at_once"], row["all_at_once_slowest"], _ = fan(mc, n, keep=False)
         finally:
             t = time.monotonic()
             mc.stop()
@@ -130,13 +136,16 @@ def main() -> int:
     ap.add_argument("--sizes", default="64,256,1024")
     ap.add_argument("--hardware", default="a3", choices=("a2", "a3"))
     ap.add_argument("--threads", type=int, default=64)
+    ap.add_argument("--at-once-max", type=int, default=256,
+                    help="connect to every host at once (a thread each) up to this many hosts")
     args = ap.parse_args()
     problems = check_environment()
     if problems:
         print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # stop() the cluster on the way out
     gc_stale()
-    rows = [bench(int(s), args.hardware, args.threads) for s in args.sizes.split(",")]
+    rows = [bench(int(s), args.hardware, args.threads, int(s) <= args.at_once_max) for s in args.sizes.split(",")]
     print(f"| hosts ({args.hardware}) | start (s): files / network / namespaces / sshd | stop (s) | node files "
           "on tmpfs (MB) | kernel slab (MB) | sshd idle: procs, RSS MB | sshd, a connection per host open: procs, "
           f"RSS / PSS MB | one command on an open connection (ms) | connect + `true`, every host: one by one (s) | "
