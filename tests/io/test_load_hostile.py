@@ -263,3 +263,16 @@ def test_an_honest_region_loads_without_a_value_limit(tmp_path):
     assert raw.line_of(("nodes", 8191, "devices", 15, "ip")) == last
     assert raw.line_of(("nodes", 8191, "address")) == last - 1
     assert ("nodes", 8191, "devices", 15, "ip") in raw.lines      # keys are always recorded
+
+
+def test_keys_may_carry_anchors_and_aliases_of_scalars():
+    """The event builder keeps YAML's meaning for keys: an alias of a scalar is that key, an anchored key can be
+    named later; a list or mapping as a key is refused with its line."""
+    from deployctl.core.errors import InventoryError
+    from deployctl.core.input.raw import parse_yaml
+
+    raw = parse_yaml("a: &k name\n*k : 3\n", "f.yaml", Path("."))
+    assert raw.data == {"a": "name", "name": 3} and raw.line_of(("name",)) == 2
+    with pytest.raises(InventoryError) as exc:
+        parse_yaml("cluster: x\na: &l [1]\n*l : 3\n", "f.yaml", Path("."))
+    assert [(p.message, p.line) for p in exc.value.problems] == [("mapping key is a list, not a string", 3)]

@@ -304,18 +304,23 @@ class _Builder:
         out: dict = {}
         while not isinstance(key_event := self.next_event(), yaml.MappingEndEvent):
             key_line = key_event.start_mark.line + 1
-            if not isinstance(key_event, yaml.ScalarEvent):
-                kind = ("list" if isinstance(key_event, yaml.SequenceStartEvent) else
-                        "mapping" if isinstance(key_event, yaml.MappingStartEvent) else "alias")
-                self.problems.append(Problem(f"mapping key is a{'n' if kind == 'alias' else ''} {kind}, not a "
-                                             "string", format_path(path), self.file, key_line,
-                                             hint="keys are plain names, e.g. address:"))
+            if isinstance(key_event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                kind = "list" if isinstance(key_event, yaml.SequenceStartEvent) else "mapping"
+                self.problems.append(Problem(f"mapping key is a {kind}, not a string", format_path(path), self.file,
+                                             key_line, hint="keys are plain names, e.g. address:"))
                 self.discard(key_event, path + ("?",))
                 self.discard(self.next_event(), path + ("?",))
                 continue
-            if key_event.tag is not None and not self.replay:
-                self.build(key_event, path, line)              # refuses the tag
-            key = self.scalar(key_event, path, key_line)
+            if isinstance(key_event, yaml.ScalarEvent) and key_event.anchor is None and key_event.tag is None:
+                key = self.scalar(key_event, path, key_line)
+            else:                       # a tag (refused), an anchor (recorded) or an alias (expanded) on a key
+                key = self.build(key_event, path + ("?",), line)
+            if isinstance(key, (list, dict)):
+                self.problems.append(Problem(f"mapping key is a {'list' if isinstance(key, list) else 'mapping'}, "
+                                             "not a string", format_path(path), self.file, key_line,
+                                             hint="keys are plain names, e.g. address:"))
+                self.discard(self.next_event(), path + ("?",))
+                continue
             if not isinstance(key, (str, int)):
                 self.problems.append(Problem(f"mapping key {_short(repr(key))} is not a string",
                                              format_path(path), self.file, key_line,
