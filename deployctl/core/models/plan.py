@@ -179,5 +179,6 @@ class Plan(Frozen):
         return self._by_name[1][name]
 
     def role(self, role: str) -> list[Instance]:
-        """The instances of one role (mixed, prefill, decode), in plan order."""
-        return [i for i in self.instances if i.role == role]
+        """The instances of one role (mixed, prefill, decode), in plan order (a fresh list; the grouping is made
+        once per plan: a launch per node asks for it)."""
+        return list(self.memo(("role", role), lambda: tuple(i for i in self.instances if i.role == role)))

@@ -58,7 +58,8 @@ def kv_base(plan: Plan) -> int:
 def kv_transfer(plan: Plan, inst: Instance) -> dict[str, Any]:
     version = plan.engine.version
     pd = feature("pd_mooncake", version)
-    engine_id = [i.name for i in plan.instances].index(inst.name)   # unique per instance in the deployment
+    # unique per instance in the deployment: its place in the plan (the order made once per plan)
+    engine_id = plan.memo(("instance-order",), lambda: {i.name: k for k, i in enumerate(plan.instances)})[inst.name]
     # every instance of a role has the same shape (support.py refuses others): the first one speaks for all
     prefill, decode = plan.role("prefill")[0].degrees, plan.role("decode")[0].degrees
     connector = connector_of(plan)
