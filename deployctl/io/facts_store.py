@@ -145,6 +145,20 @@ def inventory_identity(raw) -> tuple[str, dict[str, str], float] | None:
     return ident.cluster.name, {n.name: n.address for n in ident.nodes}, ident.deploy.facts_max_age_hours
 
 
+def _well_formed(raw) -> bool:
+    """Whether the whole inventory has its structure (checked only before refusing a run: inventory_identity reads
+    three fields, and a broken file gets validation's report rather than this one)."""
+    from pydantic import ValidationError
+
+    from deployctl.core.models.inventory import Inventory
+
+    try:
+        Inventory.model_validate(raw.data)
+    except ValidationError:
+        return False
+    return True
+
+
 @cache
 def _identity_model() -> type:
     """The three things resolve_facts needs from an inventory, read with the inventory's own field types (not the
@@ -203,6 +217,8 @@ def resolve_facts(inventory: Path, run_root: Path, explicit: Path | None, *,
     differ = _host_differences(nodes, run.nodes)
     if differ:
         problems.append("it probed other hosts than the inventory lists: " + "; ".join(differ))
+    if problems and not _well_formed(raw):
+        return None, None           # a broken inventory: validation's report (file, line, key) says what to fix
     if problems:
         raise UsageError(f"the latest successful preflight run of cluster '{cluster}', {run.id} ({age} ago), "
                          "cannot be used: " + "; ".join(problems) + f" ({run.facts})",
