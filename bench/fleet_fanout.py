@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
 
 from fakecluster import FakeCluster, default_cluster  # noqa: E402
-from fakecluster.cluster import check_environment, gc_stale  # noqa: E402
+from fakecluster.hostenv import bench_ready  # noqa: E402
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR  # noqa: E402
 from plan_scale import measure  # noqa: E402
 
@@ -41,12 +40,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--latency", type=float, default=0.05, help="seconds per simulated npu-smi/hccn_tool call")
     args = ap.parse_args()
-    problems = check_environment()
-    if problems:
-        print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+    if not bench_ready():
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    gc_stale()
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix=f"fleet-bench-{n}-") as tmp:

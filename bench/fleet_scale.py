@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
 
 from fakecluster import ManyHostCluster, fleet  # noqa: E402
-from fakecluster.cluster import check_environment, gc_stale  # noqa: E402
+from fakecluster.hostenv import bench_ready  # noqa: E402
 from fakecluster.spec import DEFAULT_IMAGES, DEFAULT_WEIGHTS_DIR  # noqa: E402
 
 DEPLOYCTL = [sys.executable, "-m", "deployctl"]
@@ -106,12 +106,8 @@ def main() -> int:
     ap.add_argument("--watch-rounds", type=int, default=4)
     ap.add_argument("--interval", type=float, default=2.5, help="watch --interval")
     args = ap.parse_args()
-    problems = check_environment()
-    if problems:
-        print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+    if not bench_ready():
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    gc_stale()
     n = args.hosts
     rows = []
     with tempfile.TemporaryDirectory(prefix=f"fleet-scale-{n}-") as tmp:

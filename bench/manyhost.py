@@ -9,7 +9,6 @@ connection per host, `true` on each): one host after another, then from 64 threa
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import tempfile
 import threading
@@ -21,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
 
 from fakecluster import ManyHostCluster, fleet  # noqa: E402
-from fakecluster.cluster import check_environment, gc_stale  # noqa: E402
+from fakecluster.hostenv import bench_ready  # noqa: E402
 
 
 def meminfo(key: str) -> int:
@@ -139,12 +138,8 @@ def main() -> int:
     ap.add_argument("--at-once-max", type=int, default=256,
                     help="connect to every host at once (a thread each) up to this many hosts")
     args = ap.parse_args()
-    problems = check_environment()
-    if problems:
-        print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+    if not bench_ready():
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))      # stop() the cluster on the way out
-    gc_stale()
     rows = [bench(int(s), args.hardware, args.threads, int(s) <= args.at_once_max) for s in args.sizes.split(",")]
     print(f"| hosts ({args.hardware}) | start (s): files / network / namespaces / sshd | stop (s) | node files "
           "on tmpfs (MB) | kernel slab (MB) | sshd idle: procs, RSS MB | sshd, a connection per host open: procs, "

@@ -380,3 +380,18 @@ def tcp_port_open(ip: str, port: int, timeout: float = 1.0) -> bool | str:
             return "ETIMEDOUT"
         except OSError as e:
             return errno.errorcode.get(e.errno or 0, str(e))
+
+
+def bench_ready() -> bool:
+    """A benchmark's start: False (said on stderr) when simulated hosts cannot run here; else SIGTERM ends the
+    process through its `finally` blocks (its clusters stop) and clusters left by crashed runs are removed."""
+    import signal
+    import sys
+
+    problems = check_environment()
+    if problems:
+        print("cannot start simulated hosts here:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return False
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    gc_stale()
+    return True

@@ -272,9 +272,7 @@ class _Builder:
         yaml = self.yaml
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self.tags.get(event.value) if event.implicit[0] else _STR
-            if tag is None:
-                tag = self.implicit_tag(event)
+            tag = self.implicit_tag(event)
         if tag == _STR:
             return event.value
         if tag == _YAML_TAG_PREFIX + "value":      # a lone '=' (YAML 1.1 "value" key): just text

@@ -148,14 +148,8 @@ class Plan(Frozen):
 
     @property
     def _by_name(self) -> tuple[dict[str, PlanNode], dict[str, Instance]]:
-        # a 1,024-server plan is asked for its nodes thousands of times: look them up, do not scan. Kept with the
-        # lists it indexes (model_copy(update=...) may give a copy other lists: then it is built again)
-        key = (id(self.nodes), id(self.instances))
-        cached = self.__dict__.get("_index")
-        if cached is None or cached[0] != key:
-            cached = (key, ({n.name: n for n in self.nodes}, {i.name: i for i in self.instances}))
-            self.__dict__["_index"] = cached
-        return cached[1]
+        # a 1,024-server plan is asked for its nodes thousands of times: look them up, do not scan
+        return self.memo(("by-name",), lambda: ({n.name: n for n in self.nodes}, {i.name: i for i in self.instances}))
 
     def memo(self, key: tuple, build: Callable[[], T]) -> T:
         """A value derived from this plan alone, built once per key: an engine's file that is the same for every

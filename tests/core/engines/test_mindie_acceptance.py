@@ -238,3 +238,12 @@ def test_checks_never_crash_on_junk(data, junk, rt, version):
     assert all(isinstance(r, acceptance.Refusal) and r.message and r.source for r in refusals)
     for r in acceptance.evaluate(junk, version, ranktable=junk, env={}):
         assert r.message
+
+
+def test_the_check_groups_name_custom_checks_that_exist():
+    """RANKTABLE_ONLY (evaluated once per rank table) and READS_ENV (evaluated per node) name real custom checks,
+    and a check that reads the env is never kept as the rank table's own answer."""
+    from deployctl.core.engines.mindie.acceptance_custom import CUSTOM, RANKTABLE_ONLY, READS_ENV
+
+    assert RANKTABLE_ONLY <= CUSTOM.keys() and READS_ENV <= CUSTOM.keys()
+    assert not RANKTABLE_ONLY & READS_ENV
