@@ -60,12 +60,12 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
-               keep: tuple[Path, ...] = ()) -> list[Path]:
+               keep: tuple[Path, ...] = ()) -> None:
     """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
     check_target(out, force, keep)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    return _write_tree(out, artifacts)
+    _write_tree(out, artifacts)
 
 
 def _private_dirs(top: Path, target: Path, made: set) -> None:
@@ -82,27 +82,42 @@ def _private_dirs(top: Path, target: Path, made: set) -> None:
     made.add(target)
 
 
-def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
+def _write_tree(out: Path, artifacts: list[Artifact]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         digests, made = {}, set()
         hashed: dict[int, str] = {}              # the nodes of an instance share their files' bytes: hashed once
-        for art in artifacts:
-            target = tmp / art.path
-            if target.parent not in made:        # one mkdir per node folder, not per file (20,000 files at scale)
-                _private_dirs(tmp, target.parent, made)
-            # a new private directory: O_EXCL, no link to follow; private until its own mode
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                view = memoryview(art.content)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fchmod(fd, art.mode)
-            finally:
-                os.close(fd)
-            if id(art.content) not in hashed:
-                hashed[id(art.content)] = hashlib.sha256(art.content).hexdigest()
-            digests[art.path] = hashed[id(art.content)]
+        folder, dir_fd = None, -1                # the folder being written (artifacts come sorted: one at a time)
+        try:
+            for art in artifacts:
+                parent, _, name = art.path.rpartition("/")
+                if parent != folder:             # one mkdir and open per node folder, not per file
+                    if dir_fd >= 0:
+                        os.close(dir_fd)
+                        dir_fd = -1
+                    where = tmp / parent if parent else tmp
+                    if where not in made:
+                        _private_dirs(tmp, where, made)
+                    dir_fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                    folder = parent
+                # a new private directory: O_EXCL, no link to follow; private until its own mode
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+                try:
+                    content = art.content
+                    done = os.write(fd, content)
+                    if done < len(content):
+                        view = memoryview(content)[done:]
+                        while view:
+                            view = view[os.write(fd, view):]
+                    os.fchmod(fd, art.mode)
+                finally:
+                    os.close(fd)
+                if id(art.content) not in hashed:
+                    hashed[id(art.content)] = hashlib.sha256(art.content).hexdigest()
+                digests[art.path] = hashed[id(art.content)]
+        finally:
+            if dir_fd >= 0:
+                os.close(dir_fd)
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         os.chmod(tmp, 0o700)
@@ -118,4 +133,3 @@ def _write_tree(out: Path, artifacts: list[Artifact]) -> list[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return [out / a.path for a in artifacts]

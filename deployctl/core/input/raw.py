@@ -384,22 +384,36 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
     """Parse YAML text; raise InventoryError naming the line on syntax errors."""
     import yaml
 
+    from deployctl.core.input.raw_fast import fast_document
+
     _check_text(text, file)
-    loader = _loader_class()(text)
+    loaders: list[Any] = []
+
+    def fresh() -> Any:
+        loaders.append(_loader_class()(text))
+        return loaders[-1]
+
     # The cyclic GC rescans every live container on each full collection: with it on, building the data of
     # many thousands of values grows faster than linearly. The values are bounded by MAX_BYTES and the alias
     # budget, so pausing it while parsing is safe.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # only a file that names anchors can expand aliases: its budget needs the values it writes (a second pass)
-        written = _count_values(text) if "&" in text else 0
-        builder = _Builder(loader, file, written, min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * written)),
-                           anchored="&" in text)
-        found, data = builder.document()
-        if not found:
-            raise InventoryError(f"{file} is empty", hint="start from the commented sample `deployctl init` writes")
-        lines, problems = builder.lines, builder.problems
+        # plain keys and values (every honest inventory) are built in one loop; anything else by _Builder
+        fast = None if "&" in text else fast_document(fresh(), MAX_DEPTH, TAG_MEMO)
+        if fast is not None:
+            (data, lines), problems = fast, []
+        else:
+            # only a file that names anchors can expand aliases: its budget needs the values it writes (a second
+            # pass)
+            written = _count_values(text) if "&" in text else 0
+            builder = _Builder(fresh(), file, written,
+                               min(MAX_ALIAS_VALUES, max(ALIAS_FLOOR, ALIAS_RATIO * written)), anchored="&" in text)
+            found, data = builder.document()
+            if not found:
+                raise InventoryError(f"{file} is empty",
+                                     hint="start from the commented sample `deployctl init` writes")
+            lines, problems = builder.lines, builder.problems
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -415,7 +429,8 @@ def parse_yaml(text: str, file: str, base_dir: Path) -> RawInventory:
         raise InventoryError(f"{file} is nested too deeply", problems=[Problem(
             "values nested too deeply", "", file, None, hint="check the brackets and indentation")]) from None
     finally:
-        loader.dispose()
+        for loader in loaders:
+            loader.dispose()
         if gc_was_enabled:
             gc.enable()
     if problems:

@@ -154,12 +154,11 @@ class Plan(Frozen):
     def memo(self, key: tuple, build: Callable[[], T]) -> T:
         """A value derived from this plan alone, built once per key: an engine's file that is the same for every
         node of an instance is made once per instance (an 8,192-server plan has 512 of them). Callers must not
-        change what they get. Kept with the values of the plan's fields (a model_copy that changes one starts
-        afresh)."""
-        stamp = tuple(id(self.__dict__[f]) for f in type(self).model_fields)
+        change what they get. Kept for this object only: a plan is frozen, and a copy (model_copy, which may
+        change fields, carries this dict along) starts afresh."""
         cached = self.__dict__.get("_memo")
-        if cached is None or cached[0] != stamp:
-            cached = (stamp, {})
+        if cached is None or cached[0] != id(self):
+            cached = (id(self), {})
             self.__dict__["_memo"] = cached
         values: dict[tuple, Any] = cached[1]
         if key not in values:

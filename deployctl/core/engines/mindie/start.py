@@ -14,6 +14,7 @@ from typing import cast
 
 from deployctl import __version__
 from deployctl.core.engine_spec.container import devices, inventory_mounts
+from deployctl.core.render.start import start_script as engine_start
 from deployctl.core.engines.mindie.install import install, ms_home, server
 from deployctl.core.engines.mindie.config import config_files
 from deployctl.core.engines.mindie.processes import container_name, dp_servers, is_distributed
@@ -47,14 +48,15 @@ def start_script(plan: Plan, node: PlanNode) -> str:
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(weights, weights, "ro")]
     mounts += inventory_mounts(e)
     dist = is_distributed(plan, node)
-    return render_template(
-        f"{__package__}/templates/start.sh.j2", version=__version__, node=node.name, role=node.role, instance=node.instance,
-        is_master=node.is_master, owned=engine_files(plan, node), uid=e.run_as_uid,
-        container_name=container_name(plan), image=e.image, privileged=e.privileged, shm_size=e.shm_size,
-        devices=devices(node),
-        mounts=mounts, work_dir=e.work_dir, daemon=server(e),
-        launcher=install(e).dp_launcher if dist else install(e).launcher,
-        dp_servers=dp_servers(plan, node) if dist else 0, dp_cpu_slices=dp_cpu_slices(plan, node), ipc_host=True)
+    owned, servers = engine_files(plan, node), dp_servers(plan, node) if dist else 0
+    head = dict(version=__version__, node=node.name, role=node.role, instance=node.instance,
+                is_master=node.is_master, owned=owned, dp_servers=servers, container_name=container_name(plan),
+                image=e.image)
+    body = dict(owned=owned, uid=e.run_as_uid, privileged=e.privileged, shm_size=e.shm_size, devices=devices(node),
+                mounts=mounts, work_dir=e.work_dir, daemon=server(e),
+                launcher=install(e).dp_launcher if dist else install(e).launcher,
+                dp_servers=servers, dp_cpu_slices=dp_cpu_slices(plan, node), ipc_host=True)
+    return engine_start(plan, f"{__package__}/templates/start.sh.j2", head, body)
 
 
 def dp_cpu_slices(plan: Plan, node: PlanNode) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 from deployctl import __version__
 from deployctl.core.engine_spec.container import (FRONT_TEMPLATE, args_file, devices, inventory_mounts,
                                                   source_set_env, with_env_keys)
+from deployctl.core.render.start import start_script as engine_start
 from deployctl.core.engines.vllm_ascend.launch import NodeLaunch, launches
 from deployctl.core.engines.vllm_ascend.support import preset_env
 from deployctl.core.models.artifact import Artifact
@@ -99,13 +100,12 @@ def start_script(plan: Plan, node: PlanNode, launch: NodeLaunch) -> str:
     serves = launch.serves
     shape = (f"{len(serves)} vllm serve processes (external DP)" if len(serves) > 1 else
              "vllm serve (API)" if serves[0].port else "vllm serve --headless")
-    return render_template(
-        f"{__package__}/templates/start.sh.j2", version=__version__, node=node.name, role=node.role,
-        instance=node.instance, is_master=node.is_master, shape=shape,
-        args=[f"serve-{i}.args" for i in range(len(serves))], container_name=container_name(plan), image=e.image,
-        privileged=e.privileged, uid=e.run_as_uid, shm_size=e.shm_size,
-        devices=devices(node), mounts=mounts,
-        work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER, ipc_host=False)
+    head = dict(version=__version__, node=node.name, role=node.role, instance=node.instance,
+                is_master=node.is_master, shape=shape, args=[f"serve-{i}.args" for i in range(len(serves))],
+                container_name=container_name(plan), image=e.image)
+    body = dict(privileged=e.privileged, uid=e.run_as_uid, shm_size=e.shm_size, devices=devices(node),
+                mounts=mounts, work_dir=e.work_dir, mooncake=launch.mooncake, launcher=LAUNCHER, ipc_host=False)
+    return engine_start(plan, f"{__package__}/templates/start.sh.j2", head, body)
 
 
 def render(plan: Plan) -> list[Artifact]:

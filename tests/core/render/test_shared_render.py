@@ -1,0 +1,57 @@
+"""What a large fleet's render shares between the nodes of an instance, and that sharing changes no byte: the
+plan's memo (core/models/plan.py Plan.memo) and start scripts rendered as a per-node head and a shared body
+(core/render/start.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES
+from deployctl.app.inventory import read_inventory
+from deployctl.core.engines.mindie import start as mindie_start
+from deployctl.core.engines.vllm_ascend import render as vllm_render
+from deployctl.core.render import _jinja, render_artifacts
+from deployctl.core.sizing.planner import plan_layout
+
+
+def test_memo_builds_once_per_plan_and_afresh_for_a_copy():
+    plan = plan_layout(read_inventory(EXAMPLES / "a2-4x8-dp-ep.yaml"))
+    built = []
+    assert plan.memo(("k",), lambda: built.append(1) or "a") == "a"
+    assert plan.memo(("k",), lambda: built.append(1) or "b") == "a"
+    assert built == [1]
+    changed = plan.model_copy(update={"joined": frozenset({"x"})})
+    assert changed.memo(("k",), lambda: "c") == "c"                   # a copy with other fields starts afresh
+    assert plan.memo(("k",), lambda: "d") == "a"                      # and leaves the original's alone
+    assert plan.model_copy().memo(("k",), lambda: "e") == "e"
+
+
+@pytest.mark.parametrize(("example", "module"), [
+    ("a2-fleet-4x2x8-dp-ep.yaml", mindie_start), ("a3-pd-2p2d.yaml", mindie_start),
+    ("vllm-a3-2p1d-qwen3.yaml", vllm_render), ("vllm-a3-pd-roles-qwen3.yaml", vllm_render)])
+def test_a_start_script_is_its_template_rendered_whole(example, module, monkeypatch):
+    """Each node's start.sh is its engine's template rendered whole (no part) with the head's and the body's values
+    together; bodies are rendered once per distinct body (at most once per instance), heads once per node."""
+    plan = plan_layout(read_inventory(EXAMPLES / example))
+    made: list[tuple[str, dict, dict, str]] = []
+    parts: list[str] = []
+    real_start, real_render = module.engine_start, _jinja.render_template
+
+    def start(plan_, template, head, body):
+        text = real_start(plan_, template, head, body)
+        made.append((template, dict(head), dict(body), text))
+        return text
+
+    def render(name, **context):
+        parts.append(context.get("part", "whole"))
+        return real_render(name, **context)
+
+    monkeypatch.setattr(module, "engine_start", start)
+    monkeypatch.setattr(_jinja, "render_template", render)
+    starts = {a.path.split("/")[0]: a.content.decode() for a in render_artifacts(plan) if a.path.endswith("/start.sh")}
+    assert len(made) == len(plan.nodes) == len(starts)
+    for template, head, body, text in made:
+        assert set(head) & set(body) <= {"owned", "dp_servers"}, "a value given to both parts must be the same"
+        assert text == real_render(template, **{**body, **head}) == starts[head["node"]]
+    assert parts.count("head") == len(plan.nodes)
+    assert parts.count("body") <= len(plan.instances)
