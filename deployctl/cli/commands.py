@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deployctl.core.heap import bulk
+from deployctl.core.heap import bulk, keep_until_exit
 
 from deployctl.cli import _output
 
@@ -25,12 +25,13 @@ def run_validate(path: Path, output: str, facts: Path | None = None, run_root: P
                **_output.offline_notes(ctx)}
     if output == "json":
         typer.echo(json.dumps(summary, indent=2))
-        return
-    _output.print_offline_notes(ctx)
-    typer.echo(f"✓ {path} is valid: cluster {inv.cluster.name}, {len(inv.nodes)} x "
-               f"{inv.cluster.hardware.upper()} ({inv.devices_per_node} devices each), "
-               f"{inv.model.name} {inv.model.quant}, layout {summary['preset']}")
-    typer.echo(f"  next: deployctl plan -i {path}")
+    else:
+        _output.print_offline_notes(ctx)
+        typer.echo(f"✓ {path} is valid: cluster {inv.cluster.name}, {len(inv.nodes)} x "
+                   f"{inv.cluster.hardware.upper()} ({inv.devices_per_node} devices each), "
+                   f"{inv.model.name} {inv.model.quant}, layout {summary['preset']}")
+        typer.echo(f"  next: deployctl plan -i {path}")
+    keep_until_exit(ctx)
 
 
 @bulk()        # a short-lived command building a large plan: no collector passes over it
@@ -43,20 +44,17 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
     plan = ctx.plan
     est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
     if output == "json":
-        from pydantic_core import to_json
-
         # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2) takes
         # seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-        from deployctl.core.input.secrets import plan_doc
+        from deployctl.core.input.secrets import plan_json
 
-        doc = plan_doc(plan)            # secret env values read ***
-        doc["estimate"] = est.model_dump(mode="json")
-        doc.update(_output.offline_notes(ctx))
-        typer.echo(to_json(doc, indent=2).decode())
-        return
-    _output.print_offline_notes(ctx)
-    _output.print_plan(plan)
-    _output.print_estimate(est)
+        # secret env values read ***
+        typer.echo(plan_json(plan, {"estimate": est, **_output.offline_notes(ctx)}).decode())
+    else:
+        _output.print_offline_notes(ctx)
+        _output.print_plan(plan)
+        _output.print_estimate(est)
+    keep_until_exit(ctx)
 
 
 @bulk()        # a short-lived command building a large plan: no collector passes over it
@@ -95,3 +93,4 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
         _output.print_render_helm(plan, out, artifacts)
     else:
         _output.print_render(plan, out, artifacts)
+    keep_until_exit(ctx, artifacts)

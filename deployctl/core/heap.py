@@ -24,3 +24,14 @@ def bulk() -> Iterator[None]:
         gc.freeze()
         if was:
             gc.enable()
+
+
+def keep_until_exit(*values: object) -> None:
+    """Leave ``values`` to the end of the process: a short-lived command's plan and files are not taken apart
+    object by object when it returns (0.3 s for 8,192 servers' millions of objects and 0.5 GB of files); the
+    operating system takes the process's memory back at once. They are held by a reference cycle that is then
+    frozen (``gc.freeze``): only the collector could free it, and it never looks at frozen objects again, not even
+    at interpreter exit. Only for values that live as long as the command anyway."""
+    holder: list[object] = [values]
+    holder.append(holder)
+    gc.freeze()

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from deployctl import __version__
 from deployctl.core.errors import UsageError
@@ -82,42 +83,103 @@ def _private_dirs(top: Path, target: Path, made: set) -> None:
     made.add(target)
 
 
+def _write_files(top: Path, artifacts: list[Artifact]) -> None:
+    """Create each file in its folder (made already, private), O_EXCL and without following a link."""
+    folder, dir_fd = None, -1                    # the folder being written (artifacts come sorted: one at a time)
+    try:
+        for art in artifacts:
+            parent, _, name = art.path.rpartition("/")
+            if parent != folder:                 # one open per node folder, not per file
+                if dir_fd >= 0:
+                    os.close(dir_fd)
+                    dir_fd = -1
+                dir_fd = os.open(top / parent if parent else top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                folder = parent
+            # a new private directory: O_EXCL, no link to follow; private until its own mode
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+            try:
+                content = art.content
+                done = os.write(fd, content)
+                if done < len(content):
+                    view = memoryview(content)[done:]
+                    while view:
+                        view = view[os.write(fd, view):]
+                os.fchmod(fd, art.mode)
+            finally:
+                os.close(fd)
+    finally:
+        if dir_fd >= 0:
+            os.close(dir_fd)
+
+
+def _write_split(top: Path, artifacts: list[Artifact], meanwhile: Callable[[], None]) -> None:
+    """``_write_files``, then ``meanwhile()``; a large tree's second half of folders is written by a forked child
+    at the same time (only from a process with no other thread: a fork copies just the calling one). A child's
+    failure is raised here with its message; an interrupt here stops the child before the caller removes the
+    directory."""
+    import signal
+    import threading
+
+    def folder(i: int) -> str:
+        return artifacts[i].path.rpartition("/")[0]
+
+    cut = len(artifacts) // 2
+    while 0 < cut < len(artifacts) and folder(cut) == folder(cut - 1):
+        cut += 1                                 # a folder is written by one process
+    if (len(artifacts) < SPLIT_FILES or cut >= len(artifacts) or not hasattr(os, "fork")
+            or threading.active_count() > 1):
+        _write_files(top, artifacts)
+        meanwhile()
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                 # the child: write, say why not, never return into the caller
+        status = 0
+        try:
+            os.close(read_end)
+            _write_files(top, artifacts[cut:])
+        except BaseException as exc:             # noqa: BLE001 - reported to the parent, which raises it
+            os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4000])
+            status = 1
+        os._exit(status)
+    os.close(write_end)
+    try:
+        _write_files(top, artifacts[:cut])
+        meanwhile()
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        raise
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as why:
+        message = why.read(4000).decode(errors="replace")
+    if status != 0:
+        raise OSError(f"writing the rendered files failed: {message or f'wait status {status}'}")
+
+
+# A tree of this many files or more is written by two processes (a fork writes the second half of the folders):
+# an 8,192-server render is 32,772 files and 0.5 GB, and the kernel's copying and file creation are most of it
+SPLIT_FILES = 4096
+
+
 def _write_tree(out: Path, artifacts: list[Artifact]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        digests, made = {}, set()
-        hashed: dict[int, str] = {}              # the nodes of an instance share their files' bytes: hashed once
-        folder, dir_fd = None, -1                # the folder being written (artifacts come sorted: one at a time)
-        try:
+        made: set[Path] = set()
+        for folder in dict.fromkeys(a.path.rpartition("/")[0] for a in artifacts):
+            if folder and tmp / folder not in made:
+                _private_dirs(tmp, tmp / folder, made)
+        digests: dict[str, str] = {}
+
+        def digest() -> None:
+            hashed: dict[int, str] = {}          # the nodes of an instance share their files' bytes: hashed once
             for art in artifacts:
-                parent, _, name = art.path.rpartition("/")
-                if parent != folder:             # one mkdir and open per node folder, not per file
-                    if dir_fd >= 0:
-                        os.close(dir_fd)
-                        dir_fd = -1
-                    where = tmp / parent if parent else tmp
-                    if where not in made:
-                        _private_dirs(tmp, where, made)
-                    dir_fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-                    folder = parent
-                # a new private directory: O_EXCL, no link to follow; private until its own mode
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
-                try:
-                    content = art.content
-                    done = os.write(fd, content)
-                    if done < len(content):
-                        view = memoryview(content)[done:]
-                        while view:
-                            view = view[os.write(fd, view):]
-                    os.fchmod(fd, art.mode)
-                finally:
-                    os.close(fd)
                 if id(art.content) not in hashed:
                     hashed[id(art.content)] = hashlib.sha256(art.content).hexdigest()
                 digests[art.path] = hashed[id(art.content)]
-        finally:
-            if dir_fd >= 0:
-                os.close(dir_fd)
+
+        _write_split(tmp, artifacts, digest)
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         os.chmod(tmp, 0o700)

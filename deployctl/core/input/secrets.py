@@ -130,5 +130,29 @@ def plan_doc(plan: Plan) -> dict:
     return doc
 
 
+def plan_json(plan: Plan, more: dict | None = None) -> bytes:
+    """``plan_doc`` with the keys of ``more`` after the plan's (values: JSON data or models) as two-space indented
+    JSON (plan.json, `plan --output json`). A plan with no secret env value is serialised from the model by
+    pydantic-core in one pass (the same text; an 8,192-server plan is 45 MB of it)."""
+    from pydantic_core import to_json
+
+    from deployctl.core.input.envcheck import env_sources
+
+    extra = declared(plan.inventory)
+    if any(is_secret_env(str(k), extra) for _, env in env_sources(plan.inventory) for k in env):
+        doc = plan_doc(plan)
+        doc.update(more or {})
+        return to_json(doc, indent=2)
+    if not more:
+        return plan.model_dump_json(indent=2).encode()
+    fields = {}
+    for name, info in type(plan).model_fields.items():
+        value = getattr(plan, name)
+        if info.exclude is True or (info.exclude_if is not None and info.exclude_if(value)):
+            continue
+        fields[name] = value
+    return to_json({**fields, **more}, indent=2)
+
+
 # ------------------------------------------------------------------------------------------- file modes
 

@@ -8,11 +8,9 @@ from deployctl.core.models.plan import Plan
 
 def render_plan(plan: Plan) -> list[Artifact]:
     """plan.json: the plan with its secret env values masked (deployctl.core.input.secrets), readable by its owner only."""
-    from pydantic_core import to_json
+    from deployctl.core.input.secrets import plan_json
 
-    from deployctl.core.input.secrets import plan_doc
-
-    return [Artifact(kind="plan", path="plan.json", content=to_json(plan_doc(plan), indent=2) + b"\n", mode=0o600)]
+    return [Artifact(kind="plan", path="plan.json", content=plan_json(plan) + b"\n", mode=0o600)]
 
 
 def render_artifacts(plan: Plan) -> list[Artifact]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import re
+from functools import lru_cache
 
 
 from deployctl.core.input.envcheck import ENV_KEY  # noqa: E402
@@ -21,18 +22,26 @@ def env_file(header: list[str], env: dict[str, str]) -> str:
     read back as exactly these variables by `docker run --env-file` (or a shell sourcing it)."""
     from deployctl.core.errors import RenderError
 
-    lines = [f"# {h}" for h in header]
-    for key, value in env.items():
-        if not ENV_KEY.match(key):
+    for key in env:
+        if not _is_name(key):
             raise RenderError(f"env key {key!r} is not a variable name", hint="this is a deployctl bug; "
                               "validation should have refused it")
-        bad = ENV_BAD.search(value)
-        if bad:
-            raise RenderError(f"env {key}: the value holds a control character (U+{ord(bad.group()):04X}) that "
-                              "would split the env file", hint="this is a deployctl bug; validation should have "
-                              "refused it")
-        lines.append(f"{key}={value}")
+    if ENV_BAD.search("".join(env.values())):         # one search per file; the value is named below
+        for key, value in env.items():
+            bad = ENV_BAD.search(value)
+            if bad:
+                raise RenderError(f"env {key}: the value holds a control character (U+{ord(bad.group()):04X}) "
+                                  "that would split the env file", hint="this is a deployctl bug; validation "
+                                  "should have refused it")
+    lines = [f"# {h}" for h in header]
+    lines += [f"{key}={value}" for key, value in env.items()]
     return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=4096)
+def _is_name(key: str) -> bool:
+    """A variable name (the few dozen keys of a fleet's env files are checked once each)."""
+    return ENV_KEY.match(key) is not None
 
 
 def user_env(inv: Inventory, role: str) -> dict[str, str]:

@@ -39,3 +39,15 @@ def test_agrees_on_random_dotted_quads():
                                              ("fd00::1", (6, False)), ("1.2.3", None), ("fe80::1%eth0", None)])
 def test_ip_kind(value, kind):
     assert ip_kind(value) == kind
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("0", 0), ("15", 15), ("999", 999), ("1000", 1000), (" 12", 12), ("\t+3x", 3), ("-1", -1), ("007", 7),
+    ("1e3", 1), ("", None), ("x1", None), ("\u0663", None), ("\u00a012", None), ("2147483647", 2147483647),
+    ("2147483648", None), ("-2147483648", -2147483648), (5, None), (None, None)])
+def test_stoi_reads_as_std_stoi(text, value):
+    """MindIE's std::stoi (strtol in the C locale: ASCII blanks and digits, int32) for the acceptance checks; the
+    cached small ids agree with it."""
+    from deployctl.core.engines.mindie.acceptance_custom import stoi
+
+    assert stoi(text) == value

@@ -55,3 +55,46 @@ def test_a_start_script_is_its_template_rendered_whole(example, module, monkeypa
         assert text == real_render(template, **{**body, **head}) == starts[head["node"]]
     assert parts.count("head") == len(plan.nodes)
     assert parts.count("body") <= len(plan.instances)
+
+
+@pytest.mark.parametrize("secret", [False, True])
+@pytest.mark.parametrize("example", ["a3-pd-2p2d.yaml", "vllm-a3-2p1d-qwen3.yaml", "sglang-a2-1x8-qwen3-235b.yaml"])
+def test_plan_json_is_the_masked_plan_doc(example, secret):
+    """plan.json from the model in one pass (no secret to mask) is the text of the masked document."""
+    import json
+
+    from pydantic_core import to_json
+
+    from deployctl.core.input.secrets import MASK, plan_doc, plan_json
+
+    inv = read_inventory(EXAMPLES / example)
+    if secret:
+        inv = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": {**inv.engine.env,
+                                                                                    "HF_TOKEN": "hf_abc"}})})
+    plan = plan_layout(inv)
+    text = plan_json(plan)
+    assert text == to_json(plan_doc(plan), indent=2)
+    assert (b"hf_abc" in text) is False
+    assert (json.loads(text)["inventory"]["engine"]["env"].get("HF_TOKEN") == MASK) is secret
+
+
+@pytest.mark.parametrize("secret", [False, True])
+@pytest.mark.parametrize("example", ["a2-fleet-4x2x8-dp-ep.yaml", "vllm-a3-pd-roles-qwen3.yaml"])
+def test_plan_output_json_is_the_masked_plan_doc_with_its_estimate(example, secret):
+    """`plan --output json` (plan_json with the estimate and notes after the plan's keys) is the text of the masked
+    plan document with those keys added."""
+    from pydantic_core import to_json
+
+    from deployctl.core.input.secrets import plan_doc, plan_json
+    from deployctl.core.sizing.estimate import default_workload, estimate_plan
+
+    inv = read_inventory(EXAMPLES / example)
+    if secret:
+        inv = inv.model_copy(update={"engine": inv.engine.model_copy(update={"env": {"API_KEY": "k-123"}})})
+    plan = plan_layout(inv)
+    est = estimate_plan(plan, default_workload(plan))
+    notes = {"facts": None, "needs_preflight": ["device ips"]}
+    doc = plan_doc(plan)
+    doc["estimate"] = est.model_dump(mode="json")
+    doc.update(notes)
+    assert plan_json(plan, {"estimate": est, **notes}) == to_json(doc, indent=2)

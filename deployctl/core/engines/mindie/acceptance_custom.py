@@ -15,13 +15,20 @@ from deployctl.core.engines.mindie.acceptance import (INT_RANGES, MISSING, WHEN,
                                                  type_name)
 
 MODELS = "BackendConfig.ModelDeployConfig.ModelConfig"
-STOI = re.compile(r"^\s*([+-]?\d+)")
+STOI = re.compile(r"^\s*([+-]?\d+)", re.ASCII)   # strtol: C-locale blanks, ASCII digits
+
+
+_SMALL_INTS = {str(i): i for i in range(1000)}     # device and rank ids: read 400,000 times at 8,192 servers
 
 
 def stoi(text: object) -> int | None:
     """std::stoi: leading blanks, a sign and digits; None where it throws (no digits, outside int)."""
-    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text) < 10:
-        return int(text)                 # the common case, exactly: digits only, inside int32
+    if type(text) is str:
+        small = _SMALL_INTS.get(text)
+        if small is not None:
+            return small
+        if text.isascii() and text.isdigit() and len(text) < 10:
+            return int(text)             # the common case, exactly: digits only, inside int32
     m = STOI.match(text) if isinstance(text, str) else None
     if not m:
         return None
@@ -319,15 +326,17 @@ def ranktable_container_ip(c: dict[str, Any], config: Any, rt: Any, env: dict[st
 def ranktable_device_fields(c: dict[str, Any], config: Any, rt: Any, env: dict[str, str]) -> list[tuple[str, str]]:
     for i, s in enumerate(_servers(rt)):
         for j, d in enumerate(_devices(s)):
-            at = f"server_list[{i}].device[{j}]"
             dev, rank = stoi(_str(d, "device_id")), stoi(_str(d, "rank_id"))
             if dev is None or not 0 <= dev <= 63:
-                return [(f"{at}.device_id", f"Parameter device_id is {_str(d, 'device_id')!r}, which is out of "
-                         "allow range [0, 63]." if dev is not None else c["message"])]
+                return [(f"server_list[{i}].device[{j}].device_id", f"Parameter device_id is "
+                         f"{_str(d, 'device_id')!r}, which is out of allow range [0, 63]." if dev is not None
+                         else c["message"])]
             if not _ip_ok(_str(d, "device_ip"), False):
-                return [(f"{at}.device_ip", "Parameter device_ip is invalid in ranktable file.")]
+                return [(f"server_list[{i}].device[{j}].device_ip", "Parameter device_ip is invalid in ranktable "
+                         "file.")]
             if rank is None or not 0 <= rank <= 511:
-                return [(f"{at}.rank_id", "Parameter rankId in ranktable is out of allow range [0, 511].")]
+                return [(f"server_list[{i}].device[{j}].rank_id", "Parameter rankId in ranktable is out of allow "
+                         "range [0, 511].")]
     return []
 
 

@@ -26,7 +26,12 @@ from deployctl.core.render.env import env_file, user_env
 
 
 def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
-    """What deployctl derives per node from the plan (identical keys on every rank)."""
+    """What deployctl derives per node from the plan (identical keys on every rank); made once per node (the
+    acceptance checks and the env file read it). Callers must not change it."""
+    return plan.memo(("mindie-computed-env", node.name), lambda: _computed_env(plan, node))
+
+
+def _computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     inv = plan.inventory
     inst = plan.instance(node.instance)
     work = inv.engine.work_dir
@@ -59,8 +64,8 @@ def computed_env(plan: Plan, node: PlanNode) -> dict[str, str]:
 def node_env(plan: Plan, node: PlanNode) -> dict[str, str]:
     """Computed variables first, then the sorted preset; engine.env overrides either in place."""
     inv = plan.inventory
-    user = user_env(inv, node.role)
-    preset = preset_env(inv.cluster.hardware, node.role, model=inv.model.name)
+    user, preset = plan.memo(("mindie-role-env", node.role), lambda: (
+        user_env(inv, node.role), preset_env(inv.cluster.hardware, node.role, model=inv.model.name)))
     computed = computed_env(plan, node)
     merged = dict(computed)
     merged.update({k: preset[k] for k in sorted(preset) if k not in computed})
