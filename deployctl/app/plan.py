@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deployctl.app.context import load_facts, open_context
 from deployctl.backends.common.context import Context
+
+if TYPE_CHECKING:
+    from deployctl.io.forked import Forked
 
 
 def opened(path: Path, facts_path: Path | None = None, run_root: Path | None = None) -> Context:
@@ -93,6 +97,34 @@ def planned(path: Path, facts_path: Path | None = None, run_root: Path | None = 
     ctx = offline(path, facts_path, run_root, gaps=gaps, raw=raw)
     ctx.plan                              # noqa: B018 - made now: a refusal is said before anything is written
     return ctx
+
+
+def planned_apart(path: Path, facts_path: Path | None = None, run_root: Path | None = None, *,
+                  gaps: bool = True, raw=None) -> tuple[Context, Any, Forked[None]]:
+    """``planned`` for a command that writes files from the plan (`render`): what the engine would refuse in those
+    files (a second of an 8,192-server plan) is checked by a forked child while the caller renders and writes
+    (io/forked.py). Returns (the context, the plan made here without that check, the child). The child plans
+    exactly as ``planned`` does: its ``result()`` raises the refusal ``planned`` would have raised. The caller
+    puts its files in place only after ``result()`` returned, and cancels the child if it stops before."""
+    from deployctl.core.errors import DeployctlError
+    from deployctl.io.forked import Forked
+
+    ctx = offline(path, facts_path, run_root, gaps=gaps, raw=raw)
+    verdict: Forked[None] = Forked(lambda: _made(ctx.plan))
+    try:
+        plan = ctx.make_plan(accept=False)
+    except DeployctlError:
+        verdict.result()            # the refusal the whole plan meets first is the one to say
+        raise
+    except BaseException:
+        verdict.cancel()
+        raise
+    return ctx, plan, verdict
+
+
+def _made(_plan: object) -> None:
+    """Nothing to send back but that the plan was made (a refusal is raised)."""
+    return None
 
 
 def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None, note: str | None = None):

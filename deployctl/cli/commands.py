@@ -62,7 +62,7 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
                target: str = "bare-metal", values_only: bool = False, run_root: Path | None = None) -> None:
     from deployctl.io.rendered_tree import check_target, write_tree
 
-    from deployctl.app.plan import planned
+    from deployctl.app.plan import planned_apart
 
     check_target(out, force, keep=(path,))
     raw, asked = None, target
@@ -70,23 +70,26 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
         from deployctl.io.inventory_file import load_inventory, with_workload
 
         raw, target = with_workload(load_inventory(path), target), "helm"
-    ctx = planned(path, facts, run_root, gaps=False, raw=raw)        # rank tables need every device IP
+    # rank tables need every device IP; the engine's acceptance of the files is checked apart while they are
+    # rendered and written, and they are put in place only if it accepts them
+    ctx, plan, verdict = planned_apart(path, facts, run_root, gaps=False, raw=raw)
     if ctx.facts_note and output != "json":
         typer.echo(f"note: {ctx.facts_note}", err=True)
-    plan = ctx.plan
-    if target == "helm":
-        from deployctl.core.errors import LayoutError
-        from deployctl.backends.k8s.render import render_helm
+    with verdict:
+        if target == "helm":
+            from deployctl.core.errors import LayoutError
+            from deployctl.backends.k8s.render import render_helm
 
-        try:
-            artifacts = render_helm(plan, with_manifests=not values_only)
-        except LayoutError as exc:          # a layout the engine's chart cannot run: point into the inventory
-            raise ctx.located(exc) from None
-    else:
-        from deployctl.core.render import render_artifacts
+            try:
+                artifacts = render_helm(plan, with_manifests=not values_only)
+            except LayoutError as exc:      # a layout the engine's chart cannot run: point into the inventory
+                verdict.result()            # unless the plan itself is refused first
+                raise ctx.located(exc) from None
+        else:
+            from deployctl.core.render import render_artifacts
 
-        artifacts = render_artifacts(plan)
-    write_tree(out, artifacts, force=force, keep=(path,))
+            artifacts = render_artifacts(plan)
+        write_tree(out, artifacts, force=force, keep=(path,), ready=verdict.result)
     if output == "json":
         typer.echo(json.dumps({"out": str(out), "target": asked, "files": [a.path for a in artifacts]}, indent=2))
     elif target == "helm":

@@ -61,12 +61,14 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def write_tree(out: Path, artifacts: list[Artifact], force: bool = False,
-               keep: tuple[Path, ...] = ()) -> None:
-    """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each."""
+               keep: tuple[Path, ...] = (), ready: Callable[[], object] | None = None) -> None:
+    """Write all artifacts under ``out``; readers see the old tree or the new one, never half of each.
+    ``ready()``, when given, is asked once the files are written and before they are put in place: what it
+    raises leaves ``out`` as it was."""
     check_target(out, force, keep)
     out = out.absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_tree(out, artifacts)
+    _write_tree(out, artifacts, ready)
 
 
 def _private_dirs(top: Path, target: Path, made: set) -> None:
@@ -163,7 +165,7 @@ def _write_split(top: Path, artifacts: list[Artifact], meanwhile: Callable[[], N
 SPLIT_FILES = 4096
 
 
-def _write_tree(out: Path, artifacts: list[Artifact]) -> None:
+def _write_tree(out: Path, artifacts: list[Artifact], ready: Callable[[], object] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         made: set[Path] = set()
@@ -183,6 +185,8 @@ def _write_tree(out: Path, artifacts: list[Artifact]) -> None:
         marker = {"generator": "deployctl", "version": __version__, "files": digests}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         os.chmod(tmp, 0o700)
+        if ready is not None:
+            ready()
         if not out.exists():
             os.rename(tmp, out)
         elif _exchange(tmp, out):   # the new tree is in place; tmp now holds the old one

@@ -39,13 +39,18 @@ class Context:
     @cached_property
     def plan(self):
         """The plan, made on first use and kept; a refusal points into the inventory file (located)."""
+        return self.make_plan()
+
+    def make_plan(self, *, accept: bool = True):
+        """A new plan (``accept=False``: without the engine's acceptance of its files, which the caller checks
+        apart); a refusal points into the inventory file (located)."""
         from deployctl.core.errors import LayoutError
         from deployctl.core.heap import bulk
         from deployctl.core.sizing.planner import plan_layout
 
         try:
             with bulk():
-                plan = plan_layout(self.inventory)
+                plan = plan_layout(self.inventory, accept=accept)
         except LayoutError as exc:
             raise self.located(exc) from None
         if not self.joined:

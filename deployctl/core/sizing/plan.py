@@ -95,9 +95,10 @@ def _refusal(inv: Inventory, failing: list[Instance]) -> LayoutError:
                        problems=problems, hint=_suggestions(inv, failing))
 
 
-def plan_without_hints(inv: Inventory, *, checked: bool = True) -> Plan:
+def plan_without_hints(inv: Inventory, *, checked: bool = True, accept: bool = True) -> Plan:
     """Build the plan for a validated inventory (``checked=False``: without the engine's support matrix, its
-    acceptance of the rendered files and the memory fit, for `validate`).
+    acceptance of the rendered files and the memory fit, for `validate`; ``accept=False``: without that acceptance
+    alone, for a caller that has it checked apart: `render` while it writes the files).
 
     Raises:
         LayoutError: degrees do not add up, or a role's KV budget per die is <= 0 / cannot hold one
@@ -134,7 +135,8 @@ def plan_without_hints(inv: Inventory, *, checked: bool = True) -> Plan:
     if not checked:
         return plan
     plan = _checked(plan, engine_spec)      # what the engine cannot run at all is said before memory
-    accepted(plan, engine_spec)             # then what the engine would refuse in the files rendered from this plan
+    if accept:
+        accepted(plan, engine_spec)         # then what the engine would refuse in the files rendered from this plan
     failing = [i for i in instances if not i.memory.fits]
     if failing:
         raise _refusal(inv, failing)

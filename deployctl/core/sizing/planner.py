@@ -13,10 +13,10 @@ from deployctl.core.sizing.fixes import with_verified_hint
 from deployctl.core.sizing.plan import plan_without_hints
 
 
-def plan_layout(inv: Inventory, *, checked: bool = True, fixes: bool = True) -> Plan:
+def plan_layout(inv: Inventory, *, checked: bool = True, fixes: bool = True, accept: bool = True) -> Plan:
     """Build the plan for a validated inventory; a refusal carries a hint the planner itself accepted
-    (fixes.py; ``fixes=False`` inside that search and in `recommend`)."""
+    (fixes.py; ``fixes=False`` inside that search and in `recommend`; ``accept``: plan_without_hints')."""
     try:
-        return plan_without_hints(inv, checked=checked)
+        return plan_without_hints(inv, checked=checked, accept=accept)
     except LayoutError as exc:
         raise (with_verified_hint(exc, inv) if fixes and checked else exc) from None

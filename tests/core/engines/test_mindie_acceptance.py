@@ -176,6 +176,21 @@ def test_plan_and_render_refuse_too(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_refused_render_leaves_the_previous_tree(tmp_path):
+    """`render` checks the engine's acceptance in a forked child while it writes (app/plan.py planned_apart): a
+    refusal still exits 2 with MindIE's message, and the tree rendered before stays as it was, nothing beside."""
+    good = _inventory(tmp_path, "a3-pd-2p2d.yaml", {})
+    out = tmp_path / "out"
+    assert run_cli("render", "-i", str(good), "-o", str(out)).returncode == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    bad = _inventory(tmp_path, "a3-pd-2p2d.yaml", {"ServerConfig": {"e2eTimeout": 0}})
+    res = run_cli("render", "-i", str(bad), "-o", str(out), "--force")
+    assert res.returncode == 2 and "serverConfig.e2eTimeout [0] is less than [1]" in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
 def _flat(d: dict, prefix: str = ""):
     for k, v in d.items():
         if isinstance(v, dict):

@@ -1,0 +1,82 @@
+"""A pure check run on the machine's other core while this process goes on: ``fn`` in a forked child, its answer
+(a value or an exception, pickled back) read when it is needed.
+
+Used where a command can speculate: `render` writes the files of a plan while a child checks what the engine would
+refuse in them, and swaps the new tree in only on the child's verdict (the child runs exactly what the command
+would have run first, so the outcome is the serial one). Where a fork is not safe (another thread is running:
+a fork copies only the calling one) or not possible, or the child dies without an answer, ``fn`` runs here when
+its answer is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Forked(Generic[T]):
+    def __init__(self, fn: Callable[[], T]):
+        self._fn = fn
+        self._pid: int | None = None
+        self._read = -1
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            return
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:                                # the child: answer, never return into the caller
+            try:
+                os.close(read_end)
+                try:
+                    payload = pickle.dumps((True, fn()))
+                except BaseException as exc:        # noqa: BLE001 - the answer is the exception
+                    payload = pickle.dumps((False, exc))
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(write_end, view):]
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        self._pid, self._read = pid, read_end
+
+    def result(self) -> T:
+        """The child's value, or its exception raised here; ``fn()`` run here if the child gave no answer."""
+        if self._pid is None:
+            return self._fn()
+        chunks = []
+        with os.fdopen(self._read, "rb") as answer:
+            self._read = -1
+            while chunk := answer.read(1 << 16):
+                chunks.append(chunk)
+        os.waitpid(self._pid, 0)
+        self._pid = None
+        try:
+            ok, value = pickle.loads(b"".join(chunks))     # our own child's bytes, through our own pipe
+        except Exception:                          # noqa: BLE001 - no answer (killed, out of memory): ask here
+            return self._fn()
+        if not ok:
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        """Stop the child if it is still running (the caller gave up waiting for it)."""
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self._pid, 0)
+            self._pid = None
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+
+    def __enter__(self) -> Forked[T]:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
