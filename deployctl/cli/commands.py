@@ -38,18 +38,29 @@ def run_validate(path: Path, output: str, facts: Path | None = None, run_root: P
 def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: int | None = None,
              output_len: int | None = None, concurrency: int | None = None, sku: str | None = None,
              run_root: Path | None = None, load: dict | None = None) -> None:
-    from deployctl.app.plan import estimate, planned
+    from deployctl.app.plan import estimate, planned_apart
+    from deployctl.core.errors import DeployctlError
 
-    ctx = planned(path, facts, run_root)
-    plan = ctx.plan
-    est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
-    if output == "json":
-        # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2) takes
-        # seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-        from deployctl.core.input.secrets import plan_json
+    # the engine's acceptance of the files this plan renders is checked apart while the estimate and the JSON
+    # are made; nothing is printed before its verdict, and its refusal comes first (as when checked in turn)
+    ctx, plan, verdict = planned_apart(path, facts, run_root)
+    with verdict:
+        try:
+            est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
+            text = None
+            if output == "json":
+                # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2)
+                # takes seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
+                from deployctl.core.input.secrets import plan_json
 
-        # secret env values read ***
-        typer.echo(plan_json(plan, {"estimate": est, **_output.offline_notes(ctx)}).decode())
+                # secret env values read ***
+                text = plan_json(plan, {"estimate": est, **_output.offline_notes(ctx)}).decode()
+        except DeployctlError:
+            verdict.result()
+            raise
+        verdict.result()
+    if text is not None:
+        typer.echo(text)
     else:
         _output.print_offline_notes(ctx)
         _output.print_plan(plan)
