@@ -232,7 +232,12 @@ def node_launch(plan: Plan, name: str) -> NodeLaunch:
 
 
 def launches(plan: Plan) -> dict[str, NodeLaunch]:
-    """Every node's launch; the prefill master also runs the proxy listing every P and D endpoint."""
+    """Every node's launch; the prefill master also runs the proxy listing every P and D endpoint (made once per
+    plan: its port checks and its render read it; a fresh dict each call)."""
+    return dict(plan.memo(("vllm-launches",), lambda: _launches(plan)))
+
+
+def _launches(plan: Plan) -> dict[str, NodeLaunch]:
     out: dict[str, NodeLaunch] = {}
     for inst in plan.instances:
         out.update(_instance_launch(plan, inst))
