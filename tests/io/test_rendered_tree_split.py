@@ -73,3 +73,18 @@ def test_a_small_tree_is_written_by_this_process(tmp_path, split, monkeypatch):
     monkeypatch.setattr(rendered_tree, "SPLIT_FILES", 4096)
     write_tree(tmp_path / "out", _tree())
     assert split == []
+
+
+def test_the_previous_tree_is_removed_by_two_processes(tmp_path, split, monkeypatch):
+    monkeypatch.setattr(rendered_tree, "SPLIT_FILES", 32)             # 32 // 16: trees of 2 entries or more
+    write_tree(tmp_path / "out", _tree())
+    (tmp_path / "out" / "n03" / "link").symlink_to(tmp_path / "keep")    # a link in the old tree: not followed
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "precious").write_text("x")
+    newer = [Artifact(kind="x", path=f"m{i}/f", content=b"new\n", mode=0o600) for i in range(3)]
+    write_tree(tmp_path / "out", newer, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep", "out"]            # the old tree is gone
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == [
+        ".deployctl.json", "m0", "m0/f", "m1", "m1/f", "m2", "m2/f"]
+    assert (tmp_path / "keep" / "precious").read_text() == "x"
+    assert len(split) >= 2                                            # a writer and a remover child
