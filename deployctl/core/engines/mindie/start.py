@@ -42,21 +42,28 @@ def engine_files(plan: Plan, node: PlanNode) -> list[str]:
 
 
 def start_script(plan: Plan, node: PlanNode) -> str:
+    fixed = plan.memo(("mindie-start",), lambda: _plan_values(plan))     # the same for every node of the plan
+    dist = is_distributed(plan, node)
+    owned, servers = engine_files(plan, node), dp_servers(plan, node) if dist else 0
+    head = dict(version=__version__, node=node.name, role=node.role, instance=node.instance,
+                is_master=node.is_master, owned=owned, dp_servers=servers, container_name=fixed["container_name"],
+                image=fixed["image"])
+    body = dict(fixed["body"], owned=owned, devices=devices(node),
+                launcher=fixed["dp_launcher"] if dist else fixed["launcher"], dp_servers=servers,
+                dp_cpu_slices=dp_cpu_slices(plan, node))
+    return engine_start(plan, f"{__package__}/templates/start.sh.j2", head, body)
+
+
+def _plan_values(plan: Plan) -> dict:
     inv = plan.inventory
     e = cast(MindieSettings, inv.engine)
     weights = inv.model.weights_path
     mounts = [(p, p, "ro") for p in HOST_MOUNTS] + [(weights, weights, "ro")]
     mounts += inventory_mounts(e)
-    dist = is_distributed(plan, node)
-    owned, servers = engine_files(plan, node), dp_servers(plan, node) if dist else 0
-    head = dict(version=__version__, node=node.name, role=node.role, instance=node.instance,
-                is_master=node.is_master, owned=owned, dp_servers=servers, container_name=container_name(plan),
-                image=e.image)
-    body = dict(owned=owned, uid=e.run_as_uid, privileged=e.privileged, shm_size=e.shm_size, devices=devices(node),
-                mounts=mounts, work_dir=e.work_dir, daemon=server(e),
-                launcher=install(e).dp_launcher if dist else install(e).launcher,
-                dp_servers=servers, dp_cpu_slices=dp_cpu_slices(plan, node), ipc_host=True)
-    return engine_start(plan, f"{__package__}/templates/start.sh.j2", head, body)
+    return {"container_name": container_name(plan), "image": e.image, "launcher": install(e).launcher,
+            "dp_launcher": install(e).dp_launcher,
+            "body": dict(uid=e.run_as_uid, privileged=e.privileged, shm_size=e.shm_size, mounts=mounts,
+                         work_dir=e.work_dir, daemon=server(e), ipc_host=True)}
 
 
 def dp_cpu_slices(plan: Plan, node: PlanNode) -> int:
