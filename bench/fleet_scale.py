@@ -8,7 +8,7 @@ Per command: wall time, the deployctl process's CPU (user + system, its children
 commands each probe starts cost CPU too), so wall times are an upper bound of what a controller with real hosts
 sees; the CPU, memory, descriptors and threads are deployctl's own.
 
-    sudo .venv/bin/python bench/fleet_scale.py [--hosts 1024] [--fan-out 64,256] [--watch-rounds 4]
+    sudo .venv/bin/python bench/fleet_scale.py [--hosts 1024] [--fan-out 64,256] [--watch-rounds 3] [--only-watch]
 
 Prints a Markdown table; docs/dev/benchmarks.md ("A thousand hosts") keeps the result.
 """
@@ -88,23 +88,55 @@ def measure(argv: list[str], env: dict, ok: tuple[int, ...], stop_after: float |
             "fds": sampler.fds, "sockets": sampler.sockets, "threads": sampler.threads, "stderr": err}
 
 
-def watch_rounds(argv: list[str], env: dict, rounds: int, interval: float) -> tuple[dict, list[float]]:
-    """`watch` (text lines: its output is not a terminal) for about ``rounds`` rounds: (the run, round seconds)."""
-    with tempfile.TemporaryFile() as out:
-        row = measure(argv + ["--interval", f"{interval:g}"], env, (0, 1, 143, -15),
-                      stop_after=60 + rounds * interval * 4, stdout=out)
-        out.seek(0)
-        text = out.read().decode(errors="replace")
-    seconds = [float(m.group(2)) for m in ROUND.finditer(text)]
-    return row, seconds
+def _cpu_seconds(pid: int) -> float:
+    """The process's CPU so far (user + system, all its threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def watch_rounds(argv: list[str], env: dict, rounds: int, interval: float) -> tuple[dict, list[tuple[float, float]]]:
+    """`watch` (text lines: its output is not a terminal) until it printed ``rounds`` rounds: (the run, per round
+    its seconds as watch says and deployctl's CPU seconds since the round before; the first round's CPU includes
+    the start: reading, planning, the SSH handshakes)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv + ["--interval", f"{interval:g}"], stdout=subprocess.PIPE, stderr=err, cwd=ROOT,
+                                env=env, text=True)
+        sampler = Sampler(proc.pid)
+        sampler.start()
+        marks: list[tuple[float, float]] = []
+        last = 0.0
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            m = ROUND.search(line)
+            if m:
+                cpu = _cpu_seconds(proc.pid)
+                marks.append((float(m.group(2)), cpu - last))
+                last = cpu
+                print(f"  round {m.group(1)}: {m.group(2)} s, deployctl CPU {marks[-1][1]:.1f} s", file=sys.stderr)
+                if len(marks) >= rounds:
+                    break
+        proc.send_signal(signal.SIGTERM)
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)
+        sampler.done.set()
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if len(marks) < rounds:
+        raise SystemExit(f"watch ended after {len(marks)} rounds: {text[-3000:]}")
+    row = {"wall": time.perf_counter() - t0, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
+           "fds": sampler.fds, "sockets": sampler.sockets, "threads": sampler.threads, "stderr": text}
+    return row, marks
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=1024)
     ap.add_argument("--fan-out", default="64,256", help="values of `deployctl --fan-out` to measure")
-    ap.add_argument("--watch-rounds", type=int, default=4)
+    ap.add_argument("--watch-rounds", type=int, default=3, help="rounds of the watch phase (the first opens the "
+                    "connections; the others are the steady rounds)")
     ap.add_argument("--interval", type=float, default=2.5, help="watch --interval")
+    ap.add_argument("--only-watch", action="store_true", help="measure the watch rounds alone")
     args = ap.parse_args()
     if not bench_ready():
         return 2
@@ -132,7 +164,7 @@ def main() -> int:
                     "up --dry-run": (["up", *base, "--dry-run", "--skip-preflight", "--run-dir", str(run_dir)],
                                      (0, 1)),
                 }
-                for what, (argv, ok) in cmds.items():
+                for what, (argv, ok) in ({} if args.only_watch else cmds).items():
                     row = measure(DEPLOYCTL + argv, env, ok)
                     rows.append((width, what, row, None))
                     print(f"fan-out {width:4} {what:14} {row['wall']:6.1f} s  cpu {row['cpu']:6.1f} s  "
@@ -141,16 +173,15 @@ def main() -> int:
                 row, seconds = watch_rounds(DEPLOYCTL + ["watch", *base, "--run-dir", str(run_dir)], env,
                                             args.watch_rounds, args.interval)
                 rows.append((width, f"watch (--interval {args.interval:g})", row, seconds))
-                print(f"fan-out {width:4} watch rounds {seconds}", file=sys.stderr)
         finally:
             mc.stop()
     print(f"{n} simulated A3 hosts (tests/fakecluster ManyHostCluster) on this machine: {platform.system().lower()}, "
           f"Python {platform.python_version()}, {os.cpu_count()} CPUs; a new deployctl process per command\n")
     print("| fan-out | command | wall (s) | deployctl CPU (s) | peak RSS (MB) | peak fds | peak TCP sockets | "
-          "peak threads | watch rounds (s) |")
+          "peak threads | watch rounds: seconds / deployctl CPU (s) |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for width, what, r, seconds in rows:
-        rounds = ", ".join(f"{s:.1f}" for s in seconds) if seconds else ""
+        rounds = ", ".join(f"{s:.1f} / {c:.1f}" for s, c in seconds) if seconds else ""
         print(f"| {width} | `{what}` | {r['wall']:.1f} | {r['cpu']:.1f} | {r['rss']:.0f} | {r['fds']} | "
               f"{r['sockets']} | {r['threads']} | {rounds} |")
     return 0

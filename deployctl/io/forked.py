@@ -1,11 +1,12 @@
 """A pure check run on the machine's other core while this process goes on: ``fn`` in a forked child, its answer
 (a value or an exception, pickled back) read when it is needed.
 
-Used where a command can speculate: `render` writes the files of a plan while a child checks what the engine would
-refuse in them, and swaps the new tree in only on the child's verdict (the child runs exactly what the command
-would have run first, so the outcome is the serial one). Where a fork is not safe (another thread is running:
-a fork copies only the calling one) or not possible, or the child dies without an answer, ``fn`` runs here when
-its answer is asked for.
+Used where a command can speculate: `render` (and `plan`) go on with a plan while a child checks what the engine
+would refuse in its files, and put the files in place (print the plan) only on the child's verdict (the child runs
+exactly what the command would have run first, so the outcome is the serial one); and where work splits in two:
+a large rendered tree is written, and the previous one removed, half by a child (io/rendered_tree.py). Where a
+fork is not safe (another thread is running: a fork copies only the calling one) or not possible, or the child
+dies without an answer, ``fn`` runs here when its answer is asked for.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ T = TypeVar("T")
 
 
 class Forked(Generic[T]):
-    def __init__(self, fn: Callable[[], T]):
+    """``fn()`` in a forked child (``fork=False``: here, when its answer is asked for)."""
+
+    def __init__(self, fn: Callable[[], T], fork: bool = True):
         self._fn = fn
         self._pid: int | None = None
         self._read = -1
-        if not hasattr(os, "fork") or threading.active_count() > 1:
+        if not fork or not hasattr(os, "fork") or threading.active_count() > 1:
             return
         read_end, write_end = os.pipe()
         pid = os.fork()

@@ -128,8 +128,7 @@ def _write_split(top: Path, artifacts: list[Artifact], meanwhile: Callable[[], N
         _write_files(top, artifacts[:cut])
         meanwhile()
 
-    _two_ways(first, lambda: _write_files(top, artifacts[cut:]), len(artifacts) >= SPLIT_FILES,
-              "writing the rendered files")
+    _two_ways(first, lambda: _write_files(top, artifacts[cut:]), len(artifacts) >= SPLIT_FILES)
 
 
 def _remove_tree(path: Path) -> None:
@@ -149,46 +148,19 @@ def _remove_tree(path: Path) -> None:
             else:
                 entry.unlink(missing_ok=True)
 
-    _two_ways(lambda: remove(names[:cut]), lambda: remove(names[cut:]), len(names) >= SPLIT_FILES // 16,
-              "removing the previous tree")
+    _two_ways(lambda: remove(names[:cut]), lambda: remove(names[cut:]), len(names) >= SPLIT_FILES // 16)
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _two_ways(here: Callable[[], None], there: Callable[[], None], worth: bool, what: str) -> None:
-    """``there()`` in a forked child while ``here()`` runs in this process (when ``worth`` it and safe: from a
-    process with no other thread, a fork copying just the calling one), else one after the other. A child's
-    failure is raised here with its message; an interrupt here stops the child before it returns."""
-    import signal
-    import threading
+def _two_ways(here: Callable[[], None], there: Callable[[], None], worth: bool) -> None:
+    """``there()`` in a forked child while ``here()`` runs in this process, when ``worth`` it (io/forked.py: also
+    where a fork is not safe, they run one after the other here). The child's exception is raised here; an
+    interrupt here stops the child before it returns."""
+    from deployctl.io.forked import Forked
 
-    if not worth or not hasattr(os, "fork") or threading.active_count() > 1:
+    with Forked(there, fork=worth) as child:
         here()
-        there()
-        return
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                 # the child: work, say why not, never return into the caller
-        status = 0
-        try:
-            os.close(read_end)
-            there()
-        except BaseException as exc:             # noqa: BLE001 - reported to the parent, which raises it
-            os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:4000])
-            status = 1
-        os._exit(status)
-    os.close(write_end)
-    try:
-        here()
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        os.close(read_end)
-        raise
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read_end, "rb") as why:
-        message = why.read(4000).decode(errors="replace")
-    if status != 0:
-        raise OSError(f"{what} failed: {message or f'wait status {status}'}")
+        child.result()
 
 
 # A tree of this many files or more is written by two processes (a fork writes the second half of the folders):
