@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from deployctl.app.context import load_facts, open_context
 from deployctl.backends.common.context import Context
@@ -100,17 +100,19 @@ def planned(path: Path, facts_path: Path | None = None, run_root: Path | None = 
 
 
 def planned_apart(path: Path, facts_path: Path | None = None, run_root: Path | None = None, *,
-                  gaps: bool = True, raw=None) -> tuple[Context, Any, Forked[None]]:
+                  gaps: bool = True, raw=None, then: Callable[[Any], Any] | None = None) -> tuple[Context, Any, Forked]:
     """``planned`` for a command that writes files from the plan (`render`): what the engine would refuse in those
     files (a second of an 8,192-server plan) is checked by a forked child while the caller renders and writes
     (io/forked.py). Returns (the context, the plan made here without that check, the child). The child plans
-    exactly as ``planned`` does: its ``result()`` raises the refusal ``planned`` would have raised. The caller
-    puts its files in place only after ``result()`` returned, and cancels the child if it stops before."""
+    exactly as ``planned`` does: its ``result()`` raises the refusal ``planned`` would have raised, else gives
+    ``then(plan)`` (None without it: what the child can make for the caller meanwhile, e.g. plan.json's text).
+    The caller puts its files in place only after ``result()`` returned, and cancels the child if it stops
+    before."""
     from deployctl.core.errors import DeployctlError
     from deployctl.io.forked import Forked
 
     ctx = offline(path, facts_path, run_root, gaps=gaps, raw=raw)
-    verdict: Forked[None] = Forked(lambda: _made(ctx.plan))
+    verdict: Forked = Forked(lambda: (then or _made)(ctx.plan))
     try:
         plan = ctx.make_plan(accept=False)
     except DeployctlError:

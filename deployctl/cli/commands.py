@@ -83,7 +83,11 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
         raw, target = with_workload(load_inventory(path), target), "helm"
     # rank tables need every device IP; the engine's acceptance of the files is checked apart while they are
     # rendered and written, and they are put in place only if it accepts them
-    ctx, plan, verdict = planned_apart(path, facts, run_root, gaps=False, raw=raw)
+    from deployctl.core.input.secrets import plan_json
+
+    # and the child that checks it serialises plan.json (45 MB at 8,192 servers) meanwhile
+    ctx, plan, verdict = planned_apart(path, facts, run_root, gaps=False, raw=raw,
+                                       then=plan_json if target != "helm" else None)
     if ctx.facts_note and output != "json":
         typer.echo(f"note: {ctx.facts_note}", err=True)
     with verdict:
@@ -99,7 +103,7 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
         else:
             from deployctl.core.render import render_artifacts
 
-            artifacts = render_artifacts(plan)
+            artifacts = render_artifacts(plan, plan_json=verdict.result)
         write_tree(out, artifacts, force=force, keep=(path,), ready=verdict.result)
     if output == "json":
         typer.echo(json.dumps({"out": str(out), "target": asked, "files": [a.path for a in artifacts]}, indent=2))

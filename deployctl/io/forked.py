@@ -27,6 +27,7 @@ class Forked(Generic[T]):
         self._fn = fn
         self._pid: int | None = None
         self._read = -1
+        self._outcome: tuple[bool, Any] | None = None    # the answer, once asked for: (ok, value or exception)
         if not fork or not hasattr(os, "fork") or threading.active_count() > 1:
             return
         read_end, write_end = os.pipe()
@@ -47,23 +48,32 @@ class Forked(Generic[T]):
         self._pid, self._read = pid, read_end
 
     def result(self) -> T:
-        """The child's value, or its exception raised here; ``fn()`` run here if the child gave no answer."""
-        if self._pid is None:
-            return self._fn()
-        chunks = []
-        with os.fdopen(self._read, "rb") as answer:
-            self._read = -1
-            while chunk := answer.read(1 << 16):
-                chunks.append(chunk)
-        os.waitpid(self._pid, 0)
-        self._pid = None
-        try:
-            ok, value = pickle.loads(b"".join(chunks))     # our own child's bytes, through our own pipe
-        except Exception:                          # noqa: BLE001 - no answer (killed, out of memory): ask here
-            return self._fn()
+        """The child's value, or its exception raised here; ``fn()`` run here if the child gave no answer. Asked
+        again, the same answer."""
+        if self._outcome is None:
+            self._outcome = self._answer()
+        ok, value = self._outcome
         if not ok:
             raise value
         return value
+
+    def _answer(self) -> tuple[bool, Any]:
+        if self._pid is not None:
+            chunks = []
+            with os.fdopen(self._read, "rb") as answer:
+                self._read = -1
+                while chunk := answer.read(1 << 16):
+                    chunks.append(chunk)
+            os.waitpid(self._pid, 0)
+            self._pid = None
+            try:
+                return pickle.loads(b"".join(chunks))     # our own child's bytes, through our own pipe
+            except Exception:                      # noqa: BLE001 - no answer (killed, out of memory): ask here
+                pass
+        try:
+            return True, self._fn()
+        except Exception as exc:                   # noqa: BLE001 - the answer is the exception
+            return False, exc
 
     def cancel(self) -> None:
         """Stop the child if it is still running (the caller gave up waiting for it)."""

@@ -62,3 +62,23 @@ def test_cancel_stops_and_reaps_the_child():
         pass
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def test_asked_again_the_same_answer_without_running_it_here():
+    here = []
+
+    def fn():
+        here.append(os.getpid())
+        return len(here)
+
+    job = Forked(fn)
+    assert job.result() == 1 and job.result() == 1
+    assert here == []                                 # it ran in the child only
+
+    def refuse():
+        raise LayoutError("refused")
+
+    job = Forked(refuse)
+    for _ in range(2):
+        with pytest.raises(LayoutError, match="refused"):
+            job.result()
