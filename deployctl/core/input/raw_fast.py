@@ -92,7 +92,7 @@ def fast_document(loader: Any, max_depth: int, memo: int) -> tuple[dict, dict[Ke
                 key = value(event)
                 if type(key) is int:
                     key = str(key)
-                elif type(key) is not str or key in container:
+                if type(key) is not str or key in container:
                     return None
                 child = path + (key,)
                 child_line = event.start_mark.line + 1

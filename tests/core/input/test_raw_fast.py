@@ -66,6 +66,7 @@ def test_every_yaml_file_of_the_project_reads_the_same(monkeypatch):
     "a: !!str 1\n",                   # a tag
     "a: &x 1\nb: *x\n",               # an anchor, an alias
     "a: 1\na: 2\n",                   # a duplicate key
+    "'1': a\n1: b\n",                 # the same key, once text and once a number
     "yes: 1\n",                       # a key that reads as a boolean
     "1.5: x\n",                       # a float key
     "a: 2026-11-30\n",                # a date
