@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import Field
@@ -103,6 +104,7 @@ class FleetRouter(Frozen):
 
 
 T = TypeVar("T")
+_MEMO = "_memo"          # Plan.memo's values, in the plan's own __dict__
 
 
 class EngineInfo(Frozen):
@@ -154,16 +156,27 @@ class Plan(Frozen):
     def memo(self, key: tuple, build: Callable[[], T]) -> T:
         """A value derived from this plan alone, built once per key: an engine's file that is the same for every
         node of an instance is made once per instance (an 8,192-server plan has 512 of them). Callers must not
-        change what they get. Kept for this object only: a plan is frozen, and a copy (model_copy, which may
-        change fields, carries this dict along) starts afresh."""
-        cached = self.__dict__.get("_memo")
-        if cached is None or cached[0] != id(self):
-            cached = (id(self), {})
-            self.__dict__["_memo"] = cached
-        values: dict[tuple, Any] = cached[1]
+        change what they get. Kept for this object only: a plan is frozen, and its copies (which may change
+        fields) start afresh (model_copy, copy.copy and copy.deepcopy leave it behind)."""
+        values: dict[tuple, Any] = self.__dict__.setdefault(_MEMO, {})
         if key not in values:
             values[key] = build()
         return values[key]
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Plan:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop(_MEMO, None)
+        return copied
+
+    def __copy__(self) -> Plan:
+        copied = super().__copy__()
+        copied.__dict__.pop(_MEMO, None)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Plan:
+        copied = super().__deepcopy__(memo)
+        copied.__dict__.pop(_MEMO, None)
+        return copied
 
     def node(self, name: str) -> PlanNode:
         return self._by_name[0][name]

@@ -26,6 +26,26 @@ def test_memo_builds_once_per_plan_and_afresh_for_a_copy():
     assert plan.model_copy().memo(("k",), lambda: "e") == "e"
 
 
+def test_a_copy_of_a_copy_never_sees_a_freed_plans_memo():
+    """A chain of copies whose first plan is gone (the planner copies its plan to add the engine's warnings): each
+    copy starts afresh, whatever address it gets (a memo tagged by the id of a freed plan once leaked into a copy
+    allocated at that address: a netloader render without its peers)."""
+    import copy
+    import gc
+
+    base = plan_layout(read_inventory(EXAMPLES / "a2-4x8-dp-ep.yaml"))
+    for i in range(200):
+        first = base.model_copy(update={"joined": frozenset({f"a{i}"})})
+        first.memo(("k",), lambda: "stale")
+        second = first.model_copy(update={"joined": frozenset({f"b{i}"})})
+        del first
+        gc.collect()
+        third = second.model_copy(update={"joined": frozenset({f"c{i}"})})
+        assert third.memo(("k",), lambda: "fresh") == "fresh"
+        assert copy.copy(second).memo(("k",), lambda: "fresh") == "fresh"
+        assert copy.deepcopy(second).memo(("k",), lambda: "fresh") == "fresh"
+
+
 @pytest.mark.parametrize(("example", "module"), [
     ("a2-fleet-4x2x8-dp-ep.yaml", mindie_start), ("a3-pd-2p2d.yaml", mindie_start),
     ("vllm-a3-2p1d-qwen3.yaml", vllm_render), ("vllm-a3-pd-roles-qwen3.yaml", vllm_render)])
