@@ -19,14 +19,17 @@ from deployctl.core.errors import UsageError
 from deployctl.core.models.artifact import Artifact
 
 MARKER = ".deployctl.json"
+# the marker lists every file's digest: 3 MB for 8,192 servers (32,772 files), ~13 MB at the inventory's 16 MB
+# limit (about 32,000 servers)
+MARKER_BYTES = 64 << 20
 
 
 def _is_ours(path: Path) -> bool:
-    """The directory holds deployctl's marker: a regular file (no link, FIFO or device) of at most 1 MB."""
+    """The directory holds deployctl's marker: a regular file (no link, FIFO or device) of at most MARKER_BYTES."""
     from deployctl.io.localfile import read_bytes
 
     try:
-        doc = json.loads(read_bytes(path / MARKER, 1 << 20, what="render marker", hint=""))
+        doc = json.loads(read_bytes(path / MARKER, MARKER_BYTES, what="render marker", hint=""))
         return isinstance(doc, dict) and doc.get("generator") == "deployctl"
     except (OSError, ValueError, RecursionError, UsageError):
         return False

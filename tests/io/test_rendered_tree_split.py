@@ -88,3 +88,17 @@ def test_the_previous_tree_is_removed_by_two_processes(tmp_path, split, monkeypa
         ".deployctl.json", "m0", "m0/f", "m1", "m1/f", "m2", "m2/f"]
     assert (tmp_path / "keep" / "precious").read_text() == "x"
     assert len(split) >= 2                                            # a writer and a remover child
+
+
+def test_a_large_trees_marker_is_still_ours(tmp_path):
+    """An 8,192-server tree's marker lists 32,772 digests (3 MB): rendering over it needs no --force."""
+    from deployctl.io.rendered_tree import check_target
+
+    out = tmp_path / "out"
+    write_tree(out, _tree())
+    marker = json.loads((out / MARKER).read_text())
+    marker["files"].update({f"n{i:05}/config.json": "0" * 64 for i in range(40_000)})
+    (out / MARKER).write_text(json.dumps(marker, indent=2))
+    assert (out / MARKER).stat().st_size > 3_000_000
+    check_target(out, force=False)                     # ours: no refusal
+    write_tree(out, _tree())
