@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Callable, Literal, TypeVar
 
 from pydantic import Field
@@ -163,11 +162,7 @@ class Plan(Frozen):
             values[key] = build()
         return values[key]
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Plan:
-        copied = super().model_copy(update=update, deep=deep)
-        copied.__dict__.pop(_MEMO, None)
-        return copied
-
+    # model_copy copies through these two (pydantic BaseModel.model_copy), so they are the one place to drop it
     def __copy__(self) -> Plan:
         copied = super().__copy__()
         copied.__dict__.pop(_MEMO, None)
