@@ -218,12 +218,23 @@ class KubeApi:
 
     def custom_objects(self, group: str, version: str, plural: str) -> list[dict]:
         """The release's objects of a custom resource (e.g. PodGroups), each with its kind."""
+        return self._custom(group, version, plural, f"{RELEASE_LABEL}={self.target.release}", (404,)) or []
+
+    def readable_custom_objects(self, group: str, version: str, plural: str, selector: str) -> list[dict] | None:
+        """The namespace's objects of a custom resource matching a label selector (what a controller made, without
+        the release's label); None when the API server does not serve them (404) or lets this user not list them
+        (403)."""
+        return self._custom(group, version, plural, selector, (403, 404))
+
+    def _custom(self, group: str, version: str, plural: str, selector: str,
+                absent: tuple[int, ...]) -> list[dict] | None:
         from kubernetes import client
 
-        t = self.target
-        doc = self._maybe(f"list {plural}", (404,), client.CustomObjectsApi(self.client).list_namespaced_custom_object,
-                          group, version, t.namespace, plural, label_selector=f"{RELEASE_LABEL}={t.release}")
-        items = (doc or {}).get("items") if isinstance(doc, dict) else None
+        doc = self._maybe(f"list {plural}", absent, client.CustomObjectsApi(self.client).list_namespaced_custom_object,
+                          group, version, self.target.namespace, plural, label_selector=selector)
+        if doc is None:
+            return None
+        items = doc.get("items") if isinstance(doc, dict) else None
         return [i for i in (items if isinstance(items, list) else [])[:MAX_CUSTOM] if isinstance(i, dict)]
 
     def horizontal_pod_autoscalers(self) -> list[dict] | None:

@@ -70,26 +70,47 @@ def restart_stale(api, release: str, reporter, opts):
 
 def replace_stale_roles(api, docs: list[dict], reporter, opts) -> list[str]:
     """kubernetes.workload infer-operator: delete the operator's StatefulSets of every instance whose pod template
-    changed (infer_operator.stale_workloads), wait until they are gone (the operator then makes them again from the
-    new spec); the instances replaced."""
+    changed (infer_operator.stale_workloads) once their InstanceSets hold the new template, wait until they are gone
+    (the operator then makes them again from the new spec); the instances replaced."""
     from deployctl.backends.k8s.infer_operator import MADE_BY_OPERATOR, stale_workloads
 
     if not any(d.get("kind") == "InferServiceSet" for d in docs):
         return []
     stale = stale_workloads(docs, api.statefulsets(MADE_BY_OPERATOR))
+    deadline = time.monotonic() + opts.ready_timeout
+    if stale:
+        _until_instancesets_hold(api, docs, set(stale), reporter, opts, deadline)
     for inst, sets in stale.items():
         for s in sets:
             api.delete_statefulset(s["metadata"]["name"])
         reporter.step(f"  instance {inst}: replacing its {len(sets)} StatefulSet(s) (the Infer Operator makes them "
                       "again from the new pod template)")
     gone = {s["metadata"].get("uid") for sets in stale.values() for s in sets}
-    deadline = time.monotonic() + opts.ready_timeout
     while gone and time.monotonic() < deadline:
         live = {s["metadata"].get("uid") for s in api.statefulsets(MADE_BY_OPERATOR)}
         if not gone & live:
             break
         time.sleep(min(opts.poll, 1.0))
     return list(stale)
+
+
+def _until_instancesets_hold(api, docs: list[dict], instances: set[str], reporter, opts, deadline: float) -> None:
+    """Wait until the operator has passed the new pod template down to these instances' InstanceSets: a workload
+    deleted earlier would be made again from the old one (infer_operator.instancesets_behind). Not waited for when
+    this user may not list InstanceSets."""
+    from deployctl.backends.k8s.infer_operator import GROUP, VERSION, OPERATOR_KEY, instancesets_behind
+
+    said = False
+    while True:
+        sets = api.readable_custom_objects(GROUP, VERSION, "instancesets", OPERATOR_KEY)
+        behind = [] if sets is None else instancesets_behind(docs, sets, instances)
+        if not behind or time.monotonic() >= deadline:
+            return
+        if not said:
+            reporter.step(f"  waiting for the Infer Operator to pass the new pod template to {', '.join(behind[:4])}"
+                          + (f" and {len(behind) - 4} more" if len(behind) > 4 else ""))
+            said = True
+        time.sleep(min(opts.poll, 1.0))
 
 
 def _own(sets: list[dict]) -> list[dict]:

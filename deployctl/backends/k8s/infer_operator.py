@@ -50,6 +50,34 @@ from deployctl.backends.k8s.lws import TEMPLATE_HASH      # the chart's hash of 
 _OP = "infer.huawei.com/"
 # on every workload the operator makes (pkg/common/constant.go, utils.go L63-70); the release's own label is not
 MADE_BY_OPERATOR = f"{_OP}ascend-infer-operator=true"
+# on every InstanceSet the operator makes (inferservice_controller.go L478-527); not the release's label either
+OPERATOR_KEY = f"{_OP}inferservice-name"
+
+
+def _wanted(rendered: list[dict]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(InferService, role) -> (deployctl instance, the rendered pod template's hash), for every InferService the
+    rendered InferServiceSets make."""
+    want: dict[tuple[str, str], tuple[str, str]] = {}
+    for doc in rendered:
+        if doc.get("kind") != KIND:
+            continue
+        for i in range(int((doc.get("spec") or {}).get("replicas", 1))):
+            for role in roles(doc):
+                inst = ((role.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance", "")
+                want[(f"{doc['metadata']['name']}-{i}", str(role.get("name")))] = (inst, _digest(role.get("spec")))
+    return want
+
+
+def _digest(spec) -> str:
+    """The chart's hash annotation of the pod template in a role's (or an InstanceSet's role's) spec."""
+    template = (spec if isinstance(spec, dict) else {}).get("template") or {}
+    return str(((template.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH, ""))
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    """(InferService, role) of an object the operator made, by its labels (pkg/common/utils.go L63-70)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(f"{_OP}inferservice-name", ""), labels.get(f"{_OP}instanceset-name", "")
 
 
 def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str, list[dict]]:
@@ -57,29 +85,30 @@ def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str,
     (Ascend/mind-cluster@22bb3d98 pkg/controller/workload/statefulset_handler.go L111-155: it creates the missing
     ones only), so an instance with a role whose workload runs another pod template than the rendered one is
     restarted by deleting all of its workloads, which the operator makes again from the new spec."""
-    want: dict[tuple[str, str], tuple[str, str]] = {}     # (InferService, role) -> (instance, template hash)
-    for doc in rendered:
-        if doc.get("kind") != KIND:
-            continue
-        for i in range(int((doc.get("spec") or {}).get("replicas", 1))):
-            for role in roles(doc):
-                template = (role.get("spec") or {}).get("template") or {}
-                inst = ((role.get("metadata") or {}).get("labels") or {}).get("deployctl.io/instance", "")
-                digest = ((template.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH, "")
-                want[(f"{doc['metadata']['name']}-{i}", str(role.get("name")))] = (inst, digest)
+    want = _wanted(rendered)
     mine: dict[str, list[dict]] = {}
     stale: set[str] = set()
     for sts in statefulsets:
-        labels = (sts.get("metadata") or {}).get("labels") or {}
-        key = (labels.get(f"{_OP}inferservice-name", ""), labels.get(f"{_OP}instanceset-name", ""))
+        key = _key(sts)
         if key not in want:
             continue
         inst, digest = want[key]
         mine.setdefault(inst, []).append(sts)
-        template = ((sts.get("spec") or {}).get("template") or {}).get("metadata") or {}
-        if (template.get("annotations") or {}).get(TEMPLATE_HASH) != digest:
+        if _digest(sts.get("spec")) != digest:
             stale.add(inst)
     return {inst: mine[inst] for inst in sorted(stale)}
+
+
+def instancesets_behind(rendered: list[dict], instancesets: list[dict], instances: set[str]) -> list[str]:
+    """The InstanceSets (`<InferService>-<role>`) of these instances that do not hold the rendered pod template yet.
+
+    A changed role reaches the workloads' InstanceSet over the operator's reconciles (InferServiceSet -> InferService,
+    inferserviceset_controller.go L404-416; InferService -> InstanceSet spec, inferservice_controller.go L369-405), and a
+    deleted workload is made again from the InstanceSet's spec as it is then (statefulset_handler.go L157-226): a
+    workload deleted before its InstanceSet holds the new template comes back with the old one."""
+    have = {_key(ist): _digest((ist.get("spec") or {}).get("spec")) for ist in instancesets}
+    return sorted(f"{svc}-{role}" for (svc, role), (inst, digest) in _wanted(rendered).items()
+                  if inst in instances and have.get((svc, role)) != digest)
 
 
 def status_lines(objects: list[dict]) -> list[str]:

@@ -59,12 +59,15 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
     # detected: both decode nodes down (rank 1 killed, rank 0 lost its process group: the fatal line, exit 137)
     assert failed["kind"] in ("container", "fatal-log"), failed
     assert any("Scheduler hit an exception" in c for c in failed["causes"]), failed
-    # both containers' exit: in the failure's causes, or (on a loaded machine the fatal line can be read a round
-    # before d1's container is seen exited) in the decode faults reported before it is restarted
+    # the containers' exits: in the failure's causes, or in the decode faults reported before it is restarted. On a
+    # loaded machine a round can probe d2 just before the kill lands and d1 just after its fatal line: the failure
+    # is then the fatal line alone and the restart comes before either exit is read (seen in CI); a failure said
+    # from the containers names the killed one
     faults = [f"{e['node']}: {e['cause']}" for e in watch.all
               if e["event"] == "fault" and e.get("instance") == "decode" and e["ts"] <= back["ts"]]
     exited = {c.split(":")[0] for c in failed["causes"] + faults if "exited (exit 137)" in c}
-    assert exited == {"d1", "d2"}, (failed, faults)
+    assert exited <= {"d1", "d2"}, (failed, faults)
+    assert failed["kind"] == "fatal-log" or "d2" in exited, (failed, faults)
     assert detect < 2 * ROUND_S, detect
     # the only decode server: nothing to fail over to (watch says so) and nothing to drain; restarted at once
     kinds = [(e["event"], e["instance"]) for e in watch.all]
