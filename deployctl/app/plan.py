@@ -106,27 +106,20 @@ def planned_apart(path: Path, facts_path: Path | None = None, run_root: Path | N
     (io/forked.py). Returns (the context, the plan made here without that check, the child). The child plans
     exactly as ``planned`` does: its ``result()`` raises the refusal ``planned`` would have raised, else gives
     ``then(plan)`` (None without it: what the child can make for the caller meanwhile, e.g. plan.json's text).
-    The caller puts its files in place only after ``result()`` returned, and cancels the child if it stops
-    before."""
-    from deployctl.core.errors import DeployctlError
+    The caller puts its files in place only after ``result()`` returned, within ``first()`` (an error of its own
+    gives way to the child's refusal; an interrupt stops the child)."""
     from deployctl.io.forked import Forked
 
     ctx = offline(path, facts_path, run_root, gaps=gaps, raw=raw)
-    verdict: Forked = Forked(lambda: (then or _made)(ctx.plan))
-    try:
+
+    def check() -> Any:
+        plan = ctx.plan                 # the whole plan, the engine's acceptance included: a refusal is raised
+        return then(plan) if then else None
+
+    verdict: Forked = Forked(check)
+    with verdict.first():            # the refusal the whole plan meets first is the one to say
         plan = ctx.make_plan(accept=False)
-    except DeployctlError:
-        verdict.result()            # the refusal the whole plan meets first is the one to say
-        raise
-    except BaseException:
-        verdict.cancel()
-        raise
     return ctx, plan, verdict
-
-
-def _made(_plan: object) -> None:
-    """Nothing to send back but that the plan was made (a refusal is raised)."""
-    return None
 
 
 def with_refusal_behind_gaps(exc, raw, path: Path, facts_path: Path | None, note: str | None = None):

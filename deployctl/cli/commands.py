@@ -39,25 +39,20 @@ def run_plan(path: Path, output: str, facts: Path | None = None, *, input_len: i
              output_len: int | None = None, concurrency: int | None = None, sku: str | None = None,
              run_root: Path | None = None, load: dict | None = None) -> None:
     from deployctl.app.plan import estimate, planned_apart
-    from deployctl.core.errors import DeployctlError
 
     # the engine's acceptance of the files this plan renders is checked apart while the estimate and the JSON
     # are made; nothing is printed before its verdict, and its refusal comes first (as when checked in turn)
     ctx, plan, verdict = planned_apart(path, facts, run_root)
-    with verdict:
-        try:
-            est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
-            text = None
-            if output == "json":
-                # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2)
-                # takes seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
-                from deployctl.core.input.secrets import plan_json
+    with verdict.first():
+        est = estimate(plan, input_len, output_len, concurrency, sku, load=load)
+        text = None
+        if output == "json":
+            # serialised by pydantic-core (Rust): a 1,024-server plan is 30 MB of JSON, json.dumps(indent=2)
+            # takes seconds of it; the text is the same (UTF-8, two-space indent, the models' key order)
+            from deployctl.core.input.secrets import plan_json
 
-                # secret env values read ***
-                text = plan_json(plan, {"estimate": est, **_output.offline_notes(ctx)}).decode()
-        except DeployctlError:
-            verdict.result()
-            raise
+            # secret env values read ***
+            text = plan_json(plan, {"estimate": est, **_output.offline_notes(ctx)}).decode()
         verdict.result()
     if text is not None:
         typer.echo(text)
@@ -90,7 +85,7 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
                                        then=plan_json if target != "helm" else None)
     if ctx.facts_note and output != "json":
         typer.echo(f"note: {ctx.facts_note}", err=True)
-    with verdict:
+    with verdict.first():                   # a refusal of the plan itself comes before any of what follows
         if target == "helm":
             from deployctl.core.errors import LayoutError
             from deployctl.backends.k8s.render import render_helm
@@ -98,7 +93,6 @@ def run_render(path: Path, out: Path, force: bool, output: str, facts: Path | No
             try:
                 artifacts = render_helm(plan, with_manifests=not values_only)
             except LayoutError as exc:      # a layout the engine's chart cannot run: point into the inventory
-                verdict.result()            # unless the plan itself is refused first
                 raise ctx.located(exc) from None
         else:
             from deployctl.core.render import render_artifacts

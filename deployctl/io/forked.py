@@ -15,6 +15,8 @@ import os
 import pickle
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
@@ -87,6 +89,19 @@ class Forked(Generic[T]):
         if self._read >= 0:
             os.close(self._read)
             self._read = -1
+
+    @contextmanager
+    def first(self) -> Iterator[Forked[T]]:
+        """A block the caller runs while the child checks what would have run before it: an error in the block
+        gives way to the child's (asked for then), so the outcome is the serial one; an interrupt stops the child."""
+        try:
+            yield self
+        except Exception:
+            self.result()
+            raise
+        except BaseException:
+            self.cancel()
+            raise
 
     def __enter__(self) -> Forked[T]:
         return self

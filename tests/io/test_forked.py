@@ -82,3 +82,25 @@ def test_asked_again_the_same_answer_without_running_it_here():
     for _ in range(2):
         with pytest.raises(LayoutError, match="refused"):
             job.result()
+
+
+def test_an_error_in_the_block_gives_way_to_the_childs_refusal():
+    def refuse():
+        raise LayoutError("the plan is refused")
+
+    with pytest.raises(LayoutError, match="the plan is refused"):
+        with Forked(refuse).first():
+            raise ValueError("what came after the plan")
+    with pytest.raises(ValueError, match="after"):              # the child accepted: the block's own error
+        with Forked(lambda: None).first():
+            raise ValueError("what came after the plan")
+
+
+def test_an_interrupt_in_the_block_stops_the_child():
+    job = Forked(lambda: threading.Event().wait(60))
+    pid = job._pid
+    with pytest.raises(KeyboardInterrupt):
+        with job.first():
+            raise KeyboardInterrupt
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
