@@ -70,14 +70,19 @@ def _wanted(rendered: list[dict]) -> dict[tuple[str, str], tuple[str, str]]:
 
 def _digest(spec) -> str:
     """The chart's hash annotation of the pod template in a role's (or an InstanceSet's role's) spec."""
-    template = (spec if isinstance(spec, dict) else {}).get("template") or {}
-    return str(((template.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH, ""))
+    meta = _dict(_dict(_dict(spec).get("template")).get("metadata"))
+    return str(_dict(meta.get("annotations")).get(TEMPLATE_HASH, ""))
 
 
 def _key(obj: dict) -> tuple[str, str]:
     """(InferService, role) of an object the operator made, by its labels (pkg/common/utils.go L63-70)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(f"{_OP}inferservice-name", ""), labels.get(f"{_OP}instanceset-name", "")
+    labels = _dict(_dict(obj.get("metadata")).get("labels"))
+    return str(labels.get(f"{_OP}inferservice-name", "")), str(labels.get(f"{_OP}instanceset-name", ""))
+
+
+def _dict(value) -> dict:
+    """An API answer's object, or {} where it holds something else (read as nothing, never raised on)."""
+    return value if isinstance(value, dict) else {}
 
 
 def stale_workloads(rendered: list[dict], statefulsets: list[dict]) -> dict[str, list[dict]]:
@@ -106,7 +111,7 @@ def instancesets_behind(rendered: list[dict], instancesets: list[dict], instance
     inferserviceset_controller.go L404-416; InferService -> InstanceSet spec, inferservice_controller.go L369-405), and a
     deleted workload is made again from the InstanceSet's spec as it is then (statefulset_handler.go L157-226): a
     workload deleted before its InstanceSet holds the new template comes back with the old one."""
-    have = {_key(ist): _digest((ist.get("spec") or {}).get("spec")) for ist in instancesets}
+    have = {_key(ist): _digest(_dict(ist.get("spec")).get("spec")) for ist in instancesets}
     return sorted(f"{svc}-{role}" for (svc, role), (inst, digest) in _wanted(rendered).items()
                   if inst in instances and have.get((svc, role)) != digest)
 

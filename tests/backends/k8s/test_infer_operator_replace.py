@@ -90,3 +90,10 @@ def test_instancesets_behind_names_those_without_the_rendered_template():
     assert instancesets_behind(docs, [instanceset("mixed", "newmixed")], {"mixed"}) == ["llm-0-mixed-w"]   # not made
     assert instancesets_behind(docs, [], {"other"}) == []
     assert stale_workloads(docs, [made({}, "mixed", "newmixed"), made({}, "mixed-w", "newmixed-w")]) == {}
+
+
+def test_an_instanceset_of_an_odd_shape_reads_as_not_holding_the_template():
+    odd = [{"metadata": "x"}, {"metadata": {"labels": ["a"]}, "spec": "y"},
+           {"metadata": {"labels": {f"{OP}inferservice-name": "llm-0", f"{OP}instanceset-name": "mixed"}},
+            "spec": {"spec": {"template": ["z"]}}}]
+    assert instancesets_behind([iss("new")], odd, {"mixed"}) == ["llm-0-mixed", "llm-0-mixed-w"]
