@@ -45,6 +45,11 @@ from collections import OrderedDict
 class ThreadingHTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # listen(2048) as uvicorn (uvicorn/config.py Config: backlog 2048), which serves vLLM's API server and P/D proxy
+    # and SGLang's HTTP server; socketserver's default of 5 overflows when clients reconnect faster than a busy
+    # machine accepts, and the kernel then resets the connections (seen in CI: the scale test's clients got
+    # ConnectionResetError from the stand-in proxy, which never logged an error)
+    request_queue_size = 2048
 
 
 def words(text):
