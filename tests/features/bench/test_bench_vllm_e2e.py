@@ -61,8 +61,12 @@ def test_bench_through_the_pd_proxy(pd):
         assert p["input_tokens"]["p50"] == p["input_len"] and p["output_tokens"]["p50"] == 16
         ttft, tpot = p["ttft_ms"]["p50"], p["tpot_ms"]["p50"]
         want = A + B * p["input_len"]
-        assert abs(ttft - want) <= 0.1 * want, (p["point"], ttft, want)      # one prefill: D does not prefill again
-        assert abs(tpot - (C + D)) <= 0.1 * (C + D), (p["point"], tpot)
+        # one prefill, on P: the stand-ins sleep the paced time, so it is a floor; the two hops through the proxy
+        # only add to it, by 40+ ms on a loaded CI machine. A second prefill on D would double it: the ceiling
+        # sits halfway to that
+        assert 0.95 * want <= ttft <= 1.5 * want, (p["point"], ttft, want)
+        # one request in flight on D: C + D per step (two would be C + 2D, 17 % more)
+        assert 0.95 * (C + D) <= tpot <= 1.1 * (C + D), (p["point"], tpot)
     [record] = bench_runs(runs)
     assert (record / "status").read_text() == "successful\n"
     assert sorted(x.name for x in (record / "plots").iterdir()) == ["tpot_vs_input.png", "ttft_vs_input.png"]
