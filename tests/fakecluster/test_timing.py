@@ -123,6 +123,16 @@ def near(measured: float, expected: float, rel: float = 0.1) -> bool:
     return abs(measured - expected) <= rel * expected
 
 
+# what a loaded machine may add to a first token on top of the stand-in's pacing (hops, scheduling): the pacing
+# is a floor, the overhead only adds; every alternative these tests tell apart (a second prefill, a missed or a
+# false cache hit) moves the first token by 200 ms or more
+OVERHEAD_MS = 50.0
+
+
+def paced(measured: float, expected: float) -> bool:
+    return 0.95 * expected <= measured <= 1.1 * expected + OVERHEAD_MS
+
+
 def test_prefill_grows_with_the_prompt_and_the_step_with_the_requests_in_flight(fake):
     srv, port = serve_answer(fake, TIMING)
     try:
@@ -131,7 +141,7 @@ def test_prefill_grows_with_the_prompt_and_the_step_with_the_requests_in_flight(
             tokens = words + 4                                   # + 4 for the chat message
             assert got["usage"] == {"prompt_tokens": tokens, "completion_tokens": 12, "total_tokens": tokens + 12}
             assert got["done"] and len(got["text"].split()) == 12
-            assert near(got["ttft_ms"], expected_ttft(tokens)), got
+            assert paced(got["ttft_ms"], expected_ttft(tokens)), got
             assert near(got["tpot_ms"], expected_tpot(1)), got
         results = []
         threads = [threading.Thread(target=lambda: results.append(stream(port, 100, 20))) for _ in range(4)]
@@ -151,7 +161,7 @@ def test_prefill_grows_with_the_prompt_and_the_step_with_the_requests_in_flight(
             doc = json.loads(r.read())
         took = (time.perf_counter() - t0) * 1000
         assert doc["usage"]["completion_tokens"] == 10 and doc["choices"][0]["finish_reason"] == "length"
-        assert near(took, expected_ttft(8) + 9 * expected_tpot(1)), took
+        assert paced(took, expected_ttft(8) + 9 * expected_tpot(1)), took
     finally:
         srv.shutdown()
 
@@ -199,7 +209,7 @@ def test_mindie_ms_coordinator_streams_the_decode_answer_through(fake):
     try:
         got = stream(port, 400, 16)
         assert got["done"] and len(got["text"].split()) == 16 and got["usage"]["prompt_tokens"] == 404
-        assert near(got["ttft_ms"], expected_ttft(404)), got             # one prefill, not two
+        assert paced(got["ttft_ms"], expected_ttft(404)), got             # one prefill, not two
         assert near(got["tpot_ms"], expected_tpot(1)), got
     finally:
         for s in (coord, p_srv, d_srv):
@@ -256,11 +266,11 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
                 time.sleep(0.3)
         fresh = stream(ports["proxy"], 400, 16, sse_media=False, messages=[{"role": "user", "content": text(400)}])
         assert fresh["done"] and len(fresh["text"].split()) == 16 and "kv_consumer" in fresh["text"]
-        assert near(fresh["ttft_ms"], expected_ttft(404)), fresh        # prefilled once, on P
+        assert paced(fresh["ttft_ms"], expected_ttft(404)), fresh        # prefilled once, on P
         assert near(fresh["tpot_ms"], expected_tpot(1)), fresh
         # the same prompt again: P's prefix cache (on by default) holds its 25 full blocks of 16 tokens
         again = stream(ports["proxy"], 400, 16, sse_media=False, messages=[{"role": "user", "content": text(400)}])
-        assert near(again["ttft_ms"], expected_ttft(404 - 400)), again
+        assert paced(again["ttft_ms"], expected_ttft(404 - 400)), again
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['p']}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         hits = [ln for ln in metrics.splitlines() if ln.startswith("vllm:prefix_cache_hits_total{")]
@@ -314,16 +324,16 @@ def test_a_cached_prefix_is_not_prefilled_again(fake):
 
         first, second = ask(1), ask(2)
         assert first["usage"]["prompt_tokens"] == 604
-        assert near(first["ttft_ms"], expected_ttft(604)), first                 # cold
+        assert paced(first["ttft_ms"], expected_ttft(604)), first                 # cold
         # the 4 template tokens + 500 shared words = 504: 31 full blocks (496 tokens) found cached
-        assert near(second["ttft_ms"], expected_ttft(604 - 496)), second
+        assert paced(second["ttft_ms"], expected_ttft(604 - 496)), second
     finally:
         srv.shutdown()
     srv, port = serve_answer(fake, TIMING)                       # no prefix cache (MindIE's, SGLang's stand-ins)
     try:
         for seed in (1, 2):
             got = stream(port, 0, 4, messages=[{"role": "user", "content": shared + " " + text(100, seed)}])
-            assert near(got["ttft_ms"], expected_ttft(604)), got
+            assert paced(got["ttft_ms"], expected_ttft(604)), got
     finally:
         srv.shutdown()
 
@@ -357,7 +367,7 @@ def test_vllm_stand_in_without_prefix_caching(tmp_path):
                     pytest.fail("the stand-in did not serve: " + proc.communicate(timeout=15)[0])
                 time.sleep(0.3)
         again = stream(port, 0, 2, messages=msgs)
-        assert near(first["ttft_ms"], expected_ttft(404)) and near(again["ttft_ms"], expected_ttft(404)), again
+        assert paced(first["ttft_ms"], expected_ttft(404)) and paced(again["ttft_ms"], expected_ttft(404)), again
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         assert "vllm:prompt_tokens_total" in metrics and "prefix_cache" not in metrics

@@ -64,6 +64,12 @@ def close(measured: float, expected: float) -> bool:
     return abs(measured - expected) <= TOLERANCE * expected
 
 
+def paced(measured: float, expected: float) -> bool:
+    """A first token: the stand-in's pacing is its floor; a loaded machine only adds (up to ~50 ms seen in CI on
+    a hop)."""
+    return 0.95 * expected <= measured <= (1 + TOLERANCE) * expected + 50.0
+
+
 def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
     fc, inv, work = deployed
     suite = work / "suite.yaml"
@@ -90,13 +96,14 @@ def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
     points = {p["point"]: p for p in doc["points"]}
     assert list(points) == ["long-256", "long-1536", "conc-4"]
 
-    # the configured timing, recovered within 10 % (medians; the input length is the server's own count)
+    # the configured timing, recovered within 10 %, TTFT + 50 ms of load (medians; the input length is the server's
+    # own count)
     for name, tokens, conc in (("long-256", 256, 1), ("long-1536", 1536, 1), ("conc-4", 256, 4)):
         p = points[name]
         assert p["ok"] == p["requests"] and p["errors"] == 0 and not p["failure"], p
         assert p["input_tokens"]["p50"] == tokens and p["output_tokens"]["p50"] == 24, p
         ttft, tpot = p["ttft_ms"]["p50"], p["tpot_ms"]["p50"]
-        assert close(ttft, expected_ttft(tokens)), (name, ttft, expected_ttft(tokens))
+        assert paced(ttft, expected_ttft(tokens)), (name, ttft, expected_ttft(tokens))
         assert close(tpot, expected_tpot(conc)), (name, tpot, expected_tpot(conc))
         for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
             assert p[metric]["p50"] <= p[metric]["p90"] <= p[metric]["p99"], (name, metric, p[metric])
