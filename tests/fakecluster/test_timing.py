@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from fakecluster import tools
+from fakecluster.pacing import paced
 from fakecluster.spec import NodeSpec, parse_fault
 from support import free_port
 
@@ -121,16 +122,6 @@ def expected_tpot(in_flight: int) -> float:
 
 def near(measured: float, expected: float, rel: float = 0.1) -> bool:
     return abs(measured - expected) <= rel * expected
-
-
-# what a loaded machine may add to a first token on top of the stand-in's pacing (hops, scheduling): the pacing
-# is a floor, the overhead only adds; every alternative these tests tell apart (a second prefill, a missed or a
-# false cache hit) moves the first token by 200 ms or more
-OVERHEAD_MS = 50.0
-
-
-def paced(measured: float, expected: float) -> bool:
-    return 0.95 * expected <= measured <= 1.1 * expected + OVERHEAD_MS
 
 
 def test_prefill_grows_with_the_prompt_and_the_step_with_the_requests_in_flight(fake):

@@ -18,6 +18,7 @@ from benchlib import bench_runs, deployctl_bench, png_size, read_jsonl
 from conftest import run_cli
 from fakecluster import FakeCluster, default_cluster
 from fakecluster.fixtures import require_fake_cluster_support
+from fakecluster.pacing import paced
 from support.inventory import on_cluster
 
 # the stand-ins' timing on this cluster (milliseconds)
@@ -62,12 +63,6 @@ def expected_tpot(concurrency: int) -> float:
 
 def close(measured: float, expected: float) -> bool:
     return abs(measured - expected) <= TOLERANCE * expected
-
-
-def paced(measured: float, expected: float) -> bool:
-    """A first token: the stand-in's pacing is its floor; a loaded machine only adds (up to ~50 ms seen in CI on
-    a hop)."""
-    return 0.95 * expected <= measured <= (1 + TOLERANCE) * expected + 50.0
 
 
 def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
