@@ -122,9 +122,10 @@ class _K8sLastUser:
 
 def pytest_configure(config):
     import tiers
-    from support import leaks
+    from support import alone, leaks
 
     leaks.configure(config)
+    alone.configure(config)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_WorkerLeaks(), "deployctl-worker-leaks")
     config.pluginmanager.register(_K8sLastUser(), "deployctl-k8s-last-user")

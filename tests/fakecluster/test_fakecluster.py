@@ -455,4 +455,6 @@ def test_setup_time(n, tmp_path, capsys):
     with capsys.disabled():
         print(f"\n[fakecluster] {n:2d} node(s): start {fc.start_seconds:.2f} s "
               f"({fc.start_seconds / n:.3f} s/node; {phases})")
-    assert fc.start_seconds / n < 1.0
+    # 0.04-0.1 s per node on an idle 2-core machine (the line above prints it); a timed test only catches a start
+    # that got many times slower: a fixed allowance for a loaded CI machine, plus a second per node
+    assert fc.start_seconds < 10 + 1.0 * n

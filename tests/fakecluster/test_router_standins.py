@@ -42,7 +42,7 @@ PROXY_PY = "/vllm-workspace/vllm-ascend/examples/disaggregated_prefill_v1/load_b
 
 # ---- helpers ------------------------------------------------------------------------------------
 
-def wait_for(what, cond, timeout: float = 20, interval: float = 0.2):
+def wait_for(what, cond, timeout: float = 60, interval: float = 0.2):
     return engine_wait_for(what, cond, timeout, interval)
 
 
@@ -239,7 +239,7 @@ def test_proxy_instance_api_with_requests_in_flight(node):
     # raises IndexError after the last chunk and uvicorn drops the connection without the chunked terminator
     assert b.end == "IncompleteRead", b.end
     wait_for("the IndexError in the proxy's log",
-             lambda: "IndexError: list index out of range" in container_log(fc, "proxy"), timeout=10)
+             lambda: "IndexError: list index out of range" in container_log(fc, "proxy"))
     wait_for("no request in flight on d0 and d1", lambda: running(ip, d0) == 0 and running(ip, d1) == 0)
     assert json.loads(call(ip, PROXY, "/healthcheck")[1])["decode_instances"] == 1
     # d0 back: the proxy asks it for /v1/models first
@@ -352,10 +352,10 @@ def test_proxy_of_v0_11_has_no_instance_api(tmp_path):
             '{"status":"ok","prefill_instances":1,"decode_instances":1}')
     finally:
         p.terminate()
-        p.communicate(timeout=15)
+        p.communicate(timeout=60)
     # the options of the node listener came with the API
     r = subprocess.run([sys.executable, "-c", code, "--waiting-retry-interval", "1"], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "FAKE_VLLM_SETTINGS": str(settings)}, timeout=15)
+                       env={"PATH": "/usr/bin:/bin", "FAKE_VLLM_SETTINGS": str(settings)}, timeout=60)
     assert r.returncode == 2 and "unrecognized arguments: --waiting-retry-interval 1" in r.stderr
 
 
@@ -394,11 +394,11 @@ def test_mindie_metrics_need_the_monitor_switch_and_count_requests_in_flight(min
     assert module.monitor_mode("1") and not module.monitor_mode("0") and not module.monitor_mode("")
     with ctx["timing"]:                                # one request in flight
         wait_for("num_requests_running 1", lambda: 'num_requests_running{model_name="ds"} 1' in call(
-            "127.0.0.1", ports["metrics"], "/metrics")[1], timeout=10)
+            "127.0.0.1", ports["metrics"], "/metrics")[1])
         doc = json.loads(call("127.0.0.1", ports["management"], "/metrics-json")[1])
         values = {r["metric"][0]["__name__"]: r["value"] for r in doc["result"]}
         assert values["processingInferRequestNum"] == "1" and values["waitingInferRequestNum"] == "0", doc
     wait_for("num_requests_running 0", lambda: 'num_requests_running{model_name="ds"} 0' in call(
-        "127.0.0.1", ports["metrics"], "/metrics")[1], timeout=10)
+        "127.0.0.1", ports["metrics"], "/metrics")[1])
     text = call("127.0.0.1", ports["metrics"], "/metrics")[1]
     assert "# TYPE num_requests_waiting gauge" in text and 'num_requests_swapped{model_name="ds"} 0' in text

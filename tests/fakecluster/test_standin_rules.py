@@ -137,7 +137,7 @@ def ms_home(tmp_path: Path) -> Path:
     return svc
 
 
-def run_ms(role: str, cwd: Path, env: dict, *args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+def run_ms(role: str, cwd: Path, env: dict, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     base = {"PATH": "/usr/bin:/bin", "FAKECLUSTER_ARGV0": f"./bin/{role}"}
     return subprocess.run([sys.executable, str(ENGINE_PY), role, *args], cwd=cwd, env={**base, **env},
                           capture_output=True, text=True, timeout=timeout)
@@ -378,9 +378,12 @@ def test_pd_distributed_decode_without_dp_servers_never_gets_ready(engine, tmp_p
     procs, ports = start_ms(tmp_path, doc, controller_cfg(False, False, p_nodes=1, d_nodes=2,
                                                           initial_dist_server_port=free_port(d_ip)), svc)
     try:
-        time.sleep(3)
+        deadline = time.monotonic() + 60                    # the coordinator answers (it starts, as the controller)
+        while (answer := chat("127.0.0.1", ports[1]))[0] is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)                                       # the controller's rounds: never ready
         code, body = chat("127.0.0.1", ports[1])
-        assert code == 503 and "no available prefill or decode instance" in body, body
+        assert answer[0] is not None and code == 503 and "no available prefill or decode instance" in body, body
     finally:
         outs = stop(procs)
         for s in servers:
@@ -404,7 +407,7 @@ def test_pd_centralized_prefill_distributed_decode_gets_ready(engine, tmp_path):
     procs, ports = start_ms(tmp_path, doc, controller_cfg(False, True, p_nodes=1, d_nodes=1,
                                                           initial_dist_server_port=first), svc)
     try:
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 60
         while True:
             code, body = chat("127.0.0.1", ports[1])
             if code == 200 or time.monotonic() > deadline:

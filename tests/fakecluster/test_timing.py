@@ -120,6 +120,11 @@ def expected_tpot(in_flight: int) -> float:
     return TIMING["tpot_ms"] + TIMING["tpot_per_request_ms"] * in_flight
 
 
+# tokens of a stream whose decode step is checked: the stand-ins pace steps on absolute deadlines, so a loaded
+# machine's late first or last token is spread over all gaps (39 gaps: 97 ms of it within 10 % of a 25 ms step)
+STEPS = 40
+
+
 def near(measured: float, expected: float, rel: float = 0.1) -> bool:
     return abs(measured - expected) <= rel * expected
 
@@ -128,10 +133,11 @@ def test_prefill_grows_with_the_prompt_and_the_step_with_the_requests_in_flight(
     srv, port = serve_answer(fake, TIMING)
     try:
         for words in (100, 600):
-            got = stream(port, words, 12)
+            got = stream(port, words, STEPS)
             tokens = words + 4                                   # + 4 for the chat message
-            assert got["usage"] == {"prompt_tokens": tokens, "completion_tokens": 12, "total_tokens": tokens + 12}
-            assert got["done"] and len(got["text"].split()) == 12
+            assert got["usage"] == {"prompt_tokens": tokens, "completion_tokens": STEPS,
+                                    "total_tokens": tokens + STEPS}
+            assert got["done"] and len(got["text"].split()) == STEPS
             assert paced(got["ttft_ms"], expected_ttft(tokens)), got
             assert near(got["tpot_ms"], expected_tpot(1)), got
         results = []
@@ -198,8 +204,8 @@ def test_mindie_ms_coordinator_streams_the_decode_answer_through(fake):
     port = free_port()
     coord = engine.bind_http("127.0.0.1", port, engine.MsHandler, "coordinator predict server", "predict")
     try:
-        got = stream(port, 400, 16)
-        assert got["done"] and len(got["text"].split()) == 16 and got["usage"]["prompt_tokens"] == 404
+        got = stream(port, 400, STEPS)
+        assert got["done"] and len(got["text"].split()) == STEPS and got["usage"]["prompt_tokens"] == 404
         assert paced(got["ttft_ms"], expected_ttft(404)), got             # one prefill, not two
         assert near(got["tpot_ms"], expected_tpot(1)), got
     finally:
@@ -243,7 +249,7 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
             [sys.executable, "-c", code, "--host", "127.0.0.1", "--port", str(ports["proxy"]), "--prefiller-hosts",
              "127.0.0.1", "--prefiller-ports", str(ports["p"]), "--decoder-hosts", "127.0.0.1", "--decoder-ports",
              str(ports["d"])], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             try:
                 got = stream(ports["proxy"], 400, 16, sse_media=False)
@@ -255,8 +261,9 @@ def test_vllm_pd_proxy_streams_the_decode_answer_through(tmp_path):
                     pytest.fail("the stand-ins did not serve: " + "\n".join(p.communicate(timeout=15)[0]
                                                                             for p in procs))
                 time.sleep(0.3)
-        fresh = stream(ports["proxy"], 400, 16, sse_media=False, messages=[{"role": "user", "content": text(400)}])
-        assert fresh["done"] and len(fresh["text"].split()) == 16 and "kv_consumer" in fresh["text"]
+        fresh = stream(ports["proxy"], 400, STEPS, sse_media=False,
+                       messages=[{"role": "user", "content": text(400)}])
+        assert fresh["done"] and len(fresh["text"].split()) == STEPS and "kv_consumer" in fresh["text"]
         assert paced(fresh["ttft_ms"], expected_ttft(404)), fresh        # prefilled once, on P
         assert near(fresh["tpot_ms"], expected_tpot(1)), fresh
         # the same prompt again: P's prefix cache (on by default) holds its 25 full blocks of 16 tokens
@@ -347,7 +354,7 @@ def test_vllm_stand_in_without_prefix_caching(tmp_path):
                             stderr=subprocess.STDOUT, text=True)
     try:
         msgs = [{"role": "user", "content": text(400)}]
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             try:
                 first = stream(port, 0, 2, messages=msgs)

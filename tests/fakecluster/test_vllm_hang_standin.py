@@ -9,33 +9,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from fakecluster.test_vllm_standin import ENV, VLLM_PY, host, kv_config  # noqa: F401 - the fixture
 from support import free_port
-from support.procs import stop
+from support.procs import stop, wait_http
 
 from deployctl.probes.infer import INFER
 
 
-def wait_ready(port: int) -> None:
-    deadline = time.time() + 15
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
-            return
-        except OSError:
-            assert time.time() < deadline
-            time.sleep(0.2)
+def wait_ready(p: subprocess.Popen, port: int) -> None:
+    wait_http(p, f"http://127.0.0.1:{port}/v1/models")
 
 
 def probe(port: int, timeout: float):
     body = json.dumps({"model": "m", "prompt": "1", "max_tokens": 1})
     argv = [sys.executable if a == "python3" else a
             for a in INFER.command(f"http://127.0.0.1:{port}/v1/completions", body, "1_virtual", timeout)]
-    return INFER.parse(subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 10).stdout)
+    return INFER.parse(subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 60).stdout)
 
 
 def status(port: int, path: str) -> int:
@@ -52,7 +44,7 @@ def test_a_hung_engine_answers_its_health_check_but_no_completion(host):  # noqa
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"]})
     try:
-        wait_ready(port)
+        wait_ready(p, port)
         assert not flag.exists()                        # a start clears it
         assert probe(port, 5).ok
         flag.write_text("")
@@ -74,7 +66,7 @@ def test_prefill_and_decode_servers_answer_the_probe_directly(host):  # noqa: F8
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"]})
         try:
-            wait_ready(port)
+            wait_ready(p, port)
             answer = probe(port, 5)
         finally:
             out = stop(p)

@@ -3,6 +3,7 @@ no cluster. FAKE_VLLM_SETTINGS points it at a settings file whose dev_dir holds 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from support import free_port
-from support.procs import stop, stop_all
+from support.procs import stop, stop_all, wait_http
 
 VLLM_PY = Path(__file__).resolve().parent / "fake_bin" / "vllm.py"
 ENV = {"PATH": "/usr/bin:/bin", "HCCL_IF_IP": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
@@ -29,7 +30,9 @@ def host(tmp_path):
     (model / "config.json").write_text("{}\n")
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"dev_dir": str(dev), "ip": "127.0.0.1", "node": "unit",
-                                    "image": "quay.io/ascend/vllm-ascend:v0.13.0", "engine": {"join_timeout": 3}}))
+                                    "image": "quay.io/ascend/vllm-ascend:v0.13.0",
+                                    # the ranks' rendezvous: wide, as the processes of a group start on a loaded machine
+                                    "engine": {"join_timeout": 60}}))
     return {"model": str(model), "settings": str(settings)}
 
 
@@ -44,21 +47,32 @@ def _stop_stand_ins():
     _started.clear()
 
 
-def start(host, *args, env=None) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True,
-                         env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"], **(env or {})})
+def start(host, *args, env=None, log: Path | None = None) -> subprocess.Popen:
+    """A stand-in ``vllm serve``; its output to a pipe (read at ``finish``), or to ``log`` to be read while it runs."""
+    with (log.open("w") if log else contextlib.nullcontext(subprocess.PIPE)) as sink:
+        p = subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], *args], stdout=sink,
+                             stderr=subprocess.STDOUT, text=True,
+                             env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"], **(env or {})})
+    p.log = log  # type: ignore[attr-defined]
     _started.append(p)
     return p
 
 
-def finish(p: subprocess.Popen, timeout=15) -> tuple[int, str]:
+def finish(p: subprocess.Popen, timeout=60) -> tuple[int, str]:
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         stop(p)
         raise
-    return p.returncode, out
+    return p.returncode, out if p.log is None else p.log.read_text()  # type: ignore[attr-defined]
+
+
+def wait_line(p: subprocess.Popen, words: str, timeout: float = 60) -> None:
+    """Until the output ``p`` writes to its ``log`` holds ``words``; fails at once if ``p`` exits first."""
+    deadline = time.monotonic() + timeout
+    while words not in p.log.read_text():  # type: ignore[attr-defined]
+        assert p.poll() is None and time.monotonic() < deadline, (words, p.returncode, p.log.read_text())  # type: ignore[attr-defined]
+        time.sleep(0.1)
 
 
 def dp(addr_port: int, size: int, local: int, *more: str) -> list[str]:
@@ -79,8 +93,9 @@ def test_flags_of_another_version_table(host, tmp_path):
     assert rc == 2 and "unrecognized arguments: --cuda-graph-sizes 8" in out
     s = json.loads(Path(host["settings"]).read_text())
     Path(host["settings"]).write_text(json.dumps(dict(s, image="quay.io/ascend/vllm-ascend:v0.11.0")))
-    p = start(host, "--cuda-graph-sizes", "8", "--host", "127.0.0.1", "--port", str(free_port()))
-    time.sleep(1.5)
+    port = free_port()
+    p = start(host, "--cuda-graph-sizes", "8", "--host", "127.0.0.1", "--port", str(port))
+    wait_http(p, f"http://127.0.0.1:{port}/v1/models")
     p.terminate()
     rc, out = finish(p)
     assert "Application startup complete." in out, out
@@ -92,14 +107,7 @@ def test_underscore_spelling_is_accepted_and_the_server_answers(host):
               "--port", str(port))
     try:
         import urllib.request
-        deadline = time.time() + 10
-        while True:
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2).read()
-                break
-            except OSError:
-                assert time.time() < deadline
-                time.sleep(0.2)
+        body = wait_http(p, f"http://127.0.0.1:{port}/v1/models")
         assert json.loads(body)["data"][0]["id"] == "m"
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(
             {"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
@@ -136,8 +144,10 @@ def test_devices_must_exist_and_fit(host):
 def test_internal_dp_group_meets_and_serves(host):
     rpc, api = free_port(), free_port()
     master = start(host, *dp(rpc, 4, 2), "--host", "127.0.0.1", "--port", str(api))
-    worker = start(host, *dp(rpc, 4, 2, "--data-parallel-start-rank", "2"), "--headless")
-    time.sleep(2)
+    worker = start(host, *dp(rpc, 4, 2, "--data-parallel-start-rank", "2"), "--headless",
+                   log=Path(host["settings"]).parent / "worker.log")
+    wait_http(master, f"http://127.0.0.1:{api}/v1/models")
+    wait_line(worker, "running; no API server in headless mode")
     for p in (worker, master):
         p.terminate()
     (_, wout), (_, mout) = finish(worker), finish(master)
@@ -166,6 +176,8 @@ def test_mismatched_dp_size_aborts_the_group(host):
 
 
 def test_a_missing_headless_node_times_out(host):
+    s = json.loads(Path(host["settings"]).read_text())
+    Path(host["settings"]).write_text(json.dumps(dict(s, engine={"join_timeout": 3})))
     rc, out = finish(start(host, *dp(free_port(), 2, 1), "--host", "127.0.0.1", "--port", str(free_port())))
     assert rc == 1 and "DP rank(s) 1 of 2 never connected" in out
 
@@ -214,5 +226,5 @@ def test_proxy_script_arguments_must_pair():
     code = ("import sys; sys.path.insert(0, %r); import vllm; sys.exit(vllm.proxy_main(sys.argv[1:]))"
             % str(VLLM_PY.parent))
     r = subprocess.run([sys.executable, "-c", code, "--prefiller-hosts", "a", "b", "--prefiller-ports", "1"],
-                       capture_output=True, text=True, timeout=10)
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Number of prefiller hosts must match number of prefiller ports" in r.stdout

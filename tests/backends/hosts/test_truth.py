@@ -183,6 +183,7 @@ def test_history_and_rollback_to_the_oldest_on_the_hosts(fc, tmp_path):
     assert {r["node"]: r["revision"] for r in st(inv)[1]["nodes"]} == revs[2]
 
 
+@pytest.mark.alone           # stress-ng on every core: the other worker waits, its tests keep their timing
 def test_launch_under_full_cpu_load(fc, tmp_path):
     """Observation 7: the launch path keeps its margins while another process keeps both CPUs busy."""
     stress = shutil.which("stress-ng")

@@ -937,14 +937,14 @@ def start_container(st, name):
     subprocess.Popen([sys.executable, os.path.abspath(__file__), "__shim", name], stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
                      cwd="/")
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while time.time() < deadline:
         s = read_json(os.path.join(c["dir"], "state.json"), {}) or {}
         if s.get("Seq") == seq and s.get("Status") != "starting":
             break
         time.sleep(0.01)
     else:
-        return 125, "Error response from daemon: the container supervisor did not start within 30 s"
+        return 125, "Error response from daemon: the container supervisor did not start within 120 s"
     if s.get("Status") == "created" and s.get("Error"):
         return s.get("ExitCode") or 126, "Error response from daemon: " + s["Error"]
     return 0, ""

@@ -645,12 +645,12 @@ def serve(argv, settings):
     for r in ranks:
         log("INFO", "init engine (profile, create kv cache, warmup model) took 1.23 seconds", "core.py:0",
             "EngineCore_DP%d" % r)
-    if srv is not None:
-        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    if srv is not None:     # the socket listens already: the lines are out before the first answer
         log("INFO", "Starting vLLM API server 0 on http://%s:%d" % (host, port), "launcher.py:0", proc)
         out("(%s pid=%d) INFO:     Started server process [%d]" % (proc, PID, PID))
         out("(%s pid=%d) INFO:     Waiting for application startup." % (proc, PID))
         out("(%s pid=%d) INFO:     Application startup complete." % (proc, PID))
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
     else:
         log("INFO", "Headless engine(s) for DP rank(s) %s running; no API server in headless mode"
             % rank_text(ranks[0], len(ranks)), "serve.py:0", None)
