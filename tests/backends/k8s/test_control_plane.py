@@ -202,7 +202,8 @@ def test_fault_never_ready_by_image_tag(cluster: KubeCluster, nodes):
         assert p["status"]["containerStatuses"][0]["ready"] is False
         assert "running" in p["status"]["containerStatuses"][0]["state"]
         time.sleep(1)
-    assert any(e["reason"] == "Unhealthy" for e in cluster.events_for(ns, "stuck"))
+    cluster.wait_for("an Unhealthy event",
+                     lambda: any(e["reason"] == "Unhealthy" for e in cluster.events_for(ns, "stuck")), WAIT)
 
 
 def test_fault_image_pull(cluster: KubeCluster, nodes):

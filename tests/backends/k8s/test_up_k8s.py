@@ -88,7 +88,9 @@ def test_pod_that_never_becomes_ready_is_named_and_the_install_is_undone(k8s_clu
     cluster, ns = k8s_cluster, k8s_ns
     servers(cluster, STEM)
     inv = inventory(tmp_path, STEM, cluster, ns, values={"podAnnotations": {FAULT_PODS: f"{WORKER}=never-ready"}})
-    res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "15")
+    # the timeout the never-ready worker waits out: the master, Ready in about a second when the machine is idle, and
+    # kwok's first failed probe of the worker (Unhealthy) come well within it on a loaded one too
+    res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "30")
     assert res.returncode == 1, res.stdout + res.stderr
     out = res.stdout
     assert f"pod {WORKER} (mixed) on node2: Running, not ready" in out
@@ -129,7 +131,9 @@ def test_the_scheduler_refusing_a_pod_is_named_with_its_own_event(k8s_cluster, k
             "status", {}).get("phase") == "Running", WAIT)
     try:
         inv = inventory(tmp_path, STEM, cluster, ns)
-        res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "20", *extra)
+        # waited out (the scheduler's refusal is final only after up's 120 s grace): the master is Ready and the
+        # scheduler's event written well within it on a loaded machine too
+        res = cli(tmp_path, cluster, "up", "-t", "k8s", "-i", str(inv), "-y", "--ready-timeout", "30", *extra)
         assert res.returncode == 1, res.stdout + res.stderr
         out = res.stdout
         failing = out.split(f"✗ pod {WORKER} (mixed)", 1)

@@ -18,21 +18,24 @@ from benchlib import bench_runs, deployctl_bench, png_size, read_jsonl
 from conftest import run_cli
 from fakecluster import FakeCluster, default_cluster
 from fakecluster.fixtures import require_fake_cluster_support
-from fakecluster.pacing import paced
+from fakecluster.pacing import OVERHEAD_MS, paced
 from support.inventory import on_cluster
 
 # the stand-ins' timing on this cluster (milliseconds)
 A, B, C, D = 300.0, 0.5, 20.0, 4.0          # TTFT = A + B x input tokens; TPOT = C + D x requests in flight
 TOLERANCE = 0.10
+# output tokens of a request: a TPOT is its stream's span over OUTPUT - 1 steps, so the tens of ms a loaded machine may
+# add to its first or last token come divided by 47 (at 24 tokens, by 23: 40 ms was 1.7 ms of a 24 ms TPOT's 2.4)
+OUTPUT = 48
 
-SUITE = """\
+SUITE = f"""\
 name: e2e-small
 warmup: 1
 duration_limit: 120
 points:
-  - {name: long-256, input: 256, output: 24, concurrency: 1, requests: 4}
-  - {name: long-1536, input: 1536, output: 24, concurrency: 1, requests: 4}
-  - {name: conc-4, input: 256, output: 24, concurrency: 4, requests: 8}
+  - {{name: long-256, input: 256, output: {OUTPUT}, concurrency: 1, requests: 4}}
+  - {{name: long-1536, input: 1536, output: {OUTPUT}, concurrency: 1, requests: 4}}
+  - {{name: conc-4, input: 256, output: {OUTPUT}, concurrency: 4, requests: 8}}
 """
 
 
@@ -96,7 +99,7 @@ def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
     for name, tokens, conc in (("long-256", 256, 1), ("long-1536", 1536, 1), ("conc-4", 256, 4)):
         p = points[name]
         assert p["ok"] == p["requests"] and p["errors"] == 0 and not p["failure"], p
-        assert p["input_tokens"]["p50"] == tokens and p["output_tokens"]["p50"] == 24, p
+        assert p["input_tokens"]["p50"] == tokens and p["output_tokens"]["p50"] == OUTPUT, p
         ttft, tpot = p["ttft_ms"]["p50"], p["tpot_ms"]["p50"]
         assert paced(ttft, expected_ttft(tokens)), (name, ttft, expected_ttft(tokens))
         assert close(tpot, expected_tpot(conc)), (name, tpot, expected_tpot(conc))
@@ -104,11 +107,14 @@ def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
             assert p[metric]["p50"] <= p[metric]["p90"] <= p[metric]["p99"], (name, metric, p[metric])
         assert p["output_tokens_per_s"] > 0 and p["per_die_tokens_per_s"] == pytest.approx(
             p["output_tokens_per_s"] / 16)
-    # the prefill slope and the decode step's growth with concurrency, from differences (client overheads cancel)
-    slope = (points["long-1536"]["ttft_ms"]["p50"] - points["long-256"]["ttft_ms"]["p50"]) / (1536 - 256)
-    assert close(slope, B), slope
+    # the prefill's growth with the input and the decode step's with concurrency, from differences (client overheads
+    # cancel; what a loaded machine adds to one request and not to another does not: up to OVERHEAD_MS on a first
+    # token, or a late first or last token of a stream, divided by its steps). Each bound tells no growth and twice
+    # the growth apart
+    grown = points["long-1536"]["ttft_ms"]["p50"] - points["long-256"]["ttft_ms"]["p50"]
+    assert abs(grown - B * (1536 - 256)) <= TOLERANCE * B * (1536 - 256) + OVERHEAD_MS, grown      # 640 +- 114 ms
     step = (points["conc-4"]["tpot_ms"]["p50"] - points["long-256"]["tpot_ms"]["p50"]) / 3
-    assert close(step, D), step
+    assert abs(step - D) <= 0.5 * D, step
     assert points["conc-4"]["output_tokens_per_s"] > 2 * points["long-256"]["output_tokens_per_s"]
 
     # the estimate comparison: a value and a ratio where the performance model gives one, "-" and a note where not
@@ -147,7 +153,7 @@ def test_bench_recovers_the_configured_timing_and_writes_everything(deployed):
     assert "## Measured (p50 / p90 / p99)" in report and "## Against the plan's estimate" in report
     for name in plots:
         assert f"](plots/{name})" in report
-    assert "| long-1536 | 1 | 1536 (1536) / 24 | 4 / 0 |" in report
+    assert f"| long-1536 | 1 | 1536 (1536) / {OUTPUT} | 4 / 0 |" in report
 
 
 def test_bench_json_output_and_flags(deployed):

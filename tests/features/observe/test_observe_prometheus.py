@@ -116,7 +116,9 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
             float(x["value"][1]) for x in r) >= 3)
         for _ in range(6):
             chat(router)
-        time.sleep(2.5)
+        # scraped since: the traffic is in the counters, 12 answered requests over the two replicas
+        prefix = "vllm:" if engine == "vllm" else ""
+        wait_for(prom, f"sum({prefix}time_to_first_token_seconds_count)", lambda r: r and float(r[0]["value"][1]) >= 12)
         empty, checked = [], 0
         for panel in dash["panels"]:
             for t in panel["targets"]:
@@ -126,12 +128,8 @@ def test_prometheus_scrapes_the_fleet_and_the_dashboard_queries_return_series(fa
                 if not got["data"]["result"]:
                     empty.append((panel["title"], t["expr"]))
         assert checked >= 15 and empty == [], empty
-        # the traffic is in the counters: 12 answered requests over the two replicas
-        prefix = "vllm:" if engine == "vllm" else ""
         tokens = prom.query(f'sum({prefix}generation_tokens_total{{cluster="{cluster}"}})')["data"]["result"]
         assert float(tokens[0]["value"][1]) > 0
-        served = prom.query(f"sum({prefix}time_to_first_token_seconds_count)")["data"]["result"]
-        assert float(served[0]["value"][1]) >= 12
         backends = prom.query('haproxy_server_status{state="UP", proxy="instances"} == 1')["data"]["result"]
         assert sorted(r["metric"]["server"] for r in backends) == ["mixed-0", "mixed-1"]
         # the NPU set to Alarm, and only it, is unhealthy, with an error code; 8 NPUs per node have HBM numbers

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -412,16 +411,15 @@ def broken_hosts(tmp_path_factory):
     try:
         inv = write_inventory(fc, work / "inventory.yaml", preset="tp-pp")
         known_before = fc.known_hosts.read_text()
-        t0 = time.monotonic()
-        # --trust-new-hosts must not make a changed key acceptable
-        r = preflight(inv, work / "runs", "--connect-timeout", "1", "--trust-new-hosts")
-        yield fc, r, time.monotonic() - t0, known_before
+        # --trust-new-hosts must not make a changed key acceptable; node1 and node2 connect within CONNECT_TIMEOUT
+        r = preflight(inv, work / "runs", "--trust-new-hosts")
+        yield fc, r, known_before
     finally:
         fc.stop()
 
 
 def test_unreachable_hosts_fail_and_the_others_are_still_fully_probed(broken_hosts):
-    fc, r, seconds, _ = broken_hosts
+    fc, r, _ = broken_hosts
     assert r.rc == 1
     assert r.findings == [("host-reachable", "FAIL", n, None) for n in ("node3", "node4", "node5")]
     refused, down = r.host("node3"), r.host("node4")
@@ -437,11 +435,14 @@ def test_unreachable_hosts_fail_and_the_others_are_still_fully_probed(broken_hos
         assert all(dev.link_up and dev.net_health == "Success" for dev in ok.devices.values())
         # phase 2 ran between the reachable hosts only
         assert [(p.peer, p.ok) for p in ok.pings] == [(peer, True)]
-    assert seconds < 15        # a 1 s connect timeout, not one per probe
+    # node4 cost one unanswered connection attempt, not one per probe: it ends with the connect timeout at the latest
+    # (here the kernel's "no route" comes first, after ~3 s). Counted on node4 alone, not the whole run, whose probes
+    # of node1 and node2 take what a loaded machine makes them
+    assert down.seconds < 2 * CONNECT_TIMEOUT, down.seconds
 
 
 def test_changed_host_key_fails_and_is_never_trusted(broken_hosts):
-    fc, r, _, known_before = broken_hosts
+    fc, r, known_before = broken_hosts
     h = r.host("node5")
     assert h.error_kind == "host-key-changed"
     finding = next(f for f in r.doc["findings"] if f["host"] == "node5")
@@ -483,16 +484,17 @@ def test_host_missing_from_known_hosts_needs_trust_new_hosts(cluster, tmp_path):
 
 
 def test_slow_host_times_out_and_is_named(cluster):
-    # every npu-smi / hccn_tool call on node2 takes 1 s longer: its 42 tool calls, 8 at a time, cannot
-    # finish in 2 s
-    c = cluster(default_cluster(2), node2={"slow": 1.0})
-    t0 = time.monotonic()
-    r = c.run("--timeout", "2")
-    assert time.monotonic() - t0 < 12
+    # every npu-smi / hccn_tool call on node2 takes 5 s longer: its 42 tool calls, 8 at a time (>= 6 x 5 s),
+    # cannot finish in 10 s; node1's, however loaded the machine, can
+    c = cluster(default_cluster(2), node2={"slow": 5.0})
+    r = c.run("--timeout", "10")
     assert r.rc == 1
     assert r.findings == [("host-reachable", "FAIL", "node2", None)]
     assert r.host("node2").error_kind == "timeout"
-    assert r.messages("host-reachable")[0].startswith("no answer within 2 s")
+    assert r.messages("host-reachable")[0].startswith("no answer within 10 s")
+    # given up at the timeout (plus the connection and the clock probe before it), not once its tool calls were
+    # done; counted on node2 alone, not the run, whose weights check on node1 comes after
+    assert r.host("node2").seconds < 20, r.host("node2").seconds
     assert r.host("node1").reachable and len(r.host("node1").npu.chips) == 8
 
 
@@ -543,8 +545,8 @@ def test_text_report_of_a_clean_cluster(cluster):
 def test_sixteen_hosts_take_well_under_twice_one_host(cluster):
     """The issue's scaling bar: probing 16 hosts costs well under 2x probing one.
 
-    Every simulated npu-smi / hccn_tool call answers after 0.75 s, so a host is mostly waiting, as real
-    hosts are: one host's 42 tool calls, 8 at a time, take >= 6 x 0.75 s. The latency is that high because
+    Every simulated npu-smi / hccn_tool call answers after 2 s, so a host is mostly waiting, as real
+    hosts are: one host's 42 tool calls, 8 at a time, take >= 6 x 2 s. The latency is that high because
     a host's probes now run concurrently: with 50 ms calls one host takes ~0.6 s and 16 simulated hosts
     measure this 2-vCPU machine, not the fan-out (each costs ~0.3 CPU-s: sshd, sh, timeout, the fake
     tools; bench/preflight_fanout.py, docs/dev/benchmarks.md). What 16 hosts add here is that CPU and phase 2
@@ -557,7 +559,9 @@ def test_sixteen_hosts_take_well_under_twice_one_host(cluster):
     def without_image(specs):
         return with_faults(specs, **{s.name: {"image_missing": True} for s in specs})
 
-    latency = 0.75        # 0.5 s until the image probes' docker calls added ~0.1 CPU-s a host (a margin of 3 %)
+    # at 0.75 s, 16 hosts took 7.3 s idle against twice one host's 4.8 s: a margin of 2.3 s for the CPU 16 hosts cost,
+    # which a loaded machine stretches a few times; the fan-out's promise is about waiting, which 2 s calls make most of
+    latency = 2.0
     one = cluster(without_image(default_cluster(1, slow=latency)))
     many = cluster(without_image(default_cluster(16, slow=latency)), preset="dp-ep")
     r1, r16 = one.run(), many.run()

@@ -5,7 +5,8 @@
 * the pipelined run (phase-2 pings start once their peers' facts are in) gives the results of the
   two-phase run (all phase 1, then all pings), and a host's pings do not wait for the slowest host.
 
-Timing asserts use wide margins (half the serial sum); no test depends on the machine being idle.
+Timing asserts use wide margins (half the serial sum, against a measured run of the same CPU cost); no test depends on
+the machine being idle.
 These tests never skip: without root/sshd/netns the fixtures fail and say what to install.
 """
 
@@ -61,14 +62,14 @@ def settled_addresses(fc: FakeCluster, name: str) -> None:
 
 
 def test_concurrent_probes_print_the_sequential_output_in_a_fraction_of_the_serial_time(fake_cluster_factory):
-    latency = 0.1                                         # every npu-smi / hccn_tool call
+    latency = 0.25                                        # every npu-smi / hccn_tool call
     fc = fake_cluster_factory(default_cluster(1, slow=latency))
     t = target(fc, "node1")
     # the tool calls, which wait; the image-version probe (a `docker run` of the image, deployctl.probes.image_versions)
     # is left out: on the simulated hosts it spends this machine's CPU, not a host's wait, and would time that instead
     commands = [c for c in probes.host_commands("a2", DEFAULT_IMAGES["a2"], DEFAULT_WEIGHTS_DIR)
                 if c[0] != "image.versions"]
-    serial = sum(1 for _, argv in commands if argv[0] in TOOLS) * latency     # 42 calls: 4.2 s
+    serial = sum(1 for _, argv in commands if argv[0] in TOOLS) * latency     # 42 calls: 10.5 s
     settled_addresses(fc, "node1")
     ex = SshExecutor(connect_timeout=10)
     try:
@@ -79,7 +80,10 @@ def test_concurrent_probes_print_the_sequential_output_in_a_fraction_of_the_seri
         ex.close()
     assert seq.error is None and par.error is None, (seq.error, par.error)
     assert seq.seconds > serial                           # the latency is really there
-    assert par.seconds < 0.5 * serial, f"{par.seconds:.2f} s concurrent, serial sum {serial:.1f} s"
+    # concurrent, the waits overlap: at least half the serial sum saved against the one-after-another run, which
+    # starts the same processes (what a loaded machine stretches: seconds, for these 42 python3 starts)
+    assert seq.seconds - par.seconds > 0.5 * serial, \
+        f"{par.seconds:.2f} s concurrent, {seq.seconds:.2f} s one after another, serial sum {serial:.1f} s"
     # every probe's output, exit code and order as the one-after-another batch printed them
     assert list(par.outputs) == list(seq.outputs) == [name for name, _ in commands]
     for name in seq.outputs:
@@ -128,7 +132,7 @@ def test_pipelined_preflight_gives_the_two_phase_results(fake_cluster_factory, t
         if n.spec.reachable:
             settled_addresses(fc, n.name)
     inv = for_discovery(write_inventory(fc, tmp_path / "inventory.yaml")).inventory
-    ex = SshExecutor(connect_timeout=2)
+    ex = SshExecutor(connect_timeout=20)    # node3 refuses at once; the others connect, however loaded the machine
     try:
         result = run_preflight(inv, tmp_path, ex, timeout=60, ping_sample=2)
         facts, findings, notes = two_phase_preflight(inv, tmp_path, ex, 2)
@@ -152,7 +156,7 @@ def test_a_hosts_pings_do_not_wait_for_the_slowest_host(fake_cluster_factory, tm
     fc = fake_cluster_factory(with_faults(default_cluster(3), node3={"slow": 0.5}))
     inv = for_discovery(write_inventory(fc, tmp_path / "inventory.yaml")).inventory
     events: list[tuple[float, str, str]] = []
-    ex = SshExecutor(connect_timeout=5)
+    ex = SshExecutor(connect_timeout=20)
     try:
         result = run_preflight(inv, tmp_path, ex, timeout=60, ping_sample=1,
                                progress=lambda host, what: events.append((time.monotonic(), host, what)))

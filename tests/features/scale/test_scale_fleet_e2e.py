@@ -47,7 +47,7 @@ def test_a_replica_added_on_the_spare_joins_haproxy_at_run_time_and_leaves_it(fa
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         [change] = [json.loads(x) for x in res.stdout.splitlines() if '"change"' in x]
         assert (change["ok"], change["instance"], change["nodes"]) == (True, "mixed-2", ["node5", "node6"]), change
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 90
         while watch.statuses().get("mixed-2") != "UP" and time.monotonic() < deadline:
             time.sleep(0.5)
         assert watch.statuses() == {"mixed-0": "UP", "mixed-1": "UP", "mixed-2": "UP"}

@@ -60,10 +60,20 @@ def set_device(fc, node: str, phy: int, key: str, value: str) -> None:
     fc.ssh(node, shlex.join(["python3", "-c", SET_DEVICE, str(phy), key, value]), check=True)
 
 
-class Events:
-    """`deployctl watch --output json` in the background: its events as they come."""
+def logins(node) -> int:
+    """The SSH logins the node's sshd accepted so far."""
+    return node.sshd_log.read_text().count("Accepted publickey") if node.sshd_log.exists() else 0
 
-    def __init__(self, inv: Path, runs: Path, *extra: str, env: dict | None = None):
+
+class Events:
+    """`deployctl watch --output json` in the background: its events as they come.
+
+    ``fc``: the simulated cluster it watches, whose SSH logins so far are noted before the watch starts
+    (``wait_rounds``)."""
+
+    def __init__(self, inv: Path, runs: Path, *extra: str, env: dict | None = None, fc=None):
+        self.runs, self.fc = runs, fc
+        self.logins = {n.name: logins(n) for n in fc.nodes} if fc is not None else {}
         env = {"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": os.environ.get("HOME", "/root"), **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-X", "faulthandler", str(DEPLOYCTL), "watch", "-i", str(inv),
                                       "--output", "json", "--interval", "2", "--run-dir", str(runs), *extra],
@@ -89,6 +99,24 @@ class Events:
                 return ev
         raise AssertionError(f"no {kind} of {instance} in {timeout} s; events: {self.all[-15:]}; "
                              f"stderr: {self.proc.stderr.read() if self.proc.poll() is not None else ''}")
+
+    def wait_rounds(self, timeout: float = 60) -> None:
+        """Until the watch runs its rounds: its run record says running and it has logged in to every node (its first
+        round's connections). Starting the process alone took 15-20 s on a loaded CI machine: a time to detect is
+        measured from a fault injected after this, not from the start."""
+        assert self.fc is not None, "Events(..., fc=...) notes the logins before the watch starts"
+        end = time.time() + timeout
+        running, late = False, list(self.logins)
+        while time.time() < end:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the watch exited ({self.proc.returncode}): {self.proc.stderr.read()[-3000:]}")
+            running = running or any(p.read_text().strip() == "running" for p in self.runs.glob("runs/*-watch/status"))
+            late = [n.name for n in self.fc.nodes if logins(n) <= self.logins[n.name]]
+            if running and not late:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the watch not running its rounds after {timeout} s: run record running: {running}; "
+                             f"not logged in to {late}")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -116,10 +144,14 @@ def test_watch_detects_drains_restarts_and_puts_back(fake_cluster_factory, tmp_p
     engine = next(n for n in fc.ssh("node3", "docker ps --format '{{.Names}}'", check=True).stdout.split()
                   if not n.endswith("_router"))
     router = f"http://{fc.node('node1').ip}:8080"
-    watch = Events(inv, runs, "--allow-hook-command")      # the inventory's hook command: the operator opts in
+    watch = Events(inv, runs, "--allow-hook-command", fc=fc)   # the inventory's hook command: the operator opts in
     try:
         with Load(router) as load:
-            time.sleep(6)
+            watch.wait_rounds()
+            deadline = time.time() + 60                      # a few seconds when the machine is idle
+            while load.ok <= 5 and not load.failures and time.time() < deadline:
+                time.sleep(0.5)
+            assert load.ok > 5 and not load.failures, (load.ok, load.failures[:3])
             # 1. the engine container of node3 (mixed-1) killed
             before = load.ok
             t0 = time.time()

@@ -89,8 +89,9 @@ def test_pd_split_prefill_killed_and_decode_hung_recover_through_the_proxy(fake_
     proxy_before = fc.container_started("p1", PROXY)
     url = f"http://{fc.node('p1').ip}:1999"        # the proxy's default port (engine.ports.proxy)
 
-    watch = Events(inv, runs, "--allow-hook-command")      # the inventory's hook command: the operator opts in
+    watch = Events(inv, runs, "--allow-hook-command", fc=fc)   # the inventory's hook command: the operator opts in
     try:
+        watch.wait_rounds()
         with TimedLoad(url, model="qwen3") as load:
             deadline = time.time() + 60                      # 5 s when the machine is idle
             while load.ok <= 5 and not load.failures and time.time() < deadline:

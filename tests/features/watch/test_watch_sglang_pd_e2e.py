@@ -42,8 +42,9 @@ def test_watch_recovers_a_killed_decode_server_behind_the_sglang_router(fake_clu
     router_before = fc.container_started("p1", ROUTER)
     url = f"http://{fc.node('p1').ip}:6688"
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else None
-    watch = Events(inv, runs, "--allow-hook-command", env=env)
+    watch = Events(inv, runs, "--allow-hook-command", env=env, fc=fc)
     try:
+        watch.wait_rounds()
         with Load(url, model="qwen3") as load:
             deadline = time.time() + 60
             while load.ok <= 5 and not load.failures and time.time() < deadline:
