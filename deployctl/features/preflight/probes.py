@@ -121,8 +121,12 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
         if board:
             boards[n] = board
     docker = out.get("host.docker")
+    # docker's own non-zero exit (no daemon, no binary) is the evidence the image rule reports; no answer at all
+    # (the batch cut short, the probe timed out on a busy host) is none: a probe error, not "no runtime answers"
     runtime = (_parse(out, "host.docker", containers.RUNTIME_VERSION.parse, errors)
-               if docker and docker.rc == 0 else None)
+               if docker is None or docker.rc in (0, 124) else None)
+    if docker is not None and docker.rc == -1:
+        errors["host.docker"] = "no output (the batch was cut short)"
     image = out.get("host.image")
     return HostFacts(
         name=target.name, address=target.address,

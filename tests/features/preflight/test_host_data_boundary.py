@@ -111,3 +111,26 @@ def test_a_facts_file_with_a_hostile_interface_is_refused_and_never_rendered(tmp
     assert not any("$(id)" in r for r in rendered), "the host's interface name was rendered"
     assert res.returncode == 2 and "not a deployctl facts file" in res.stderr, res.stdout + res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_docker_probe_without_an_answer_is_a_probe_error_not_a_missing_runtime():
+    """A busy host's batch cut short, or `docker version` timed out: no evidence that no runtime answers. docker's
+    own failure (exit 1, no daemon) still is."""
+    from deployctl.app.plan import for_discovery
+
+    inv = for_discovery(ROOT / "inventories" / "sample.yaml").inventory
+    target = HostTarget(name="node1", address="10.0.0.1")
+    cut = "no output (the batch was cut short)"
+    for docker, error in ((None, cut), (ProbeOutput("host.docker", 124, ""), "timed out"),
+                          (ProbeOutput("host.docker", -1, ""), cut)):
+        out = _outputs()
+        del out["host.docker"]
+        if docker is not None:
+            out["host.docker"] = docker
+        f = assemble(target, "a2", out, None, 0.1)
+        assert f.runtime_version is None and f.probe_errors["host.docker"] == error, docker
+        assert [x for x in check_host_basics(inv, {"node1": f}) if x.rule == "image"] == [], docker
+    failed = _assemble()                       # every probe exit 1: docker answered, with an error
+    assert "host.docker" not in failed.probe_errors
+    [image] = [x for x in check_host_basics(inv, {"node1": failed}) if x.rule == "image"]
+    assert (image.severity, image.message) == ("FAIL", "no container runtime answers (docker version)")
