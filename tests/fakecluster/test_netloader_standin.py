@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import free_port
+from support import free_port, free_range
 from support.procs import stop_all
 
 VLLM_PY = Path(__file__).resolve().parent / "fake_bin" / "vllm.py"
@@ -90,25 +90,6 @@ def _stop_stand_ins():
     _started.clear()
 
 
-def free_base(n: int) -> int:
-    """A port P with P .. P + n - 1 free on 127.0.0.1."""
-    for _ in range(50):
-        base = free_port()
-        socks = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free port range")
-
-
 def netloader(listen: int, source: list | None = None, **more) -> list[str]:
     doc = {"LISTEN_PORT": listen, **({"SOURCE": source} if source is not None else {}), **more}
     return ["--load-format", "netloader", "--model-loader-extra-config", json.dumps(doc)]
@@ -119,7 +100,7 @@ def source(ranks, *bases) -> list[dict]:
 
 
 def seed(host, tp=2):
-    base = free_base(tp)
+    base = free_range(tp)
     p = Proc(host, "--tensor-parallel-size", str(tp), *netloader(base))
     took = p.wait(READY)
     return p, base, took
@@ -151,7 +132,7 @@ def test_seed_loads_from_disk_and_serves_every_rank(host):
 
 def test_client_loads_from_the_seed_faster_than_disk_and_serves_too(host):
     s, seed_base, _ = seed(host)
-    own = free_base(2)
+    own = free_range(2)
     c = Proc(host, "--tensor-parallel-size", "2", *netloader(own, source([0, 1], seed_base)))
     took = c.wait(READY)
     assert took < DISK_S, c.text
@@ -165,7 +146,7 @@ def test_client_loads_from_the_seed_faster_than_disk_and_serves_too(host):
 
 def test_mismatched_tp_is_nacked_and_falls_back_to_disk(host):
     s, seed_base, _ = seed(host, tp=2)
-    c = Proc(host, "--tensor-parallel-size", "1", *netloader(free_base(1), source([0], seed_base)))
+    c = Proc(host, "--tensor-parallel-size", "1", *netloader(free_range(1), source([0], seed_base)))
     took = c.wait(READY)
     assert took >= DISK_S
     assert (f"Connect to 127.0.0.1:{seed_base} fails, detail: Receive nack from server, reason: Received data "
@@ -177,22 +158,22 @@ def test_mismatched_tp_is_nacked_and_falls_back_to_disk(host):
 
 def test_sources_are_tried_in_order_and_a_dead_one_is_skipped(host):
     s, seed_base, _ = seed(host)
-    dead = free_base(2)
-    c = Proc(host, "--tensor-parallel-size", "2", *netloader(free_base(2), source([0, 1], dead, seed_base)))
+    dead = free_range(2)
+    c = Proc(host, "--tensor-parallel-size", "2", *netloader(free_range(2), source([0, 1], dead, seed_base)))
     assert c.wait(READY) < DISK_S, c.text
     assert f"Connect to 127.0.0.1:{dead} fails, detail: [Errno 111] Connection refused" in c.text
     assert f"Finish connection to server: 127.0.0.1:{seed_base + 1}" in c.text
 
 
 def test_no_live_source_falls_back_to_disk(host):
-    dead = free_base(1)
-    c = Proc(host, *netloader(free_base(1), source([0], dead)))
+    dead = free_range(1)
+    c = Proc(host, *netloader(free_range(1), source([0], dead)))
     assert c.wait(READY) >= DISK_S
     assert "All sources exhausted" in c.text and "use load format DefaultModelLoader" in c.text
 
 
 def test_a_busy_listen_port_leaves_the_instance_serving_without_a_weight_server(host):
-    base = free_base(1)
+    base = free_range(1)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", base))
         busy.listen(1)
@@ -205,8 +186,8 @@ def test_a_busy_listen_port_leaves_the_instance_serving_without_a_weight_server(
 def test_one_seed_rank_serves_its_clients_one_after_the_other(host):
     """The real server transfers in its accepting thread (elastic.py L396-403): a second client waits."""
     s, seed_base, _ = seed(host, tp=1)
-    a = Proc(host, *netloader(free_base(1), source([0], seed_base)))
-    b = Proc(host, *netloader(free_base(1), source([0], seed_base)))
+    a = Proc(host, *netloader(free_range(1), source([0], seed_base)))
+    b = Proc(host, *netloader(free_range(1), source([0], seed_base)))
     ta, tb = a.wait(READY, from_start=True), b.wait(READY, from_start=True)
     assert max(ta, tb) >= 2 * PEER_S
     assert "DefaultModelLoader" not in a.text + b.text

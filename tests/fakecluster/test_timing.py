@@ -19,7 +19,7 @@ import pytest
 from fakecluster import tools
 from fakecluster.pacing import paced
 from fakecluster.spec import NodeSpec, parse_fault
-from support import free_port
+from support import free_port, free_range
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake_bin"
 TIMING = {"ttft_ms": 300.0, "ttft_per_token_ms": 0.5, "tpot_ms": 20.0, "tpot_per_request_ms": 5.0}
@@ -40,30 +40,6 @@ def load(name: str):
 @pytest.fixture(scope="module")
 def fake():
     return load("openai_fake")
-
-
-def free_range(n: int, avoid=()) -> int:
-    """The first of n consecutive free ports outside `avoid` (Mooncake's handshake ports: kv_port + tp rank)."""
-    import random
-    import socket
-
-    for _ in range(200):
-        base = random.randint(20000, 60000 - n)
-        if any(base <= a < base + n for a in avoid):
-            continue
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def stream(port: int, words: int, max_tokens: int, model: str = "m", sse_media: bool = True, **extra) -> dict:

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from fakecluster.test_vllm_standin import ENV, VLLM_PY, host, kv_config  # noqa: F401 - the fixture
-from support import free_port
+from support import free_port, free_range
 from support.procs import stop, wait_http
 
 from deployctl.probes.infer import INFER
@@ -61,7 +61,7 @@ def test_prefill_and_decode_servers_answer_the_probe_directly(host):  # noqa: F8
     for role in ("kv_producer", "kv_consumer"):
         port = free_port()
         p = subprocess.Popen([sys.executable, str(VLLM_PY), "serve", host["model"], "--tensor-parallel-size", "4",
-                              "--served-model-name", "m", "--kv-transfer-config", kv_config(role, port=free_port()),
+                              "--served-model-name", "m", "--kv-transfer-config", kv_config(role, port=free_range(4)),
                               "--host", "127.0.0.1", "--port", str(port)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env={**ENV, "FAKE_VLLM_SETTINGS": host["settings"]})

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import free_port
+from support import free_port, free_range
 from support.procs import stop, stop_all, wait_http
 
 VLLM_PY = Path(__file__).resolve().parent / "fake_bin" / "vllm.py"
@@ -191,7 +191,7 @@ def kv_config(role="kv_producer", port=36000, **extra) -> str:
 
 
 def test_kv_port_conflict_is_a_zmq_error(host):
-    kv = free_port()
+    kv = free_range(4)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", kv + 2))           # tp rank 2 of DP rank 0
         busy.listen(1)
