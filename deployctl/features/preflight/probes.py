@@ -63,7 +63,7 @@ def _parse(out: dict[str, ProbeOutput], name: str, parse: Callable, errors: dict
     ``ok_rc=None`` lets the parser judge any exit code (hccn_tool exits non-zero for "no IP").
     """
     res = out.get(name)
-    if res is None:
+    if res is None or res.rc == -1:     # missing, or its output ends before its end marker (io/batch.split_outputs)
         errors[name] = "no output (the batch was cut short)"
         return None
     if res.rc == 124:
@@ -124,9 +124,7 @@ def assemble(target: HostTarget, hardware: str, out: dict[str, ProbeOutput], clo
     # docker's own non-zero exit (no daemon, no binary) is the evidence the image rule reports; no answer at all
     # (the batch cut short, the probe timed out on a busy host) is none: a probe error, not "no runtime answers"
     runtime = (_parse(out, "host.docker", containers.RUNTIME_VERSION.parse, errors)
-               if docker is None or docker.rc in (0, 124) else None)
-    if docker is not None and docker.rc == -1:
-        errors["host.docker"] = "no output (the batch was cut short)"
+               if docker is None or docker.rc in (0, 124, -1) else None)
     image = out.get("host.image")
     return HostFacts(
         name=target.name, address=target.address,
